@@ -1,0 +1,2 @@
+//! kiln apps
+fn main() {}

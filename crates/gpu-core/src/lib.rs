@@ -1,0 +1,1 @@
+//! kiln's safe, typed GPU API (see issue 3).

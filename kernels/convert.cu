@@ -1,0 +1,34 @@
+// convert: the toolkit- and arch-guarded kernel. The native bf16 conversion
+// needs sm_80 (cvt.rn.bf16.f32) and a toolkit with cuda_bf16.h (CUDA 11+);
+// every other arch in the fat binary gets the software fallback, which rounds
+// the same way, so results are identical on every device.
+#include "convert.h"
+
+#if defined(CUDA_VERSION) && CUDA_VERSION >= 11000
+#  include <cuda_bf16.h>
+#  define KILN_HAVE_BF16_HEADER 1
+#endif
+
+namespace {
+__device__ __forceinline__ uint16_t bf16_bits_fallback(float x) {
+    uint32_t bits = __float_as_uint(x);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);  // quiet NaN
+    const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+    return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+__device__ __forceinline__ uint16_t bf16_bits(float x) {
+#if defined(KILN_HAVE_BF16_HEADER) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+#else
+    return bf16_bits_fallback(x);
+#endif
+}
+}  // namespace
+
+KILN_KERNEL(f32_to_bf16, const float *__restrict__ in, uint16_t *__restrict__ out, uint32_t n) {
+    const uint32_t stride = gridDim.x * blockDim.x;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        out[i] = bf16_bits(in[i]);
+    }
+}

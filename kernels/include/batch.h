@@ -1,0 +1,36 @@
+/* batch: many molecular structures packed in one atom array, each described by
+ * a BatchStructureDesc. One launch computes every structure's centroid and
+ * radius of gyration. */
+#ifndef KILN_BATCH_H
+#define KILN_BATCH_H
+#include "kiln.h"
+
+/* Where one structure's atoms live in the shared atom array. 16-byte aligned
+ * so that a descriptor is one aligned vector load on the GPU. Five u32 and one
+ * u8 make 21 bytes of fields; alignment 16 rounds the size up to 32 (not 24). */
+typedef struct __attribute__((aligned(16))) BatchStructureDesc {
+    uint32_t atom_offset;  /* first atom of the structure, in atoms */
+    uint32_t ca_offset;    /* first C-alpha atom, in atoms */
+    uint32_t n_atoms;      /* atoms in the structure */
+    uint32_t n_residues;   /* residues in the structure */
+    uint32_t lineage_hash; /* caller's grouping key, carried through */
+    uint8_t country_id;    /* caller's tag, carried through */
+    uint8_t _pad[3];       /* explicit, so no byte of the struct is uninitialized */
+} BatchStructureDesc;
+
+KILN_STATIC_ASSERT(sizeof(BatchStructureDesc) == 32, "BatchStructureDesc is 32 bytes");
+KILN_STATIC_ASSERT(KILN_ALIGNOF(BatchStructureDesc) == 16, "BatchStructureDesc is 16-byte aligned");
+
+/* Per structure: centroid (x, y, z) and radius of gyration. */
+typedef struct BatchStats {
+    float centroid[3];
+    float radius_of_gyration;
+} BatchStats;
+
+KILN_STATIC_ASSERT(sizeof(BatchStats) == 16, "BatchStats is 16 bytes");
+
+/* One block per structure. xyz holds 3 * total_atoms floats. */
+KILN_KERNEL(batch_stats, const float *xyz, uint32_t total_atoms,
+            const BatchStructureDesc *descs, uint32_t n_structures, BatchStats *out);
+
+#endif
