@@ -1,10 +1,11 @@
 // convert: the toolkit- and arch-guarded kernel. The native bf16 conversion
-// needs sm_80 (cvt.rn.bf16.f32) and a toolkit with cuda_bf16.h (CUDA 11+);
+// needs sm_80 (cvt.rn.bf16.f32) and a toolkit with cuda_bf16.h (CUDA 11+,
+// told by nvcc's predefined __CUDACC_VER_MAJOR__);
 // every other arch in the fat binary gets the software fallback, which rounds
 // the same way, so results are identical on every device.
 #include "convert.h"
 
-#if defined(CUDA_VERSION) && CUDA_VERSION >= 11000
+#if defined(__CUDACC_VER_MAJOR__) && __CUDACC_VER_MAJOR__ >= 11
 #  include <cuda_bf16.h>
 #  define KILN_HAVE_BF16_HEADER 1
 #endif

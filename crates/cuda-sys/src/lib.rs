@@ -27,21 +27,19 @@ pub mod abi;
 mod generated;
 
 pub use abi::{FatbinImage, GpuRepr, KernelDecl};
+/// `#[repr(C)]` types from `kernels/include/*.h`, with compile-time layout
+/// asserts.
 pub use generated::types;
 
 /// Kernel declarations from `kernels/include/*.h`: one marker type per kernel.
-pub mod kernels {
-    pub use crate::generated::kernels::*;
-}
+pub use generated::kernels;
 
 /// Host-side launchers from modules built in static-library mode.
 ///
 /// Present only in `cuda_enabled` builds: in a CPU-only build the library they
 /// live in was never compiled.
 #[cfg(cuda_enabled)]
-pub mod host {
-    pub use crate::generated::host::*;
-}
+pub use generated::host;
 
 /// The fat binaries embedded in this crate, one per `kernels/*.cu` module that
 /// is built in fat-binary mode.
@@ -60,7 +58,10 @@ pub const CUDA_ENABLED: bool = cfg!(cuda_enabled);
 pub const TOOLKIT_VERSION: Option<(u32, u32)> = generated_version();
 
 const fn generated_version() -> Option<(u32, u32)> {
-    match (option_env!("KILN_TOOLKIT_MAJOR"), option_env!("KILN_TOOLKIT_MINOR")) {
+    match (
+        option_env!("KILN_TOOLKIT_MAJOR"),
+        option_env!("KILN_TOOLKIT_MINOR"),
+    ) {
         (Some(major), Some(minor)) => Some((parse_u32(major), parse_u32(minor))),
         _ => None,
     }

@@ -1,0 +1,1 @@
+//! bindgen over the shared C headers (placeholder).

@@ -1,0 +1,113 @@
+//! Per-kernel, per-arch resource usage from `ptxas -v` (nvcc
+//! `--resource-usage`): registers, spills, stack (local memory), shared
+//! memory. Kept in the build manifest for `cargo xtask ptx-audit`.
+
+use serde::{Deserialize, Serialize};
+
+/// One kernel compiled for one arch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelResources {
+    /// Entry point name.
+    pub kernel: String,
+    /// `sm_90`.
+    pub arch: String,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Stack frame bytes per thread (local memory).
+    pub stack_bytes: u32,
+    /// Spill stores, bytes.
+    pub spill_store_bytes: u32,
+    /// Spill loads, bytes.
+    pub spill_load_bytes: u32,
+    /// Static shared memory, bytes.
+    pub shared_bytes: u32,
+    /// Barriers used.
+    pub barriers: u32,
+}
+
+/// Parses ptxas's verbose output. Lines for device functions that are not
+/// entry points (`Function properties for helper`) without a preceding
+/// `Compiling entry function` are ignored.
+pub fn parse_ptxas_output(text: &str) -> Vec<KernelResources> {
+    let mut out: Vec<KernelResources> = Vec::new();
+    let mut current: Option<KernelResources> = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("ptxas info    : Compiling entry function '") {
+            out.extend(current.take());
+            let mut parts = rest.split('\'');
+            let kernel = parts.next().unwrap_or_default().to_string();
+            let arch = parts.nth(1).unwrap_or_default().to_string();
+            current = Some(KernelResources {
+                kernel,
+                arch,
+                registers: 0,
+                stack_bytes: 0,
+                spill_store_bytes: 0,
+                spill_load_bytes: 0,
+                shared_bytes: 0,
+                barriers: 0,
+            });
+            continue;
+        }
+        let Some(k) = current.as_mut() else { continue };
+        if line.contains("bytes stack frame") {
+            k.stack_bytes = number_before(line, "bytes stack frame");
+            k.spill_store_bytes = number_before(line, "bytes spill stores");
+            k.spill_load_bytes = number_before(line, "bytes spill loads");
+        } else if line.contains("Used ") && line.contains("registers") {
+            k.registers = number_before(line, "registers");
+            k.barriers = number_before(line, "barriers");
+            k.shared_bytes = number_before(line, "bytes smem");
+        }
+    }
+    out.extend(current);
+    out
+}
+
+/// The integer just before `label` in `line` (0 when absent).
+fn number_before(line: &str, label: &str) -> u32 {
+    line.find(label)
+        .and_then(|at| line[..at].split_whitespace().last())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_entries_for_each_arch() {
+        let text = "ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'batch_stats' for 'sm_80'
+ptxas info    : Function properties for batch_stats
+    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 40 registers, used 1 barriers, 1024 bytes smem, 400 bytes cmem[0]
+ptxas info    : Compile time = 3.2 ms
+ptxas info    : Compiling entry function 'batch_stats' for 'sm_90'
+ptxas info    : Function properties for batch_stats
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 38 registers, used 1 barriers, 1024 bytes smem
+";
+        let r = parse_ptxas_output(text);
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            r[0],
+            KernelResources {
+                kernel: "batch_stats".into(),
+                arch: "sm_80".into(),
+                registers: 40,
+                stack_bytes: 8,
+                spill_store_bytes: 4,
+                spill_load_bytes: 4,
+                shared_bytes: 1024,
+                barriers: 1,
+            }
+        );
+        assert_eq!(
+            (r[1].arch.as_str(), r[1].registers, r[1].spill_store_bytes),
+            ("sm_90", 38, 0)
+        );
+    }
+}

@@ -1,0 +1,429 @@
+//! CUDA toolkit discovery: looks in a fixed order, reports every place it
+//! looked and why each was or was not taken, and asks the toolkit it takes for
+//! its version and supported archs.
+//!
+//! Order: `NVCC` (a path to nvcc), `CUDA_PATH`, `CUDA_HOME`, `CUDA_ROOT`,
+//! `nvcc` on `PATH`, the caller's own candidates (kiln passes its project-local
+//! install, `target/cuda-toolkit/cuda`), `/usr/local/cuda`, `/opt/cuda`.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::arch::SupportedArchs;
+use crate::error::Error;
+
+/// Environment variables discovery reads; a build script declares each with
+/// `cargo::rerun-if-env-changed`.
+pub const DISCOVERY_ENV_VARS: &[&str] = &["NVCC", "CUDA_PATH", "CUDA_HOME", "CUDA_ROOT", "PATH"];
+
+/// Where environment variables come from: the process, or a test's table.
+pub trait EnvSource {
+    /// The variable's value, if set.
+    fn var_os(&self, key: &str) -> Option<OsString>;
+}
+
+/// The process environment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcessEnv;
+
+impl EnvSource for ProcessEnv {
+    fn var_os(&self, key: &str) -> Option<OsString> {
+        std::env::var_os(key)
+    }
+}
+
+impl EnvSource for [(&str, &str)] {
+    fn var_os(&self, key: &str) -> Option<OsString> {
+        self.iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| OsString::from(v))
+    }
+}
+
+/// A toolkit version from `nvcc --version` (`release 13.0, V13.0.88`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ToolkitVersion {
+    /// 13 for CUDA 13.0.
+    pub major: u32,
+    /// 0 for CUDA 13.0.
+    pub minor: u32,
+    /// 88 for V13.0.88; 0 when nvcc did not say.
+    pub patch: u32,
+}
+
+impl ToolkitVersion {
+    /// Parses the output of `nvcc --version`.
+    pub fn parse_nvcc_version(text: &str) -> Option<Self> {
+        let release = text.split("release ").nth(1)?;
+        let (major, rest) = release.split_once('.')?;
+        let minor: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let patch = rest
+            .split(", V")
+            .nth(1)
+            .and_then(|v| v.split(|c: char| !c.is_ascii_digit() && c != '.').next())
+            .and_then(|v| v.rsplit('.').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        Some(Self {
+            major: major.trim().parse().ok()?,
+            minor: minor.parse().ok()?,
+            patch,
+        })
+    }
+
+    /// nvcc's `CUDA_VERSION` macro value: `13000` for 13.0.
+    pub const fn cuda_version_macro(self) -> u32 {
+        self.major * 1000 + self.minor * 10
+    }
+}
+
+impl fmt::Display for ToolkitVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)?;
+        if self.patch != 0 {
+            write!(f, ".{}", self.patch)?;
+        }
+        Ok(())
+    }
+}
+
+/// A usable toolkit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Toolkit {
+    /// The toolkit root (holds `bin/`, `include/`, `lib/` or `lib64/`).
+    pub root: PathBuf,
+    /// The nvcc executable.
+    pub nvcc: PathBuf,
+    /// From `nvcc --version`.
+    pub version: ToolkitVersion,
+    /// Which place of the search order found it (`CUDA_PATH`, `PATH`, ...).
+    pub found_by: String,
+}
+
+impl Toolkit {
+    /// Inspects a toolkit root, as discovery does for each candidate.
+    pub fn at(root: &Path, found_by: &str) -> Result<Self, ProbeOutcome> {
+        let nvcc = root.join("bin").join("nvcc");
+        Self::with_nvcc(root, &nvcc, found_by)
+    }
+
+    fn with_nvcc(root: &Path, nvcc: &Path, found_by: &str) -> Result<Self, ProbeOutcome> {
+        if !root.is_dir() {
+            return Err(ProbeOutcome::Missing(root.to_path_buf()));
+        }
+        if !nvcc.is_file() {
+            return Err(ProbeOutcome::NoNvcc(root.to_path_buf()));
+        }
+        if !root.join("include").join("cuda_runtime.h").is_file() {
+            return Err(ProbeOutcome::NoHeaders(root.to_path_buf()));
+        }
+        let output =
+            Command::new(nvcc)
+                .arg("--version")
+                .output()
+                .map_err(|e| ProbeOutcome::NvccFailed {
+                    nvcc: nvcc.to_path_buf(),
+                    reason: e.to_string(),
+                })?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        let version = ToolkitVersion::parse_nvcc_version(&text)
+            .filter(|_| output.status.success())
+            .ok_or_else(|| ProbeOutcome::NvccFailed {
+                nvcc: nvcc.to_path_buf(),
+                reason: format!("`nvcc --version` printed no release ({})", output.status),
+            })?;
+        Ok(Self {
+            root: root.to_path_buf(),
+            nvcc: nvcc.to_path_buf(),
+            version,
+            found_by: found_by.to_string(),
+        })
+    }
+
+    /// `include/`.
+    pub fn include_dir(&self) -> PathBuf {
+        self.root.join("include")
+    }
+
+    /// The library dir: `lib64/` where it exists (system installs), else
+    /// `lib/` (the PyPI wheels).
+    pub fn lib_dir(&self) -> PathBuf {
+        let lib64 = self.root.join("lib64");
+        if lib64.is_dir() {
+            lib64
+        } else {
+            self.root.join("lib")
+        }
+    }
+
+    /// A tool from `bin/` (`cuobjdump`, `ptxas`, ...).
+    pub fn tool(&self, name: &str) -> PathBuf {
+        self.root.join("bin").join(name)
+    }
+
+    /// The archs this toolkit compiles for (`nvcc --list-gpu-code` and
+    /// `--list-gpu-arch`).
+    pub fn supported_archs(&self) -> Result<SupportedArchs, Error> {
+        let list = |flag: &str| -> Result<String, Error> {
+            let output = Command::new(&self.nvcc)
+                .arg(flag)
+                .output()
+                .map_err(|source| Error::Spawn {
+                    program: self.nvcc.clone(),
+                    source,
+                })?;
+            if !output.status.success() {
+                return Err(Error::ToolFailed {
+                    command: format!("{} {flag}", self.nvcc.display()),
+                    status: output.status.to_string(),
+                    stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+                });
+            }
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        };
+        Ok(SupportedArchs::from_nvcc_lists(
+            &format!("{}.{}", self.version.major, self.version.minor),
+            &list("--list-gpu-code")?,
+            &list("--list-gpu-arch")?,
+        ))
+    }
+}
+
+/// What one place of the search order held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeOutcome {
+    /// The environment variable is not set.
+    NotSet,
+    /// `nvcc` is not on `PATH`.
+    NotOnPath,
+    /// The directory does not exist.
+    Missing(PathBuf),
+    /// The directory has no `bin/nvcc`.
+    NoNvcc(PathBuf),
+    /// The directory has no `include/cuda_runtime.h`.
+    NoHeaders(PathBuf),
+    /// nvcc is there but `nvcc --version` failed.
+    NvccFailed {
+        /// The nvcc that failed.
+        nvcc: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A toolkit was found here (the first one is taken).
+    Found(PathBuf),
+    /// A toolkit may be here, but an earlier place was taken.
+    NotReached,
+}
+
+/// One place of the search order and what it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// `NVCC`, `CUDA_PATH`, `PATH`, `/usr/local/cuda`, ...
+    pub place: String,
+    /// What was there.
+    pub outcome: ProbeOutcome,
+}
+
+impl fmt::Display for Probe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let place = &self.place;
+        match &self.outcome {
+            ProbeOutcome::NotSet => write!(f, "{place} (not set)"),
+            ProbeOutcome::NotOnPath => write!(f, "{place} (no nvcc)"),
+            ProbeOutcome::Missing(p) => write!(f, "{place}={} (does not exist)", p.display()),
+            ProbeOutcome::NoNvcc(p) => write!(f, "{place}={} (no bin/nvcc)", p.display()),
+            ProbeOutcome::NoHeaders(p) => {
+                write!(f, "{place}={} (no include/cuda_runtime.h)", p.display())
+            }
+            ProbeOutcome::NvccFailed { nvcc, reason } => {
+                write!(f, "{place}: {} failed: {reason}", nvcc.display())
+            }
+            ProbeOutcome::Found(p) => write!(f, "{place}={} (taken)", p.display()),
+            ProbeOutcome::NotReached => write!(f, "{place} (not reached)"),
+        }
+    }
+}
+
+/// The result of a search: every place looked at, and the toolkit taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovery {
+    /// Every place, in search order.
+    pub probes: Vec<Probe>,
+    /// The first usable toolkit.
+    pub toolkit: Option<Toolkit>,
+}
+
+impl Discovery {
+    /// `NVCC (not set), CUDA_PATH=/x (no bin/nvcc), ...`: where it looked.
+    pub fn looked_at(&self) -> String {
+        self.probes
+            .iter()
+            .filter(|p| p.outcome != ProbeOutcome::NotReached)
+            .map(Probe::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Places set explicitly (an env var) that held no usable toolkit: worth a
+    /// warning even when a later place was taken.
+    pub fn misconfigured(&self) -> impl Iterator<Item = &Probe> {
+        self.probes.iter().filter(|p| {
+            matches!(
+                p.outcome,
+                ProbeOutcome::Missing(_)
+                    | ProbeOutcome::NoNvcc(_)
+                    | ProbeOutcome::NoHeaders(_)
+                    | ProbeOutcome::NvccFailed { .. }
+            ) && DISCOVERY_ENV_VARS.contains(&p.place.as_str())
+        })
+    }
+}
+
+/// Searches for a toolkit. `candidates` are the caller's own places, named by
+/// label (`("project-local", path)`), searched after `PATH` and before the
+/// system directories.
+pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]) -> Discovery {
+    let mut probes = Vec::new();
+    let mut toolkit = None;
+    let mut consider = |place: &str, result: Result<Toolkit, ProbeOutcome>| {
+        let outcome = match (&toolkit, result) {
+            (Some(_), _) => ProbeOutcome::NotReached,
+            (None, Ok(found)) => {
+                let outcome = ProbeOutcome::Found(found.root.clone());
+                toolkit = Some(found);
+                outcome
+            }
+            (None, Err(outcome)) => outcome,
+        };
+        probes.push(Probe {
+            place: place.to_string(),
+            outcome,
+        });
+    };
+
+    match env.var_os("NVCC").filter(|v| !v.is_empty()) {
+        None => consider("NVCC", Err(ProbeOutcome::NotSet)),
+        Some(nvcc) => {
+            let nvcc = PathBuf::from(nvcc);
+            let root = nvcc.parent().and_then(Path::parent).map(Path::to_path_buf);
+            let result = match root {
+                Some(root) if nvcc.is_file() => Toolkit::with_nvcc(&root, &nvcc, "NVCC"),
+                _ => Err(ProbeOutcome::Missing(nvcc)),
+            };
+            consider("NVCC", result);
+        }
+    }
+    for var in ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"] {
+        match env.var_os(var).filter(|v| !v.is_empty()) {
+            None => consider(var, Err(ProbeOutcome::NotSet)),
+            Some(root) => consider(var, Toolkit::at(Path::new(&root), var)),
+        }
+    }
+    let on_path = env.var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("nvcc"))
+            .find(|nvcc| nvcc.is_file())
+    });
+    match on_path {
+        None => consider("PATH", Err(ProbeOutcome::NotOnPath)),
+        Some(nvcc) => {
+            // nvcc on PATH may be a symlink into the toolkit (/usr/bin/nvcc).
+            let real = std::fs::canonicalize(&nvcc).unwrap_or(nvcc);
+            let root = real
+                .parent()
+                .and_then(Path::parent)
+                .unwrap_or(Path::new("/"));
+            consider("PATH", Toolkit::with_nvcc(root, &real, "PATH"));
+        }
+    }
+    for (label, root) in candidates {
+        consider(label, Toolkit::at(root, label));
+    }
+    for root in ["/usr/local/cuda", "/opt/cuda"] {
+        consider(root, Toolkit::at(Path::new(root), root));
+    }
+    Discovery { probes, toolkit }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_parses_nvcc_output() {
+        let text = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n";
+        let v = ToolkitVersion::parse_nvcc_version(text).unwrap();
+        assert_eq!(
+            v,
+            ToolkitVersion {
+                major: 13,
+                minor: 0,
+                patch: 88
+            }
+        );
+        assert_eq!(v.to_string(), "13.0.88");
+        assert_eq!(v.cuda_version_macro(), 13000);
+        let old =
+            ToolkitVersion::parse_nvcc_version("Cuda compilation tools, release 12.4, V12.4.131")
+                .unwrap();
+        assert_eq!(
+            old,
+            ToolkitVersion {
+                major: 12,
+                minor: 4,
+                patch: 131
+            }
+        );
+        assert_eq!(ToolkitVersion::parse_nvcc_version("garbage"), None);
+    }
+
+    #[test]
+    fn empty_environment_reports_every_place() {
+        let env: &[(&str, &str)] = &[("PATH", "/nonexistent-kiln-test")];
+        let d = discover(
+            env,
+            &[("project-local".into(), "/nonexistent-kiln-tk".into())],
+        );
+        let places: Vec<&str> = d.probes.iter().map(|p| p.place.as_str()).collect();
+        assert_eq!(
+            places,
+            [
+                "NVCC",
+                "CUDA_PATH",
+                "CUDA_HOME",
+                "CUDA_ROOT",
+                "PATH",
+                "project-local",
+                "/usr/local/cuda",
+                "/opt/cuda"
+            ]
+        );
+        assert_eq!(d.probes[0].outcome, ProbeOutcome::NotSet);
+        assert_eq!(
+            d.probes[5].to_string(),
+            "project-local=/nonexistent-kiln-tk (does not exist)"
+        );
+        if d.toolkit.is_none() {
+            assert!(d
+                .looked_at()
+                .starts_with("NVCC (not set), CUDA_PATH (not set)"));
+        }
+    }
+
+    #[test]
+    fn a_dir_without_nvcc_or_headers_is_reported_as_such() {
+        let dir = std::env::temp_dir().join(format!("kiln-tk-probe-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        let root = dir.to_str().unwrap();
+        let env: &[(&str, &str)] = &[("CUDA_PATH", root), ("PATH", "")];
+        let d = discover(env, &[]);
+        assert_eq!(d.probes[1].outcome, ProbeOutcome::NoNvcc(dir.clone()));
+        assert_eq!(d.misconfigured().count(), 1);
+        std::fs::write(dir.join("bin/nvcc"), "").unwrap();
+        let d = discover(env, &[]);
+        assert_eq!(d.probes[1].outcome, ProbeOutcome::NoHeaders(dir.clone()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
