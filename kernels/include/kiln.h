@@ -15,6 +15,13 @@
 #define KILN_H
 
 #include <stdint.h>
+#if defined(KILN_BINDGEN)
+/* bindgen may run on a libclang without its resource headers (the PyPI
+ * wheel); clang predefines the type, and bindgen maps size_t to usize. */
+typedef __SIZE_TYPE__ size_t;
+#else
+#  include <stddef.h>
+#endif
 
 #if defined(__CUDACC__)
 #  define KILN_KERNEL(name, ...) extern "C" __global__ void name(__VA_ARGS__)

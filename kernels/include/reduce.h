@@ -4,7 +4,6 @@
  * static library and linked with the static CUDA runtime. */
 #ifndef KILN_REDUCE_H
 #define KILN_REDUCE_H
-#include <stddef.h>
 #include "kiln.h"
 
 /* Bytes of device scratch that kiln_sum_f32 needs for n inputs. */

@@ -58,6 +58,11 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// Generating bindings failed.
+    Codegen {
+        /// What went wrong.
+        message: String,
+    },
     /// The `cc` crate failed on a static-library module.
     StaticLibrary {
         /// The module.
@@ -90,6 +95,7 @@ impl fmt::Display for Error {
             Error::Config { path, message } => {
                 write!(f, "invalid kernel config {}: {message}", path.display())
             }
+            Error::Codegen { message } => write!(f, "codegen: {message}"),
             Error::StaticLibrary { module, message } => {
                 write!(f, "building static-library module `{module}` failed: {message}")
             }

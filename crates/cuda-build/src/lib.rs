@@ -20,6 +20,7 @@
 //! ```
 
 pub mod arch;
+pub mod bindings;
 #[cfg(feature = "codegen")]
 pub mod codegen;
 pub mod config;

@@ -24,6 +24,7 @@
 //! on the stream's context. Nothing here checks that: `gpu-core` and `apps` do.
 
 pub mod abi;
+#[rustfmt::skip]
 mod generated;
 
 pub use abi::{FatbinImage, GpuRepr, KernelDecl};

@@ -1,0 +1,106 @@
+//! The committed-bindings check that needs no libclang: generated files carry
+//! a fingerprint of the headers they came from, and a test compares it with
+//! the headers on disk.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{io, Error};
+
+/// The line that carries the fingerprint in a generated file.
+pub const FINGERPRINT_PREFIX: &str = "// kiln-codegen-headers: ";
+
+/// Every `*.h` directly in `include_dir`, sorted.
+pub fn list_headers(include_dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let mut headers = Vec::new();
+    for entry in io(include_dir, std::fs::read_dir(include_dir))? {
+        let path = io(include_dir, entry)?.path();
+        if path.extension().is_some_and(|e| e == "h") {
+            headers.push(path);
+        }
+    }
+    headers.sort();
+    Ok(headers)
+}
+
+/// FNV-1a (64-bit) over each header's name and bytes: stable across Rust
+/// releases and platforms, unlike std's hasher.
+pub fn header_fingerprint(include_dir: &Path) -> Result<String, Error> {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |bytes: &[u8]| {
+        for b in bytes {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    for header in list_headers(include_dir)? {
+        let name = header
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let text = io(&header, std::fs::read(&header))?;
+        // Line endings do not change the bindings.
+        let text: Vec<u8> = text.into_iter().filter(|b| *b != b'\r').collect();
+        feed(name.as_bytes());
+        feed(&[0]);
+        feed(&text);
+        feed(&[0]);
+    }
+    Ok(format!("{hash:016x}"))
+}
+
+/// Checks that a committed generated file was made from the headers as they
+/// are now. The error says what to run.
+pub fn check_committed(generated: &Path, include_dir: &Path, command: &str) -> Result<(), String> {
+    let text = std::fs::read_to_string(generated)
+        .map_err(|e| format!("cannot read {}: {e}; run `{command}`", generated.display()))?;
+    let recorded = text
+        .lines()
+        .find_map(|l| l.strip_prefix(FINGERPRINT_PREFIX))
+        .ok_or_else(|| {
+            format!(
+                "{} has no header fingerprint; run `{command}`",
+                generated.display()
+            )
+        })?;
+    let current = header_fingerprint(include_dir).map_err(|e| e.to_string())?;
+    if recorded.trim() != current {
+        return Err(format!(
+            "{} is stale: the headers in {} changed since it was generated; run `{command}` and commit the result",
+            generated.display(),
+            include_dir.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_follows_header_edits() {
+        let dir = std::env::temp_dir().join(format!("kiln-fp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.h"), "int a;\n").unwrap();
+        let generated = dir.join("gen.rs");
+        let first = header_fingerprint(&dir).unwrap();
+        std::fs::write(&generated, format!("// x\n{FINGERPRINT_PREFIX}{first}\n")).unwrap();
+        assert_eq!(check_committed(&generated, &dir, "fix it"), Ok(()));
+        std::fs::write(dir.join("a.h"), "int a;\r\n").unwrap();
+        assert_eq!(
+            header_fingerprint(&dir).unwrap(),
+            first,
+            "CRLF does not count"
+        );
+        std::fs::write(dir.join("a.h"), "int b;\n").unwrap();
+        let err = check_committed(&generated, &dir, "fix it").unwrap_err();
+        assert!(
+            err.contains("is stale") && err.ends_with("run `fix it` and commit the result"),
+            "{err}"
+        );
+        std::fs::write(dir.join("b.h"), "").unwrap();
+        assert_ne!(header_fingerprint(&dir).unwrap(), first);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
