@@ -1,0 +1,211 @@
+//! `cargo xtask build [--arch SPEC] [--release]`: builds the workspace with
+//! those archs and reports, per module, what the fat binary holds (read back
+//! with cuobjdump), its size and its compile time.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use cuda_build::{ArchSpec, Manifest, SupportedArchs};
+
+use crate::discovery::kiln_discovery;
+
+/// Parsed arguments.
+#[derive(Debug, Default)]
+struct Args {
+    arch: Option<String>,
+    release: bool,
+}
+
+fn parse_args(args: &[String]) -> Result<Args> {
+    let mut parsed = Args::default();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "--release" => parsed.release = true,
+            "--arch" => {
+                parsed.arch = Some(
+                    iter.next()
+                        .context("--arch needs a value, e.g. --arch sm_86")?
+                        .clone(),
+                )
+            }
+            other if other.starts_with("--arch=") => {
+                parsed.arch = Some(other["--arch=".len()..].to_string())
+            }
+            other => bail!(
+                "unknown argument `{other}`; usage: cargo xtask build [--arch SPEC] [--release]"
+            ),
+        }
+    }
+    Ok(parsed)
+}
+
+/// Checks an arch spec before anything is built: against the toolkit that
+/// would be used, or CUDA 13.0's list when there is none. Exits 2 with one
+/// line on a bad spec.
+pub(crate) fn validate_spec_or_exit(root: &Path, spec: &str, origin: &str) {
+    let supported = kiln_discovery(root)
+        .and_then(|d| d.toolkit)
+        .and_then(|tk| tk.supported_archs().ok())
+        .unwrap_or_else(SupportedArchs::cuda_13_0_builtin);
+    let checked = ArchSpec::parse(spec, origin).and_then(|parsed| {
+        if parsed.needs_native_probe() {
+            // `native` is probed by the build itself, on the machine it runs on.
+            return Ok(());
+        }
+        parsed
+            .resolve(&supported, origin, || Ok(Vec::new()))
+            .map(|_| ())
+    });
+    if let Err(e) = checked {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
+}
+
+/// Runs the command.
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
+    let args = parse_args(args)?;
+    if let Some(spec) = &args.arch {
+        validate_spec_or_exit(root, spec, "--arch");
+    }
+    let started = Instant::now();
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo
+        .current_dir(root)
+        .args([
+            "build",
+            "--workspace",
+            "--message-format=json-render-diagnostics",
+        ])
+        .stdout(Stdio::piped());
+    if args.release {
+        cargo.arg("--release");
+    }
+    if let Some(spec) = &args.arch {
+        cargo.env("KILN_CUDA_ARCHS", spec);
+    }
+    let output = cargo
+        .spawn()
+        .context("cannot run cargo")?
+        .wait_with_output()?;
+    if !output.status.success() {
+        bail!("cargo build failed ({})", output.status);
+    }
+    let out_dir = cuda_sys_out_dir(&String::from_utf8_lossy(&output.stdout))
+        .context("cargo did not report cuda-sys's build script output")?;
+    let manifest = Manifest::read(&out_dir.join(cuda_build::manifest::MANIFEST_FILE))?;
+    print!("{}", report(&manifest, &Cuobjdump::find(root)));
+    println!("built in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// The OUT_DIR of cuda-sys's build script, from cargo's JSON messages.
+pub(crate) fn cuda_sys_out_dir(messages: &str) -> Option<PathBuf> {
+    messages
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|msg| msg["reason"] == "build-script-executed")
+        .filter(|msg| {
+            msg["package_id"]
+                .as_str()
+                .is_some_and(|id| id.contains("cuda-sys"))
+        })
+        .filter_map(|msg| msg["out_dir"].as_str().map(PathBuf::from))
+        .find(|dir| dir.join(cuda_build::manifest::MANIFEST_FILE).exists())
+}
+
+/// cuobjdump, to read back what a fat binary holds.
+pub(crate) struct Cuobjdump(Option<PathBuf>);
+
+impl Cuobjdump {
+    pub(crate) fn find(root: &Path) -> Self {
+        Self(
+            kiln_discovery(root)
+                .and_then(|d| d.toolkit)
+                .map(|tk| tk.tool("cuobjdump"))
+                .filter(|p| p.is_file()),
+        )
+    }
+
+    /// `(sass, ptx)` arch lists inside `file`, e.g. `(["sm_80","sm_90"], ["sm_90"])`.
+    pub(crate) fn contents(&self, file: &Path) -> Option<(Vec<String>, Vec<String>)> {
+        let tool = self.0.as_ref()?;
+        let list = |flag: &str| -> Option<Vec<String>> {
+            let out = Command::new(tool).arg(flag).arg(file).output().ok()?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let mut archs: Vec<String> = text
+                .lines()
+                .filter_map(|l| l.rsplit('.').nth(1).map(str::to_string))
+                .filter(|a| a.starts_with("sm_"))
+                .collect();
+            archs.sort();
+            archs.dedup();
+            Some(archs)
+        };
+        let ptx = list("--list-ptx")?
+            .iter()
+            .map(|a| a.replacen("sm_", "compute_", 1))
+            .collect();
+        Some((list("--list-elf")?, ptx))
+    }
+}
+
+/// The per-module table.
+fn report(manifest: &Manifest, cuobjdump: &Cuobjdump) -> String {
+    let mut text = String::new();
+    if !manifest.cuda_enabled {
+        text.push_str(&format!(
+            "CPU-only build: {}\n",
+            manifest.cpu_only_reason.as_deref().unwrap_or("no toolkit")
+        ));
+        return text;
+    }
+    let toolkit = manifest.toolkit.as_ref().map_or(String::new(), |t| {
+        format!("CUDA {} ({})", t.version, t.found_by)
+    });
+    text.push_str(&format!(
+        "archs `{}` from {}: SASS {} PTX {}; {toolkit}\n",
+        manifest.arch_spec,
+        manifest.arch_origin,
+        manifest.sass.join(","),
+        manifest.ptx.join(",")
+    ));
+    text.push_str(&format!(
+        "{:<12} {:<7} {:<28} {:<16} {:>10} {:>10}\n",
+        "module", "link", "SASS (cuobjdump)", "PTX (cuobjdump)", "size", "compile"
+    ));
+    for module in &manifest.modules {
+        let (sass, ptx) = module
+            .output
+            .as_deref()
+            .and_then(|f| cuobjdump.contents(f))
+            .map_or(("?".to_string(), "?".to_string()), |(s, p)| {
+                (s.join(","), p.join(","))
+            });
+        let compile = match module.compile_ms {
+            Some(ms) => format!("{:.1} s", ms as f64 / 1000.0),
+            None => "up to date".to_string(),
+        };
+        text.push_str(&format!(
+            "{:<12} {:<7} {:<28} {:<16} {:>10} {:>10}\n",
+            module.name,
+            format!("{:?}", module.link).to_lowercase(),
+            sass,
+            ptx,
+            human_size(module.size_bytes),
+            compile
+        ));
+    }
+    text
+}
+
+fn human_size(bytes: u64) -> String {
+    if bytes >= 1 << 20 {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+    } else {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    }
+}

@@ -1,0 +1,314 @@
+//! `cargo xtask doctor`: what this machine offers kiln's build and run: the
+//! toolkit search, version and supported archs, libclang for codegen, the
+//! driver and GPUs, and what the default build would produce.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::Result;
+use cuda_build::toolkit::Discovery;
+use cuda_build::{ArchSpec, KernelConfig, SupportedArchs};
+
+use crate::discovery::kiln_discovery;
+
+/// Everything the report says, gathered first so the rendering is testable.
+#[derive(Debug)]
+pub(crate) struct Findings {
+    /// The toolkit search; `None` when `KILN_CUDA=off`.
+    pub(crate) discovery: Option<Discovery>,
+    /// What the toolkit found supports (`None` without one).
+    pub(crate) supported: Option<Result<SupportedArchs, String>>,
+    /// libclang's location, or why none was found.
+    pub(crate) libclang: Result<PathBuf, String>,
+    /// `nvidia-smi` lines (name, compute capability, memory, driver), or why not.
+    pub(crate) gpus: Result<Vec<String>, String>,
+    /// The arch spec in force and where it came from.
+    pub(crate) spec: (String, String),
+    /// Kernel modules with their link modes.
+    pub(crate) modules: Vec<(String, String)>,
+}
+
+/// Runs the command.
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
+    if !args.is_empty() {
+        anyhow::bail!("usage: cargo xtask doctor");
+    }
+    print!("{}", render(&gather(root)?));
+    Ok(())
+}
+
+fn gather(root: &Path) -> Result<Findings> {
+    let discovery = kiln_discovery(root);
+    let supported = discovery
+        .as_ref()
+        .and_then(|d| d.toolkit.as_ref())
+        .map(|tk| tk.supported_archs().map_err(|e| e.to_string()));
+    let config_path = root.join("kernels/kiln.toml");
+    let config = KernelConfig::load(&config_path)?;
+    let spec = match std::env::var("KILN_CUDA_ARCHS") {
+        Ok(text) if !text.trim().is_empty() => (text, "KILN_CUDA_ARCHS".to_string()),
+        _ => (config.archs.clone(), "kernels/kiln.toml".to_string()),
+    };
+    let mut modules = Vec::new();
+    for entry in std::fs::read_dir(root.join("kernels"))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "cu") {
+            let name = path
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            let link = format!("{:?}", config.link_mode(&name)).to_lowercase();
+            modules.push((name, link));
+        }
+    }
+    modules.sort();
+    Ok(Findings {
+        discovery,
+        supported,
+        libclang: find_libclang(root),
+        gpus: query_gpus(),
+        spec,
+        modules,
+    })
+}
+
+/// bindgen's libclang: `LIBCLANG_PATH`, the project-local one, or the system's.
+fn find_libclang(root: &Path) -> Result<PathBuf, String> {
+    let has_lib = |dir: &Path| {
+        std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("libclang"))
+        })
+    };
+    if let Some(dir) = std::env::var_os("LIBCLANG_PATH").map(PathBuf::from) {
+        return if has_lib(&dir) {
+            Ok(dir)
+        } else {
+            Err(format!("LIBCLANG_PATH={} holds no libclang", dir.display()))
+        };
+    }
+    let candidates = [
+        root.join("target/cuda-toolkit/libclang"),
+        PathBuf::from("/usr/lib/x86_64-linux-gnu"),
+    ];
+    candidates.into_iter().find(|d| has_lib(d)).ok_or_else(|| {
+        "not found (needed only by `cargo xtask codegen`; `cargo xtask toolkit install` installs one)".to_string()
+    })
+}
+
+fn query_gpus() -> Result<Vec<String>, String> {
+    let output = Command::new("nvidia-smi")
+        .args([
+            "--query-gpu=name,compute_cap,memory.total,driver_version",
+            "--format=csv,noheader",
+        ])
+        .output()
+        .map_err(|_| "no nvidia-smi: no NVIDIA driver on this machine".to_string())?;
+    if !output.status.success() {
+        return Err(format!(
+            "nvidia-smi failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect())
+}
+
+/// The report.
+pub(crate) fn render(f: &Findings) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "toolkit search:");
+    match &f.discovery {
+        None => {
+            let _ = writeln!(out, "  skipped: KILN_CUDA=off");
+        }
+        Some(d) => {
+            for probe in &d.probes {
+                let _ = writeln!(out, "  {probe}");
+            }
+        }
+    }
+    let toolkit = f.discovery.as_ref().and_then(|d| d.toolkit.as_ref());
+    match toolkit {
+        Some(tk) => {
+            let _ = writeln!(
+                out,
+                "toolkit: CUDA {} at {} (via {})",
+                tk.version,
+                tk.root.display(),
+                tk.found_by
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "toolkit: none; builds are CPU-only (run `cargo xtask toolkit install`)"
+            );
+        }
+    }
+    match &f.supported {
+        Some(Ok(s)) => {
+            let _ = writeln!(out, "supported archs: {}", s.describe());
+        }
+        Some(Err(e)) => {
+            let _ = writeln!(out, "supported archs: unknown ({e})");
+        }
+        None => {}
+    }
+    match &f.libclang {
+        Ok(dir) => {
+            let _ = writeln!(out, "libclang: {}", dir.display());
+        }
+        Err(why) => {
+            let _ = writeln!(out, "libclang: {why}");
+        }
+    }
+    match &f.gpus {
+        Ok(gpus) if !gpus.is_empty() => {
+            for gpu in gpus {
+                let _ = writeln!(out, "gpu: {gpu}");
+            }
+        }
+        Ok(_) => {
+            let _ = writeln!(out, "gpus: none");
+        }
+        Err(why) => {
+            let _ = writeln!(out, "gpus: none ({why})");
+        }
+    }
+    let (spec, origin) = &f.spec;
+    let builtin = SupportedArchs::cuda_13_0_builtin();
+    let supported = match &f.supported {
+        Some(Ok(s)) => s,
+        _ => &builtin,
+    };
+    let produced = ArchSpec::parse(spec, origin).and_then(|s| {
+        if s.needs_native_probe() {
+            Ok("the archs of this machine's GPUs (native)".to_string())
+        } else {
+            s.resolve(supported, origin, || Ok(Vec::new())).map(|l| {
+                format!(
+                    "SASS {} + PTX {}",
+                    join(&l.sass, |a| a.sm_name()),
+                    join(&l.ptx, |a| a.compute_name())
+                )
+            })
+        }
+    });
+    let _ = writeln!(out, "default build: archs `{spec}` from {origin}");
+    match (produced, toolkit) {
+        (Err(e), _) => {
+            let _ = writeln!(out, "  invalid: {e}");
+        }
+        (Ok(_), None) => {
+            let _ = writeln!(out, "  would produce: CPU-only build (no fat binaries)");
+        }
+        (Ok(what), Some(_)) => {
+            let _ = writeln!(out, "  would produce: {what}");
+        }
+    }
+    for (name, link) in &f.modules {
+        let _ = writeln!(out, "  module {name}: {link}");
+    }
+    out
+}
+
+fn join<T>(items: &[T], name: impl Fn(&T) -> String) -> String {
+    let names: Vec<String> = items.iter().map(name).collect();
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cuda_build::toolkit::{Probe, ProbeOutcome, Toolkit, ToolkitVersion};
+
+    fn fake_findings() -> Findings {
+        let root = PathBuf::from("/fake/cuda");
+        let probes = vec![
+            Probe {
+                place: "NVCC".into(),
+                outcome: ProbeOutcome::NotSet,
+            },
+            Probe {
+                place: "CUDA_PATH".into(),
+                outcome: ProbeOutcome::NoNvcc("/opt/broken".into()),
+            },
+            Probe {
+                place: "CUDA_HOME".into(),
+                outcome: ProbeOutcome::NotSet,
+            },
+            Probe {
+                place: "CUDA_ROOT".into(),
+                outcome: ProbeOutcome::NotSet,
+            },
+            Probe {
+                place: "PATH".into(),
+                outcome: ProbeOutcome::NotOnPath,
+            },
+            Probe {
+                place: "project-local".into(),
+                outcome: ProbeOutcome::Found(root.clone()),
+            },
+            Probe {
+                place: "/usr/local/cuda".into(),
+                outcome: ProbeOutcome::NotReached,
+            },
+            Probe {
+                place: "/opt/cuda".into(),
+                outcome: ProbeOutcome::NotReached,
+            },
+        ];
+        let toolkit = Toolkit {
+            nvcc: root.join("bin/nvcc"),
+            root,
+            version: ToolkitVersion {
+                major: 13,
+                minor: 0,
+                patch: 88,
+            },
+            found_by: "project-local".into(),
+        };
+        Findings {
+            discovery: Some(Discovery {
+                probes,
+                toolkit: Some(toolkit),
+            }),
+            supported: Some(Ok(SupportedArchs::from_nvcc_lists(
+                "13.0",
+                "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120",
+                "compute_75 compute_80 compute_86 compute_90 compute_100 compute_120",
+            ))),
+            libclang: Ok(PathBuf::from("/fake/libclang")),
+            gpus: Err("no nvidia-smi: no NVIDIA driver on this machine".into()),
+            spec: ("sm_80,sm_90".into(), "kernels/kiln.toml".into()),
+            modules: vec![
+                ("reduce".into(), "static".into()),
+                ("vector_add".into(), "fatbin".into()),
+            ],
+        }
+    }
+
+    #[test]
+    fn doctor_report_for_a_fake_toolkit() {
+        insta::assert_snapshot!(render(&fake_findings()));
+    }
+
+    #[test]
+    fn doctor_report_without_toolkit_or_with_a_bad_spec() {
+        let mut f = fake_findings();
+        f.discovery = None;
+        f.supported = None;
+        f.spec = ("sm_12".into(), "KILN_CUDA_ARCHS".into());
+        insta::assert_snapshot!(render(&f));
+    }
+}
