@@ -78,9 +78,12 @@ fn gather(root: &Path) -> Result<Findings> {
 fn find_libclang(root: &Path) -> Result<PathBuf, String> {
     let has_lib = |dir: &Path| {
         std::fs::read_dir(dir).is_ok_and(|entries| {
-            entries
-                .flatten()
-                .any(|e| e.file_name().to_string_lossy().starts_with("libclang"))
+            entries.flatten().any(|e| {
+                // libclang.so, libclang.so.18, libclang-14.so.1; not libclang-cpp.
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with("libclang.so")
+                    || (name.starts_with("libclang-") && !name.starts_with("libclang-cpp"))
+            })
         })
     };
     if let Some(dir) = std::env::var_os("LIBCLANG_PATH").map(PathBuf::from) {
