@@ -1,2 +1,82 @@
-//! xtask
-fn main() {}
+//! `cargo xtask`: the project's own tooling (toolkit provisioning, the CPU CI
+//! matrix, and more as they land), as a Rust binary instead of shell scripts.
+//!
+//! To add a subcommand: a module with `pub(crate) fn run(args: cli::Args)`,
+//! a row in [`COMMANDS`] and an arm in [`dispatch`].
+
+mod ci;
+mod cli;
+mod config;
+mod toolkit;
+mod workspace;
+
+use std::process::ExitCode;
+
+use cli::{usage_error, Args, UsageError};
+
+/// Subcommands and their one-line help, in the order `--help` lists them.
+const COMMANDS: &[(&str, &str)] = &[
+    (
+        "toolkit",
+        "[install] [--dir DIR]  report on, or install, the pinned CUDA toolkit",
+    ),
+    (
+        "ci-cpu",
+        "[--require-toolkit] [--only CELL]...  run the CPU CI matrix (ci/matrix.toml)",
+    ),
+];
+
+fn main() -> ExitCode {
+    let mut argv = std::env::args().skip(1);
+    let command = argv.next();
+    match dispatch(command.as_deref(), argv.collect()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.is::<UsageError>() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn dispatch(command: Option<&str>, rest: Vec<String>) -> anyhow::Result<()> {
+    let args = |name: &str| Args::new(name, rest.clone());
+    match command {
+        Some("toolkit") => toolkit::run(args("toolkit")),
+        Some("ci-cpu") => ci::run(args("ci-cpu")),
+        Some("help" | "--help" | "-h") => {
+            print!("{}", help());
+            Ok(())
+        }
+        Some(other) => Err(usage_error!(
+            "unknown subcommand `{other}`; subcommands: {}",
+            names()
+        )),
+        None => {
+            eprint!("{}", help());
+            Err(usage_error!(
+                "no subcommand given; subcommands: {}",
+                names()
+            ))
+        }
+    }
+}
+
+fn names() -> String {
+    COMMANDS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn help() -> String {
+    let mut out = String::from("usage: cargo xtask <subcommand>\n\nsubcommands:\n");
+    for (name, text) in COMMANDS {
+        out.push_str(&format!("  {name} {text}\n"));
+    }
+    out
+}
