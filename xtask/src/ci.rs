@@ -32,13 +32,18 @@ pub(crate) fn run(mut args: Args) -> Result<()> {
     let matrix = Matrix::load()?;
     let cells = matrix.select(&only)?;
     let found = toolkit::toolkit_present();
+    let libclang = toolkit::libclang_dir().map(|d| d.display().to_string());
+    // Announced once here; the per-cell headers leave them out.
     match &found {
-        Some(f) => println!("ci-cpu: CUDA toolkit: {}", f.nvcc.display()),
+        Some(f) => println!("ci-cpu: CUDA toolkit: NVCC={}", f.nvcc.display()),
         None => println!("ci-cpu: {NO_TOOLKIT}"),
+    }
+    if let Some(dir) = &libclang {
+        println!("ci-cpu: libclang: LIBCLANG_PATH={dir}");
     }
     let context = Context {
         toolkit: found,
-        libclang: toolkit::libclang_dir().map(|d| d.display().to_string()),
+        libclang,
         require_toolkit,
     };
     let is_set = |k: &str| std::env::var_os(k).is_some();
@@ -248,14 +253,26 @@ pub(crate) fn plan(cell: &Cell, cx: &Context, is_set: impl Fn(&str) -> bool) -> 
     Plan::Run { env }
 }
 
-/// The header's rendering of a cell: `KEY=V ... argv`, variables the runner
-/// added included.
+/// The header's rendering of a cell: `KEY=V ... argv`, showing the cell's
+/// own variables and `KILN_CUDA`, not the toolkit paths announced at the start.
 fn command_line(cell: &Cell, env: &BTreeMap<String, String>) -> String {
     env.iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .chain(cell.command.iter().cloned())
+        .filter(|(k, _)| cell.env.contains_key(*k) || *k == "KILN_CUDA")
+        .map(|(k, v)| format!("{k}={}", shell_word(v)))
+        .chain(cell.command.iter().map(|a| shell_word(a)))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// `word` quoted for a POSIX shell when it needs it, so headers can be
+/// pasted into a terminal.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=,:@%+".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
 }
 
 /// Runs the cell's command with inherited stdout/stderr (live output).
@@ -563,7 +580,16 @@ mod tests {
     fn header_shows_added_variables() {
         let mut c = cell("doc");
         c.command = vec!["cargo".into(), "doc".into()];
-        assert_eq!(command_line(&c, &env(&[("A", "1")])), "A=1 cargo doc");
+        c.env = env(&[("A", "1")]);
+        let all = env(&[("A", "1"), ("KILN_CUDA", "off"), ("NVCC", "/tk/bin/nvcc")]);
+        assert_eq!(command_line(&c, &all), "A=1 KILN_CUDA=off cargo doc");
+        c.env = env(&[("RUSTDOCFLAGS", "-D warnings")]);
+        c.command.push("it's".into());
+        let all = env(&[("RUSTDOCFLAGS", "-D warnings")]);
+        assert_eq!(
+            command_line(&c, &all),
+            r"RUSTDOCFLAGS='-D warnings' cargo doc 'it'\''s'"
+        );
     }
 
     fn results() -> Vec<CellResult> {

@@ -238,7 +238,7 @@ fn install(dir: &Path) -> Result<()> {
         .context("cannot run python3; install python3 (>= 3.9) with its venv module")?;
     if !status.success() {
         bail!(
-            "`python3 -m venv` failed ({status}); install the venv module (e.g. `apt-get install python3-venv`)"
+            "`python3 -m venv` failed ({status}); see its output above (if it names ensurepip, install python3-venv)"
         );
     }
 
@@ -406,7 +406,9 @@ fn pip_failure(stderr: &str, requirements: &[&str]) -> Option<(String, String)> 
             let found = words
                 .into_iter()
                 .find_map(|w| names.iter().find(|(n, _)| *n == w))?;
-            Some((found.1.to_string(), line.trim().to_string()))
+            // pip appends every version it knows; too long for one line.
+            let reason = line.split(" (from versions:").next().unwrap_or(line);
+            Some((found.1.to_string(), reason.trim().to_string()))
         })
 }
 
@@ -789,11 +791,14 @@ package = "libclang==18.1.1"
     fn pip_failure_names_the_pinned_package() {
         let reqs = ["nvidia-cuda-nvcc==13.0.88", "nvidia-nvvm==13.0.88"];
         let stderr = "WARNING: Retrying (Retry(total=0)) after connection broken\n\
-            ERROR: Could not find a version that satisfies the requirement nvidia_nvvm==13.0.88 (from versions: none)\n\
+            ERROR: Could not find a version that satisfies the requirement nvidia_nvvm==13.0.88 (from versions: 13.0.48, 13.5.37)\n\
             ERROR: No matching distribution found for nvidia_nvvm==13.0.88\n";
         let (package, reason) = pip_failure(stderr, &reqs).unwrap();
         assert_eq!(package, "nvidia-nvvm==13.0.88");
-        assert!(reason.starts_with("Could not find a version"), "{reason}");
+        assert_eq!(
+            reason,
+            "Could not find a version that satisfies the requirement nvidia_nvvm==13.0.88"
+        );
         assert_eq!(pip_failure("ERROR: disk full\n", &reqs), None);
     }
 
