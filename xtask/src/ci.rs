@@ -65,7 +65,7 @@ pub(crate) fn run(mut args: Args) -> Result<()> {
                 let outcome = run_cell(&root, cell, &env);
                 let time = started.elapsed();
                 if let Outcome::Fail(why) = &outcome {
-                    println!("==> [{}/{total}] {}: FAIL ({why})", i + 1, cell.name);
+                    println!("==> [{}/{total}] {}: FAIL: {why}", i + 1, cell.name);
                 }
                 results.push(CellResult {
                     name: cell.name.clone(),
@@ -75,11 +75,11 @@ pub(crate) fn run(mut args: Args) -> Result<()> {
                 continue;
             }
             Plan::Skip(why) => {
-                println!("==> [{}/{total}] {}: skip ({why})", i + 1, cell.name);
+                println!("==> [{}/{total}] {}: skip: {why}", i + 1, cell.name);
                 Outcome::Skip(why)
             }
             Plan::Fail(why) => {
-                println!("==> [{}/{total}] {}: FAIL ({why})", i + 1, cell.name);
+                println!("==> [{}/{total}] {}: FAIL: {why}", i + 1, cell.name);
                 Outcome::Fail(why)
             }
         };
