@@ -34,9 +34,11 @@ fn parse_args(args: &[String]) -> Result<Args> {
             other if other.starts_with("--arch=") => {
                 parsed.arch = Some(other["--arch=".len()..].to_string())
             }
-            other => bail!(
-                "unknown argument `{other}`; usage: cargo xtask build [--arch SPEC] [--release]"
-            ),
+            other => {
+                return Err(crate::cli::usage_error!(
+                    "unknown argument `{other}`; usage: cargo xtask build [--arch SPEC] [--release]"
+                ))
+            }
         }
     }
     Ok(parsed)

@@ -15,7 +15,11 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let check = match args {
         [] => false,
         [flag] if flag == "--check" => true,
-        _ => bail!("usage: cargo xtask codegen [--check]"),
+        _ => {
+            return Err(crate::cli::usage_error!(
+                "usage: cargo xtask codegen [--check]"
+            ))
+        }
     };
     point_bindgen_at_libclang(root);
     let text = Codegen::new(root.join("kernels/include"))

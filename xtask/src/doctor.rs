@@ -32,7 +32,7 @@ pub(crate) struct Findings {
 /// Runs the command.
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     if !args.is_empty() {
-        anyhow::bail!("usage: cargo xtask doctor");
+        return Err(crate::cli::usage_error!("usage: cargo xtask doctor"));
     }
     print!("{}", render(&gather(root)?));
     Ok(())

@@ -1,31 +1,102 @@
-//! `cargo xtask`: kiln's project commands (see `cargo xtask help`).
+//! `cargo xtask`: the project's own tooling (toolkit provisioning, the CPU CI
+//! matrix, and more as they land), as a Rust binary instead of shell scripts.
+//!
+//! To add a subcommand: a module with `pub(crate) fn run(args: cli::Args)`,
+//! a row in [`COMMANDS`] and an arm in [`dispatch`].
 
 mod build;
+mod ci;
+mod cli;
 mod codegen;
+mod config;
 mod discovery;
 mod doctor;
+mod toolkit;
+mod workspace;
 
-use std::path::PathBuf;
+use std::process::ExitCode;
 
-use anyhow::Result;
+use cli::{usage_error, Args, UsageError};
 
-const COMMANDS: &str = "build, codegen, doctor";
+/// Subcommands and their one-line help, in the order `--help` lists them.
+const COMMANDS: &[(&str, &str)] = &[
+    (
+        "build",
+        "[--arch SPEC] [--release]  build with those archs; report each fat binary",
+    ),
+    (
+        "codegen",
+        "[--check]  regenerate (or check) the bindings from kernels/include/*.h",
+    ),
+    (
+        "doctor",
+        "  toolkit, archs, libclang, driver and GPUs, what the default build makes",
+    ),
+    (
+        "toolkit",
+        "[install] [--dir DIR]  report on, or install, the pinned CUDA toolkit",
+    ),
+    (
+        "ci-cpu",
+        "[--require-toolkit] [--only CELL]...  run the CPU CI matrix (ci/matrix.toml)",
+    ),
+];
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let root =
-        cuda_build::depfile::normalize(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."));
-    let result: Result<()> = match args.first().map(String::as_str) {
-        Some("build") => build::run(&root, &args[1..]),
-        Some("doctor") => doctor::run(&root, &args[1..]),
-        Some("codegen") => codegen::run(&root, &args[1..]),
-        _ => {
-            eprintln!("usage: cargo xtask <command>; commands: {COMMANDS}");
-            std::process::exit(2);
+fn main() -> ExitCode {
+    let mut argv = std::env::args().skip(1);
+    let command = argv.next();
+    match dispatch(command.as_deref(), argv.collect()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.is::<UsageError>() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
-    };
-    if let Err(e) = result {
-        eprintln!("error: {e:#}");
-        std::process::exit(1);
     }
+}
+
+fn dispatch(command: Option<&str>, rest: Vec<String>) -> anyhow::Result<()> {
+    let args = |name: &str| Args::new(name, rest.clone());
+    let root = workspace::root();
+    match command {
+        Some("build") => build::run(&root, &rest),
+        Some("codegen") => codegen::run(&root, &rest),
+        Some("doctor") => doctor::run(&root, &rest),
+        Some("toolkit") => toolkit::run(args("toolkit")),
+        Some("ci-cpu") => ci::run(args("ci-cpu")),
+        Some("help" | "--help" | "-h") => {
+            print!("{}", help());
+            Ok(())
+        }
+        Some(other) => Err(usage_error!(
+            "unknown subcommand `{other}`; subcommands: {}",
+            names()
+        )),
+        None => {
+            eprint!("{}", help());
+            Err(usage_error!(
+                "no subcommand given; subcommands: {}",
+                names()
+            ))
+        }
+    }
+}
+
+fn names() -> String {
+    COMMANDS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn help() -> String {
+    let mut out = String::from("usage: cargo xtask <subcommand>\n\nsubcommands:\n");
+    for (name, text) in COMMANDS {
+        out.push_str(&format!("  {name} {text}\n"));
+    }
+    out
 }
