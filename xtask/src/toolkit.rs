@@ -658,44 +658,33 @@ pub(crate) struct Found {
     pub(crate) nvcc: PathBuf,
 }
 
-/// Finds nvcc the way the build will. To be replaced by cuda-build's
-/// discovery once it lands; keep this the only place that decides.
+/// Finds the toolkit the way the build will (cuda-build's discovery, with
+/// the project-local candidate); `None` under `KILN_CUDA=off`.
 pub(crate) fn toolkit_present() -> Option<Found> {
-    find_toolkit(&workspace::root(), |k| std::env::var_os(k), Path::is_file)
-}
-
-/// [`toolkit_present`] with the environment and filesystem passed in, for
-/// tests. Explicit settings win over the project-local install, which wins
-/// over PATH and /usr/local/cuda. `KILN_CUDA=off` means "pretend none".
-fn find_toolkit(
-    root: &Path,
-    env: impl Fn(&str) -> Option<OsString>,
-    is_file: impl Fn(&Path) -> bool,
-) -> Option<Found> {
-    if env("KILN_CUDA").is_some_and(|v| v == "off") {
-        return None;
-    }
-    let nonempty = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    candidates.extend(nonempty("NVCC"));
-    for var in ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"] {
-        candidates.extend(nonempty(var).map(|d| d.join("bin").join("nvcc")));
-    }
-    candidates.push(root.join("target/cuda-toolkit/cuda/bin/nvcc"));
-    if let Some(path) = env("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join("nvcc")));
-    }
-    candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
-    candidates
-        .into_iter()
-        .find(|c| is_file(c))
-        .map(|nvcc| Found { nvcc })
+    crate::discovery::kiln_discovery(&workspace::root())
+        .and_then(|d| d.toolkit)
+        .map(|tk| Found { nvcc: tk.nvcc })
 }
 
 /// The project-local libclang dir, if installed.
 pub(crate) fn libclang_dir() -> Option<PathBuf> {
     let dir = workspace::default_toolkit_dir().join("libclang");
     dir.join("libclang.so").is_file().then_some(dir)
+}
+
+/// Makes the next `cargo build` rerun cuda-sys's build script, so a
+/// workspace built CPU-only before the install picks the toolkit up. The
+/// build script cannot watch a toolkit dir that does not exist yet (Cargo
+/// reruns a script on every build for a missing watched path), so the install
+/// bumps the mtime of a file it does watch: `kernels/kiln.toml`.
+fn invalidate_kernel_build() -> Result<()> {
+    let config = workspace::root().join("kernels").join("kiln.toml");
+    let file = std::fs::File::options()
+        .append(true)
+        .open(&config)
+        .with_context(|| format!("cannot open {}", config.display()))?;
+    file.set_modified(std::time::SystemTime::now())
+        .with_context(|| format!("cannot touch {}", config.display()))
 }
 
 #[cfg(test)]
@@ -803,50 +792,6 @@ package = "libclang==18.1.1"
         assert_eq!(pip_failure("ERROR: disk full\n", &reqs), None);
     }
 
-    fn find(env: &[(&str, &str)], files: &[&str]) -> Option<PathBuf> {
-        let env: Vec<(String, OsString)> = env
-            .iter()
-            .map(|(k, v)| (k.to_string(), OsString::from(v)))
-            .collect();
-        let files: Vec<PathBuf> = files.iter().map(PathBuf::from).collect();
-        find_toolkit(
-            Path::new("/ws"),
-            |k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()),
-            |p| files.iter().any(|f| f == p),
-        )
-        .map(|f| f.nvcc)
-    }
-
-    #[test]
-    fn discovery_order_and_kiln_cuda_off() {
-        let local = "/ws/target/cuda-toolkit/cuda/bin/nvcc";
-        let usr = "/usr/local/cuda/bin/nvcc";
-        assert_eq!(find(&[], &[]), None);
-        assert_eq!(find(&[], &[usr]), Some(usr.into()));
-        assert_eq!(find(&[], &[usr, local]), Some(local.into()));
-        assert_eq!(
-            find(&[("PATH", "/a:/b")], &[usr, "/b/nvcc"]),
-            Some("/b/nvcc".into())
-        );
-        assert_eq!(
-            find(
-                &[("CUDA_HOME", "/opt/cuda")],
-                &[local, "/opt/cuda/bin/nvcc"]
-            ),
-            Some("/opt/cuda/bin/nvcc".into())
-        );
-        assert_eq!(
-            find(
-                &[("NVCC", "/x/nvcc"), ("CUDA_PATH", "/c")],
-                &["/x/nvcc", "/c/bin/nvcc"]
-            ),
-            Some("/x/nvcc".into())
-        );
-        // A setting that points at nothing falls through to the next candidate.
-        assert_eq!(find(&[("NVCC", "/nope")], &[local]), Some(local.into()));
-        assert_eq!(find(&[("KILN_CUDA", "off")], &[local]), None);
-    }
-
     #[test]
     fn report_aligns_labels_and_continues_lines() {
         let mut r = Report::default();
@@ -857,19 +802,4 @@ package = "libclang==18.1.1"
             "dir:       x\npackages:  a==1\n           b==2\n"
         );
     }
-}
-
-/// Makes the next `cargo build` rerun cuda-sys's build script, so a
-/// workspace built CPU-only before the install picks the toolkit up. The
-/// build script cannot watch a toolkit dir that does not exist yet (Cargo
-/// reruns a script on every build for a missing watched path), so the install
-/// bumps the mtime of a file it does watch: `kernels/kiln.toml`.
-fn invalidate_kernel_build() -> Result<()> {
-    let config = workspace::root().join("kernels").join("kiln.toml");
-    let file = std::fs::File::options()
-        .append(true)
-        .open(&config)
-        .with_context(|| format!("cannot open {}", config.display()))?;
-    file.set_modified(std::time::SystemTime::now())
-        .with_context(|| format!("cannot touch {}", config.display()))
 }
