@@ -202,7 +202,7 @@ impl Record {
 fn install(dir: &Path) -> Result<()> {
     let pins = Pins::load()?;
     let shown = workspace::display(dir);
-    match up_to_date(dir, &pins) {
+    let why = match up_to_date(dir, &pins) {
         Ok(release) => {
             println!(
                 "toolkit up to date at {shown} (CUDA {}; {release})",
@@ -210,11 +210,13 @@ fn install(dir: &Path) -> Result<()> {
             );
             return Ok(());
         }
-        Err(why) => println!(
-            "toolkit: {why}; installing CUDA {} into {shown}",
-            pins.cuda.version
-        ),
-    }
+        Err(why) => why,
+    };
+    check_replaceable(dir)?;
+    println!(
+        "toolkit: {why}; installing CUDA {} into {shown}",
+        pins.cuda.version
+    );
     let started = Instant::now();
     let python = check_python()?;
 
@@ -319,6 +321,23 @@ fn up_to_date(dir: &Path, pins: &Pins) -> Result<String, String> {
         return Err("libclang/libclang.so is missing".into());
     }
     nvcc_release(&dir.join("cuda")).map_err(|e| format!("{e:#}"))
+}
+
+/// An install replaces DIR wholesale, so DIR must be absent, empty, or an
+/// earlier install (it has a record): never someone's directory passed as
+/// `--dir` by mistake.
+fn check_replaceable(dir: &Path) -> Result<()> {
+    if !dir.exists() && !dir.is_symlink() {
+        return Ok(());
+    }
+    let empty = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none());
+    if empty || dir.join(RECORD_FILE).is_file() {
+        return Ok(());
+    }
+    bail!(
+        "{} exists and is not a toolkit install (no {RECORD_FILE}); remove it or pass another --dir",
+        dir.display()
+    )
 }
 
 /// Checks python3 is there, new enough and has venv; returns its version.
@@ -790,6 +809,21 @@ package = "libclang==18.1.1"
             "Could not find a version that satisfies the requirement nvidia_nvvm==13.0.88"
         );
         assert_eq!(pip_failure("ERROR: disk full\n", &reqs), None);
+    }
+
+    #[test]
+    fn install_refuses_to_replace_a_foreign_dir() {
+        let base = std::env::temp_dir().join(format!("xtask-replaceable-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        assert!(check_replaceable(&base.join("absent")).is_ok());
+        assert!(check_replaceable(&base).is_ok(), "empty dir");
+        std::fs::write(base.join("precious.txt"), "").unwrap();
+        let err = check_replaceable(&base).unwrap_err().to_string();
+        assert!(err.contains("is not a toolkit install"), "{err}");
+        std::fs::write(base.join(RECORD_FILE), "").unwrap();
+        assert!(check_replaceable(&base).is_ok(), "earlier install");
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
