@@ -31,19 +31,16 @@ pub(crate) fn run(mut args: Args) -> Result<()> {
 
     let matrix = Matrix::load()?;
     let cells = matrix.select(&only)?;
+    // The cells find the toolkit (and xtask codegen the libclang) the same
+    // way on their own; nothing is injected, so no cell's environment differs
+    // from a plain `cargo` run and nothing rebuilds for it.
     let found = toolkit::toolkit_present();
-    let libclang = toolkit::libclang_dir().map(|d| d.display().to_string());
-    // Announced once here; the per-cell headers leave them out.
     match &found {
-        Some(f) => println!("ci-cpu: CUDA toolkit: NVCC={}", f.nvcc.display()),
+        Some(f) => println!("ci-cpu: CUDA toolkit: {}", f.nvcc.display()),
         None => println!("ci-cpu: {NO_TOOLKIT}"),
-    }
-    if let Some(dir) = &libclang {
-        println!("ci-cpu: libclang: LIBCLANG_PATH={dir}");
     }
     let context = Context {
         toolkit: found,
-        libclang,
         require_toolkit,
     };
     let is_set = |k: &str| std::env::var_os(k).is_some();
@@ -207,8 +204,6 @@ impl Matrix {
 #[derive(Debug)]
 pub(crate) struct Context {
     pub(crate) toolkit: Option<Found>,
-    /// The project-local libclang dir, if installed.
-    pub(crate) libclang: Option<String>,
     pub(crate) require_toolkit: bool,
 }
 
@@ -235,18 +230,8 @@ pub(crate) fn plan(cell: &Cell, cx: &Context, is_set: impl Fn(&str) -> bool) -> 
         };
     }
     let mut env = BTreeMap::new();
-    let unset = |k: &str| !is_set(k) && !cell.env.contains_key(k);
-    if cell.hide_toolkit {
+    if cell.hide_toolkit && !is_set("KILN_CUDA") {
         env.insert("KILN_CUDA".to_string(), "off".to_string());
-    } else if let Some(found) = &cx.toolkit {
-        if unset("NVCC") {
-            env.insert("NVCC".to_string(), found.nvcc.display().to_string());
-        }
-    }
-    if let Some(dir) = &cx.libclang {
-        if unset("LIBCLANG_PATH") {
-            env.insert("LIBCLANG_PATH".to_string(), dir.clone());
-        }
     }
     // The cell's own settings win.
     env.extend(cell.env.clone());
@@ -408,7 +393,6 @@ mod tests {
             toolkit: toolkit.then(|| Found {
                 nvcc: PathBuf::from("/tk/bin/nvcc"),
             }),
-            libclang: Some("/tk/libclang".into()),
             require_toolkit,
         }
     }
@@ -525,42 +509,30 @@ mod tests {
     }
 
     #[test]
-    fn toolkit_cell_with_toolkit_gets_nvcc_and_libclang() {
+    fn toolkit_cell_with_toolkit_runs_with_nothing_injected() {
         let mut c = cell("cuda-build");
         c.needs = Some(Needs::Toolkit);
-        let want = env(&[("LIBCLANG_PATH", "/tk/libclang"), ("NVCC", "/tk/bin/nvcc")]);
         assert_eq!(
             plan(&c, &cx(true, true), NOTHING_SET),
-            Plan::Run { env: want }
-        );
-    }
-
-    #[test]
-    fn variables_already_set_are_not_overridden() {
-        let c = cell("test");
-        let all_set = |_: &str| true;
-        assert_eq!(
-            plan(&c, &cx(true, false), all_set),
             Plan::Run { env: env(&[]) }
         );
-        let mut c = cell("test");
         c.env = env(&[("NVCC", "/mine/nvcc")]);
         assert_eq!(
             plan(&c, &cx(true, false), NOTHING_SET),
             Plan::Run {
-                env: env(&[("LIBCLANG_PATH", "/tk/libclang"), ("NVCC", "/mine/nvcc")])
+                env: env(&[("NVCC", "/mine/nvcc")])
             }
         );
     }
 
     #[test]
-    fn hide_toolkit_sets_kiln_cuda_off_and_no_nvcc() {
+    fn hide_toolkit_sets_kiln_cuda_off() {
         let mut c = cell("cpu-only-build");
         c.hide_toolkit = true;
         assert_eq!(
             plan(&c, &cx(true, true), NOTHING_SET),
             Plan::Run {
-                env: env(&[("KILN_CUDA", "off"), ("LIBCLANG_PATH", "/tk/libclang")])
+                env: env(&[("KILN_CUDA", "off")])
             }
         );
     }
@@ -570,7 +542,6 @@ mod tests {
         let c = cell("fmt");
         let cx = Context {
             toolkit: None,
-            libclang: None,
             require_toolkit: true,
         };
         assert_eq!(plan(&c, &cx, NOTHING_SET), Plan::Run { env: env(&[]) });

@@ -685,12 +685,6 @@ pub(crate) fn toolkit_present() -> Option<Found> {
         .map(|tk| Found { nvcc: tk.nvcc })
 }
 
-/// The project-local libclang dir, if installed.
-pub(crate) fn libclang_dir() -> Option<PathBuf> {
-    let dir = workspace::default_toolkit_dir().join("libclang");
-    dir.join("libclang.so").is_file().then_some(dir)
-}
-
 /// Makes the next `cargo build` rerun cuda-sys's build script, so a
 /// workspace built CPU-only before the install picks the toolkit up. The
 /// build script cannot watch a toolkit dir that does not exist yet (Cargo

@@ -742,7 +742,7 @@ fn modules_rust(manifest: &Manifest, toolkit: Option<&Toolkit>, image_type: &str
             .map(|k| format!("{k:?}"))
             .collect();
         let what = if manifest.cuda_enabled {
-            format!("SASS for [{sass}], PTX for [{ptx}]")
+            format!("SASS for `{sass}`, PTX for `{ptx}`")
         } else {
             "empty: CPU-only build".to_string()
         };
