@@ -113,6 +113,7 @@ impl Codegen {
         let abi = &self.abi_path;
         let mut types = String::new();
         let mut kernels = String::new();
+        let mut kernel_names: Vec<String> = Vec::new();
         let mut host = String::new();
         let mut plain_structs: Vec<String> = Vec::new();
         let mut structs: Vec<&syn::ItemStruct> = Vec::new();
@@ -127,7 +128,8 @@ impl Codegen {
                         let name = func.sig.ident.to_string();
                         match name.strip_prefix(KERNEL_PREFIX) {
                             Some(kernel) => {
-                                kernels.push_str(&kernel_decl(kernel, func, headers, abi)?)
+                                kernels.push_str(&kernel_decl(kernel, func, headers, abi)?);
+                                kernel_names.push(kernel.to_string());
                             }
                             None => {
                                 let _ =
@@ -167,6 +169,15 @@ impl Codegen {
         {
             types.push_str(&gpu_repr_impl(s, abi));
         }
+        let infos: Vec<String> = kernel_names
+            .iter()
+            .map(|k| format!("{abi}::KernelInfo::of::<{k}>()"))
+            .collect();
+        let _ = write!(
+            kernels,
+            "/// Every kernel declared in the headers.\npub static ALL: &[{abi}::KernelInfo] = &[{}];",
+            infos.join(", ")
+        );
         Ok(format!(
             "#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code, unreachable_pub, clippy::all, clippy::undocumented_unsafe_blocks)]\n\
              /// `#[repr(C)]` types and typedefs from the headers.\n\
@@ -205,14 +216,20 @@ fn kernel_decl(
         1 => format!("({},)", types[0]),
         _ => format!("({})", types.join(", ")),
     };
+    let layout: Vec<String> = types
+        .iter()
+        .map(|t| format!("(::core::mem::size_of::<{t}>(), ::core::mem::align_of::<{t}>())"))
+        .collect();
     Ok(format!(
         "#[doc = \" `{kernel}` from `{header}`.\"]\n#[derive(Debug, Clone, Copy)]\npub struct {kernel};\n\
          impl {abi}::KernelDecl for {kernel} {{\n\
          const NAME: &'static str = {kernel:?};\n\
          const HEADER: &'static str = {header:?};\n\
          const PARAM_NAMES: &'static [&'static str] = &[{}];\n\
+         const PARAM_LAYOUT: &'static [(usize, usize)] = &[{}];\n\
          type Params = {params};\n}}\n",
-        names.join(", ")
+        names.join(", "),
+        layout.join(", ")
     ))
 }
 

@@ -47,8 +47,36 @@ pub trait KernelDecl: Copy + 'static {
     const HEADER: &'static str;
     /// Parameter names, as written in the header.
     const PARAM_NAMES: &'static [&'static str];
+    /// `(size_of, align_of)` of each parameter's Rust type, in order: what
+    /// `cargo xtask ptx-audit` compares with the PTX `.param` list.
+    const PARAM_LAYOUT: &'static [(usize, usize)];
     /// Parameter types, as a tuple.
     type Params;
+}
+
+/// A kernel's declaration as data, for tools that list every kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelInfo {
+    /// [`KernelDecl::NAME`].
+    pub name: &'static str,
+    /// [`KernelDecl::HEADER`].
+    pub header: &'static str,
+    /// [`KernelDecl::PARAM_NAMES`].
+    pub param_names: &'static [&'static str],
+    /// [`KernelDecl::PARAM_LAYOUT`].
+    pub param_layout: &'static [(usize, usize)],
+}
+
+impl KernelInfo {
+    /// The info of a declared kernel.
+    pub const fn of<K: KernelDecl>() -> Self {
+        Self {
+            name: K::NAME,
+            header: K::HEADER,
+            param_names: K::PARAM_NAMES,
+            param_layout: K::PARAM_LAYOUT,
+        }
+    }
 }
 
 /// A `#[repr(C)]` type whose layout was generated from (and is checked at

@@ -129,6 +129,22 @@ pub mod kernels {
             "n_structures",
             "out",
         ];
+        const PARAM_LAYOUT: &'static [(usize, usize)] = &[
+            (
+                ::core::mem::size_of::<*const f32>(),
+                ::core::mem::align_of::<*const f32>(),
+            ),
+            (::core::mem::size_of::<u32>(), ::core::mem::align_of::<u32>()),
+            (
+                ::core::mem::size_of::<*const BatchStructureDesc>(),
+                ::core::mem::align_of::<*const BatchStructureDesc>(),
+            ),
+            (::core::mem::size_of::<u32>(), ::core::mem::align_of::<u32>()),
+            (
+                ::core::mem::size_of::<*mut BatchStats>(),
+                ::core::mem::align_of::<*mut BatchStats>(),
+            ),
+        ];
         type Params = (*const f32, u32, *const BatchStructureDesc, u32, *mut BatchStats);
     }
     /// `f32_to_bf16` from `convert.h`.
@@ -138,6 +154,14 @@ pub mod kernels {
         const NAME: &'static str = "f32_to_bf16";
         const HEADER: &'static str = "convert.h";
         const PARAM_NAMES: &'static [&'static str] = &["in_", "out", "n"];
+        const PARAM_LAYOUT: &'static [(usize, usize)] = &[
+            (
+                ::core::mem::size_of::<*const f32>(),
+                ::core::mem::align_of::<*const f32>(),
+            ),
+            (::core::mem::size_of::<*mut u16>(), ::core::mem::align_of::<*mut u16>()),
+            (::core::mem::size_of::<u32>(), ::core::mem::align_of::<u32>()),
+        ];
         type Params = (*const f32, *mut u16, u32);
     }
     /// `vector_add` from `vector_add.h`.
@@ -147,8 +171,26 @@ pub mod kernels {
         const NAME: &'static str = "vector_add";
         const HEADER: &'static str = "vector_add.h";
         const PARAM_NAMES: &'static [&'static str] = &["a", "b", "c", "n"];
+        const PARAM_LAYOUT: &'static [(usize, usize)] = &[
+            (
+                ::core::mem::size_of::<*const f32>(),
+                ::core::mem::align_of::<*const f32>(),
+            ),
+            (
+                ::core::mem::size_of::<*const f32>(),
+                ::core::mem::align_of::<*const f32>(),
+            ),
+            (::core::mem::size_of::<*mut f32>(), ::core::mem::align_of::<*mut f32>()),
+            (::core::mem::size_of::<u32>(), ::core::mem::align_of::<u32>()),
+        ];
         type Params = (*const f32, *const f32, *mut f32, u32);
     }
+    /// Every kernel declared in the headers.
+    pub static ALL: &[crate::abi::KernelInfo] = &[
+        crate::abi::KernelInfo::of::<batch_stats>(),
+        crate::abi::KernelInfo::of::<f32_to_bf16>(),
+        crate::abi::KernelInfo::of::<vector_add>(),
+    ];
 }
 /// Host functions of static-library modules.
 pub mod host {
