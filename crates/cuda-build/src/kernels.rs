@@ -192,7 +192,12 @@ impl KernelBuild {
         }
         let config = match &self.config_file {
             Some(path) => {
-                cargo.push(format!("cargo::rerun-if-changed={}", path.display()));
+                // Cargo reruns a build script on every build while a path it
+                // watches is missing. A config file created later inside the
+                // kernels dir is still noticed: the dir is watched.
+                if path.exists() {
+                    cargo.push(format!("cargo::rerun-if-changed={}", path.display()));
+                }
                 KernelConfig::load(path)?
             }
             None => KernelConfig::default(),
