@@ -142,6 +142,28 @@ impl KernelBuild {
 
     /// Runs the build without printing; the directives are in the report.
     pub fn build(self) -> Result<BuildReport, Error> {
+        self.with_absolute_paths()?.build_from_absolute_paths()
+    }
+
+    /// The build with every path made absolute against the current dir (a
+    /// build script's is its package's root). nvcc runs in OUT_DIR, where a
+    /// relative `kernels/a.cu` or `-Ikernels/include` would name nothing.
+    fn with_absolute_paths(mut self) -> Result<Self, Error> {
+        let absolute = |path: &Path| io(path, std::path::absolute(path));
+        self.kernels_dir = absolute(&self.kernels_dir)?;
+        for dir in &mut self.include_dirs {
+            *dir = absolute(dir)?;
+        }
+        if let Some(path) = &self.config_file {
+            self.config_file = Some(absolute(path)?);
+        }
+        if let Some(dir) = &self.out_dir {
+            self.out_dir = Some(absolute(dir)?);
+        }
+        Ok(self)
+    }
+
+    fn build_from_absolute_paths(self) -> Result<BuildReport, Error> {
         let mut cargo = Vec::new();
         let out_dir = match &self.out_dir {
             Some(dir) => dir.clone(),
@@ -170,7 +192,12 @@ impl KernelBuild {
         }
         let config = match &self.config_file {
             Some(path) => {
-                cargo.push(format!("cargo::rerun-if-changed={}", path.display()));
+                // Cargo reruns a build script on every build while a path it
+                // watches is missing. A config file created later inside the
+                // kernels dir is still noticed: the dir is watched.
+                if path.exists() {
+                    cargo.push(format!("cargo::rerun-if-changed={}", path.display()));
+                }
                 KernelConfig::load(path)?
             }
             None => KernelConfig::default(),
@@ -762,4 +789,23 @@ fn modules_rust(manifest: &Manifest, toolkit: Option<&Toolkit>, image_type: &str
         names.join(", ")
     );
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_are_made_absolute_for_nvcc() {
+        let build = KernelBuild::new("kernels")
+            .include_dir("extra")
+            .out_dir("out")
+            .with_absolute_paths()
+            .unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(build.kernels_dir, cwd.join("kernels"));
+        assert_eq!(build.include_dirs, [cwd.join("extra")]);
+        assert_eq!(build.config_file, Some(cwd.join("kernels/kiln.toml")));
+        assert_eq!(build.out_dir, Some(cwd.join("out")));
+    }
 }

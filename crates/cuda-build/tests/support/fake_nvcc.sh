@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# A stand-in for nvcc, for cuda-build's rebuild tests (tests/rebuild.rs): it
+# answers the queries toolkit discovery makes, and for a compile it appends
+# `compile <source basename>` to $FAKE_NVCC_LOG, writes the output, writes a
+# make-style depfile listing the source and every header it includes
+# (`#include "x.h"`, searched like nvcc: the including file's dir, then the -I
+# dirs, recursively), and prints ptxas's resource report on stderr.
+# A source containing `--fail-on-purpose` fails like a compile error.
+set -euo pipefail
+
+archs="75 80 86 87 88 89 90 100 103 110 120 121"
+case "${1-}" in
+--version)
+    echo 'nvcc: NVIDIA (R) Cuda compiler driver'
+    echo 'Cuda compilation tools, release 13.0, V13.0.88'
+    echo 'Build cuda_13.0.r13.0/compiler.36424714_0 (fake)'
+    exit 0
+    ;;
+--list-gpu-code)
+    for a in $archs; do echo "sm_$a"; done
+    exit 0
+    ;;
+--list-gpu-arch)
+    for a in $archs; do echo "compute_$a"; done
+    exit 0
+    ;;
+esac
+
+command_line="$*"
+output='' depfile='' source=''
+includes=() sass=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -o) output=$2; shift ;;
+    -MF) depfile=$2; shift ;;
+    -I*) includes+=("${1#-I}") ;;
+    -gencode=*,code=sm_*) sass+=("sm_${1##*,code=sm_}") ;;
+    -*) ;;
+    *) source=$1 ;;
+    esac
+    shift
+done
+if [ -z "$source" ] || [ -z "$output" ] || [ -z "$depfile" ]; then
+    echo "fake nvcc: expected -MF <depfile> -o <output> <source.cu>, got: $command_line" >&2
+    exit 2
+fi
+
+echo "compile $(basename "$source")" >>"$FAKE_NVCC_LOG"
+
+if grep -q -e '--fail-on-purpose' "$source"; then
+    echo "$source(1): error: this source asks to fail (--fail-on-purpose)" >&2
+    echo "1 error detected in the compilation of \"$source\"." >&2
+    exit 1
+fi
+
+deps=()
+# Prints where `#include "$1"` in a file of dir $2 resolves to, or nothing.
+resolve() {
+    local dir
+    for dir in "$2" ${includes[@]+"${includes[@]}"}; do
+        if [ -f "$dir/$1" ]; then
+            echo "$dir/$1"
+            return
+        fi
+    done
+}
+# Adds every header $1 includes, and theirs, to deps.
+visit() {
+    local name found
+    for name in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$1"); do
+        found=$(resolve "$name" "$(dirname "$1")")
+        if [ -z "$found" ]; then
+            echo "$1(1): fatal error: $name: No such file or directory" >&2
+            exit 1
+        fi
+        case " ${deps[*]-} " in *" $found "*) continue ;; esac
+        deps+=("$found")
+        visit "$found"
+    done
+}
+visit "$source"
+
+{
+    printf '%s :' "${output// /\\ }"
+    for file in "$source" ${deps[@]+"${deps[@]}"}; do
+        printf ' \\\n    %s' "${file// /\\ }"
+    done
+    printf '\n'
+} >"$depfile"
+
+printf 'fake fatbin of %s for %s\n' "$(basename "$source")" "${sass[*]-}" >"$output"
+
+kernels=$(sed -n 's/.*__global__[[:space:]][[:space:]]*void[[:space:]][[:space:]]*\([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' "$source")
+for arch in ${sass[@]+"${sass[@]}"}; do
+    echo "ptxas info    : 0 bytes gmem" >&2
+    for kernel in $kernels; do
+        echo "ptxas info    : Compiling entry function '$kernel' for '$arch'" >&2
+        echo "ptxas info    : Function properties for $kernel" >&2
+        echo "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" >&2
+        echo "ptxas info    : Used 8 registers, used 0 barriers, 360 bytes cmem[0]" >&2
+    done
+done
+exit 0

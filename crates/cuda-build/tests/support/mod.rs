@@ -1,0 +1,502 @@
+//! Helpers for the rebuild tests: a fixture crate whose build script runs
+//! cuda-build's `KernelBuild`, built by a real `cargo build --offline` in its
+//! own target dir, with either a fake nvcc that logs its compiles or the real
+//! nvcc behind a logging wrapper.
+
+// Each test binary uses its own subset of these helpers.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, SystemTime};
+
+use cuda_build::Manifest;
+
+/// The fake nvcc (see the script's header).
+const FAKE_NVCC: &str = include_str!("fake_nvcc.sh");
+
+/// The fixture's build script: kiln's downstream one-call build, reporting an
+/// error as cuda-sys's build script does (first line to Cargo, the rest to
+/// stderr).
+const BUILD_RS: &str = r#"fn main() {
+    let build = cuda_build::KernelBuild::new("kernels")
+        .env_prefix("FIXTURE")
+        .image_type("crate::Image");
+    if let Err(error) = build.run() {
+        let text = error.to_string();
+        let mut lines = text.lines();
+        println!("cargo::error={}", lines.next().unwrap_or_default());
+        for line in lines {
+            eprintln!("{line}");
+        }
+        std::process::exit(1);
+    }
+}
+"#;
+
+const LIB_RS: &str = r#"//! A crate embedding kernels the way cuda-sys does.
+
+/// One embedded module, as cuda-build's generated code constructs it.
+#[derive(Debug)]
+pub struct Image {
+    pub name: &'static str,
+    pub image: &'static [u8],
+    pub sass: &'static [u32],
+    pub ptx: &'static [u32],
+    pub kernels: &'static [&'static str],
+    pub toolkit: (u32, u32),
+}
+
+// Exactly one of the two cfgs is set, in every build.
+const _: () = assert!(cfg!(cuda_enabled) != cfg!(cpu_only));
+
+include!(concat!(env!("OUT_DIR"), "/kiln_modules.rs"));
+"#;
+
+/// Header included by `a.cu` and `b.cu`.
+pub(crate) const SHARED_H: &str = "kernels/include/shared.h";
+/// Header included by `c.cu` only.
+pub(crate) const C_ONLY_H: &str = "kernels/include/c_only.h";
+
+/// The fixture's kernels: real CUDA, so the real nvcc compiles them too.
+pub(crate) const KERNEL_SOURCES: &[(&str, &str)] = &[
+    (
+        SHARED_H,
+        "#pragma once\n__device__ inline float twice(float x) { return 2.0f * x; }\n",
+    ),
+    (
+        C_ONLY_H,
+        "#pragma once\n__device__ inline float halve(float x) { return 0.5f * x; }\n",
+    ),
+    (
+        "kernels/a.cu",
+        "#include \"shared.h\"\n\nextern \"C\" __global__ void a_kernel(float *x) {\n    x[threadIdx.x] = twice(x[threadIdx.x]);\n}\n",
+    ),
+    (
+        "kernels/b.cu",
+        "#include \"shared.h\"\n\nextern \"C\" __global__ void b_kernel(float *x) {\n    x[threadIdx.x] = twice(x[threadIdx.x]) + 1.0f;\n}\n",
+    ),
+    (
+        "kernels/c.cu",
+        "#include \"c_only.h\"\n\nextern \"C\" __global__ void c_kernel(float *x) {\n    x[threadIdx.x] = halve(x[threadIdx.x]);\n}\n",
+    ),
+];
+
+/// The kiln workspace root.
+pub(crate) fn workspace_root() -> PathBuf {
+    cuda_build::depfile::normalize(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+}
+
+/// A fixture crate, its toolkit and its target dir, under Cargo's temp dir for
+/// integration tests (`target/tmp/rebuild-<name>`). The dir is wiped when the
+/// fixture is created and kept afterwards, for inspecting a failure.
+#[derive(Debug)]
+pub(crate) struct Fixture {
+    root: PathBuf,
+    crate_dir: PathBuf,
+    target_dir: PathBuf,
+    nvcc: PathBuf,
+    log: PathBuf,
+}
+
+impl Fixture {
+    /// A fixture whose toolkit is the fake nvcc.
+    pub(crate) fn new(name: &str) -> Self {
+        Self::create(name, |toolkit| {
+            write_executable(&toolkit.join("bin/nvcc"), FAKE_NVCC);
+            write_file(&toolkit.join("include/cuda_runtime.h"), "");
+        })
+    }
+
+    /// A fixture whose toolkit is the real one whose nvcc is `real_nvcc`,
+    /// behind a wrapper that logs each compile and then `exec`s it. The
+    /// wrapper sits in a toolkit root of its own (discovery takes `NVCC`'s
+    /// parent's parent) whose `include` is the real one.
+    pub(crate) fn with_real_nvcc(name: &str, real_nvcc: &Path) -> Self {
+        let real_include = real_nvcc
+            .parent()
+            .and_then(Path::parent)
+            .expect("nvcc lies in <toolkit>/bin")
+            .join("include");
+        let wrapper = format!(
+            "#!/usr/bin/env bash\n\
+             # Logs a compile (the last argument is the source) for the rebuild tests.\n\
+             case \"${{1-}}\" in --version|--list-gpu-code|--list-gpu-arch) ;;\n\
+             *) echo \"compile $(basename \"${{!#}}\")\" >>\"$FAKE_NVCC_LOG\" ;; esac\n\
+             exec {} \"$@\"\n",
+            shell_quote(real_nvcc)
+        );
+        Self::create(name, |toolkit| {
+            write_executable(&toolkit.join("bin/nvcc"), &wrapper);
+            std::os::unix::fs::symlink(&real_include, toolkit.join("include"))
+                .expect("linking the real toolkit's include dir");
+        })
+    }
+
+    fn create(name: &str, make_toolkit: impl FnOnce(&Path)) -> Self {
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rebuild-{name}"));
+        if root.exists() {
+            std::fs::remove_dir_all(&root)
+                .unwrap_or_else(|e| panic!("removing {}: {e}", root.display()));
+        }
+        let toolkit = root.join("toolkit");
+        make_toolkit(&toolkit);
+        let crate_dir = root.join("fixture");
+        let fixture = Self {
+            nvcc: toolkit.join("bin/nvcc"),
+            log: root.join("nvcc.log"),
+            target_dir: root.join("target"),
+            crate_dir,
+            root,
+        };
+        fixture.write_crate();
+        fixture
+    }
+
+    fn write_crate(&self) {
+        let cuda_build = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let manifest = format!(
+            "[package]\nname = \"fixture\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
+             [build-dependencies]\ncuda-build = {{ path = {:?} }}\n\n\
+             # Its own workspace, not a stray member of the one above it.\n[workspace]\n",
+            cuda_build.display().to_string()
+        );
+        write_file(&self.crate_dir.join("Cargo.toml"), &manifest);
+        // The workspace's lock file, so `--offline` resolves to crates already
+        // in the local registry.
+        let lock = workspace_root().join("Cargo.lock");
+        std::fs::copy(&lock, self.crate_dir.join("Cargo.lock"))
+            .unwrap_or_else(|e| panic!("copying {}: {e}", lock.display()));
+        write_file(&self.crate_dir.join("build.rs"), BUILD_RS);
+        write_file(&self.crate_dir.join("src/lib.rs"), LIB_RS);
+        self.restore_kernels();
+    }
+
+    /// The fixture crate's dir.
+    pub(crate) fn crate_dir(&self) -> &Path {
+        &self.crate_dir
+    }
+
+    /// The nvcc the fixture's builds use.
+    pub(crate) fn nvcc(&self) -> &Path {
+        &self.nvcc
+    }
+
+    /// A path inside the fixture crate.
+    pub(crate) fn path(&self, relative: &str) -> PathBuf {
+        self.crate_dir.join(relative)
+    }
+
+    /// Writes every kernel source whose text differs from the original
+    /// (undoing what an earlier scenario changed).
+    pub(crate) fn restore_kernels(&self) {
+        for (relative, text) in KERNEL_SOURCES {
+            if std::fs::read_to_string(self.path(relative)).ok().as_deref() != Some(text) {
+                self.write(relative, text);
+            }
+        }
+    }
+
+    /// Runs `cargo build --offline -v` on the fixture, in its own target dir,
+    /// with an environment cleaned of everything that steers toolkit
+    /// discovery or the fixture's build script: `NVCC`, `CUDA_PATH`,
+    /// `CUDA_HOME`, `CUDA_ROOT`, `FIXTURE_*` are removed and `PATH` loses
+    /// every dir holding an `nvcc`. `NVCC` is then set to the fixture's nvcc.
+    /// `env` comes last; an empty value removes the variable.
+    pub(crate) fn cargo_build(&self, env: &[(&str, &str)]) -> Output {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut command = Command::new(cargo);
+        command
+            .args(["build", "--offline", "-v", "--manifest-path"])
+            .arg(self.crate_dir.join("Cargo.toml"))
+            .current_dir(&self.crate_dir);
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if key.starts_with("FIXTURE_") || key.starts_with("CARGO_TERM_") {
+                command.env_remove(&*key);
+            }
+        }
+        for key in [
+            "CUDA_PATH",
+            "CUDA_HOME",
+            "CUDA_ROOT",
+            "CARGO_BUILD_TARGET_DIR",
+        ] {
+            command.env_remove(key);
+        }
+        command
+            .env("PATH", path_without_nvcc())
+            .env("CARGO_TARGET_DIR", &self.target_dir)
+            .env("CARGO_TERM_COLOR", "never")
+            .env("FAKE_NVCC_LOG", &self.log)
+            .env("NVCC", &self.nvcc);
+        for (key, value) in env {
+            if value.is_empty() {
+                command.env_remove(key);
+            } else {
+                command.env(key, value);
+            }
+        }
+        command
+            .output()
+            .unwrap_or_else(|e| panic!("running cargo build on the fixture: {e}"))
+    }
+
+    /// The environment discovery would see in `cargo_build(env)`, for
+    /// `cuda_build::discover`.
+    pub(crate) fn discovery_env(&self, env: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut vars: BTreeMap<String, String> = BTreeMap::new();
+        vars.insert("PATH".into(), path_without_nvcc());
+        vars.insert("NVCC".into(), self.nvcc.display().to_string());
+        for (key, value) in env {
+            if value.is_empty() {
+                vars.remove(*key);
+            } else {
+                vars.insert(key.to_string(), value.to_string());
+            }
+        }
+        vars.into_iter().collect()
+    }
+
+    /// The compiles logged since the last call (`compile a.cu`), sorted:
+    /// modules compile in parallel, in no fixed order. Clears the log.
+    pub(crate) fn nvcc_calls(&self) -> Vec<String> {
+        let text = match std::fs::read_to_string(&self.log) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => panic!("reading {}: {e}", self.log.display()),
+        };
+        if self.log.exists() {
+            std::fs::remove_file(&self.log).expect("clearing the nvcc log");
+        }
+        let mut calls: Vec<String> = text.lines().map(str::to_string).collect();
+        calls.sort();
+        calls
+    }
+
+    /// Writes a file of the fixture crate and dates it as [`Fixture::touch`]
+    /// does.
+    pub(crate) fn write(&self, relative: &str, text: &str) {
+        write_file(&self.path(relative), text);
+        self.touch(relative);
+    }
+
+    /// Removes a file of the fixture crate and dates its dir as
+    /// [`Fixture::touch`] does.
+    pub(crate) fn remove(&self, relative: &str) {
+        let path = self.path(relative);
+        std::fs::remove_file(&path).unwrap_or_else(|e| panic!("removing {}: {e}", path.display()));
+        let dir = Path::new(relative).parent().expect("a file in a dir");
+        self.touch(&dir.display().to_string());
+    }
+
+    /// Sets a file's modification time to a moment strictly after every file
+    /// the last build wrote, and not later than needed: the present, or the
+    /// newest build output plus a millisecond where the clock lags it.
+    ///
+    /// Not further into the future: Cargo (`rerun-if-changed`, rustc's
+    /// dep-info) and cuda-build (its stamps) rebuild when an input is newer
+    /// than an output, so an input dated ahead of the clock would stay newer
+    /// than every later output and rebuild on every build until the clock
+    /// caught up.
+    pub(crate) fn touch(&self, relative: &str) {
+        let path = self.path(relative);
+        let after = newest_mtime(&self.target_dir).max(mtime(&path));
+        let at = SystemTime::now().max(after + Duration::from_millis(1));
+        // Setting times needs ownership, not write access: dirs work too.
+        File::open(&path)
+            .and_then(|file| file.set_modified(at))
+            .unwrap_or_else(|e| panic!("touching {}: {e}", path.display()));
+    }
+
+    /// The fixture's OUT_DIR: the `target/debug/build/fixture-*` dir holding
+    /// the build script's `output`.
+    pub(crate) fn out_dir(&self) -> PathBuf {
+        self.build_script_run_dir().join("out")
+    }
+
+    /// What the build script printed on its last run (Cargo keeps it in
+    /// `output`, next to OUT_DIR).
+    pub(crate) fn build_script_output(&self) -> String {
+        read(&self.build_script_run_dir().join("output"))
+    }
+
+    /// When the build script last ran: the mtime of its `output`.
+    pub(crate) fn build_script_ran_at(&self) -> SystemTime {
+        mtime(&self.build_script_run_dir().join("output"))
+    }
+
+    fn build_script_run_dir(&self) -> PathBuf {
+        let build = self.target_dir.join("debug/build");
+        let dirs: Vec<PathBuf> = std::fs::read_dir(&build)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", build.display()))
+            .map(|entry| entry.expect("a dir entry").path())
+            .filter(|dir| {
+                dir.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("fixture-"))
+                    && dir.join("output").is_file()
+            })
+            .collect();
+        assert_eq!(
+            dirs.len(),
+            1,
+            "expected one run of the fixture's build script under {}, found {dirs:?}",
+            build.display()
+        );
+        dirs.into_iter().next().expect("checked above")
+    }
+
+    /// The Rust cuda-build generated (`kiln_modules.rs`).
+    pub(crate) fn generated_modules(&self) -> String {
+        read(&self.out_dir().join(cuda_build::kernels::MODULES_RS))
+    }
+
+    /// The manifest cuda-build wrote.
+    pub(crate) fn manifest(&self) -> Manifest {
+        let path = self.out_dir().join(cuda_build::manifest::MANIFEST_FILE);
+        Manifest::read(&path).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The modules the manifest says this build compiled, sorted.
+    pub(crate) fn compiled_per_manifest(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .manifest()
+            .modules
+            .iter()
+            .filter(|m| m.compiled)
+            .map(|m| m.name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Where the fixture lives.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// `compile a.cu` lines for these modules, as [`Fixture::nvcc_calls`] returns
+/// them.
+pub(crate) fn compiles(modules: &[&str]) -> Vec<String> {
+    let mut calls: Vec<String> = modules.iter().map(|m| format!("compile {m}.cu")).collect();
+    calls.sort();
+    calls
+}
+
+/// Cargo's stderr, as text.
+pub(crate) fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Cargo's stderr without the lines about building the dependencies, for
+/// failure messages.
+fn fixture_stderr(output: &Output) -> String {
+    let text = stderr(output);
+    let start = text.find("   Compiling fixture").unwrap_or(0);
+    text[start..].to_string()
+}
+
+/// The fixture build script's `cargo::warning`s as Cargo shows them
+/// (`warning: fixture@0.1.0: ...`), message only.
+pub(crate) fn build_script_warnings(output: &Output) -> Vec<String> {
+    build_script_lines(output, "warning: ")
+}
+
+/// The fixture build script's `cargo::error`s as Cargo shows them
+/// (`error: fixture@0.1.0: ...`), message only.
+pub(crate) fn build_script_errors(output: &Output) -> Vec<String> {
+    build_script_lines(output, "error: ")
+}
+
+fn build_script_lines(output: &Output, level: &str) -> Vec<String> {
+    stderr(output)
+        .lines()
+        .filter_map(|line| line.strip_prefix(level)?.strip_prefix("fixture@"))
+        .map(|rest| rest.split_once(": ").map_or(rest, |(_, m)| m).to_string())
+        .collect()
+}
+
+/// Panics with Cargo's output unless the build succeeded.
+#[track_caller]
+pub(crate) fn assert_success(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what}: cargo build failed ({})\n--- stderr\n{}\n--- stdout\n{}",
+        output.status,
+        fixture_stderr(output),
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
+
+/// Panics with Cargo's output unless the build failed.
+#[track_caller]
+pub(crate) fn assert_failure(output: &Output, what: &str) {
+    assert!(
+        !output.status.success(),
+        "{what}: cargo build succeeded but should have failed\n--- stderr\n{}",
+        fixture_stderr(output)
+    );
+}
+
+/// `PATH` without the dirs that hold an `nvcc`, so that only the toolkit a
+/// test names is found.
+fn path_without_nvcc() -> String {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::env::split_paths(&path).filter(|dir| !dir.join("nvcc").exists());
+    std::env::join_paths(dirs)
+        .expect("PATH entries were joinable before")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The newest modification time of any file under `dir` (the epoch if none).
+fn newest_mtime(dir: &Path) -> SystemTime {
+    let mut newest = SystemTime::UNIX_EPOCH;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                pending.push(entry.path());
+            }
+            if let Ok(modified) = meta.modified() {
+                newest = newest.max(modified);
+            }
+        }
+    }
+    newest
+}
+
+fn mtime(path: &Path) -> SystemTime {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|e| panic!("reading the mtime of {}: {e}", path.display()))
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+fn write_file(path: &Path, text: &str) {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    }
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+}
+
+fn write_executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    write_file(path, text);
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("making {} executable: {e}", path.display()));
+}
+
+fn shell_quote(path: &Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
+}
