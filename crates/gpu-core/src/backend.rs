@@ -72,18 +72,20 @@ impl Backend {
                 Err(reason) => Self::from_inner(Inner::Cpu { reason }),
             }),
             Some(v) if v.eq_ignore_ascii_case("cpu") => Ok(Self::cpu()),
-            Some(v) if v.eq_ignore_ascii_case("cuda") => {
-                CudaBackend::probe(0, modules, true)
-                    .map(|cuda| Self::from_inner(Inner::Cuda(cuda)))
-                    .map_err(|reason| Error::CudaUnavailable { reason })
-            }
-            Some(v) => Err(Error::InvalidBackendEnv { value: v.to_owned() }),
+            Some(v) if v.eq_ignore_ascii_case("cuda") => CudaBackend::probe(0, modules, true)
+                .map(|cuda| Self::from_inner(Inner::Cuda(cuda)))
+                .map_err(|reason| Error::CudaUnavailable { reason }),
+            Some(v) => Err(Error::InvalidBackendEnv {
+                value: v.to_owned(),
+            }),
         }
     }
 
     /// The CPU backend.
     pub fn cpu() -> Self {
-        Self::from_inner(Inner::Cpu { reason: CpuReason::Forced })
+        Self::from_inner(Inner::Cpu {
+            reason: CpuReason::Forced,
+        })
     }
 
     /// The CUDA backend on device `ordinal`, loading every built module in
@@ -98,7 +100,9 @@ impl Backend {
     }
 
     fn from_inner(inner: Inner) -> Self {
-        Self { inner: Arc::new(inner) }
+        Self {
+            inner: Arc::new(inner),
+        }
     }
 
     /// Which backend this is.
@@ -197,14 +201,18 @@ impl CudaBackend {
         if usize::try_from(count).unwrap_or(0) <= ordinal {
             return Err(CpuReason::NoDevice);
         }
-        let built: Vec<&'static FatbinImage> = modules.iter().copied().filter(|m| m.is_built()).collect();
+        let built: Vec<&'static FatbinImage> =
+            modules.iter().copied().filter(|m| m.is_built()).collect();
         if require_code && built.is_empty() {
             return Err(CpuReason::NoGpuCode);
         }
         let unusable = |e: Error| CpuReason::Unusable(Box::new(e));
         let device = DeviceInfo::query(ordinal).map_err(unusable)?;
         let arch = device.arch();
-        if let Some(m) = built.iter().find(|m| module::code_for_arch(m, arch).is_none()) {
+        if let Some(m) = built
+            .iter()
+            .find(|m| module::code_for_arch(m, arch).is_none())
+        {
             return Err(CpuReason::ArchMismatch {
                 module: m.name,
                 sass: m.sass,

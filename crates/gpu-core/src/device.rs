@@ -103,7 +103,9 @@ impl DeviceInfo {
             memory_clock_khz: optional(Attr::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
             memory_bus_width_bits: optional(Attr::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
             limits: DeviceLimits {
-                max_threads_per_block: as_u32(attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?),
+                max_threads_per_block: as_u32(attr(
+                    Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                )?),
                 max_block_dim: [
                     as_u32(attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?),
                     as_u32(attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?),
@@ -154,11 +156,17 @@ pub fn devices() -> Result<Vec<DeviceInfo>, Error> {
         Err(reason) => return Err(Error::CudaUnavailable { reason }),
     }
     let count = result::device::get_count().map_err(driver("cuDeviceGetCount"))?;
-    (0..usize::try_from(count).unwrap_or(0)).map(DeviceInfo::query).collect()
+    (0..usize::try_from(count).unwrap_or(0))
+        .map(DeviceInfo::query)
+        .collect()
 }
 
 /// The newest toolkit among the built modules, `(major, minor)`; `None` when
 /// none carries GPU code.
 pub fn toolkit_version(modules: &[&FatbinImage]) -> Option<(u32, u32)> {
-    modules.iter().filter(|m| m.is_built()).map(|m| m.toolkit).max()
+    modules
+        .iter()
+        .filter(|m| m.is_built())
+        .map(|m| m.toolkit)
+        .max()
 }

@@ -62,11 +62,20 @@ impl fmt::Display for CpuReason {
             Self::NoDriver => f.write_str("no driver"),
             Self::DriverInit(e) => write!(f, "driver failed to initialize ({e})"),
             Self::NoDevice => f.write_str("no device"),
-            Self::ArchMismatch { sass, ptx, device_arch, .. } => {
+            Self::ArchMismatch {
+                sass,
+                ptx,
+                device_arch,
+                ..
+            } => {
                 let mut all: Vec<u32> = sass.iter().chain(ptx.iter()).copied().collect();
                 all.sort_unstable();
                 all.dedup();
-                write!(f, "fat binary has {}, device is sm_{device_arch}", Archs(&all))
+                write!(
+                    f,
+                    "fat binary has {}, device is sm_{device_arch}",
+                    Archs(&all)
+                )
             }
             Self::Unusable(e) => write!(f, "device unusable: {e}"),
         }
@@ -186,18 +195,40 @@ impl fmt::Display for LayoutMismatch {
         const FIX: &str = "regenerate the bindings with `cargo xtask codegen` or fix the struct";
         match self {
             Self::Size { type_name, rust, c } => {
-                write!(f, "`{type_name}` is {rust} bytes in rust but {c} in c; {FIX}")
+                write!(
+                    f,
+                    "`{type_name}` is {rust} bytes in rust but {c} in c; {FIX}"
+                )
             }
             Self::Align { type_name, rust, c } => {
-                write!(f, "`{type_name}` is aligned to {rust} in rust but {c} in c; {FIX}")
+                write!(
+                    f,
+                    "`{type_name}` is aligned to {rust} in rust but {c} in c; {FIX}"
+                )
             }
-            Self::FieldOffset { type_name, field, rust, c } => write!(
+            Self::FieldOffset {
+                type_name,
+                field,
+                rust,
+                c,
+            } => write!(
                 f,
                 "`{type_name}.{field}` is at offset {rust} in rust but {c} in c; {FIX}"
             ),
-            Self::MissingField { type_name, field, in_rust } => {
-                let (has, lacks) = if *in_rust { ("rust", "c") } else { ("c", "rust") };
-                write!(f, "`{type_name}.{field}` exists in {has} but not in {lacks}; {FIX}")
+            Self::MissingField {
+                type_name,
+                field,
+                in_rust,
+            } => {
+                let (has, lacks) = if *in_rust {
+                    ("rust", "c")
+                } else {
+                    ("c", "rust")
+                };
+                write!(
+                    f,
+                    "`{type_name}.{field}` exists in {has} but not in {lacks}; {FIX}"
+                )
             }
         }
     }

@@ -54,7 +54,11 @@ impl LaunchConfig {
         }
         for (axis, (&requested, &max)) in (0u8..).zip(block.iter().zip(&limits.max_block_dim)) {
             if requested > max {
-                return Err(LaunchLimit::BlockDim { axis, requested, max });
+                return Err(LaunchLimit::BlockDim {
+                    axis,
+                    requested,
+                    max,
+                });
             }
         }
         let threads = block.iter().map(|&b| u64::from(b)).product::<u64>();
@@ -66,7 +70,11 @@ impl LaunchConfig {
         }
         for (axis, (&requested, &max)) in (0u8..).zip(grid.iter().zip(&limits.max_grid_dim)) {
             if requested > max {
-                return Err(LaunchLimit::GridDim { axis, requested, max });
+                return Err(LaunchLimit::GridDim {
+                    axis,
+                    requested,
+                    max,
+                });
             }
         }
         if self.shared_mem_bytes > limits.max_dynamic_shared_bytes {
@@ -121,7 +129,10 @@ pub unsafe trait FfiParam {
     #[doc(hidden)]
     type Marshalled<'a>;
     #[doc(hidden)]
-    fn marshal<'a>(arg: Self::Arg<'a>, stream: &'a Arc<CudaStream>) -> Result<Self::Marshalled<'a>, Error>;
+    fn marshal<'a>(
+        arg: Self::Arg<'a>,
+        stream: &'a Arc<CudaStream>,
+    ) -> Result<Self::Marshalled<'a>, Error>;
     #[doc(hidden)]
     fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut c_void;
     #[doc(hidden)]
@@ -166,7 +177,10 @@ pub(crate) enum KernelImpl<K: KernelDecl>
 where
     K::Params: LaunchParams,
 {
-    Cuda { func: CudaFunction, site: LaunchSite },
+    Cuda {
+        func: CudaFunction,
+        site: LaunchSite,
+    },
     Cpu(CpuKernel<K>),
 }
 
@@ -187,10 +201,17 @@ where
 {
     fn clone(&self) -> Self {
         let imp = match &self.imp {
-            KernelImpl::Cuda { func, site } => KernelImpl::Cuda { func: func.clone(), site: *site },
+            KernelImpl::Cuda { func, site } => KernelImpl::Cuda {
+                func: func.clone(),
+                site: *site,
+            },
             KernelImpl::Cpu(f) => KernelImpl::Cpu(*f),
         };
-        Self { imp, limits: self.limits, _k: PhantomData }
+        Self {
+            imp,
+            limits: self.limits,
+            _k: PhantomData,
+        }
     }
 }
 
@@ -215,7 +236,11 @@ impl<K: KernelDecl> Kernel<K>
 where
     K::Params: LaunchParams,
 {
-    pub(crate) fn cuda(func: CudaFunction, module: &'static str, device: &DeviceLimits) -> Result<Self, Error> {
+    pub(crate) fn cuda(
+        func: CudaFunction,
+        module: &'static str,
+        device: &DeviceLimits,
+    ) -> Result<Self, Error> {
         use sys::CUfunction_attribute as A;
         let attr = |a| {
             crate::raw::function_attribute(&func, a)
@@ -226,7 +251,13 @@ where
         limits.max_threads_per_block = attr(A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
         limits.max_dynamic_shared_bytes = attr(A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)?;
         Ok(Self {
-            imp: KernelImpl::Cuda { func, site: LaunchSite { kernel: K::NAME, module } },
+            imp: KernelImpl::Cuda {
+                func,
+                site: LaunchSite {
+                    kernel: K::NAME,
+                    module,
+                },
+            },
             limits,
             _k: PhantomData,
         })

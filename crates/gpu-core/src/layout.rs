@@ -47,25 +47,55 @@ macro_rules! gpu_repr {
 
 /// Compares `T`'s layout with what the C compiler reported: `fields` as
 /// `(name, offset)`, `size` and `align`. Fields may come in any order.
-pub fn check_layout<T: GpuRepr>(fields: &[(&str, usize)], size: usize, align: usize) -> Result<(), LayoutMismatch> {
+pub fn check_layout<T: GpuRepr>(
+    fields: &[(&str, usize)],
+    size: usize,
+    align: usize,
+) -> Result<(), LayoutMismatch> {
     let type_name = T::C_NAME;
     if T::SIZE != size || std::mem::size_of::<T>() != size {
-        return Err(LayoutMismatch::Size { type_name, rust: std::mem::size_of::<T>(), c: size });
+        return Err(LayoutMismatch::Size {
+            type_name,
+            rust: std::mem::size_of::<T>(),
+            c: size,
+        });
     }
     if T::ALIGN != align || std::mem::align_of::<T>() != align {
-        return Err(LayoutMismatch::Align { type_name, rust: std::mem::align_of::<T>(), c: align });
+        return Err(LayoutMismatch::Align {
+            type_name,
+            rust: std::mem::align_of::<T>(),
+            c: align,
+        });
     }
     for &(field, rust) in T::FIELD_OFFSETS {
         match fields.iter().find(|(name, _)| *name == field) {
-            None => return Err(LayoutMismatch::MissingField { type_name, field: field.to_owned(), in_rust: true }),
+            None => {
+                return Err(LayoutMismatch::MissingField {
+                    type_name,
+                    field: field.to_owned(),
+                    in_rust: true,
+                })
+            }
             Some(&(_, c)) if c != rust => {
-                return Err(LayoutMismatch::FieldOffset { type_name, field: field.to_owned(), rust, c })
+                return Err(LayoutMismatch::FieldOffset {
+                    type_name,
+                    field: field.to_owned(),
+                    rust,
+                    c,
+                })
             }
             Some(_) => {}
         }
     }
-    if let Some((field, _)) = fields.iter().find(|(name, _)| !T::FIELD_OFFSETS.iter().any(|(f, _)| f == name)) {
-        return Err(LayoutMismatch::MissingField { type_name, field: (*field).to_owned(), in_rust: false });
+    if let Some((field, _)) = fields
+        .iter()
+        .find(|(name, _)| !T::FIELD_OFFSETS.iter().any(|(f, _)| f == name))
+    {
+        return Err(LayoutMismatch::MissingField {
+            type_name,
+            field: (*field).to_owned(),
+            in_rust: false,
+        });
     }
     Ok(())
 }
@@ -94,7 +124,14 @@ mod tests {
     fn size_24_instead_of_32_is_reported() {
         // The classic mistake the header warns about: forgetting align(16).
         let err = check_layout::<BatchStructureDesc>(C_TABLE, 24, 16).unwrap_err();
-        assert_eq!(err, LayoutMismatch::Size { type_name: "BatchStructureDesc", rust: 32, c: 24 });
+        assert_eq!(
+            err,
+            LayoutMismatch::Size {
+                type_name: "BatchStructureDesc",
+                rust: 32,
+                c: 24
+            }
+        );
         assert!(err.to_string().contains("is 32 bytes in rust but 24 in c"));
     }
 
@@ -105,7 +142,12 @@ mod tests {
         let err = check_layout::<BatchStructureDesc>(&table, 32, 16).unwrap_err();
         assert_eq!(
             err,
-            LayoutMismatch::FieldOffset { type_name: "BatchStructureDesc", field: "country_id".into(), rust: 20, c: 24 }
+            LayoutMismatch::FieldOffset {
+                type_name: "BatchStructureDesc",
+                field: "country_id".into(),
+                rust: 20,
+                c: 24
+            }
         );
     }
 
@@ -114,6 +156,9 @@ mod tests {
         let mut table = C_TABLE.to_vec();
         table.push(("flags", 24));
         let err = check_layout::<BatchStructureDesc>(&table, 32, 16).unwrap_err();
-        assert!(matches!(err, LayoutMismatch::MissingField { in_rust: false, .. }));
+        assert!(matches!(
+            err,
+            LayoutMismatch::MissingField { in_rust: false, .. }
+        ));
     }
 }

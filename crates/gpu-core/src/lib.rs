@@ -22,9 +22,13 @@ mod stream;
 
 pub use backend::{Backend, BackendKind, BACKEND_ENV};
 pub use cuda_sys::{FatbinImage, GpuRepr, KernelDecl};
-pub use device::{devices, driver_present, driver_version, toolkit_version, DeviceInfo, DeviceLimits};
+pub use device::{
+    devices, driver_present, driver_version, toolkit_version, DeviceInfo, DeviceLimits,
+};
 pub use error::{CpuReason, DriverError, Error, LaunchLimit, LayoutMismatch};
-pub use launch::{CpuKernel, FfiParam, Kernel, KernelLimits, LaunchConfig, LaunchParams, LaunchSite};
+pub use launch::{
+    CpuKernel, FfiParam, Kernel, KernelLimits, LaunchConfig, LaunchParams, LaunchSite,
+};
 pub use layout::check_layout;
 pub use memory::{DeviceBuffer, DeviceView, DeviceViewMut, PinnedBuffer};
 pub use module::{code_for_arch, CodeChoice};

@@ -111,7 +111,8 @@ impl<T: GpuRepr> DeviceBuffer<T> {
 
     /// A mutable view of the whole buffer.
     pub fn view_mut(&mut self) -> DeviceViewMut<'_, T> {
-        self.slice_mut(..).expect("the full range is always in bounds")
+        self.slice_mut(..)
+            .expect("the full range is always in bounds")
     }
 
     /// A shared view of `range`, or [`Error::OutOfBounds`].
@@ -119,26 +120,46 @@ impl<T: GpuRepr> DeviceBuffer<T> {
         let range = resolve(range, self.len)?;
         let len = range.len();
         let inner = match &self.storage {
-            Storage::Cuda(s) => ViewRef::Cuda(
-                s.try_slice(bytes_of::<T>(&range))
-                    .ok_or(Error::OutOfBounds { start: range.start, end: range.end, len: self.len })?,
-            ),
+            Storage::Cuda(s) => ViewRef::Cuda(s.try_slice(bytes_of::<T>(&range)).ok_or(
+                Error::OutOfBounds {
+                    start: range.start,
+                    end: range.end,
+                    len: self.len,
+                },
+            )?),
             Storage::Host(v) => ViewRef::Host(&v[range]),
         };
-        Ok(DeviceView { inner, len, _t: PhantomData })
+        Ok(DeviceView {
+            inner,
+            len,
+            _t: PhantomData,
+        })
     }
 
     /// A mutable view of `range`, or [`Error::OutOfBounds`].
-    pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<DeviceViewMut<'_, T>, Error> {
+    pub fn slice_mut(
+        &mut self,
+        range: impl RangeBounds<usize>,
+    ) -> Result<DeviceViewMut<'_, T>, Error> {
         let full = self.len;
         let range = resolve(range, full)?;
         let len = range.len();
-        let oob = Error::OutOfBounds { start: range.start, end: range.end, len: full };
+        let oob = Error::OutOfBounds {
+            start: range.start,
+            end: range.end,
+            len: full,
+        };
         let inner = match &mut self.storage {
-            Storage::Cuda(s) => ViewMutRef::Cuda(s.try_slice_mut(bytes_of::<T>(&range)).ok_or(oob)?),
+            Storage::Cuda(s) => {
+                ViewMutRef::Cuda(s.try_slice_mut(bytes_of::<T>(&range)).ok_or(oob)?)
+            }
             Storage::Host(v) => ViewMutRef::Host(&mut v[range]),
         };
-        Ok(DeviceViewMut { inner, len, _t: PhantomData })
+        Ok(DeviceViewMut {
+            inner,
+            len,
+            _t: PhantomData,
+        })
     }
 }
 
@@ -180,11 +201,19 @@ impl<'a, T: GpuRepr> DeviceView<'a, T> {
         let len = range.len();
         let inner = match &self.inner {
             ViewRef::Cuda(v) => ViewRef::Cuda(v.try_slice(bytes_of::<T>(&range)).ok_or(
-                Error::OutOfBounds { start: range.start, end: range.end, len: self.len },
+                Error::OutOfBounds {
+                    start: range.start,
+                    end: range.end,
+                    len: self.len,
+                },
             )?),
             ViewRef::Host(s) => ViewRef::Host(&s[range]),
         };
-        Ok(DeviceView { inner, len, _t: PhantomData })
+        Ok(DeviceView {
+            inner,
+            len,
+            _t: PhantomData,
+        })
     }
 
     /// The host slice, on the CPU backend.
@@ -240,27 +269,45 @@ impl<T: GpuRepr> DeviceViewMut<'_, T> {
             ViewMutRef::Cuda(v) => ViewRef::Cuda(v.slice(..)),
             ViewMutRef::Host(s) => ViewRef::Host(s),
         };
-        DeviceView { inner, len: self.len, _t: PhantomData }
+        DeviceView {
+            inner,
+            len: self.len,
+            _t: PhantomData,
+        }
     }
 
     /// A mutable sub-view of `range` (relative to this view), or
     /// [`Error::OutOfBounds`].
-    pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<DeviceViewMut<'_, T>, Error> {
+    pub fn slice_mut(
+        &mut self,
+        range: impl RangeBounds<usize>,
+    ) -> Result<DeviceViewMut<'_, T>, Error> {
         let full = self.len;
         let range = resolve(range, full)?;
         let len = range.len();
-        let oob = Error::OutOfBounds { start: range.start, end: range.end, len: full };
+        let oob = Error::OutOfBounds {
+            start: range.start,
+            end: range.end,
+            len: full,
+        };
         let inner = match &mut self.inner {
-            ViewMutRef::Cuda(v) => ViewMutRef::Cuda(v.try_slice_mut(bytes_of::<T>(&range)).ok_or(oob)?),
+            ViewMutRef::Cuda(v) => {
+                ViewMutRef::Cuda(v.try_slice_mut(bytes_of::<T>(&range)).ok_or(oob)?)
+            }
             ViewMutRef::Host(s) => ViewMutRef::Host(&mut s[range]),
         };
-        Ok(DeviceViewMut { inner, len, _t: PhantomData })
+        Ok(DeviceViewMut {
+            inner,
+            len,
+            _t: PhantomData,
+        })
     }
 
     /// The same view for a shorter time, so that it can be passed to a launch
     /// and used again afterwards.
     pub fn reborrow(&mut self) -> DeviceViewMut<'_, T> {
-        self.slice_mut(..).expect("the full range is always in bounds")
+        self.slice_mut(..)
+            .expect("the full range is always in bounds")
     }
 
     /// The host slice, on the CPU backend.
@@ -302,7 +349,9 @@ impl<T: GpuRepr> PinnedBuffer<T> {
         match &self.storage {
             PinnedStorage::Host(v) => Ok(v),
             PinnedStorage::Cuda(p) => {
-                let bytes = p.as_slice().map_err(crate::error::driver("wait for pinned memory"))?;
+                let bytes = p
+                    .as_slice()
+                    .map_err(crate::error::driver("wait for pinned memory"))?;
                 raw::pinned_as_slice(bytes, self.len).ok_or(Error::SizeOverflow {
                     len: self.len,
                     elem_size: std::mem::size_of::<T>(),
@@ -348,7 +397,14 @@ mod tests {
         assert_eq!(resolve(1..3, 4).unwrap(), 1..3);
         assert_eq!(resolve(.., 0).unwrap(), 0..0);
         assert_eq!(resolve(..=3, 4).unwrap(), 0..4);
-        assert!(matches!(resolve(2..5, 4), Err(Error::OutOfBounds { start: 2, end: 5, len: 4 })));
+        assert!(matches!(
+            resolve(2..5, 4),
+            Err(Error::OutOfBounds {
+                start: 2,
+                end: 5,
+                len: 4
+            })
+        ));
         #[allow(clippy::reversed_empty_ranges)]
         let reversed = resolve(3..2, 4);
         assert!(matches!(reversed, Err(Error::OutOfBounds { .. })));

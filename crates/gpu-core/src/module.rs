@@ -143,13 +143,23 @@ mod tests {
 
     #[test]
     fn unbuilt_module_is_an_error() {
-        let m = FatbinImage { image: b"", ..image(&[], &[]) };
-        assert!(matches!(check_fits(&m, 90), Err(Error::ModuleNotBuilt { module: "m" })));
+        let m = FatbinImage {
+            image: b"",
+            ..image(&[], &[])
+        };
+        assert!(matches!(
+            check_fits(&m, 90),
+            Err(Error::ModuleNotBuilt { module: "m" })
+        ));
     }
 
     #[test]
     fn ptx_too_new_names_both_versions() {
-        let err = Error::PtxTooNew { module: "m", toolkit: (13, 0), driver: (12, 4) };
+        let err = Error::PtxTooNew {
+            module: "m",
+            toolkit: (13, 0),
+            driver: (12, 4),
+        };
         assert_eq!(
             err.to_string(),
             "module `m` has ptx from toolkit 13.0 but the driver supports cuda 12.4; \

@@ -50,7 +50,10 @@ impl<T: GpuRepr> BufferPool<T> {
     pub fn new(stream: &Stream) -> Self {
         Self {
             stream: stream.clone(),
-            state: Arc::new(Mutex::new(PoolState { free: HashMap::new(), stats: PoolStats::default() })),
+            state: Arc::new(Mutex::new(PoolState {
+                free: HashMap::new(),
+                stats: PoolStats::default(),
+            })),
         }
     }
 
@@ -74,7 +77,11 @@ impl<T: GpuRepr> BufferPool<T> {
             None => self.stream.alloc_zeros::<T>(class)?,
         };
         buffer.len = len;
-        Ok(PooledBuffer { buffer: Some(buffer), class, pool: Arc::clone(&self.state) })
+        Ok(PooledBuffer {
+            buffer: Some(buffer),
+            class,
+            pool: Arc::clone(&self.state),
+        })
     }
 
     /// Hit and miss counts so far.
@@ -120,7 +127,9 @@ impl<T: GpuRepr> PooledBuffer<T> {
 
 impl<T: GpuRepr> Drop for PooledBuffer<T> {
     fn drop(&mut self) {
-        let Some(buffer) = self.buffer.take() else { return };
+        let Some(buffer) = self.buffer.take() else {
+            return;
+        };
         // Never panics: a poisoned lock still guards a valid map.
         let mut state = self.pool.lock().unwrap_or_else(|p| p.into_inner());
         state.free.entry(self.class).or_default().push(buffer);

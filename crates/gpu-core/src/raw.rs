@@ -8,8 +8,8 @@
 
 use std::ffi::c_void;
 
-use cudarc::driver::{result, sys, CudaFunction, CudaStream, DriverError, PinnedHostSlice};
 use cuda_sys::GpuRepr;
+use cudarc::driver::{result, sys, CudaFunction, CudaStream, DriverError, PinnedHostSlice};
 
 /// Whether `libcuda` can be loaded. Checked before any other driver call, as
 /// cudarc panics when it has to load a missing library.
@@ -213,7 +213,9 @@ pub(crate) unsafe fn copy_pinned_htod(
     // records the pinned memory's event after it, so any later host access
     // (every accessor synchronizes on that event) sees the copy done.
     let (host, _record) = unsafe { src.stream_synced_slice(stream) };
-    let host = host.get(..bytes).ok_or(DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE))?;
+    let host = host
+        .get(..bytes)
+        .ok_or(DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE))?;
     // SAFETY: `dst` is valid for `bytes` bytes (caller's contract); `host` stays allocated
     // until the event recorded above completes (PinnedHostSlice's drop waits
     // for it).
@@ -266,7 +268,9 @@ fn same_context(a: &CudaStream, b: &CudaStream) -> Result<(), Error> {
     if Arc::ptr_eq(a.context(), b.context()) {
         Ok(())
     } else {
-        Err(Error::BackendMismatch { what: "a buffer from another device's context" })
+        Err(Error::BackendMismatch {
+            what: "a buffer from another device's context",
+        })
     }
 }
 
@@ -280,26 +284,37 @@ unsafe impl<T: GpuRepr> FfiParam for *const T {
     type Marshalled<'a> = PointerParam<'a>;
 
     #[inline]
-    fn marshal<'a>(arg: Self::Arg<'a>, stream: &'a Arc<CudaStream>) -> Result<Self::Marshalled<'a>, Error> {
+    fn marshal<'a>(
+        arg: Self::Arg<'a>,
+        stream: &'a Arc<CudaStream>,
+    ) -> Result<Self::Marshalled<'a>, Error> {
         match arg.inner {
             ViewRef::Cuda(view) => {
                 use cudarc::driver::DeviceSlice;
                 same_context(view.stream(), stream)?;
                 let (ptr, record) = view.view_ptr(stream);
-                Ok(PointerParam { ptr, _record: record })
+                Ok(PointerParam {
+                    ptr,
+                    _record: record,
+                })
             }
-            ViewRef::Host(_) => Err(Error::BackendMismatch { what: "a host buffer passed to a cuda launch" }),
+            ViewRef::Host(_) => Err(Error::BackendMismatch {
+                what: "a host buffer passed to a cuda launch",
+            }),
         }
     }
 
     #[inline]
     fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut c_void {
-        (&marshalled.ptr as *const sys::CUdeviceptr).cast_mut().cast()
+        (&marshalled.ptr as *const sys::CUdeviceptr)
+            .cast_mut()
+            .cast()
     }
 
     fn to_host<'a>(arg: Self::Arg<'a>) -> Result<Self::HostArg<'a>, Error> {
-        arg.as_host()
-            .ok_or(Error::BackendMismatch { what: "a cuda buffer passed to a cpu launch" })
+        arg.as_host().ok_or(Error::BackendMismatch {
+            what: "a cuda buffer passed to a cpu launch",
+        })
     }
 }
 
@@ -311,27 +326,39 @@ unsafe impl<T: GpuRepr> FfiParam for *mut T {
     type Marshalled<'a> = PointerParam<'a>;
 
     #[inline]
-    fn marshal<'a>(arg: Self::Arg<'a>, stream: &'a Arc<CudaStream>) -> Result<Self::Marshalled<'a>, Error> {
+    fn marshal<'a>(
+        arg: Self::Arg<'a>,
+        stream: &'a Arc<CudaStream>,
+    ) -> Result<Self::Marshalled<'a>, Error> {
         match arg.inner {
             ViewMutRef::Cuda(view) => {
                 use cudarc::driver::DeviceSlice;
                 same_context(view.stream(), stream)?;
                 let (ptr, record) = view.view_ptr_mut(stream);
-                Ok(PointerParam { ptr, _record: record })
+                Ok(PointerParam {
+                    ptr,
+                    _record: record,
+                })
             }
-            ViewMutRef::Host(_) => Err(Error::BackendMismatch { what: "a host buffer passed to a cuda launch" }),
+            ViewMutRef::Host(_) => Err(Error::BackendMismatch {
+                what: "a host buffer passed to a cuda launch",
+            }),
         }
     }
 
     #[inline]
     fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut c_void {
-        (&marshalled.ptr as *const sys::CUdeviceptr).cast_mut().cast()
+        (&marshalled.ptr as *const sys::CUdeviceptr)
+            .cast_mut()
+            .cast()
     }
 
     fn to_host<'a>(arg: Self::Arg<'a>) -> Result<Self::HostArg<'a>, Error> {
         match arg.inner {
             ViewMutRef::Host(s) => Ok(s),
-            ViewMutRef::Cuda(_) => Err(Error::BackendMismatch { what: "a cuda buffer passed to a cpu launch" }),
+            ViewMutRef::Cuda(_) => Err(Error::BackendMismatch {
+                what: "a cuda buffer passed to a cpu launch",
+            }),
         }
     }
 }
@@ -369,7 +396,10 @@ macro_rules! __by_value_param {
 }
 
 __by_value_param!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
-__by_value_param!(cuda_sys::types::BatchStructureDesc, cuda_sys::types::BatchStats);
+__by_value_param!(
+    cuda_sys::types::BatchStructureDesc,
+    cuda_sys::types::BatchStats
+);
 
 macro_rules! tuple_params {
     ($n:literal; $($p:ident $a:ident $m:ident),*) => {

@@ -42,13 +42,21 @@ fn length_check(op: &'static str, src: usize, dst: usize) -> Result<(), Error> {
     }
 }
 
-const HOST_ON_CUDA: Error = Error::BackendMismatch { what: "host memory used on a cuda stream" };
-const CUDA_ON_HOST: Error = Error::BackendMismatch { what: "device memory used on the cpu backend" };
+const HOST_ON_CUDA: Error = Error::BackendMismatch {
+    what: "host memory used on a cuda stream",
+};
+const CUDA_ON_HOST: Error = Error::BackendMismatch {
+    what: "device memory used on the cpu backend",
+};
 
 impl Stream {
     pub(crate) fn new_default(backend: Backend) -> Self {
         let cuda = backend.cuda_state().map(|c| c.ctx.default_stream());
-        Self { backend, cuda, last_launch: Arc::default() }
+        Self {
+            backend,
+            cuda,
+            last_launch: Arc::default(),
+        }
     }
 
     pub(crate) fn new_nondefault(backend: Backend) -> Result<Self, Error> {
@@ -56,7 +64,11 @@ impl Stream {
             Some(c) => Some(c.ctx.new_stream().map_err(driver("create stream"))?),
             None => None,
         };
-        Ok(Self { backend, cuda, last_launch: Arc::default() })
+        Ok(Self {
+            backend,
+            cuda,
+            last_launch: Arc::default(),
+        })
     }
 
     /// The backend this stream belongs to.
@@ -75,7 +87,10 @@ impl Stream {
         let bytes = byte_len::<T>(len)?;
         let storage = match &self.cuda {
             // One byte at least: a zero-byte allocation is not portable.
-            Some(s) => Storage::Cuda(s.alloc_zeros::<u8>(bytes.max(1)).map_err(oom_or("cuMemAlloc", bytes))?),
+            Some(s) => Storage::Cuda(
+                s.alloc_zeros::<u8>(bytes.max(1))
+                    .map_err(oom_or("cuMemAlloc", bytes))?,
+            ),
             None => Storage::Host(vec![raw::zeroed::<T>(); len]),
         };
         Ok(DeviceBuffer { storage, len })
@@ -90,7 +105,11 @@ impl Stream {
 
     /// Copies `src` into `dst`; the lengths must be equal (nothing is copied
     /// otherwise). `src` may be reused as soon as this returns.
-    pub fn copy_to_device<T: GpuRepr>(&self, src: &[T], dst: &mut DeviceViewMut<'_, T>) -> Result<(), Error> {
+    pub fn copy_to_device<T: GpuRepr>(
+        &self,
+        src: &[T],
+        dst: &mut DeviceViewMut<'_, T>,
+    ) -> Result<(), Error> {
         length_check("copy to device", src.len(), dst.len())?;
         match (&mut dst.inner, &self.cuda) {
             (ViewMutRef::Cuda(view), Some(stream)) => {
@@ -112,7 +131,11 @@ impl Stream {
 
     /// Copies `src` into `dst` and waits for the copy; the lengths must be
     /// equal (nothing is copied otherwise).
-    pub fn copy_to_host<T: GpuRepr>(&self, src: &DeviceView<'_, T>, dst: &mut [T]) -> Result<(), Error> {
+    pub fn copy_to_host<T: GpuRepr>(
+        &self,
+        src: &DeviceView<'_, T>,
+        dst: &mut [T],
+    ) -> Result<(), Error> {
         length_check("copy to host", src.len(), dst.len())?;
         match (&src.inner, &self.cuda) {
             (ViewRef::Cuda(view), Some(stream)) => {
@@ -122,7 +145,8 @@ impl Stream {
                     // `src.len() == dst.len()` elements on this context; `dst`
                     // is borrowed mutably until the stream is synchronized
                     // below.
-                    unsafe { raw::copy_dtoh(ptr, dst, stream) }.map_err(driver("cuMemcpyDtoHAsync"))?;
+                    unsafe { raw::copy_dtoh(ptr, dst, stream) }
+                        .map_err(driver("cuMemcpyDtoHAsync"))?;
                 }
                 self.synchronize()
             }
@@ -143,7 +167,11 @@ impl Stream {
     }
 
     /// Copies `src` into `dst` on the device; the lengths must be equal.
-    pub fn copy_device<T: GpuRepr>(&self, src: &DeviceView<'_, T>, dst: &mut DeviceViewMut<'_, T>) -> Result<(), Error> {
+    pub fn copy_device<T: GpuRepr>(
+        &self,
+        src: &DeviceView<'_, T>,
+        dst: &mut DeviceViewMut<'_, T>,
+    ) -> Result<(), Error> {
         length_check("copy on device", src.len(), dst.len())?;
         let bytes = byte_len::<T>(src.len())?;
         match (&src.inner, &mut dst.inner, &self.cuda) {
@@ -153,7 +181,8 @@ impl Stream {
                 // SAFETY: both are live device views of `bytes` bytes on this
                 // context; a shared and a mutable view cannot overlap (the
                 // mutable one borrows its buffer uniquely).
-                unsafe { raw::copy_dtod(src_ptr, dst_ptr, bytes, stream) }.map_err(driver("cuMemcpyDtoDAsync"))
+                unsafe { raw::copy_dtod(src_ptr, dst_ptr, bytes, stream) }
+                    .map_err(driver("cuMemcpyDtoDAsync"))
             }
             (ViewRef::Host(s), ViewMutRef::Host(d), None) => {
                 d.copy_from_slice(s);
@@ -169,7 +198,9 @@ impl Stream {
         check_repr::<T>()?;
         let bytes = byte_len::<T>(len)?;
         let storage = match &self.cuda {
-            Some(s) => PinnedStorage::Cuda(raw::alloc_pinned(s, bytes).map_err(oom_or("cuMemHostAlloc", bytes))?),
+            Some(s) => PinnedStorage::Cuda(
+                raw::alloc_pinned(s, bytes).map_err(oom_or("cuMemHostAlloc", bytes))?,
+            ),
             None => PinnedStorage::Host(vec![raw::zeroed::<T>(); len]),
         };
         Ok(PinnedBuffer { storage, len })
@@ -177,7 +208,11 @@ impl Stream {
 
     /// Enqueues a copy of `src` into `dst` and returns at once; `src` cannot be
     /// changed or freed before the copy is done (its accessors wait for it).
-    pub fn copy_to_device_async<T: GpuRepr>(&self, src: &PinnedBuffer<T>, dst: &mut DeviceViewMut<'_, T>) -> Result<(), Error> {
+    pub fn copy_to_device_async<T: GpuRepr>(
+        &self,
+        src: &PinnedBuffer<T>,
+        dst: &mut DeviceViewMut<'_, T>,
+    ) -> Result<(), Error> {
         length_check("async copy to device", src.len(), dst.len())?;
         let bytes = byte_len::<T>(src.len())?;
         match (&src.storage, &mut dst.inner, &self.cuda) {
@@ -185,7 +220,8 @@ impl Stream {
                 let (ptr, _record) = d.device_ptr_mut(stream);
                 // SAFETY: `ptr` is a live device view of `bytes` bytes on this
                 // context whose other users were waited for.
-                unsafe { raw::copy_pinned_htod(p, bytes, ptr, stream) }.map_err(driver("cuMemcpyHtoDAsync"))
+                unsafe { raw::copy_pinned_htod(p, bytes, ptr, stream) }
+                    .map_err(driver("cuMemcpyHtoDAsync"))
             }
             (PinnedStorage::Host(s), ViewMutRef::Host(d), None) => {
                 d.copy_from_slice(s);
@@ -198,7 +234,11 @@ impl Stream {
 
     /// Enqueues a copy of `src` into `dst` and returns at once; reading `dst`
     /// waits for the copy.
-    pub fn copy_to_host_async<T: GpuRepr>(&self, src: &DeviceView<'_, T>, dst: &mut PinnedBuffer<T>) -> Result<(), Error> {
+    pub fn copy_to_host_async<T: GpuRepr>(
+        &self,
+        src: &DeviceView<'_, T>,
+        dst: &mut PinnedBuffer<T>,
+    ) -> Result<(), Error> {
         length_check("async copy to host", src.len(), dst.len())?;
         let bytes = byte_len::<T>(src.len())?;
         match (&src.inner, &mut dst.storage, &self.cuda) {
@@ -206,7 +246,8 @@ impl Stream {
                 let (ptr, _record) = s.device_ptr(stream);
                 // SAFETY: `ptr` is a live device view of `bytes` bytes on this
                 // context.
-                unsafe { raw::copy_dtoh_pinned(ptr, p, bytes, stream) }.map_err(driver("cuMemcpyDtoHAsync"))
+                unsafe { raw::copy_dtoh_pinned(ptr, p, bytes, stream) }
+                    .map_err(driver("cuMemcpyDtoHAsync"))
             }
             (ViewRef::Host(s), PinnedStorage::Host(d), None) => {
                 d.copy_from_slice(s);
@@ -232,7 +273,10 @@ impl Stream {
     {
         config
             .validate(&kernel.limits)
-            .map_err(|limit| Error::InvalidLaunch { kernel: K::NAME, limit })?;
+            .map_err(|limit| Error::InvalidLaunch {
+                kernel: K::NAME,
+                limit,
+            })?;
         match (&kernel.imp, &self.cuda) {
             (KernelImpl::Cuda { func, site }, Some(stream)) => {
                 if let Ok(mut last) = self.last_launch.lock() {
@@ -245,15 +289,21 @@ impl Stream {
                 body(&config, host);
                 Ok(())
             }
-            _ => Err(Error::BackendMismatch { what: "a kernel from another backend" }),
+            _ => Err(Error::BackendMismatch {
+                what: "a kernel from another backend",
+            }),
         }
     }
 
     /// Waits for all work on the stream. An error here came from earlier
     /// asynchronous work: it names the last kernel launched on the stream.
     pub fn synchronize(&self) -> Result<(), Error> {
-        let Some(stream) = &self.cuda else { return Ok(()) };
-        let result = stream.synchronize().and_then(|()| stream.context().check_err());
+        let Some(stream) = &self.cuda else {
+            return Ok(());
+        };
+        let result = stream
+            .synchronize()
+            .and_then(|()| stream.context().check_err());
         result.map_err(|source| {
             let last = self.last_launch();
             Error::Async {
@@ -271,18 +321,26 @@ impl Stream {
                 let event = stream
                     .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
                     .map_err(driver("cuEventRecord"))?;
-                Ok(Event { inner: EventInner::Cuda(event) })
+                Ok(Event {
+                    inner: EventInner::Cuda(event),
+                })
             }
-            None => Ok(Event { inner: EventInner::Host(Instant::now()) }),
+            None => Ok(Event {
+                inner: EventInner::Host(Instant::now()),
+            }),
         }
     }
 
     /// Makes later work on this stream wait for `event`.
     pub fn wait(&self, event: &Event) -> Result<(), Error> {
         match (&self.cuda, &event.inner) {
-            (Some(stream), EventInner::Cuda(e)) => stream.wait(e).map_err(driver("cuStreamWaitEvent")),
+            (Some(stream), EventInner::Cuda(e)) => {
+                stream.wait(e).map_err(driver("cuStreamWaitEvent"))
+            }
             (None, EventInner::Host(_)) => Ok(()),
-            _ => Err(Error::BackendMismatch { what: "an event from another backend" }),
+            _ => Err(Error::BackendMismatch {
+                what: "an event from another backend",
+            }),
         }
     }
 }
@@ -312,11 +370,15 @@ impl Event {
     /// `end` first).
     pub fn elapsed_ms(&self, end: &Event) -> Result<f32, Error> {
         match (&self.inner, &end.inner) {
-            (EventInner::Cuda(a), EventInner::Cuda(b)) => a.elapsed_ms(b).map_err(driver("cuEventElapsedTime")),
+            (EventInner::Cuda(a), EventInner::Cuda(b)) => {
+                a.elapsed_ms(b).map_err(driver("cuEventElapsedTime"))
+            }
             (EventInner::Host(a), EventInner::Host(b)) => {
                 Ok(b.saturating_duration_since(*a).as_secs_f32() * 1e3)
             }
-            _ => Err(Error::BackendMismatch { what: "events from two backends" }),
+            _ => Err(Error::BackendMismatch {
+                what: "events from two backends",
+            }),
         }
     }
 }

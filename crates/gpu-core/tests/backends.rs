@@ -20,10 +20,19 @@ fn vector_add_matches_the_cpu_oracle() {
         let mut dc = stream.alloc_zeros::<f32>(n).unwrap();
         let config = LaunchConfig::for_elements(n as u32, 128);
         stream
-            .launch(&kernel, config, (da.view(), db.view(), dc.view_mut(), n as u32))
+            .launch(
+                &kernel,
+                config,
+                (da.view(), db.view(), dc.view_mut(), n as u32),
+            )
             .unwrap();
         stream.synchronize().unwrap();
-        assert_eq!(stream.to_host(&dc.view()).unwrap(), expected, "{:?}", backend.kind());
+        assert_eq!(
+            stream.to_host(&dc.view()).unwrap(),
+            expected,
+            "{:?}",
+            backend.kind()
+        );
     }
 }
 
@@ -41,7 +50,12 @@ fn launch_on_sub_views_touches_only_the_range() {
             .launch(&kernel, config, (a, b, out.slice_mut(2..6).unwrap(), 4))
             .unwrap();
         let got = stream.to_host(&out.view()).unwrap();
-        assert_eq!(got, [-1.0, -1.0, 2.0, 2.0, 2.0, 2.0, -1.0, -1.0], "{:?}", backend.kind());
+        assert_eq!(
+            got,
+            [-1.0, -1.0, 2.0, 2.0, 2.0, 2.0, -1.0, -1.0],
+            "{:?}",
+            backend.kind()
+        );
     }
 }
 
@@ -52,20 +66,75 @@ fn bad_launch_configs_are_errors_not_faults() {
         let kernel = backend.kernel_with_cpu::<add_f32>(add_f32_cpu).unwrap();
         let a = stream.alloc_zeros::<f32>(4).unwrap();
         let mut c = stream.alloc_zeros::<f32>(4).unwrap();
-        let mut launch = |config| stream.launch(&kernel, config, (a.view(), a.view(), c.view_mut(), 4));
-        let too_wide = LaunchConfig { grid: (1, 1, 1), block: (2048, 1, 1), shared_mem_bytes: 0 };
+        let mut launch =
+            |config| stream.launch(&kernel, config, (a.view(), a.view(), c.view_mut(), 4));
+        let too_wide = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (2048, 1, 1),
+            shared_mem_bytes: 0,
+        };
         assert!(matches!(
             launch(too_wide),
-            Err(Error::InvalidLaunch { kernel: "add_f32", limit: LaunchLimit::BlockDim { axis: 0, requested: 2048, .. } })
+            Err(Error::InvalidLaunch {
+                kernel: "add_f32",
+                limit: LaunchLimit::BlockDim {
+                    axis: 0,
+                    requested: 2048,
+                    ..
+                }
+            })
         ));
-        let too_many = LaunchConfig { grid: (1, 1, 1), block: (32, 32, 2), shared_mem_bytes: 0 };
-        assert!(matches!(launch(too_many), Err(Error::InvalidLaunch { limit: LaunchLimit::ThreadsPerBlock { requested: 2048, .. }, .. })));
-        let zero = LaunchConfig { grid: (0, 1, 1), block: (32, 1, 1), shared_mem_bytes: 0 };
-        assert!(matches!(launch(zero), Err(Error::InvalidLaunch { limit: LaunchLimit::ZeroDimension, .. })));
-        let smem = LaunchConfig { grid: (1, 1, 1), block: (32, 1, 1), shared_mem_bytes: 16 << 20 };
-        assert!(matches!(launch(smem), Err(Error::InvalidLaunch { limit: LaunchLimit::SharedMemory { .. }, .. })));
-        let grid_y = LaunchConfig { grid: (1, 1 << 20, 1), block: (32, 1, 1), shared_mem_bytes: 0 };
-        assert!(matches!(launch(grid_y), Err(Error::InvalidLaunch { limit: LaunchLimit::GridDim { axis: 1, .. }, .. })));
+        let too_many = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (32, 32, 2),
+            shared_mem_bytes: 0,
+        };
+        assert!(matches!(
+            launch(too_many),
+            Err(Error::InvalidLaunch {
+                limit: LaunchLimit::ThreadsPerBlock {
+                    requested: 2048,
+                    ..
+                },
+                ..
+            })
+        ));
+        let zero = LaunchConfig {
+            grid: (0, 1, 1),
+            block: (32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        assert!(matches!(
+            launch(zero),
+            Err(Error::InvalidLaunch {
+                limit: LaunchLimit::ZeroDimension,
+                ..
+            })
+        ));
+        let smem = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (32, 1, 1),
+            shared_mem_bytes: 16 << 20,
+        };
+        assert!(matches!(
+            launch(smem),
+            Err(Error::InvalidLaunch {
+                limit: LaunchLimit::SharedMemory { .. },
+                ..
+            })
+        ));
+        let grid_y = LaunchConfig {
+            grid: (1, 1 << 20, 1),
+            block: (32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        assert!(matches!(
+            launch(grid_y),
+            Err(Error::InvalidLaunch {
+                limit: LaunchLimit::GridDim { axis: 1, .. },
+                ..
+            })
+        ));
         // A valid one still works afterwards.
         launch(LaunchConfig::for_elements(4, 32)).unwrap();
     }
@@ -76,7 +145,9 @@ fn copies_check_lengths_and_copy_nothing_on_mismatch() {
     for backend in backends() {
         let stream = backend.default_stream();
         let mut buf = stream.to_device(&[7u32; 4]).unwrap();
-        let err = stream.copy_to_device(&[1u32; 3], &mut buf.view_mut()).unwrap_err();
+        let err = stream
+            .copy_to_device(&[1u32; 3], &mut buf.view_mut())
+            .unwrap_err();
         assert!(matches!(err, Error::LengthMismatch { src: 3, dst: 4, .. }));
         let mut short = [0u32; 5];
         assert!(matches!(
@@ -93,7 +164,14 @@ fn views_are_bounds_checked() {
     for backend in backends() {
         let stream = backend.default_stream();
         let mut buf = stream.to_device(&[1u16, 2, 3, 4, 5]).unwrap();
-        assert!(matches!(buf.slice(2..6), Err(Error::OutOfBounds { start: 2, end: 6, len: 5 })));
+        assert!(matches!(
+            buf.slice(2..6),
+            Err(Error::OutOfBounds {
+                start: 2,
+                end: 6,
+                len: 5
+            })
+        ));
         assert!(matches!(buf.slice_mut(6..), Err(Error::OutOfBounds { .. })));
         let view = buf.slice(1..4).unwrap();
         assert_eq!(stream.to_host(&view.slice(1..).unwrap()).unwrap(), [3, 4]);
@@ -114,7 +192,11 @@ fn zero_length_buffers_work() {
         let kernel = backend.kernel_with_cpu::<add_f32>(add_f32_cpu).unwrap();
         let mut out = stream.alloc_zeros::<f32>(0).unwrap();
         stream
-            .launch(&kernel, LaunchConfig::for_elements(0, 32), (empty.view(), empty.view(), out.view_mut(), 0))
+            .launch(
+                &kernel,
+                LaunchConfig::for_elements(0, 32),
+                (empty.view(), empty.view(), out.view_mut(), 0),
+            )
             .unwrap();
         stream.synchronize().unwrap();
     }
@@ -125,7 +207,10 @@ fn size_overflow_is_an_error() {
     for backend in backends() {
         let stream = backend.default_stream();
         let err = stream.alloc_zeros::<u64>(usize::MAX / 2).unwrap_err();
-        assert!(matches!(err, Error::SizeOverflow { elem_size: 8, .. }), "{err}");
+        assert!(
+            matches!(err, Error::SizeOverflow { elem_size: 8, .. }),
+            "{err}"
+        );
     }
 }
 
@@ -134,14 +219,24 @@ fn pinned_async_round_trip() {
     for backend in backends() {
         let stream = backend.default_stream();
         let mut pinned = stream.alloc_pinned::<i32>(6).unwrap();
-        pinned.as_mut_slice().unwrap().copy_from_slice(&[1, -2, 3, -4, 5, -6]);
+        pinned
+            .as_mut_slice()
+            .unwrap()
+            .copy_from_slice(&[1, -2, 3, -4, 5, -6]);
         let mut device = stream.alloc_zeros::<i32>(6).unwrap();
-        stream.copy_to_device_async(&pinned, &mut device.view_mut()).unwrap();
+        stream
+            .copy_to_device_async(&pinned, &mut device.view_mut())
+            .unwrap();
         let mut back = stream.alloc_pinned::<i32>(6).unwrap();
-        stream.copy_to_host_async(&device.view(), &mut back).unwrap();
+        stream
+            .copy_to_host_async(&device.view(), &mut back)
+            .unwrap();
         assert_eq!(back.as_slice().unwrap(), [1, -2, 3, -4, 5, -6]);
         let mut wrong = stream.alloc_pinned::<i32>(5).unwrap();
-        assert!(matches!(stream.copy_to_host_async(&device.view(), &mut wrong), Err(Error::LengthMismatch { .. })));
+        assert!(matches!(
+            stream.copy_to_host_async(&device.view(), &mut wrong),
+            Err(Error::LengthMismatch { .. })
+        ));
         let empty = stream.alloc_pinned::<i32>(0).unwrap();
         assert!(empty.as_slice().unwrap().is_empty());
     }
@@ -161,7 +256,9 @@ fn pool_reuses_allocations_by_size_class() {
         let stats = pool.stats();
         assert_eq!((stats.hits, stats.misses, stats.cached), (1, 2, 0));
         // A pooled buffer is an ordinary buffer while held.
-        stream.copy_to_device(&[3.0; 120], &mut second.view_mut()).unwrap();
+        stream
+            .copy_to_device(&[3.0; 120], &mut second.view_mut())
+            .unwrap();
         assert_eq!(stream.to_host(&second.view()).unwrap(), vec![3.0; 120]);
         let kept = other_class.detach();
         drop(second);
@@ -192,11 +289,18 @@ fn mixing_backends_is_an_error() {
     assert_eq!(host_buf.kind(), BackendKind::Cpu);
     if let Some(cuda) = common::cuda_or_skip() {
         let stream = cuda.default_stream();
-        assert!(matches!(stream.to_host(&host_buf.view()), Err(Error::BackendMismatch { .. })));
+        assert!(matches!(
+            stream.to_host(&host_buf.view()),
+            Err(Error::BackendMismatch { .. })
+        ));
         let cpu_kernel = cpu.kernel_with_cpu::<add_f32>(add_f32_cpu).unwrap();
         let dev = stream.alloc_zeros::<f32>(1).unwrap();
         let mut out = stream.alloc_zeros::<f32>(1).unwrap();
-        let r = stream.launch(&cpu_kernel, LaunchConfig::for_elements(1, 32), (dev.view(), dev.view(), out.view_mut(), 1));
+        let r = stream.launch(
+            &cpu_kernel,
+            LaunchConfig::for_elements(1, 32),
+            (dev.view(), dev.view(), out.view_mut(), 1),
+        );
         assert!(matches!(r, Err(Error::BackendMismatch { .. })));
     }
 }
@@ -218,11 +322,23 @@ fn no_driver_gives_cpu_with_reason() {
     assert_eq!(backend.kind(), BackendKind::Cpu);
     assert!(matches!(backend.cpu_reason(), Some(CpuReason::NoDriver)));
     assert_eq!(backend.cpu_reason().unwrap().to_string(), "no driver");
-    assert!(matches!(gpu_core::devices(), Err(Error::CudaUnavailable { reason: CpuReason::NoDriver })));
+    assert!(matches!(
+        gpu_core::devices(),
+        Err(Error::CudaUnavailable {
+            reason: CpuReason::NoDriver
+        })
+    ));
     // Forcing CUDA where it cannot run is an error, not a fallback.
     let forced = Backend::select(&[&common::TEST_MODULE], Some("cuda")).unwrap_err();
-    assert!(matches!(forced, Error::CudaUnavailable { reason: CpuReason::NoDriver }));
-    assert!(forced.to_string().starts_with("cuda backend requested but it cannot run: no driver"));
+    assert!(matches!(
+        forced,
+        Error::CudaUnavailable {
+            reason: CpuReason::NoDriver
+        }
+    ));
+    assert!(forced
+        .to_string()
+        .starts_with("cuda backend requested but it cannot run: no driver"));
 }
 
 #[test]
@@ -230,17 +346,28 @@ fn backend_env_values() {
     let cpu = Backend::select(&[], Some("cpu")).unwrap();
     assert!(matches!(cpu.cpu_reason(), Some(CpuReason::Forced)));
     let err = Backend::select(&[], Some("tpu")).unwrap_err();
-    assert_eq!(err.to_string(), "KILN_BACKEND is `tpu`; set it to `cpu`, `cuda` or leave it unset");
+    assert_eq!(
+        err.to_string(),
+        "KILN_BACKEND is `tpu`; set it to `cpu`, `cuda` or leave it unset"
+    );
 }
 
 #[test]
 fn unbuilt_modules_mean_no_toolkit_at_build_time() {
     if !gpu_core::driver_present() || gpu_core::devices().map_or(true, |d| d.is_empty()) {
-        println!("skipped: no CUDA device (the reason would be the driver or device, not the build)");
+        println!(
+            "skipped: no CUDA device (the reason would be the driver or device, not the build)"
+        );
         return;
     }
-    let unbuilt = Box::leak(Box::new(gpu_core::FatbinImage { image: b"", ..common::TEST_MODULE }));
+    let unbuilt = Box::leak(Box::new(gpu_core::FatbinImage {
+        image: b"",
+        ..common::TEST_MODULE
+    }));
     let backend = Backend::select(&[unbuilt], None).unwrap();
     assert!(matches!(backend.cpu_reason(), Some(CpuReason::NoGpuCode)));
-    assert_eq!(backend.cpu_reason().unwrap().to_string(), "no toolkit at build time");
+    assert_eq!(
+        backend.cpu_reason().unwrap().to_string(),
+        "no toolkit at build time"
+    );
 }
