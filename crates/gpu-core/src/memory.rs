@@ -1,0 +1,412 @@
+//! Owned device buffers, borrowed views by range, and pinned host buffers,
+//! each backed by CUDA device memory or, on the CPU backend, host memory.
+//!
+//! One enum per type (`Cuda` / `Host` storage) rather than a generic backend
+//! parameter: apps write their buffer and launch code once and pick the backend
+//! at run time. Device memory is held as bytes (`CudaSlice<u8>`) so that any
+//! [`GpuRepr`] type can live in it; elements are read back only as `GpuRepr`
+//! types, which are valid for every bit pattern.
+
+use std::marker::PhantomData;
+use std::ops::{Bound, Range, RangeBounds};
+
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, PinnedHostSlice};
+
+use crate::error::{Error, LayoutMismatch};
+use crate::raw;
+use crate::{BackendKind, GpuRepr};
+
+/// `len * size_of::<T>()`, or [`Error::SizeOverflow`].
+pub(crate) fn byte_len<T>(len: usize) -> Result<usize, Error> {
+    let elem_size = std::mem::size_of::<T>();
+    len.checked_mul(elem_size)
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or(Error::SizeOverflow { len, elem_size })
+}
+
+/// Checks that `T`'s Rust layout is what its `GpuRepr` impl claims (a
+/// hand-written impl could lie); element sizes are used for byte arithmetic.
+pub(crate) fn check_repr<T: GpuRepr>() -> Result<(), Error> {
+    if std::mem::size_of::<T>() != T::SIZE {
+        return Err(LayoutMismatch::Size {
+            type_name: T::C_NAME,
+            rust: std::mem::size_of::<T>(),
+            c: T::SIZE,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+fn resolve(range: impl RangeBounds<usize>, len: usize) -> Result<Range<usize>, Error> {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.saturating_add(1),
+        Bound::Excluded(&e) => e,
+        Bound::Unbounded => len,
+    };
+    if start > end || end > len {
+        return Err(Error::OutOfBounds { start, end, len });
+    }
+    Ok(start..end)
+}
+
+fn bytes_of<T>(range: &Range<usize>) -> Range<usize> {
+    // Cannot overflow: the range is within a buffer whose byte size fit.
+    let size = std::mem::size_of::<T>();
+    range.start * size..range.end * size
+}
+
+#[derive(Debug)]
+pub(crate) enum Storage<T> {
+    Cuda(CudaSlice<u8>),
+    Host(Vec<T>),
+}
+
+/// An owned buffer of `T` on the device (or in host memory on the CPU
+/// backend). Freed on drop; a free that fails is kept by the context and
+/// returned by its next call, never a panic.
+#[derive(Debug)]
+pub struct DeviceBuffer<T: GpuRepr> {
+    pub(crate) storage: Storage<T>,
+    /// Elements in use; the storage may hold more (pooled buffers).
+    pub(crate) len: usize,
+}
+
+impl<T: GpuRepr> DeviceBuffer<T> {
+    /// Elements in the buffer.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Elements the allocation could hold.
+    pub fn capacity(&self) -> usize {
+        match &self.storage {
+            Storage::Cuda(s) => s.len() / std::mem::size_of::<T>().max(1),
+            Storage::Host(v) => v.len(),
+        }
+    }
+
+    /// Which backend's memory this is.
+    pub fn kind(&self) -> BackendKind {
+        match self.storage {
+            Storage::Cuda(_) => BackendKind::Cuda,
+            Storage::Host(_) => BackendKind::Cpu,
+        }
+    }
+
+    /// A shared view of the whole buffer.
+    pub fn view(&self) -> DeviceView<'_, T> {
+        self.slice(..).expect("the full range is always in bounds")
+    }
+
+    /// A mutable view of the whole buffer.
+    pub fn view_mut(&mut self) -> DeviceViewMut<'_, T> {
+        self.slice_mut(..)
+            .expect("the full range is always in bounds")
+    }
+
+    /// A shared view of `range`, or [`Error::OutOfBounds`].
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceView<'_, T>, Error> {
+        let range = resolve(range, self.len)?;
+        let len = range.len();
+        let inner = match &self.storage {
+            Storage::Cuda(s) => ViewRef::Cuda(s.try_slice(bytes_of::<T>(&range)).ok_or(
+                Error::OutOfBounds {
+                    start: range.start,
+                    end: range.end,
+                    len: self.len,
+                },
+            )?),
+            Storage::Host(v) => ViewRef::Host(&v[range]),
+        };
+        Ok(DeviceView {
+            inner,
+            len,
+            _t: PhantomData,
+        })
+    }
+
+    /// A mutable view of `range`, or [`Error::OutOfBounds`].
+    pub fn slice_mut(
+        &mut self,
+        range: impl RangeBounds<usize>,
+    ) -> Result<DeviceViewMut<'_, T>, Error> {
+        let full = self.len;
+        let range = resolve(range, full)?;
+        let len = range.len();
+        let oob = Error::OutOfBounds {
+            start: range.start,
+            end: range.end,
+            len: full,
+        };
+        let inner = match &mut self.storage {
+            Storage::Cuda(s) => {
+                ViewMutRef::Cuda(s.try_slice_mut(bytes_of::<T>(&range)).ok_or(oob)?)
+            }
+            Storage::Host(v) => ViewMutRef::Host(&mut v[range]),
+        };
+        Ok(DeviceViewMut {
+            inner,
+            len,
+            _t: PhantomData,
+        })
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum ViewRef<'a, T> {
+    Cuda(CudaView<'a, u8>),
+    Host(&'a [T]),
+}
+
+#[derive(Debug)]
+pub(crate) enum ViewMutRef<'a, T> {
+    Cuda(CudaViewMut<'a, u8>),
+    Host(&'a mut [T]),
+}
+
+/// A shared view of part of a [`DeviceBuffer`]: what a kernel's `const T *`
+/// parameter takes.
+#[derive(Debug)]
+pub struct DeviceView<'a, T: GpuRepr> {
+    pub(crate) inner: ViewRef<'a, T>,
+    len: usize,
+    _t: PhantomData<&'a [T]>,
+}
+
+impl<'a, T: GpuRepr> DeviceView<'a, T> {
+    /// Elements in the view.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view has no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A sub-view of `range` (relative to this view), or [`Error::OutOfBounds`].
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceView<'a, T>, Error> {
+        let range = resolve(range, self.len)?;
+        let len = range.len();
+        let inner = match &self.inner {
+            ViewRef::Cuda(v) => ViewRef::Cuda(v.try_slice(bytes_of::<T>(&range)).ok_or(
+                Error::OutOfBounds {
+                    start: range.start,
+                    end: range.end,
+                    len: self.len,
+                },
+            )?),
+            ViewRef::Host(s) => ViewRef::Host(&s[range]),
+        };
+        Ok(DeviceView {
+            inner,
+            len,
+            _t: PhantomData,
+        })
+    }
+
+    /// The host slice, on the CPU backend.
+    pub fn as_host(&self) -> Option<&'a [T]> {
+        match self.inner {
+            ViewRef::Host(s) => Some(s),
+            ViewRef::Cuda(_) => None,
+        }
+    }
+}
+
+impl<T: GpuRepr> Clone for DeviceView<'_, T> {
+    fn clone(&self) -> Self {
+        self.slice(..).expect("the full range is always in bounds")
+    }
+}
+
+impl<'a, T: GpuRepr> From<&'a DeviceBuffer<T>> for DeviceView<'a, T> {
+    fn from(buffer: &'a DeviceBuffer<T>) -> Self {
+        buffer.view()
+    }
+}
+
+impl<'a, T: GpuRepr> From<&'a mut DeviceBuffer<T>> for DeviceViewMut<'a, T> {
+    fn from(buffer: &'a mut DeviceBuffer<T>) -> Self {
+        buffer.view_mut()
+    }
+}
+
+/// A mutable view of part of a [`DeviceBuffer`]: what a kernel's `T *`
+/// parameter takes. Borrowing the buffer mutably, it cannot alias another view.
+#[derive(Debug)]
+pub struct DeviceViewMut<'a, T: GpuRepr> {
+    pub(crate) inner: ViewMutRef<'a, T>,
+    len: usize,
+    _t: PhantomData<&'a mut [T]>,
+}
+
+impl<T: GpuRepr> DeviceViewMut<'_, T> {
+    /// Elements in the view.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view has no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A shared view of the same elements.
+    pub fn as_view(&self) -> DeviceView<'_, T> {
+        let inner = match &self.inner {
+            ViewMutRef::Cuda(v) => ViewRef::Cuda(v.slice(..)),
+            ViewMutRef::Host(s) => ViewRef::Host(s),
+        };
+        DeviceView {
+            inner,
+            len: self.len,
+            _t: PhantomData,
+        }
+    }
+
+    /// A mutable sub-view of `range` (relative to this view), or
+    /// [`Error::OutOfBounds`].
+    pub fn slice_mut(
+        &mut self,
+        range: impl RangeBounds<usize>,
+    ) -> Result<DeviceViewMut<'_, T>, Error> {
+        let full = self.len;
+        let range = resolve(range, full)?;
+        let len = range.len();
+        let oob = Error::OutOfBounds {
+            start: range.start,
+            end: range.end,
+            len: full,
+        };
+        let inner = match &mut self.inner {
+            ViewMutRef::Cuda(v) => {
+                ViewMutRef::Cuda(v.try_slice_mut(bytes_of::<T>(&range)).ok_or(oob)?)
+            }
+            ViewMutRef::Host(s) => ViewMutRef::Host(&mut s[range]),
+        };
+        Ok(DeviceViewMut {
+            inner,
+            len,
+            _t: PhantomData,
+        })
+    }
+
+    /// The same view for a shorter time, so that it can be passed to a launch
+    /// and used again afterwards.
+    pub fn reborrow(&mut self) -> DeviceViewMut<'_, T> {
+        self.slice_mut(..)
+            .expect("the full range is always in bounds")
+    }
+
+    /// The host slice, on the CPU backend.
+    pub fn as_host_mut(&mut self) -> Option<&mut [T]> {
+        match &mut self.inner {
+            ViewMutRef::Host(s) => Some(s),
+            ViewMutRef::Cuda(_) => None,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum PinnedStorage<T> {
+    Cuda(PinnedHostSlice<u8>),
+    Host(Vec<T>),
+}
+
+/// Page-locked host memory for asynchronous copies (plain host memory on the
+/// CPU backend). Reading, writing or dropping it waits for copies in flight.
+#[derive(Debug)]
+pub struct PinnedBuffer<T: GpuRepr> {
+    pub(crate) storage: PinnedStorage<T>,
+    pub(crate) len: usize,
+}
+
+impl<T: GpuRepr> PinnedBuffer<T> {
+    /// Elements in the buffer.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The elements, once copies in flight are done.
+    pub fn as_slice(&self) -> Result<&[T], Error> {
+        match &self.storage {
+            PinnedStorage::Host(v) => Ok(v),
+            PinnedStorage::Cuda(p) => {
+                let bytes = p
+                    .as_slice()
+                    .map_err(crate::error::driver("wait for pinned memory"))?;
+                raw::pinned_as_slice(bytes, self.len).ok_or(Error::SizeOverflow {
+                    len: self.len,
+                    elem_size: std::mem::size_of::<T>(),
+                })
+            }
+        }
+    }
+
+    /// The elements, mutably, once copies in flight are done.
+    pub fn as_mut_slice(&mut self) -> Result<&mut [T], Error> {
+        let len = self.len;
+        match &mut self.storage {
+            PinnedStorage::Host(v) => Ok(v),
+            PinnedStorage::Cuda(p) => {
+                let bytes = p
+                    .as_mut_slice()
+                    .map_err(crate::error::driver("wait for pinned memory"))?;
+                raw::pinned_as_mut_slice(bytes, len).ok_or(Error::SizeOverflow {
+                    len,
+                    elem_size: std::mem::size_of::<T>(),
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_len_overflow_is_an_error() {
+        assert!(matches!(
+            byte_len::<u64>(usize::MAX / 4),
+            Err(Error::SizeOverflow { elem_size: 8, .. })
+        ));
+        assert_eq!(byte_len::<u64>(3).unwrap(), 24);
+        assert_eq!(byte_len::<u64>(0).unwrap(), 0);
+    }
+
+    #[test]
+    fn ranges_are_bounds_checked() {
+        assert_eq!(resolve(1..3, 4).unwrap(), 1..3);
+        assert_eq!(resolve(.., 0).unwrap(), 0..0);
+        assert_eq!(resolve(..=3, 4).unwrap(), 0..4);
+        assert!(matches!(
+            resolve(2..5, 4),
+            Err(Error::OutOfBounds {
+                start: 2,
+                end: 5,
+                len: 4
+            })
+        ));
+        #[allow(clippy::reversed_empty_ranges)]
+        let reversed = resolve(3..2, 4);
+        assert!(matches!(reversed, Err(Error::OutOfBounds { .. })));
+    }
+}

@@ -1,0 +1,459 @@
+//! The only module of gpu-core with `unsafe`: thin functions over cudarc's
+//! `result` layer and pointer casts, each returning `Result` and each with the
+//! contract it relies on written next to it.
+//!
+//! Everything above this module is safe code. The invariants the callers keep
+//! are: device pointers come from live `CudaSlice`s (or views of them) on the
+//! stream's context, and lengths were checked before a copy.
+
+use std::ffi::c_void;
+
+use cuda_sys::GpuRepr;
+use cudarc::driver::{result, sys, CudaFunction, CudaStream, DriverError, PinnedHostSlice};
+
+/// Whether `libcuda` can be loaded. Checked before any other driver call, as
+/// cudarc panics when it has to load a missing library.
+pub(crate) fn driver_present() -> bool {
+    // SAFETY: `is_culib_present` only tries to open the library with
+    // libloading (running its initializers, which for libcuda are benign) and
+    // drops it; it calls no driver function.
+    unsafe { sys::is_culib_present() }
+}
+
+/// The driver's CUDA version as `(major, minor)`. Call only when
+/// [`driver_present`] is true.
+pub(crate) fn driver_version() -> Result<(u32, u32), DriverError> {
+    let mut version: std::ffi::c_int = 0;
+    // SAFETY: `version` is a valid, writable `int`; cuDriverGetVersion needs no
+    // initialization. The library is present (caller's contract), so cudarc's
+    // lazy loader does not panic.
+    unsafe { sys::cuDriverGetVersion(&mut version) }.result()?;
+    let version = u32::try_from(version).unwrap_or(0);
+    Ok((version / 1000, (version % 1000) / 10))
+}
+
+/// `cuDeviceGetAttribute` on device `ordinal`.
+pub(crate) fn device_attribute(
+    device: sys::CUdevice,
+    attribute: sys::CUdevice_attribute,
+) -> Result<i32, DriverError> {
+    // SAFETY: `device` comes from `cuDeviceGet` (via `CudaContext::cu_device`
+    // or `result::device::get`), as `get_attribute` requires.
+    unsafe { result::device::get_attribute(device, attribute) }
+}
+
+/// `cuDeviceTotalMem` of a device from `cuDeviceGet`.
+pub(crate) fn device_total_mem(device: sys::CUdevice) -> Result<usize, DriverError> {
+    // SAFETY: `device` comes from `cuDeviceGet`.
+    unsafe { result::device::total_mem(device) }
+}
+
+/// `cuFuncGetAttribute` of a loaded function.
+pub(crate) fn function_attribute(
+    func: &CudaFunction,
+    attribute: sys::CUfunction_attribute,
+) -> Result<i32, DriverError> {
+    func.get_attribute(attribute)
+}
+
+/// Launches `func` on `stream` with the kernel parameters in `params`.
+///
+/// # Safety
+/// `params` must hold, in order, one pointer per kernel parameter, each to a
+/// live value of exactly the C parameter's type and size (device pointers as
+/// `CUdeviceptr` to allocations on this context that are large enough for
+/// what the kernel accesses), and the values must stay alive until this
+/// returns. The caller must have bound the stream's context to the thread.
+pub(crate) unsafe fn launch(
+    func: &CudaFunction,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    shared_mem_bytes: u32,
+    stream: &CudaStream,
+    params: &mut [*mut c_void],
+) -> Result<(), DriverError> {
+    // SAFETY: the caller guarantees the parameter pointers; the function
+    // handle is alive as long as `func` (it holds its module).
+    unsafe {
+        result::launch_kernel(
+            func.cu_function(),
+            grid,
+            block,
+            shared_mem_bytes,
+            stream.cu_stream(),
+            params,
+        )
+    }
+}
+
+/// Enqueues a copy of `src` to the device at `dst` on `stream`.
+///
+/// # Safety
+/// `dst` must point to a live device allocation on the stream's context with at
+/// least `size_of_val(src)` bytes, whose users on other streams were waited for
+/// (the `SyncOnDrop` of `device_ptr_mut`). `src` must stay alive and unchanged
+/// until the copy completes, unless it is pageable memory (the driver stages
+/// pageable memory before it returns).
+pub(crate) unsafe fn copy_htod<T: GpuRepr>(
+    src: &[T],
+    dst: sys::CUdeviceptr,
+    stream: &CudaStream,
+) -> Result<(), DriverError> {
+    stream.context().bind_to_thread()?;
+    // SAFETY: caller's contract above; the source is read through a raw
+    // pointer by the driver, so padding bytes of `T` never become Rust values.
+    unsafe { result::memcpy_htod_async(dst, src, stream.cu_stream()) }
+}
+
+/// Enqueues a copy from the device at `src` into `dst` on `stream`.
+///
+/// # Safety
+/// `src` must point to a live device allocation on the stream's context with at
+/// least `size_of_val(dst)` bytes. `dst` must stay alive and unaliased until the
+/// copy completes (synchronize the stream before reading it, or use pinned
+/// memory whose event records the copy).
+pub(crate) unsafe fn copy_dtoh<T: GpuRepr>(
+    src: sys::CUdeviceptr,
+    dst: &mut [T],
+    stream: &CudaStream,
+) -> Result<(), DriverError> {
+    stream.context().bind_to_thread()?;
+    // SAFETY: caller's contract above. Any bytes written into `dst` form valid
+    // `T`s: `GpuRepr` promises every bit pattern of its fields is valid.
+    unsafe { result::memcpy_dtoh_async(dst, src, stream.cu_stream()) }
+}
+
+/// Enqueues a device-to-device copy of `bytes` bytes.
+///
+/// # Safety
+/// Both pointers must point to live device allocations on the stream's
+/// context with at least `bytes` bytes, not overlapping.
+pub(crate) unsafe fn copy_dtod(
+    src: sys::CUdeviceptr,
+    dst: sys::CUdeviceptr,
+    bytes: usize,
+    stream: &CudaStream,
+) -> Result<(), DriverError> {
+    stream.context().bind_to_thread()?;
+    // SAFETY: caller's contract above.
+    unsafe { result::memcpy_dtod_async(dst, src, bytes, stream.cu_stream()) }
+}
+
+/// Allocates `bytes` (at least one) of page-locked host memory, zeroed.
+pub(crate) fn alloc_pinned(
+    stream: &std::sync::Arc<CudaStream>,
+    bytes: usize,
+) -> Result<PinnedHostSlice<u8>, DriverError> {
+    // A zero-byte request would give a null pointer, which cudarc asserts on.
+    let bytes = bytes.max(1);
+    // SAFETY: the memory is uninitialized, and it is zeroed below before
+    // anything reads it (`as_mut_slice` of `u8` needs no initialized value).
+    let mut pinned = unsafe {
+        stream
+            .context()
+            .alloc_pinned_with_flags::<u8>(bytes, sys::CU_MEMHOSTALLOC_PORTABLE)
+    }?;
+    // Writes only; never reads the uninitialized bytes.
+    pinned.as_mut_slice()?.fill(0);
+    Ok(pinned)
+}
+
+/// The first `len` elements of pinned bytes, as `T`s.
+///
+/// Returns `None` when the bytes are too short or misaligned for `T` (neither
+/// happens for memory from [`alloc_pinned`]: it is page-aligned and sized by
+/// the caller).
+pub(crate) fn pinned_as_slice<T: GpuRepr>(bytes: &[u8], len: usize) -> Option<&[T]> {
+    let needed = len.checked_mul(std::mem::size_of::<T>())?;
+    if bytes.len() < needed || (bytes.as_ptr() as usize) % std::mem::align_of::<T>() != 0 {
+        return None;
+    }
+    // SAFETY: size and alignment were checked above; the bytes are initialized
+    // (zeroed at allocation, then written only with `T`s or by the device);
+    // every bit pattern is a valid `T` (`GpuRepr`); the lifetime is the borrow
+    // of `bytes`.
+    Some(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), len) })
+}
+
+/// Mutable version of [`pinned_as_slice`].
+pub(crate) fn pinned_as_mut_slice<T: GpuRepr>(bytes: &mut [u8], len: usize) -> Option<&mut [T]> {
+    let needed = len.checked_mul(std::mem::size_of::<T>())?;
+    if bytes.len() < needed || (bytes.as_ptr() as usize) % std::mem::align_of::<T>() != 0 {
+        return None;
+    }
+    // SAFETY: as in `pinned_as_slice`; the unique borrow of `bytes` makes the
+    // result unique too. Writing any `T` (padding included) leaves the bytes
+    // initialized for later reads as `T`.
+    Some(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), len) })
+}
+
+/// A `T` with every byte zero.
+pub(crate) fn zeroed<T: GpuRepr>() -> T {
+    // SAFETY: `GpuRepr` promises every bit pattern of the fields is a valid
+    // value, all-zero included.
+    unsafe { std::mem::zeroed() }
+}
+
+/// Enqueues a copy of the first `bytes` bytes of pinned memory to `dst`; the
+/// pinned memory's event records the copy, so reading, writing or freeing it
+/// later waits for the copy.
+///
+/// # Safety
+/// `dst` must point to a live device allocation on the stream's context with
+/// at least `bytes` bytes, whose users on other streams were waited for.
+pub(crate) unsafe fn copy_pinned_htod(
+    src: &PinnedHostSlice<u8>,
+    bytes: usize,
+    dst: sys::CUdeviceptr,
+    stream: &CudaStream,
+) -> Result<(), DriverError> {
+    use cudarc::driver::HostSlice;
+    stream.context().bind_to_thread()?;
+    // SAFETY: the slice is only read by the copy below, and the returned guard
+    // records the pinned memory's event after it, so any later host access
+    // (every accessor synchronizes on that event) sees the copy done.
+    let (host, _record) = unsafe { src.stream_synced_slice(stream) };
+    let host = host
+        .get(..bytes)
+        .ok_or(DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE))?;
+    // SAFETY: `dst` is valid for `bytes` bytes (caller's contract); `host` stays allocated
+    // until the event recorded above completes (PinnedHostSlice's drop waits
+    // for it).
+    unsafe { result::memcpy_htod_async(dst, host, stream.cu_stream()) }
+}
+
+/// Enqueues a copy of `bytes` bytes from `src` into pinned memory; see
+/// [`copy_pinned_htod`].
+///
+/// # Safety
+/// `src` must point to a live device allocation on the stream's context with
+/// at least `bytes` bytes.
+pub(crate) unsafe fn copy_dtoh_pinned(
+    src: sys::CUdeviceptr,
+    dst: &mut PinnedHostSlice<u8>,
+    bytes: usize,
+    stream: &CudaStream,
+) -> Result<(), DriverError> {
+    use cudarc::driver::HostSlice;
+    stream.context().bind_to_thread()?;
+    // SAFETY: as in `copy_pinned_htod`: the event recorded by the guard after
+    // the copy makes every later host access wait for it.
+    let (host, _record) = unsafe { dst.stream_synced_mut_slice(stream) };
+    let host = host
+        .get_mut(..bytes)
+        .ok_or(DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE))?;
+    // SAFETY: `src` is valid for `bytes` bytes (caller's contract).
+    unsafe { result::memcpy_dtoh_async(host, src, stream.cu_stream()) }
+}
+
+// ---------------------------------------------------------------------------
+// Kernel parameters: the `FfiParam` impls and the tuple `LaunchParams` impls.
+
+use crate::launch::{FfiParam, LaunchConfig, LaunchParams, LaunchSite};
+use crate::memory::{ViewMutRef, ViewRef};
+use crate::{DeviceView, DeviceViewMut, Error};
+use cudarc::driver::SyncOnDrop;
+use std::sync::Arc;
+
+/// A device pointer kernel parameter, and the guard that records the use of
+/// its memory on the stream when dropped after the launch.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct PointerParam<'a> {
+    ptr: sys::CUdeviceptr,
+    _record: SyncOnDrop<'a>,
+}
+
+fn same_context(a: &CudaStream, b: &CudaStream) -> Result<(), Error> {
+    if Arc::ptr_eq(a.context(), b.context()) {
+        Ok(())
+    } else {
+        Err(Error::BackendMismatch {
+            what: "a buffer from another device's context",
+        })
+    }
+}
+
+// SAFETY: `marshal` yields the `CUdeviceptr` of the view's first byte (a `const
+// T *` in C is one pointer-sized device address), kept alive in
+// `PointerParam`; the view borrows a live allocation on the same context
+// (checked), for the launch's lifetime.
+unsafe impl<T: GpuRepr> FfiParam for *const T {
+    type Arg<'a> = DeviceView<'a, T>;
+    type HostArg<'a> = &'a [T];
+    type Marshalled<'a> = PointerParam<'a>;
+
+    #[inline]
+    fn marshal<'a>(
+        arg: Self::Arg<'a>,
+        stream: &'a Arc<CudaStream>,
+    ) -> Result<Self::Marshalled<'a>, Error> {
+        match arg.inner {
+            ViewRef::Cuda(view) => {
+                use cudarc::driver::DeviceSlice;
+                same_context(view.stream(), stream)?;
+                let (ptr, record) = view.view_ptr(stream);
+                Ok(PointerParam {
+                    ptr,
+                    _record: record,
+                })
+            }
+            ViewRef::Host(_) => Err(Error::BackendMismatch {
+                what: "a host buffer passed to a cuda launch",
+            }),
+        }
+    }
+
+    #[inline]
+    fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut c_void {
+        (&marshalled.ptr as *const sys::CUdeviceptr)
+            .cast_mut()
+            .cast()
+    }
+
+    fn to_host<'a>(arg: Self::Arg<'a>) -> Result<Self::HostArg<'a>, Error> {
+        arg.as_host().ok_or(Error::BackendMismatch {
+            what: "a cuda buffer passed to a cpu launch",
+        })
+    }
+}
+
+// SAFETY: as for `*const T`; the view borrows its buffer mutably, so the
+// kernel's writes alias no other view handed to the same launch.
+unsafe impl<T: GpuRepr> FfiParam for *mut T {
+    type Arg<'a> = DeviceViewMut<'a, T>;
+    type HostArg<'a> = &'a mut [T];
+    type Marshalled<'a> = PointerParam<'a>;
+
+    #[inline]
+    fn marshal<'a>(
+        arg: Self::Arg<'a>,
+        stream: &'a Arc<CudaStream>,
+    ) -> Result<Self::Marshalled<'a>, Error> {
+        match arg.inner {
+            ViewMutRef::Cuda(view) => {
+                use cudarc::driver::DeviceSlice;
+                same_context(view.stream(), stream)?;
+                let (ptr, record) = view.view_ptr_mut(stream);
+                Ok(PointerParam {
+                    ptr,
+                    _record: record,
+                })
+            }
+            ViewMutRef::Host(_) => Err(Error::BackendMismatch {
+                what: "a host buffer passed to a cuda launch",
+            }),
+        }
+    }
+
+    #[inline]
+    fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut c_void {
+        (&marshalled.ptr as *const sys::CUdeviceptr)
+            .cast_mut()
+            .cast()
+    }
+
+    fn to_host<'a>(arg: Self::Arg<'a>) -> Result<Self::HostArg<'a>, Error> {
+        match arg.inner {
+            ViewMutRef::Host(s) => Ok(s),
+            ViewMutRef::Cuda(_) => Err(Error::BackendMismatch {
+                what: "a cuda buffer passed to a cpu launch",
+            }),
+        }
+    }
+}
+
+/// Implements [`FfiParam`] for a type passed by value (a scalar, or a
+/// `#[repr(C)]` struct whose layout is asserted against C).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __by_value_param {
+    ($($t:ty),* $(,)?) => {$(
+        // SAFETY: the parameter is passed by value: `param_ptr` points to the
+        // value itself, kept alive in `Marshalled`; its layout equals the C
+        // type's (`GpuRepr`, asserted at compile time).
+        unsafe impl $crate::FfiParam for $t {
+            type Arg<'a> = $t;
+            type HostArg<'a> = $t;
+            type Marshalled<'a> = $t;
+            #[inline]
+            fn marshal<'a>(
+                arg: Self::Arg<'a>,
+                _stream: &'a ::std::sync::Arc<$crate::__private::CudaStream>,
+            ) -> ::core::result::Result<Self::Marshalled<'a>, $crate::Error> {
+                ::core::result::Result::Ok(arg)
+            }
+            #[inline]
+            fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut ::core::ffi::c_void {
+                (marshalled as *const $t).cast_mut().cast()
+            }
+            #[inline]
+            fn to_host<'a>(arg: Self::Arg<'a>) -> ::core::result::Result<Self::HostArg<'a>, $crate::Error> {
+                ::core::result::Result::Ok(arg)
+            }
+        }
+    )*};
+}
+
+__by_value_param!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
+__by_value_param!(
+    cuda_sys::types::BatchStructureDesc,
+    cuda_sys::types::BatchStats
+);
+
+macro_rules! tuple_params {
+    ($n:literal; $($p:ident $a:ident $m:ident),*) => {
+        impl<$($p: FfiParam),*> LaunchParams for ($($p,)*) {
+            type Args<'a> = ($($p::Arg<'a>,)*);
+            type HostArgs<'a> = ($($p::HostArg<'a>,)*);
+
+            #[inline]
+            #[allow(unused_variables, clippy::unused_unit)]
+            fn launch_cuda<'a>(
+                args: Self::Args<'a>,
+                stream: &'a Arc<CudaStream>,
+                func: &CudaFunction,
+                config: &LaunchConfig,
+                site: LaunchSite,
+            ) -> Result<(), Error> {
+                let ($($a,)*) = args;
+                $(let $m = $p::marshal($a, stream)?;)*
+                let mut params: [*mut c_void; $n] = [$($p::param_ptr(&$m)),*];
+                stream
+                    .context()
+                    .bind_to_thread()
+                    .map_err(|source| Error::Launch { kernel: site.kernel, module: site.module, source })?;
+                // SAFETY: `params` holds one pointer per C parameter, in order
+                // (the tuple is the kernel's `Params`, generated from its
+                // header), each to a marshalled value that lives until the end
+                // of this function (`FfiParam`'s contract); the context is bound
+                // above.
+                unsafe {
+                    launch(func, config.grid, config.block, config.shared_mem_bytes, stream, &mut params)
+                }
+                .map_err(|source| Error::Launch { kernel: site.kernel, module: site.module, source })
+                // The marshalled guards drop here, after the launch is enqueued.
+            }
+
+            #[allow(clippy::unused_unit)]
+            fn to_host<'a>(args: Self::Args<'a>) -> Result<Self::HostArgs<'a>, Error> {
+                let ($($a,)*) = args;
+                Ok(($($p::to_host($a)?,)*))
+            }
+        }
+    };
+}
+
+tuple_params!(0;);
+tuple_params!(1; A a ma);
+tuple_params!(2; A a ma, B b mb);
+tuple_params!(3; A a ma, B b mb, C c mc);
+tuple_params!(4; A a ma, B b mb, C c mc, D d md);
+tuple_params!(5; A a ma, B b mb, C c mc, D d md, E e me);
+tuple_params!(6; A a ma, B b mb, C c mc, D d md, E e me, F f mf);
+tuple_params!(7; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg);
+tuple_params!(8; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh);
+tuple_params!(9; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi);
+tuple_params!(10; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj);
+tuple_params!(11; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk);
+tuple_params!(12; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk, L l ml);

@@ -1,0 +1,384 @@
+//! Streams: where copies and launches are enqueued, with a record of the
+//! last launch so that an asynchronous error names the kernel it probably came
+//! from; and events for ordering and timing.
+//!
+//! On the CPU backend every call runs to completion before it returns, so
+//! streams are trivially ordered and synchronization always succeeds.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use cudarc::driver::{sys, CudaEvent, CudaStream, DevicePtr, DevicePtrMut};
+
+use crate::error::{driver, Error};
+use crate::launch::{Kernel, KernelImpl, LaunchConfig, LaunchParams, LaunchSite};
+use crate::memory::{byte_len, check_repr, PinnedStorage, Storage, ViewMutRef, ViewRef};
+use crate::raw;
+use crate::{Backend, DeviceBuffer, DeviceView, DeviceViewMut, GpuRepr, KernelDecl, PinnedBuffer};
+
+/// An ordered queue of device work.
+#[derive(Debug, Clone)]
+pub struct Stream {
+    backend: Backend,
+    cuda: Option<Arc<CudaStream>>,
+    last_launch: Arc<Mutex<Option<LaunchSite>>>,
+}
+
+fn oom_or(op: &'static str, bytes: usize) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
+    move |source| {
+        if source.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            Error::OutOfMemory { bytes, source }
+        } else {
+            Error::Driver { op, source }
+        }
+    }
+}
+
+fn length_check(op: &'static str, src: usize, dst: usize) -> Result<(), Error> {
+    if src == dst {
+        Ok(())
+    } else {
+        Err(Error::LengthMismatch { op, src, dst })
+    }
+}
+
+const HOST_ON_CUDA: Error = Error::BackendMismatch {
+    what: "host memory used on a cuda stream",
+};
+const CUDA_ON_HOST: Error = Error::BackendMismatch {
+    what: "device memory used on the cpu backend",
+};
+
+impl Stream {
+    pub(crate) fn new_default(backend: Backend) -> Self {
+        let cuda = backend.cuda_state().map(|c| c.ctx.default_stream());
+        Self {
+            backend,
+            cuda,
+            last_launch: Arc::default(),
+        }
+    }
+
+    pub(crate) fn new_nondefault(backend: Backend) -> Result<Self, Error> {
+        let cuda = match backend.cuda_state() {
+            Some(c) => Some(c.ctx.new_stream().map_err(driver("create stream"))?),
+            None => None,
+        };
+        Ok(Self {
+            backend,
+            cuda,
+            last_launch: Arc::default(),
+        })
+    }
+
+    /// The backend this stream belongs to.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The last kernel launched on this stream.
+    pub fn last_launch(&self) -> Option<LaunchSite> {
+        *self.last_launch.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A buffer of `len` zeroed elements.
+    pub fn alloc_zeros<T: GpuRepr>(&self, len: usize) -> Result<DeviceBuffer<T>, Error> {
+        check_repr::<T>()?;
+        let bytes = byte_len::<T>(len)?;
+        let storage = match &self.cuda {
+            // One byte at least: a zero-byte allocation is not portable.
+            Some(s) => Storage::Cuda(
+                s.alloc_zeros::<u8>(bytes.max(1))
+                    .map_err(oom_or("cuMemAlloc", bytes))?,
+            ),
+            None => Storage::Host(vec![raw::zeroed::<T>(); len]),
+        };
+        Ok(DeviceBuffer { storage, len })
+    }
+
+    /// A new buffer holding a copy of `src`.
+    pub fn to_device<T: GpuRepr>(&self, src: &[T]) -> Result<DeviceBuffer<T>, Error> {
+        let mut buffer = self.alloc_zeros::<T>(src.len())?;
+        self.copy_to_device(src, &mut buffer.view_mut())?;
+        Ok(buffer)
+    }
+
+    /// Copies `src` into `dst`; the lengths must be equal (nothing is copied
+    /// otherwise). `src` may be reused as soon as this returns.
+    pub fn copy_to_device<T: GpuRepr>(
+        &self,
+        src: &[T],
+        dst: &mut DeviceViewMut<'_, T>,
+    ) -> Result<(), Error> {
+        length_check("copy to device", src.len(), dst.len())?;
+        match (&mut dst.inner, &self.cuda) {
+            (ViewMutRef::Cuda(view), Some(stream)) => {
+                let (ptr, _record) = view.device_ptr_mut(stream);
+                // SAFETY: `ptr` is the start of a live device view on this
+                // stream's context of `dst.len() == src.len()` elements, and its
+                // other users were waited for (`device_ptr_mut`); the driver
+                // stages pageable `src` before returning.
+                unsafe { raw::copy_htod(src, ptr, stream) }.map_err(driver("cuMemcpyHtoDAsync"))
+            }
+            (ViewMutRef::Host(d), None) => {
+                d.copy_from_slice(src);
+                Ok(())
+            }
+            (ViewMutRef::Host(_), Some(_)) => Err(HOST_ON_CUDA),
+            (ViewMutRef::Cuda(_), None) => Err(CUDA_ON_HOST),
+        }
+    }
+
+    /// Copies `src` into `dst` and waits for the copy; the lengths must be
+    /// equal (nothing is copied otherwise).
+    pub fn copy_to_host<T: GpuRepr>(
+        &self,
+        src: &DeviceView<'_, T>,
+        dst: &mut [T],
+    ) -> Result<(), Error> {
+        length_check("copy to host", src.len(), dst.len())?;
+        match (&src.inner, &self.cuda) {
+            (ViewRef::Cuda(view), Some(stream)) => {
+                {
+                    let (ptr, _record) = view.device_ptr(stream);
+                    // SAFETY: `ptr` is the start of a live device view of
+                    // `src.len() == dst.len()` elements on this context; `dst`
+                    // is borrowed mutably until the stream is synchronized
+                    // below.
+                    unsafe { raw::copy_dtoh(ptr, dst, stream) }
+                        .map_err(driver("cuMemcpyDtoHAsync"))?;
+                }
+                self.synchronize()
+            }
+            (ViewRef::Host(s), None) => {
+                dst.copy_from_slice(s);
+                Ok(())
+            }
+            (ViewRef::Host(_), Some(_)) => Err(HOST_ON_CUDA),
+            (ViewRef::Cuda(_), None) => Err(CUDA_ON_HOST),
+        }
+    }
+
+    /// A `Vec` holding a copy of `src`.
+    pub fn to_host<T: GpuRepr>(&self, src: &DeviceView<'_, T>) -> Result<Vec<T>, Error> {
+        let mut out = vec![raw::zeroed::<T>(); src.len()];
+        self.copy_to_host(src, &mut out)?;
+        Ok(out)
+    }
+
+    /// Copies `src` into `dst` on the device; the lengths must be equal.
+    pub fn copy_device<T: GpuRepr>(
+        &self,
+        src: &DeviceView<'_, T>,
+        dst: &mut DeviceViewMut<'_, T>,
+    ) -> Result<(), Error> {
+        length_check("copy on device", src.len(), dst.len())?;
+        let bytes = byte_len::<T>(src.len())?;
+        match (&src.inner, &mut dst.inner, &self.cuda) {
+            (ViewRef::Cuda(s), ViewMutRef::Cuda(d), Some(stream)) => {
+                let (src_ptr, _read) = s.device_ptr(stream);
+                let (dst_ptr, _write) = d.device_ptr_mut(stream);
+                // SAFETY: both are live device views of `bytes` bytes on this
+                // context; a shared and a mutable view cannot overlap (the
+                // mutable one borrows its buffer uniquely).
+                unsafe { raw::copy_dtod(src_ptr, dst_ptr, bytes, stream) }
+                    .map_err(driver("cuMemcpyDtoDAsync"))
+            }
+            (ViewRef::Host(s), ViewMutRef::Host(d), None) => {
+                d.copy_from_slice(s);
+                Ok(())
+            }
+            (_, _, Some(_)) => Err(HOST_ON_CUDA),
+            (_, _, None) => Err(CUDA_ON_HOST),
+        }
+    }
+
+    /// Page-locked host memory of `len` zeroed elements.
+    pub fn alloc_pinned<T: GpuRepr>(&self, len: usize) -> Result<PinnedBuffer<T>, Error> {
+        check_repr::<T>()?;
+        let bytes = byte_len::<T>(len)?;
+        let storage = match &self.cuda {
+            Some(s) => PinnedStorage::Cuda(
+                raw::alloc_pinned(s, bytes).map_err(oom_or("cuMemHostAlloc", bytes))?,
+            ),
+            None => PinnedStorage::Host(vec![raw::zeroed::<T>(); len]),
+        };
+        Ok(PinnedBuffer { storage, len })
+    }
+
+    /// Enqueues a copy of `src` into `dst` and returns at once; `src` cannot be
+    /// changed or freed before the copy is done (its accessors wait for it).
+    pub fn copy_to_device_async<T: GpuRepr>(
+        &self,
+        src: &PinnedBuffer<T>,
+        dst: &mut DeviceViewMut<'_, T>,
+    ) -> Result<(), Error> {
+        length_check("async copy to device", src.len(), dst.len())?;
+        let bytes = byte_len::<T>(src.len())?;
+        match (&src.storage, &mut dst.inner, &self.cuda) {
+            (PinnedStorage::Cuda(p), ViewMutRef::Cuda(d), Some(stream)) => {
+                let (ptr, _record) = d.device_ptr_mut(stream);
+                // SAFETY: `ptr` is a live device view of `bytes` bytes on this
+                // context whose other users were waited for.
+                unsafe { raw::copy_pinned_htod(p, bytes, ptr, stream) }
+                    .map_err(driver("cuMemcpyHtoDAsync"))
+            }
+            (PinnedStorage::Host(s), ViewMutRef::Host(d), None) => {
+                d.copy_from_slice(s);
+                Ok(())
+            }
+            (_, _, Some(_)) => Err(HOST_ON_CUDA),
+            (_, _, None) => Err(CUDA_ON_HOST),
+        }
+    }
+
+    /// Enqueues a copy of `src` into `dst` and returns at once; reading `dst`
+    /// waits for the copy.
+    pub fn copy_to_host_async<T: GpuRepr>(
+        &self,
+        src: &DeviceView<'_, T>,
+        dst: &mut PinnedBuffer<T>,
+    ) -> Result<(), Error> {
+        length_check("async copy to host", src.len(), dst.len())?;
+        let bytes = byte_len::<T>(src.len())?;
+        match (&src.inner, &mut dst.storage, &self.cuda) {
+            (ViewRef::Cuda(s), PinnedStorage::Cuda(p), Some(stream)) => {
+                let (ptr, _record) = s.device_ptr(stream);
+                // SAFETY: `ptr` is a live device view of `bytes` bytes on this
+                // context.
+                unsafe { raw::copy_dtoh_pinned(ptr, p, bytes, stream) }
+                    .map_err(driver("cuMemcpyDtoHAsync"))
+            }
+            (ViewRef::Host(s), PinnedStorage::Host(d), None) => {
+                d.copy_from_slice(s);
+                Ok(())
+            }
+            (_, _, Some(_)) => Err(HOST_ON_CUDA),
+            (_, _, None) => Err(CUDA_ON_HOST),
+        }
+    }
+
+    /// Launches `kernel` with `args` (one per C parameter, typed by its
+    /// declaration). The configuration is checked against the device's and the
+    /// kernel's limits first: a bad one is an `Err`, never a driver fault.
+    #[inline]
+    pub fn launch<'a, K: KernelDecl>(
+        &'a self,
+        kernel: &Kernel<K>,
+        config: LaunchConfig,
+        args: <K::Params as LaunchParams>::Args<'a>,
+    ) -> Result<(), Error>
+    where
+        K::Params: LaunchParams,
+    {
+        config
+            .validate(&kernel.limits)
+            .map_err(|limit| Error::InvalidLaunch {
+                kernel: K::NAME,
+                limit,
+            })?;
+        match (&kernel.imp, &self.cuda) {
+            (KernelImpl::Cuda { func, site }, Some(stream)) => {
+                if let Ok(mut last) = self.last_launch.lock() {
+                    *last = Some(*site);
+                }
+                <K::Params as LaunchParams>::launch_cuda(args, stream, func, &config, *site)
+            }
+            (KernelImpl::Cpu(body), None) => {
+                let host = <K::Params as LaunchParams>::to_host(args)?;
+                body(&config, host);
+                Ok(())
+            }
+            _ => Err(Error::BackendMismatch {
+                what: "a kernel from another backend",
+            }),
+        }
+    }
+
+    /// Waits for all work on the stream. An error here came from earlier
+    /// asynchronous work: it names the last kernel launched on the stream.
+    pub fn synchronize(&self) -> Result<(), Error> {
+        let Some(stream) = &self.cuda else {
+            return Ok(());
+        };
+        let result = stream
+            .synchronize()
+            .and_then(|()| stream.context().check_err());
+        result.map_err(|source| {
+            let last = self.last_launch();
+            Error::Async {
+                kernel: last.map(|s| s.kernel),
+                module: last.map(|s| s.module),
+                source,
+            }
+        })
+    }
+
+    /// Records an event at this point of the stream, with timing.
+    pub fn record_event(&self) -> Result<Event, Error> {
+        match &self.cuda {
+            Some(stream) => {
+                let event = stream
+                    .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                    .map_err(driver("cuEventRecord"))?;
+                Ok(Event {
+                    inner: EventInner::Cuda(event),
+                })
+            }
+            None => Ok(Event {
+                inner: EventInner::Host(Instant::now()),
+            }),
+        }
+    }
+
+    /// Makes later work on this stream wait for `event`.
+    pub fn wait(&self, event: &Event) -> Result<(), Error> {
+        match (&self.cuda, &event.inner) {
+            (Some(stream), EventInner::Cuda(e)) => {
+                stream.wait(e).map_err(driver("cuStreamWaitEvent"))
+            }
+            (None, EventInner::Host(_)) => Ok(()),
+            _ => Err(Error::BackendMismatch {
+                what: "an event from another backend",
+            }),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum EventInner {
+    Cuda(CudaEvent),
+    Host(Instant),
+}
+
+/// A point in a stream: to wait for, or to time work between two of them.
+#[derive(Debug)]
+pub struct Event {
+    inner: EventInner,
+}
+
+impl Event {
+    /// Blocks until the work before the event is done.
+    pub fn synchronize(&self) -> Result<(), Error> {
+        match &self.inner {
+            EventInner::Cuda(e) => e.synchronize().map_err(driver("cuEventSynchronize")),
+            EventInner::Host(_) => Ok(()),
+        }
+    }
+
+    /// Milliseconds from this event to `end` (both must be done: synchronize
+    /// `end` first).
+    pub fn elapsed_ms(&self, end: &Event) -> Result<f32, Error> {
+        match (&self.inner, &end.inner) {
+            (EventInner::Cuda(a), EventInner::Cuda(b)) => {
+                a.elapsed_ms(b).map_err(driver("cuEventElapsedTime"))
+            }
+            (EventInner::Host(a), EventInner::Host(b)) => {
+                Ok(b.saturating_duration_since(*a).as_secs_f32() * 1e3)
+            }
+            _ => Err(Error::BackendMismatch {
+                what: "events from two backends",
+            }),
+        }
+    }
+}

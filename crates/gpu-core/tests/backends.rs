@@ -1,0 +1,373 @@
+//! One test body per feature, run on every backend present (the CPU always,
+//! CUDA when a device exists); the CPU result is the oracle.
+
+mod common;
+
+use common::{add_f32, add_f32_cpu, backends};
+use gpu_core::{Backend, BackendKind, BufferPool, CpuReason, Error, LaunchConfig, LaunchLimit};
+
+#[test]
+fn vector_add_matches_the_cpu_oracle() {
+    let n = 1000usize;
+    let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let b: Vec<f32> = (0..n).map(|i| 2.0 * i as f32 + 0.5).collect();
+    let expected: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    for backend in backends() {
+        let stream = backend.default_stream();
+        let kernel = backend.kernel_with_cpu::<add_f32>(add_f32_cpu).unwrap();
+        let da = stream.to_device(&a).unwrap();
+        let db = stream.to_device(&b).unwrap();
+        let mut dc = stream.alloc_zeros::<f32>(n).unwrap();
+        let config = LaunchConfig::for_elements(n as u32, 128);
+        stream
+            .launch(
+                &kernel,
+                config,
+                (da.view(), db.view(), dc.view_mut(), n as u32),
+            )
+            .unwrap();
+        stream.synchronize().unwrap();
+        assert_eq!(
+            stream.to_host(&dc.view()).unwrap(),
+            expected,
+            "{:?}",
+            backend.kind()
+        );
+    }
+}
+
+#[test]
+fn launch_on_sub_views_touches_only_the_range() {
+    for backend in backends() {
+        let stream = backend.default_stream();
+        let kernel = backend.kernel_with_cpu::<add_f32>(add_f32_cpu).unwrap();
+        let ones = stream.to_device(&[1.0f32; 8]).unwrap();
+        let mut out = stream.to_device(&[-1.0f32; 8]).unwrap();
+        let config = LaunchConfig::for_elements(4, 32);
+        let a = ones.slice(0..4).unwrap();
+        let b = ones.slice(4..8).unwrap();
+        stream
+            .launch(&kernel, config, (a, b, out.slice_mut(2..6).unwrap(), 4))
+            .unwrap();
+        let got = stream.to_host(&out.view()).unwrap();
+        assert_eq!(
+            got,
+            [-1.0, -1.0, 2.0, 2.0, 2.0, 2.0, -1.0, -1.0],
+            "{:?}",
+            backend.kind()
+        );
+    }
+}
+
+#[test]
+fn bad_launch_configs_are_errors_not_faults() {
+    for backend in backends() {
+        let stream = backend.default_stream();
+        let kernel = backend.kernel_with_cpu::<add_f32>(add_f32_cpu).unwrap();
+        let a = stream.alloc_zeros::<f32>(4).unwrap();
+        let mut c = stream.alloc_zeros::<f32>(4).unwrap();
+        let mut launch =
+            |config| stream.launch(&kernel, config, (a.view(), a.view(), c.view_mut(), 4));
+        let too_wide = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (2048, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        assert!(matches!(
+            launch(too_wide),
+            Err(Error::InvalidLaunch {
+                kernel: "add_f32",
+                limit: LaunchLimit::BlockDim {
+                    axis: 0,
+                    requested: 2048,
+                    ..
+                }
+            })
+        ));
+        let too_many = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (32, 32, 2),
+            shared_mem_bytes: 0,
+        };
+        assert!(matches!(
+            launch(too_many),
+            Err(Error::InvalidLaunch {
+                limit: LaunchLimit::ThreadsPerBlock {
+                    requested: 2048,
+                    ..
+                },
+                ..
+            })
+        ));
+        let zero = LaunchConfig {
+            grid: (0, 1, 1),
+            block: (32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        assert!(matches!(
+            launch(zero),
+            Err(Error::InvalidLaunch {
+                limit: LaunchLimit::ZeroDimension,
+                ..
+            })
+        ));
+        let smem = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (32, 1, 1),
+            shared_mem_bytes: 16 << 20,
+        };
+        assert!(matches!(
+            launch(smem),
+            Err(Error::InvalidLaunch {
+                limit: LaunchLimit::SharedMemory { .. },
+                ..
+            })
+        ));
+        let grid_y = LaunchConfig {
+            grid: (1, 1 << 20, 1),
+            block: (32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        assert!(matches!(
+            launch(grid_y),
+            Err(Error::InvalidLaunch {
+                limit: LaunchLimit::GridDim { axis: 1, .. },
+                ..
+            })
+        ));
+        // A valid one still works afterwards.
+        launch(LaunchConfig::for_elements(4, 32)).unwrap();
+    }
+}
+
+#[test]
+fn copies_check_lengths_and_copy_nothing_on_mismatch() {
+    for backend in backends() {
+        let stream = backend.default_stream();
+        let mut buf = stream.to_device(&[7u32; 4]).unwrap();
+        let err = stream
+            .copy_to_device(&[1u32; 3], &mut buf.view_mut())
+            .unwrap_err();
+        assert!(matches!(err, Error::LengthMismatch { src: 3, dst: 4, .. }));
+        let mut short = [0u32; 5];
+        assert!(matches!(
+            stream.copy_to_host(&buf.view(), &mut short),
+            Err(Error::LengthMismatch { src: 4, dst: 5, .. })
+        ));
+        assert_eq!(short, [0; 5]);
+        assert_eq!(stream.to_host(&buf.view()).unwrap(), [7; 4]);
+    }
+}
+
+#[test]
+fn views_are_bounds_checked() {
+    for backend in backends() {
+        let stream = backend.default_stream();
+        let mut buf = stream.to_device(&[1u16, 2, 3, 4, 5]).unwrap();
+        assert!(matches!(
+            buf.slice(2..6),
+            Err(Error::OutOfBounds {
+                start: 2,
+                end: 6,
+                len: 5
+            })
+        ));
+        assert!(matches!(buf.slice_mut(6..), Err(Error::OutOfBounds { .. })));
+        let view = buf.slice(1..4).unwrap();
+        assert_eq!(stream.to_host(&view.slice(1..).unwrap()).unwrap(), [3, 4]);
+        assert!(view.slice(0..4).is_err());
+        let mut tail = buf.slice_mut(3..).unwrap();
+        stream.copy_to_device(&[9, 9], &mut tail).unwrap();
+        assert_eq!(stream.to_host(&buf.view()).unwrap(), [1, 2, 3, 9, 9]);
+    }
+}
+
+#[test]
+fn zero_length_buffers_work() {
+    for backend in backends() {
+        let stream = backend.default_stream();
+        let empty = stream.to_device::<f32>(&[]).unwrap();
+        assert!(empty.is_empty());
+        assert_eq!(stream.to_host(&empty.view()).unwrap(), Vec::<f32>::new());
+        let kernel = backend.kernel_with_cpu::<add_f32>(add_f32_cpu).unwrap();
+        let mut out = stream.alloc_zeros::<f32>(0).unwrap();
+        stream
+            .launch(
+                &kernel,
+                LaunchConfig::for_elements(0, 32),
+                (empty.view(), empty.view(), out.view_mut(), 0),
+            )
+            .unwrap();
+        stream.synchronize().unwrap();
+    }
+}
+
+#[test]
+fn size_overflow_is_an_error() {
+    for backend in backends() {
+        let stream = backend.default_stream();
+        let err = stream.alloc_zeros::<u64>(usize::MAX / 2).unwrap_err();
+        assert!(
+            matches!(err, Error::SizeOverflow { elem_size: 8, .. }),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn pinned_async_round_trip() {
+    for backend in backends() {
+        let stream = backend.default_stream();
+        let mut pinned = stream.alloc_pinned::<i32>(6).unwrap();
+        pinned
+            .as_mut_slice()
+            .unwrap()
+            .copy_from_slice(&[1, -2, 3, -4, 5, -6]);
+        let mut device = stream.alloc_zeros::<i32>(6).unwrap();
+        stream
+            .copy_to_device_async(&pinned, &mut device.view_mut())
+            .unwrap();
+        let mut back = stream.alloc_pinned::<i32>(6).unwrap();
+        stream
+            .copy_to_host_async(&device.view(), &mut back)
+            .unwrap();
+        assert_eq!(back.as_slice().unwrap(), [1, -2, 3, -4, 5, -6]);
+        let mut wrong = stream.alloc_pinned::<i32>(5).unwrap();
+        assert!(matches!(
+            stream.copy_to_host_async(&device.view(), &mut wrong),
+            Err(Error::LengthMismatch { .. })
+        ));
+        let empty = stream.alloc_pinned::<i32>(0).unwrap();
+        assert!(empty.as_slice().unwrap().is_empty());
+    }
+}
+
+#[test]
+fn pool_reuses_allocations_by_size_class() {
+    for backend in backends() {
+        let stream = backend.default_stream();
+        let pool = BufferPool::<f32>::new(&stream);
+        let first = pool.take(100).unwrap();
+        assert_eq!((first.len(), first.capacity()), (100, 128));
+        drop(first);
+        let mut second = pool.take(120).unwrap();
+        assert_eq!(second.len(), 120);
+        let other_class = pool.take(300).unwrap();
+        let stats = pool.stats();
+        assert_eq!((stats.hits, stats.misses, stats.cached), (1, 2, 0));
+        // A pooled buffer is an ordinary buffer while held.
+        stream
+            .copy_to_device(&[3.0; 120], &mut second.view_mut())
+            .unwrap();
+        assert_eq!(stream.to_host(&second.view()).unwrap(), vec![3.0; 120]);
+        let kept = other_class.detach();
+        drop(second);
+        drop(kept);
+        assert_eq!(pool.stats().cached, 1);
+    }
+}
+
+#[test]
+fn events_time_work() {
+    for backend in backends() {
+        let stream = backend.default_stream();
+        let start = stream.record_event().unwrap();
+        let _buf = stream.to_device(&vec![0u8; 1 << 16]).unwrap();
+        let end = stream.record_event().unwrap();
+        end.synchronize().unwrap();
+        assert!(start.elapsed_ms(&end).unwrap() >= 0.0);
+        let other = backend.new_stream().unwrap();
+        other.wait(&end).unwrap();
+        other.synchronize().unwrap();
+    }
+}
+
+#[test]
+fn mixing_backends_is_an_error() {
+    let cpu = Backend::cpu();
+    let host_buf = cpu.default_stream().to_device(&[1.0f32]).unwrap();
+    assert_eq!(host_buf.kind(), BackendKind::Cpu);
+    if let Some(cuda) = common::cuda_or_skip() {
+        let stream = cuda.default_stream();
+        assert!(matches!(
+            stream.to_host(&host_buf.view()),
+            Err(Error::BackendMismatch { .. })
+        ));
+        let cpu_kernel = cpu.kernel_with_cpu::<add_f32>(add_f32_cpu).unwrap();
+        let dev = stream.alloc_zeros::<f32>(1).unwrap();
+        let mut out = stream.alloc_zeros::<f32>(1).unwrap();
+        let r = stream.launch(
+            &cpu_kernel,
+            LaunchConfig::for_elements(1, 32),
+            (dev.view(), dev.view(), out.view_mut(), 1),
+        );
+        assert!(matches!(r, Err(Error::BackendMismatch { .. })));
+    }
+}
+
+#[test]
+fn cpu_backend_without_cpu_body_says_how_to_fix() {
+    let err = Backend::cpu().kernel::<add_f32>().unwrap_err();
+    assert!(matches!(err, Error::NoCpuKernel { kernel: "add_f32" }));
+    assert!(err.to_string().contains("kernel_with_cpu"));
+}
+
+#[test]
+fn no_driver_gives_cpu_with_reason() {
+    if gpu_core::driver_present() {
+        println!("skipped: a CUDA driver is present, this test is for machines without one");
+        return;
+    }
+    let backend = Backend::select(&[&common::TEST_MODULE], None).unwrap();
+    assert_eq!(backend.kind(), BackendKind::Cpu);
+    assert!(matches!(backend.cpu_reason(), Some(CpuReason::NoDriver)));
+    assert_eq!(backend.cpu_reason().unwrap().to_string(), "no driver");
+    assert!(matches!(
+        gpu_core::devices(),
+        Err(Error::CudaUnavailable {
+            reason: CpuReason::NoDriver
+        })
+    ));
+    // Forcing CUDA where it cannot run is an error, not a fallback.
+    let forced = Backend::select(&[&common::TEST_MODULE], Some("cuda")).unwrap_err();
+    assert!(matches!(
+        forced,
+        Error::CudaUnavailable {
+            reason: CpuReason::NoDriver
+        }
+    ));
+    assert!(forced
+        .to_string()
+        .starts_with("cuda backend requested but it cannot run: no driver"));
+}
+
+#[test]
+fn backend_env_values() {
+    let cpu = Backend::select(&[], Some("cpu")).unwrap();
+    assert!(matches!(cpu.cpu_reason(), Some(CpuReason::Forced)));
+    let err = Backend::select(&[], Some("tpu")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "KILN_BACKEND is `tpu`; set it to `cpu`, `cuda` or leave it unset"
+    );
+}
+
+#[test]
+fn unbuilt_modules_mean_no_toolkit_at_build_time() {
+    if !gpu_core::driver_present() || gpu_core::devices().map_or(true, |d| d.is_empty()) {
+        println!(
+            "skipped: no CUDA device (the reason would be the driver or device, not the build)"
+        );
+        return;
+    }
+    let unbuilt = Box::leak(Box::new(gpu_core::FatbinImage {
+        image: b"",
+        ..common::TEST_MODULE
+    }));
+    let backend = Backend::select(&[unbuilt], None).unwrap();
+    assert!(matches!(backend.cpu_reason(), Some(CpuReason::NoGpuCode)));
+    assert_eq!(
+        backend.cpu_reason().unwrap().to_string(),
+        "no toolkit at build time"
+    );
+}

@@ -1,0 +1,22 @@
+#![allow(non_camel_case_types)]
+use gpu_core::{Backend, KernelDecl, LaunchConfig};
+
+#[derive(Clone, Copy)]
+struct add_f32;
+impl KernelDecl for add_f32 {
+    const NAME: &'static str = "add_f32";
+    const HEADER: &'static str = "add.h";
+    const PARAM_NAMES: &'static [&'static str] = &["a", "b", "c", "n"];
+    type Params = (*const f32, *const f32, *mut f32, u32);
+}
+
+fn main() {
+    let backend = Backend::cpu();
+    let stream = backend.default_stream();
+    let kernel = backend.kernel::<add_f32>().unwrap();
+    let a = stream.alloc_zeros::<f32>(4).unwrap();
+    let mut c = stream.alloc_zeros::<f32>(4).unwrap();
+    let cfg = LaunchConfig::for_elements(4, 32);
+    // `n` is a uint32_t, not a double.
+    stream.launch(&kernel, cfg, (a.view(), a.view(), c.view_mut(), 4.0f64)).unwrap();
+}
