@@ -189,6 +189,10 @@ impl Codegen {
              /// array or struct of them, so every bit pattern is a valid value.\n\
              pub mod types {{ {types} }}\n\
              /// One marker type per kernel declared with `KILN_KERNEL`.\n\
+             ///\n\
+             /// SAFETY of every `KernelDecl` impl here: `NAME` and `Params` come from\n\
+             /// the `KILN_KERNEL` line in the header, which under nvcc is the kernel's\n\
+             /// own `extern \"C\"` declaration, so its definition must match it.\n\
              pub mod kernels {{ #[allow(unused_imports)] use super::types::*; {kernels} }}\n\
              /// Host functions of static-library modules.\n\
              pub mod host {{ #[allow(unused_imports)] use super::types::*; {host} }}\n"
@@ -222,7 +226,7 @@ fn kernel_decl(
         .collect();
     Ok(format!(
         "#[doc = \" `{kernel}` from `{header}`.\"]\n#[derive(Debug, Clone, Copy)]\npub struct {kernel};\n\
-         impl {abi}::KernelDecl for {kernel} {{\n\
+         unsafe impl {abi}::KernelDecl for {kernel} {{\n\
          const NAME: &'static str = {kernel:?};\n\
          const HEADER: &'static str = {header:?};\n\
          const PARAM_NAMES: &'static [&'static str] = &[{}];\n\
@@ -312,7 +316,8 @@ fn gpu_repr_impl(s: &syn::ItemStruct, abi: &str) -> String {
          const C_NAME: &'static str = {name:?};\n\
          const SIZE: usize = ::core::mem::size_of::<{name}>();\n\
          const ALIGN: usize = ::core::mem::align_of::<{name}>();\n\
-         const FIELD_OFFSETS: &'static [(&'static str, usize)] = &[{}];\n}}\n",
+         const FIELD_OFFSETS: &'static [(&'static str, usize)] = &[{}];\n}}\n\
+         impl {abi}::AbiParam for {name} {{ type Kind = {abi}::param_kind::ByValue<{name}>; }}\n",
         offsets.join(", ")
     )
 }

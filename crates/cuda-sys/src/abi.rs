@@ -40,7 +40,13 @@ impl FatbinImage {
 /// of the C parameter types as bindgen translates them (`*const f32`, `u32`, a
 /// `#[repr(C)]` struct, ...), in order; `gpu-core` maps it to the typed
 /// arguments a launch takes.
-pub trait KernelDecl: Copy + 'static {
+///
+/// # Safety
+/// `Params` must be exactly the kernel's C parameter types, in order, and
+/// `NAME` its entry point: safe code launches the kernel with arguments built
+/// from `Params`. Generated impls take both from the header the kernel's
+/// definition is checked against by nvcc.
+pub unsafe trait KernelDecl: Copy + 'static {
     /// The entry point's (unmangled, `extern "C"`) name.
     const NAME: &'static str;
     /// The header that declares it, relative to the kernels' include dir.
@@ -100,6 +106,38 @@ pub unsafe trait GpuRepr: Copy + 'static {
     const FIELD_OFFSETS: &'static [(&'static str, usize)];
 }
 
+/// How a kernel parameter type is passed, as a type: `gpu-core` maps each
+/// kind to the argument a launch takes (a device view for a pointer, the value
+/// itself otherwise). Kinds are distinct types so that each mapping is its own
+/// impl.
+pub mod param_kind {
+    use core::marker::PhantomData;
+
+    /// `const T*`: read-only device memory.
+    #[derive(Debug)]
+    pub struct ConstPtr<T>(PhantomData<T>);
+    /// `T*`: device memory the kernel may write.
+    #[derive(Debug)]
+    pub struct MutPtr<T>(PhantomData<T>);
+    /// `T`: copied into the launch's parameter buffer.
+    #[derive(Debug)]
+    pub struct ByValue<T>(PhantomData<T>);
+}
+
+/// A type that appears in a kernel's parameter list, with how it is passed.
+pub trait AbiParam {
+    /// One of [`param_kind`]'s types.
+    type Kind;
+}
+
+impl<T> AbiParam for *const T {
+    type Kind = param_kind::ConstPtr<T>;
+}
+
+impl<T> AbiParam for *mut T {
+    type Kind = param_kind::MutPtr<T>;
+}
+
 macro_rules! scalar_repr {
     ($($t:ty => $c:literal),* $(,)?) => {$(
         // SAFETY: primitive scalars have the size and alignment of their C
@@ -110,6 +148,9 @@ macro_rules! scalar_repr {
             const SIZE: usize = core::mem::size_of::<$t>();
             const ALIGN: usize = core::mem::align_of::<$t>();
             const FIELD_OFFSETS: &'static [(&'static str, usize)] = &[];
+        }
+        impl AbiParam for $t {
+            type Kind = param_kind::ByValue<$t>;
         }
     )*};
 }

@@ -99,6 +99,9 @@ pub mod types {
             ("_pad", ::core::mem::offset_of!(BatchStructureDesc, _pad)),
         ];
     }
+    impl crate::abi::AbiParam for BatchStructureDesc {
+        type Kind = crate::abi::param_kind::ByValue<BatchStructureDesc>;
+    }
     unsafe impl crate::abi::GpuRepr for BatchStats {
         const C_NAME: &'static str = "BatchStats";
         const SIZE: usize = ::core::mem::size_of::<BatchStats>();
@@ -111,15 +114,22 @@ pub mod types {
             ),
         ];
     }
+    impl crate::abi::AbiParam for BatchStats {
+        type Kind = crate::abi::param_kind::ByValue<BatchStats>;
+    }
 }
 /// One marker type per kernel declared with `KILN_KERNEL`.
+///
+/// SAFETY of every `KernelDecl` impl here: `NAME` and `Params` come from
+/// the `KILN_KERNEL` line in the header, which under nvcc is the kernel's
+/// own `extern "C"` declaration, so its definition must match it.
 pub mod kernels {
     #[allow(unused_imports)]
     use super::types::*;
     /// `batch_stats` from `batch.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct batch_stats;
-    impl crate::abi::KernelDecl for batch_stats {
+    unsafe impl crate::abi::KernelDecl for batch_stats {
         const NAME: &'static str = "batch_stats";
         const HEADER: &'static str = "batch.h";
         const PARAM_NAMES: &'static [&'static str] = &[
@@ -150,7 +160,7 @@ pub mod kernels {
     /// `f32_to_bf16` from `convert.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct f32_to_bf16;
-    impl crate::abi::KernelDecl for f32_to_bf16 {
+    unsafe impl crate::abi::KernelDecl for f32_to_bf16 {
         const NAME: &'static str = "f32_to_bf16";
         const HEADER: &'static str = "convert.h";
         const PARAM_NAMES: &'static [&'static str] = &["in_", "out", "n"];
@@ -167,7 +177,7 @@ pub mod kernels {
     /// `vector_add` from `vector_add.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct vector_add;
-    impl crate::abi::KernelDecl for vector_add {
+    unsafe impl crate::abi::KernelDecl for vector_add {
         const NAME: &'static str = "vector_add";
         const HEADER: &'static str = "vector_add.h";
         const PARAM_NAMES: &'static [&'static str] = &["a", "b", "c", "n"];

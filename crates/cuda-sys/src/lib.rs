@@ -27,7 +27,7 @@ pub mod abi;
 #[rustfmt::skip]
 mod generated;
 
-pub use abi::{FatbinImage, GpuRepr, KernelDecl, KernelInfo};
+pub use abi::{param_kind, AbiParam, FatbinImage, GpuRepr, KernelDecl, KernelInfo};
 /// `#[repr(C)]` types from `kernels/include/*.h`, with compile-time layout
 /// asserts.
 pub use generated::types;

@@ -114,7 +114,8 @@ impl KernelLimits {
     }
 }
 
-/// Maps one C parameter type to the argument a launch takes.
+/// Maps one kind of C parameter ([`param_kind`](crate::param_kind): a
+/// `const T*`, a `T*`, or a value) to the argument a launch takes.
 ///
 /// # Safety
 /// `marshal` must produce a value of exactly the C parameter's type and size
@@ -139,8 +140,9 @@ pub unsafe trait FfiParam {
     fn to_host<'a>(arg: Self::Arg<'a>) -> Result<Self::HostArg<'a>, Error>;
 }
 
-/// A kernel's whole parameter tuple: implemented for tuples of [`FfiParam`]
-/// types, arity 0 to 12.
+/// A kernel's whole parameter tuple: implemented for tuples of
+/// [`AbiParam`](crate::AbiParam) types whose kinds are [`FfiParam`], arity 0
+/// to 12.
 pub trait LaunchParams {
     /// The tuple of launch arguments.
     type Args<'a>;
@@ -285,7 +287,7 @@ where
 // Keeps the table in the module docs honest about the argument types.
 #[allow(dead_code)]
 fn _arg_types<'a>(view: DeviceView<'a, f32>, view_mut: DeviceViewMut<'a, f32>) {
-    let _: <*const f32 as FfiParam>::Arg<'a> = view;
-    let _: <*mut f32 as FfiParam>::Arg<'a> = view_mut;
-    let _: <u32 as FfiParam>::Arg<'a> = 0u32;
+    let _: <<*const f32 as crate::AbiParam>::Kind as FfiParam>::Arg<'a> = view;
+    let _: <<*mut f32 as crate::AbiParam>::Kind as FfiParam>::Arg<'a> = view_mut;
+    let _: <<u32 as crate::AbiParam>::Kind as FfiParam>::Arg<'a> = 0u32;
 }

@@ -5,7 +5,7 @@
 use crate::error::LayoutMismatch;
 use crate::GpuRepr;
 
-/// Implements [`GpuRepr`] and [`FfiParam`](crate::FfiParam) (by value) for a
+/// Implements [`GpuRepr`] and [`AbiParam`](crate::AbiParam) (passed by value) for a
 /// `#[repr(C)]` type, asserting at compile time that its size, alignment and
 /// field offsets equal the C values given.
 ///
@@ -41,7 +41,9 @@ macro_rules! gpu_repr {
             const ALIGN: usize = $align;
             const FIELD_OFFSETS: &'static [(&'static str, usize)] = &[$((::core::stringify!($field), $offset)),*];
         }
-        $crate::__by_value_param!($t);
+        impl $crate::AbiParam for $t {
+            type Kind = $crate::param_kind::ByValue<$t>;
+        }
     };
 }
 

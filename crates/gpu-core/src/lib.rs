@@ -21,7 +21,7 @@ mod raw;
 mod stream;
 
 pub use backend::{Backend, BackendKind, BACKEND_ENV};
-pub use cuda_sys::{FatbinImage, GpuRepr, KernelDecl};
+pub use cuda_sys::{param_kind, AbiParam, FatbinImage, GpuRepr, KernelDecl, KernelInfo};
 pub use device::{
     devices, driver_present, driver_version, toolkit_version, DeviceInfo, DeviceLimits,
 };

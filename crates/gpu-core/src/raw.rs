@@ -252,6 +252,8 @@ pub(crate) unsafe fn copy_dtoh_pinned(
 use crate::launch::{FfiParam, LaunchConfig, LaunchParams, LaunchSite};
 use crate::memory::{ViewMutRef, ViewRef};
 use crate::{DeviceView, DeviceViewMut, Error};
+use cuda_sys::param_kind::{ByValue, ConstPtr, MutPtr};
+use cuda_sys::AbiParam;
 use cudarc::driver::SyncOnDrop;
 use std::sync::Arc;
 
@@ -278,7 +280,7 @@ fn same_context(a: &CudaStream, b: &CudaStream) -> Result<(), Error> {
 // T *` in C is one pointer-sized device address), kept alive in
 // `PointerParam`; the view borrows a live allocation on the same context
 // (checked), for the launch's lifetime.
-unsafe impl<T: GpuRepr> FfiParam for *const T {
+unsafe impl<T: GpuRepr> FfiParam for ConstPtr<T> {
     type Arg<'a> = DeviceView<'a, T>;
     type HostArg<'a> = &'a [T];
     type Marshalled<'a> = PointerParam<'a>;
@@ -318,9 +320,9 @@ unsafe impl<T: GpuRepr> FfiParam for *const T {
     }
 }
 
-// SAFETY: as for `*const T`; the view borrows its buffer mutably, so the
+// SAFETY: as for `ConstPtr<T>` (`const T *`); the view borrows its buffer mutably, so the
 // kernel's writes alias no other view handed to the same launch.
-unsafe impl<T: GpuRepr> FfiParam for *mut T {
+unsafe impl<T: GpuRepr> FfiParam for MutPtr<T> {
     type Arg<'a> = DeviceViewMut<'a, T>;
     type HostArg<'a> = &'a mut [T];
     type Marshalled<'a> = PointerParam<'a>;
@@ -363,49 +365,41 @@ unsafe impl<T: GpuRepr> FfiParam for *mut T {
     }
 }
 
-/// Implements [`FfiParam`] for a type passed by value (a scalar, or a
-/// `#[repr(C)]` struct whose layout is asserted against C).
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __by_value_param {
-    ($($t:ty),* $(,)?) => {$(
-        // SAFETY: the parameter is passed by value: `param_ptr` points to the
-        // value itself, kept alive in `Marshalled`; its layout equals the C
-        // type's (`GpuRepr`, asserted at compile time).
-        unsafe impl $crate::FfiParam for $t {
-            type Arg<'a> = $t;
-            type HostArg<'a> = $t;
-            type Marshalled<'a> = $t;
-            #[inline]
-            fn marshal<'a>(
-                arg: Self::Arg<'a>,
-                _stream: &'a ::std::sync::Arc<$crate::__private::CudaStream>,
-            ) -> ::core::result::Result<Self::Marshalled<'a>, $crate::Error> {
-                ::core::result::Result::Ok(arg)
-            }
-            #[inline]
-            fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut ::core::ffi::c_void {
-                (marshalled as *const $t).cast_mut().cast()
-            }
-            #[inline]
-            fn to_host<'a>(arg: Self::Arg<'a>) -> ::core::result::Result<Self::HostArg<'a>, $crate::Error> {
-                ::core::result::Result::Ok(arg)
-            }
-        }
-    )*};
-}
+// SAFETY: the parameter is passed by value: `param_ptr` points to the value
+// itself, kept alive in `Marshalled`; its layout equals the C type's
+// (`GpuRepr`, asserted at compile time by generated code or `gpu_repr!`).
+unsafe impl<T: GpuRepr> FfiParam for ByValue<T> {
+    type Arg<'a> = T;
+    type HostArg<'a> = T;
+    type Marshalled<'a> = T;
 
-__by_value_param!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
-__by_value_param!(
-    cuda_sys::types::BatchStructureDesc,
-    cuda_sys::types::BatchStats
-);
+    #[inline]
+    fn marshal<'a>(
+        arg: Self::Arg<'a>,
+        _stream: &'a Arc<CudaStream>,
+    ) -> Result<Self::Marshalled<'a>, Error> {
+        Ok(arg)
+    }
+
+    #[inline]
+    fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut c_void {
+        (marshalled as *const T).cast_mut().cast()
+    }
+
+    #[inline]
+    fn to_host<'a>(arg: Self::Arg<'a>) -> Result<Self::HostArg<'a>, Error> {
+        Ok(arg)
+    }
+}
 
 macro_rules! tuple_params {
     ($n:literal; $($p:ident $a:ident $m:ident),*) => {
-        impl<$($p: FfiParam),*> LaunchParams for ($($p,)*) {
-            type Args<'a> = ($($p::Arg<'a>,)*);
-            type HostArgs<'a> = ($($p::HostArg<'a>,)*);
+        impl<$($p: AbiParam),*> LaunchParams for ($($p,)*)
+        where
+            $(<$p as AbiParam>::Kind: FfiParam,)*
+        {
+            type Args<'a> = ($(<<$p as AbiParam>::Kind as FfiParam>::Arg<'a>,)*);
+            type HostArgs<'a> = ($(<<$p as AbiParam>::Kind as FfiParam>::HostArg<'a>,)*);
 
             #[inline]
             #[allow(unused_variables, clippy::unused_unit)]
@@ -417,8 +411,8 @@ macro_rules! tuple_params {
                 site: LaunchSite,
             ) -> Result<(), Error> {
                 let ($($a,)*) = args;
-                $(let $m = $p::marshal($a, stream)?;)*
-                let mut params: [*mut c_void; $n] = [$($p::param_ptr(&$m)),*];
+                $(let $m = <<$p as AbiParam>::Kind as FfiParam>::marshal($a, stream)?;)*
+                let mut params: [*mut c_void; $n] = [$(<<$p as AbiParam>::Kind as FfiParam>::param_ptr(&$m)),*];
                 stream
                     .context()
                     .bind_to_thread()
@@ -438,7 +432,7 @@ macro_rules! tuple_params {
             #[allow(clippy::unused_unit)]
             fn to_host<'a>(args: Self::Args<'a>) -> Result<Self::HostArgs<'a>, Error> {
                 let ($($a,)*) = args;
-                Ok(($($p::to_host($a)?,)*))
+                Ok(($(<<$p as AbiParam>::Kind as FfiParam>::to_host($a)?,)*))
             }
         }
     };

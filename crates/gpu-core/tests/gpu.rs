@@ -69,10 +69,13 @@ fn unknown_kernel_names_the_modules_searched() {
     #[derive(Clone, Copy)]
     #[allow(non_camel_case_types)]
     struct not_there;
-    impl gpu_core::KernelDecl for not_there {
+    // SAFETY: `NAME` and `Params` are the test kernel's own entry point and C
+    // parameter types.
+    unsafe impl gpu_core::KernelDecl for not_there {
         const NAME: &'static str = "not_there";
         const HEADER: &'static str = "none.h";
         const PARAM_NAMES: &'static [&'static str] = &[];
+        const PARAM_LAYOUT: &'static [(usize, usize)] = &[];
         type Params = ();
     }
     let Some(backend) = cuda_or_skip() else {

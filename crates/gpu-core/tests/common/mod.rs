@@ -66,19 +66,25 @@ pub(crate) static TEST_MODULE: FatbinImage = FatbinImage {
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct add_f32;
-impl KernelDecl for add_f32 {
+// SAFETY: `NAME` and `Params` are the test kernel's own entry point and C
+// parameter types.
+unsafe impl KernelDecl for add_f32 {
     const NAME: &'static str = "add_f32";
     const HEADER: &'static str = "tests/common/mod.rs";
     const PARAM_NAMES: &'static [&'static str] = &["a", "b", "c", "n"];
+    const PARAM_LAYOUT: &'static [(usize, usize)] = &[(8, 8), (8, 8), (8, 8), (4, 4)];
     type Params = (*const f32, *const f32, *mut f32, u32);
 }
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct trap_kernel;
-impl KernelDecl for trap_kernel {
+// SAFETY: `NAME` and `Params` are the test kernel's own entry point and C
+// parameter types.
+unsafe impl KernelDecl for trap_kernel {
     const NAME: &'static str = "trap_kernel";
     const HEADER: &'static str = "tests/common/mod.rs";
     const PARAM_NAMES: &'static [&'static str] = &[];
+    const PARAM_LAYOUT: &'static [(usize, usize)] = &[];
     type Params = ();
 }
 

@@ -3,10 +3,13 @@ use gpu_core::{Backend, KernelDecl, LaunchConfig};
 
 #[derive(Clone, Copy)]
 struct add_f32;
-impl KernelDecl for add_f32 {
+// SAFETY: `NAME` and `Params` are the test kernel's own entry point and C
+// parameter types.
+unsafe impl KernelDecl for add_f32 {
     const NAME: &'static str = "add_f32";
     const HEADER: &'static str = "add.h";
     const PARAM_NAMES: &'static [&'static str] = &["a", "b", "c", "n"];
+    const PARAM_LAYOUT: &'static [(usize, usize)] = &[(8, 8), (8, 8), (8, 8), (4, 4)];
     type Params = (*const f32, *const f32, *mut f32, u32);
 }
 
