@@ -5,6 +5,7 @@
 //! a row in [`COMMANDS`] and an arm in [`dispatch`].
 
 mod build;
+mod bundle;
 mod ci;
 mod cli;
 mod codegen;
@@ -23,6 +24,10 @@ const COMMANDS: &[(&str, &str)] = &[
     (
         "build",
         "[--arch SPEC] [--release]  build with those archs; report each fat binary",
+    ),
+    (
+        "gpu-bundle",
+        "[--arch SPEC]  release test binaries + apps + run.sh for a GPU host, in target/gpu-bundle",
     ),
     (
         "codegen",
@@ -64,6 +69,7 @@ fn dispatch(command: Option<&str>, rest: Vec<String>) -> anyhow::Result<()> {
     match command {
         Some("build") => build::run(&root, &rest),
         Some("codegen") => codegen::run(&root, &rest),
+        Some("gpu-bundle") => bundle::run(&root, args("gpu-bundle")),
         Some("doctor") => doctor::run(&root, &rest),
         Some("toolkit") => toolkit::run(args("toolkit")),
         Some("ci-cpu") => ci::run(args("ci-cpu")),

@@ -53,6 +53,25 @@ DONE:
 {
     trap;
 }
+
+.visible .entry oob_write(
+    .param .u64 oob_write_c,
+    .param .u32 oob_write_n
+)
+{
+    .reg .b32 %r<2>;
+    .reg .f32 %f<2>;
+    .reg .b64 %rd<4>;
+
+    ld.param.u64 %rd1, [oob_write_c];
+    ld.param.u32 %r1, [oob_write_n];
+    cvta.to.global.u64 %rd2, %rd1;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd2, %rd2, %rd3;
+    mov.f32 %f1, 0f3F800000;
+    st.global.f32 [%rd2], %f1;
+    ret;
+}
 "#;
 
 pub(crate) static TEST_MODULE: FatbinImage = FatbinImage {
@@ -60,7 +79,7 @@ pub(crate) static TEST_MODULE: FatbinImage = FatbinImage {
     image: ADD_PTX.as_bytes(),
     sass: &[],
     ptx: &[70],
-    kernels: &["add_f32", "trap_kernel"],
+    kernels: &["add_f32", "trap_kernel", "oob_write"],
     toolkit: (11, 0),
 };
 
@@ -86,6 +105,20 @@ unsafe impl KernelDecl for trap_kernel {
     const PARAM_NAMES: &'static [&'static str] = &[];
     const PARAM_LAYOUT: &'static [(usize, usize)] = &[];
     type Params = ();
+}
+
+/// Writes `c[n]`: one element past a buffer of `n`. The positive control for
+/// compute-sanitizer's memcheck (`tests/memcheck_control.rs`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct oob_write;
+// SAFETY: `NAME` and `Params` are the test kernel's own entry point and C
+// parameter types.
+unsafe impl KernelDecl for oob_write {
+    const NAME: &'static str = "oob_write";
+    const HEADER: &'static str = "tests/common/mod.rs";
+    const PARAM_NAMES: &'static [&'static str] = &["c", "n"];
+    const PARAM_LAYOUT: &'static [(usize, usize)] = &[(8, 8), (4, 4)];
+    type Params = (*mut f32, u32);
 }
 
 /// The CPU body of `add_f32`, written as a grid of threads would run it.

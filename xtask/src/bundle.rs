@@ -1,0 +1,204 @@
+//! `cargo xtask gpu-bundle [--arch SPEC]`: builds the release test binaries
+//! of the crates that touch the GPU, and the `apps` CLI, and copies them with
+//! a `run.sh` into `target/gpu-bundle/`, so that a GPU host with no Rust runs
+//! the whole GPU suite, the benchmarks and the suite under compute-sanitizer
+//! with one command: `bash target/gpu-bundle/run.sh`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+
+use crate::build::validate_spec_or_exit;
+use crate::cli::Args;
+
+/// The bundle's size limit: what one device call can carry with room to spare.
+const MAX_BYTES: u64 = 60 << 20;
+
+/// Crates whose tests run on the GPU host.
+const GPU_CRATES: &[&str] = &["gpu-core", "cuda-sys", "apps"];
+
+/// Test binaries that do not belong on a GPU host: trybuild needs cargo, and
+/// the bindings check reads the source tree.
+const NOT_BUNDLED: &[&str] = &["gpu-core__compile_fail", "cuda-sys__bindings"];
+
+/// Test binaries that must not run under the sanitizers: they fault on
+/// purpose (`gpu_fault`) or are the positive control, run on its own.
+const NOT_UNDER_SANITIZER: &[&str] = &["gpu-core__gpu_fault", "gpu-core__memcheck_control"];
+
+/// Runs the command.
+pub(crate) fn run(root: &Path, mut args: Args) -> Result<()> {
+    let arch = args.value("--arch")?;
+    args.finish("cargo xtask gpu-bundle [--arch SPEC]")?;
+    if let Some(spec) = &arch {
+        validate_spec_or_exit(root, spec, "--arch");
+    }
+    let bundle = root.join("target/gpu-bundle");
+    let staging = root.join("target/.gpu-bundle.partial");
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(staging.join("bin"))?;
+
+    println!("[1/3] building release test binaries and apps (KILN_REQUIRE_CUDA=1)");
+    let mut tests = cargo(root, arch.as_deref());
+    tests.args([
+        "test",
+        "--release",
+        "--no-run",
+        "--message-format=json-render-diagnostics",
+    ]);
+    for krate in GPU_CRATES {
+        tests.args(["-p", krate]);
+    }
+    let mut binaries = executables(tests, true)?;
+    let mut apps = cargo(root, arch.as_deref());
+    apps.args([
+        "build",
+        "--release",
+        "-p",
+        "apps",
+        "--message-format=json-render-diagnostics",
+    ]);
+    binaries.extend(executables(apps, false)?);
+
+    println!("[2/3] copying {} binaries", binaries.len());
+    let mut total = 0u64;
+    for (name, path) in &binaries {
+        let dest = staging.join("bin").join(name);
+        std::fs::copy(path, &dest).with_context(|| format!("cannot copy {}", path.display()))?;
+        // Debug info is most of a test binary; line tables stay for backtraces.
+        let _ = Command::new("strip")
+            .arg("--strip-debug")
+            .arg(&dest)
+            .status();
+        total += std::fs::metadata(&dest)?.len();
+    }
+    std::fs::write(staging.join("run.sh"), run_script(&binaries))?;
+    if total > MAX_BYTES {
+        bail!("the bundle is {} MiB, over the {} MiB a device call carries; drop a crate from GPU_CRATES", total >> 20, MAX_BYTES >> 20);
+    }
+    let _ = std::fs::remove_dir_all(&bundle);
+    std::fs::rename(&staging, &bundle)?;
+    println!(
+        "[3/3] {} ({:.1} MiB): run `bash target/gpu-bundle/run.sh` on the GPU host",
+        bundle.display(),
+        total as f64 / f64::from(1u32 << 20)
+    );
+    Ok(())
+}
+
+fn cargo(root: &Path, arch: Option<&str>) -> Command {
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo
+        .current_dir(root)
+        .env("KILN_REQUIRE_CUDA", "1")
+        .stdout(Stdio::piped());
+    if let Some(spec) = arch {
+        cargo.env("KILN_CUDA_ARCHS", spec);
+    }
+    cargo
+}
+
+/// `(bundle name, path)` of each executable cargo reports: test binaries
+/// (`crate__target`) or, with `tests` false, binaries (`target`).
+fn executables(mut cargo: Command, tests: bool) -> Result<Vec<(String, PathBuf)>> {
+    let output = cargo
+        .spawn()
+        .context("cannot run cargo")?
+        .wait_with_output()?;
+    if !output.status.success() {
+        bail!(
+            "cargo failed ({}); a GPU bundle needs a toolkit: run `cargo xtask toolkit install`",
+            output.status
+        );
+    }
+    let mut found = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let Some(path) = msg["executable"].as_str() else {
+            continue;
+        };
+        if msg["profile"]["test"].as_bool() != Some(tests) {
+            continue;
+        }
+        let target = msg["target"]["name"].as_str().unwrap_or("bin");
+        let krate = msg["package_id"]
+            .as_str()
+            .and_then(|id| {
+                GPU_CRATES
+                    .iter()
+                    .find(|c| id.contains(&format!("/{c}#")) || id.contains(&format!("{c}@")))
+            })
+            .copied()
+            .unwrap_or("apps");
+        let kind = msg["target"]["kind"][0].as_str().unwrap_or("");
+        let name = if tests && kind == "bin" {
+            format!("{krate}__bin_{target}")
+        } else if tests {
+            format!("{krate}__{target}")
+        } else {
+            target.to_string()
+        };
+        if !NOT_BUNDLED.contains(&name.as_str()) {
+            found.push((name, PathBuf::from(path)));
+        }
+    }
+    Ok(found)
+}
+
+/// The script the GPU host runs.
+fn run_script(binaries: &[(String, PathBuf)]) -> String {
+    let tests: Vec<&str> = binaries
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| n.contains("__"))
+        .collect();
+    let sanitized: Vec<&str> = tests
+        .iter()
+        .copied()
+        .filter(|n| !NOT_UNDER_SANITIZER.contains(n))
+        .collect();
+    format!(
+        r#"#!/usr/bin/env bash
+# Generated by `cargo xtask gpu-bundle`. Runs kiln's GPU suite, the vector-add
+# benchmark, and the suite under compute-sanitizer (memcheck with leak check,
+# racecheck, initcheck, synccheck), with memcheck's positive control.
+# Usage: bash run.sh [tests|bench|sanitize|all]   (default: all)
+set -uo pipefail
+cd "$(dirname "$0")"
+what="${{1:-all}}"
+passed=0; failed=0
+step() {{ local name="$1"; shift; echo "==> $name: $*"; if "$@"; then passed=$((passed+1)); echo "<== $name: pass"; else failed=$((failed+1)); echo "<== $name: FAIL"; fi; }}
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader || true
+
+if [[ $what == all || $what == tests ]]; then
+  for t in {tests}; do step "$t" ./bin/$t --test-threads=1 --nocapture; done
+  step "apps devices" ./bin/apps devices
+fi
+if [[ $what == all || $what == bench ]]; then
+  step "vadd 2^28" ./bin/apps vadd --n 268435456 --reps 50
+fi
+if [[ $what == all || $what == sanitize ]]; then
+  if [[ -x $SAN ]]; then
+    for t in {sanitized}; do
+      step "memcheck $t" "$SAN" --tool memcheck --leak-check full --error-exitcode 99 ./bin/$t --test-threads=1
+      step "racecheck $t" "$SAN" --tool racecheck --error-exitcode 99 ./bin/$t --test-threads=1
+      step "initcheck $t" "$SAN" --tool initcheck --error-exitcode 99 ./bin/$t --test-threads=1
+      step "synccheck $t" "$SAN" --tool synccheck --error-exitcode 99 ./bin/$t --test-threads=1
+    done
+    # Positive control: memcheck must flag the planted out-of-bounds write.
+    control() {{ "$SAN" --tool memcheck --error-exitcode 99 ./bin/gpu-core__memcheck_control --ignored --test-threads=1; [[ $? == 99 ]]; }}
+    step "memcheck positive control is flagged" control
+  else
+    echo "compute-sanitizer not found: sanitizer steps not run"; failed=$((failed+1))
+  fi
+fi
+echo "gpu-bundle: $passed passed, $failed failed"
+[[ $failed == 0 ]]
+"#,
+        tests = tests.join(" "),
+        sanitized = sanitized.join(" "),
+    )
+}
