@@ -331,6 +331,11 @@ pub(crate) enum PinnedStorage<T> {
 pub struct PinnedBuffer<T: GpuRepr> {
     pub(crate) storage: PinnedStorage<T>,
     pub(crate) len: usize,
+    /// Recorded after the last async copy into or out of this buffer. cudarc
+    /// tracks such copies only in its multi-stream mode, so the buffer waits
+    /// on its own event before the host touches the memory (a read before the
+    /// copy landed was seen on an H100).
+    pub(crate) pending: std::sync::Mutex<Option<cudarc::driver::CudaEvent>>,
 }
 
 impl<T: GpuRepr> PinnedBuffer<T> {
@@ -344,8 +349,30 @@ impl<T: GpuRepr> PinnedBuffer<T> {
         self.len == 0
     }
 
+    /// Records that an async copy into or out of the buffer was enqueued on
+    /// `stream`: host access waits for it from now on.
+    pub(crate) fn mark_pending(&self, stream: &cudarc::driver::CudaStream) -> Result<(), Error> {
+        let event = stream
+            .record_event(None)
+            .map_err(crate::error::driver("cuEventRecord"))?;
+        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(event);
+        Ok(())
+    }
+
+    /// Blocks until the last async copy into or out of the buffer is done.
+    fn wait_pending(&self) -> Result<(), Error> {
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        match pending.as_ref() {
+            Some(event) => event
+                .synchronize()
+                .map_err(crate::error::driver("wait for pinned memory")),
+            None => Ok(()),
+        }
+    }
+
     /// The elements, once copies in flight are done.
     pub fn as_slice(&self) -> Result<&[T], Error> {
+        self.wait_pending()?;
         match &self.storage {
             PinnedStorage::Host(v) => Ok(v),
             PinnedStorage::Cuda(p) => {
@@ -362,6 +389,7 @@ impl<T: GpuRepr> PinnedBuffer<T> {
 
     /// The elements, mutably, once copies in flight are done.
     pub fn as_mut_slice(&mut self) -> Result<&mut [T], Error> {
+        self.wait_pending()?;
         let len = self.len;
         match &mut self.storage {
             PinnedStorage::Host(v) => Ok(v),

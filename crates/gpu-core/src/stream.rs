@@ -203,7 +203,11 @@ impl Stream {
             ),
             None => PinnedStorage::Host(vec![raw::zeroed::<T>(); len]),
         };
-        Ok(PinnedBuffer { storage, len })
+        Ok(PinnedBuffer {
+            storage,
+            len,
+            pending: std::sync::Mutex::new(None),
+        })
     }
 
     /// Enqueues a copy of `src` into `dst` and returns at once; `src` cannot be
@@ -221,7 +225,8 @@ impl Stream {
                 // SAFETY: `ptr` is a live device view of `bytes` bytes on this
                 // context whose other users were waited for.
                 unsafe { raw::copy_pinned_htod(p, bytes, ptr, stream) }
-                    .map_err(driver("cuMemcpyHtoDAsync"))
+                    .map_err(driver("cuMemcpyHtoDAsync"))?;
+                src.mark_pending(stream)
             }
             (PinnedStorage::Host(s), ViewMutRef::Host(d), None) => {
                 d.copy_from_slice(s);
@@ -247,7 +252,8 @@ impl Stream {
                 // SAFETY: `ptr` is a live device view of `bytes` bytes on this
                 // context.
                 unsafe { raw::copy_dtoh_pinned(ptr, p, bytes, stream) }
-                    .map_err(driver("cuMemcpyDtoHAsync"))
+                    .map_err(driver("cuMemcpyDtoHAsync"))?;
+                dst.mark_pending(stream)
             }
             (ViewRef::Host(s), PinnedStorage::Host(d), None) => {
                 d.copy_from_slice(s);
