@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use cuda_build::resources::{parse_ptxas_output, KernelResources};
+use cuda_build::resources::parse_ptxas_output;
 use cuda_build::Manifest;
 use cuda_sys::KernelInfo;
 
@@ -20,17 +20,17 @@ use crate::discovery::kiln_discovery;
 const SKIP: &str = "skipped: no CUDA toolkit (run cargo xtask toolkit install)";
 
 /// The fixtures, compiled once per test run (one nvcc invocation) for sm_80
-/// SASS plus compute_80 PTX.
+/// SASS plus compute_80 PTX, and read back with cuobjdump.
 struct Planted {
-    dir: PathBuf,
-    cuobjdump: PathBuf,
-    ptxas: Vec<KernelResources>,
+    modules: Vec<ModuleFacts>,
 }
 
 fn planted() -> Option<&'static Planted> {
     static PLANTED: OnceLock<Option<Planted>> = OnceLock::new();
     PLANTED.get_or_init(compile_fixtures).as_ref()
 }
+
+const FIXTURES: [&str; 3] = ["planted_clean", "planted_spill", "planted_double"];
 
 fn compile_fixtures() -> Option<Planted> {
     let root = crate::workspace::root();
@@ -44,35 +44,36 @@ fn compile_fixtures() -> Option<Planted> {
         .current_dir(&dir)
         .args(["-fatbin", "--resource-usage", "-O3"])
         .args(["-gencode", "arch=compute_80,code=[sm_80,compute_80]"])
-        .args(["clean", "spill", "double"].map(|f| fixtures.join(format!("planted_{f}.cu"))))
+        .args(FIXTURES.map(|f| fixtures.join(format!("{f}.cu"))))
         .output()
         .expect("nvcc runs");
     let log =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "nvcc failed:\n{log}");
-    Some(Planted {
-        dir,
-        cuobjdump: toolkit.tool("cuobjdump"),
-        ptxas: parse_ptxas_output(&log),
-    })
+    let ptxas = parse_ptxas_output(&log);
+    let modules = FIXTURES
+        .iter()
+        .map(|name| {
+            let ptxas = ptxas
+                .iter()
+                .filter(|k| k.kernel == *name)
+                .cloned()
+                .collect();
+            let file = dir.join(format!("{name}.fatbin"));
+            facts::read_module(&toolkit.tool("cuobjdump"), name, false, &file, ptxas).unwrap()
+        })
+        .collect();
+    std::fs::remove_dir_all(&dir).unwrap();
+    Some(Planted { modules })
 }
 
 impl Planted {
     fn module(&self, name: &str) -> ModuleFacts {
-        let ptxas = self
-            .ptxas
+        self.modules
             .iter()
-            .filter(|k| k.kernel == name)
-            .cloned()
-            .collect();
-        facts::read_module(
-            &self.cuobjdump,
-            name,
-            false,
-            &self.dir.join(format!("{name}.fatbin")),
-            ptxas,
-        )
-        .unwrap()
+            .find(|m| m.name == name)
+            .unwrap()
+            .clone()
     }
 }
 

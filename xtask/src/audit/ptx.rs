@@ -173,9 +173,9 @@ pub(crate) fn parse_ptx(text: &str) -> Result<PtxModule, String> {
         if let Some(v) = trimmed.strip_prefix(".version") {
             module.version = module.version.or(PtxIsa::parse(v));
         } else if [".target", ".address_size", ".file", ".loc"]
-            .iter()
-            .any(|d| trimmed.starts_with(d))
+            .contains(&trimmed.split_whitespace().next().unwrap_or_default())
         {
+            // `.loc 1 25 5` (but not `.local ...;`, which ends with `;`).
         } else {
             body.push_str(line);
             body.push('\n');
@@ -447,6 +447,7 @@ mod tests {
 {
 	.reg .pred 	%p<2>;
 	.reg .f32 	%f<65>;
+	.local .align 4 .b8 	__local_depot0[8];
 	.loc	1 25 5
 	cvt.f64.f32 %fd1, %f64;  /* a block comment; with a brace { */
 	@%p1 bra 	$L__BB0_2;

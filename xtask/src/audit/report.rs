@@ -37,6 +37,15 @@ pub(crate) fn audit(
         violations.extend(checks::check_resources(budgets, module));
         violations.extend(checks::check_driver_floor(budgets, module));
         violations.extend(checks::check_f64(budgets, module));
+        if module.ptx.is_empty() {
+            // Parameters and f64 are read from PTX; SASS alone carries neither
+            // in a form this audit reads.
+            not_audited.push(format!(
+                "{}: no PTX in the binary, so its ABI and f64 were not checked \
+                 (audit a spec with a virtual arch, e.g. sm_80,sm_90)",
+                module.name
+            ));
+        }
         if module.is_static {
             not_audited.push(format!(
                 "{}: static library; ABI not audited (its kernels are CUB's, launched from host code, \
