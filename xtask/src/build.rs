@@ -74,6 +74,15 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         validate_spec_or_exit(root, spec, "--arch");
     }
     let started = Instant::now();
+    let manifest = build_workspace(root, args.arch.as_deref(), args.release)?;
+    print!("{}", report(&manifest, &Cuobjdump::find(root)));
+    println!("built in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// `cargo build --workspace` with `KILN_CUDA_ARCHS=spec` (when given); returns
+/// the manifest cuda-sys's build script wrote.
+pub(crate) fn build_workspace(root: &Path, spec: Option<&str>, release: bool) -> Result<Manifest> {
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
         .current_dir(root)
@@ -83,10 +92,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
             "--message-format=json-render-diagnostics",
         ])
         .stdout(Stdio::piped());
-    if args.release {
+    if release {
         cargo.arg("--release");
     }
-    if let Some(spec) = &args.arch {
+    if let Some(spec) = spec {
         cargo.env("KILN_CUDA_ARCHS", spec);
     }
     let output = cargo
@@ -98,10 +107,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     }
     let out_dir = cuda_sys_out_dir(&String::from_utf8_lossy(&output.stdout))
         .context("cargo did not report cuda-sys's build script output")?;
-    let manifest = Manifest::read(&out_dir.join(cuda_build::manifest::MANIFEST_FILE))?;
-    print!("{}", report(&manifest, &Cuobjdump::find(root)));
-    println!("built in {:.1} s", started.elapsed().as_secs_f64());
-    Ok(())
+    Ok(Manifest::read(
+        &out_dir.join(cuda_build::manifest::MANIFEST_FILE),
+    )?)
 }
 
 /// The OUT_DIR of cuda-sys's build script, from cargo's JSON messages.
@@ -130,6 +138,11 @@ impl Cuobjdump {
                 .map(|tk| tk.tool("cuobjdump"))
                 .filter(|p| p.is_file()),
         )
+    }
+
+    /// The tool, when the toolkit has one.
+    pub(crate) fn path(&self) -> Option<&Path> {
+        self.0.as_deref()
     }
 
     /// `(sass, ptx)` arch lists inside `file`, e.g. `(["sm_80","sm_90"], ["sm_90"])`.

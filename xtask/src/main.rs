@@ -4,6 +4,7 @@
 //! To add a subcommand: a module with `pub(crate) fn run(args: cli::Args)`,
 //! a row in [`COMMANDS`] and an arm in [`dispatch`].
 
+mod audit;
 mod build;
 mod bundle;
 mod ci;
@@ -36,6 +37,10 @@ const COMMANDS: &[(&str, &str)] = &[
     (
         "doctor",
         "  toolkit, archs, libclang, driver and GPUs, what the default build makes",
+    ),
+    (
+        "ptx-audit",
+        "[--arch SPEC] [--json FILE]  build, then check every kernel's archs, budgets, PTX ISA, f64, ABI",
     ),
     (
         "toolkit",
@@ -71,6 +76,7 @@ fn dispatch(command: Option<&str>, rest: Vec<String>) -> anyhow::Result<()> {
         Some("codegen") => codegen::run(&root, &rest),
         Some("gpu-bundle") => bundle::run(&root, args("gpu-bundle")),
         Some("doctor") => doctor::run(&root, &rest),
+        Some("ptx-audit") => audit::run(&root, &rest),
         Some("toolkit") => toolkit::run(args("toolkit")),
         Some("ci-cpu") => ci::run(args("ci-cpu")),
         Some("help" | "--help" | "-h") => {

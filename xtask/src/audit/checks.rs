@@ -1,0 +1,768 @@
+//! The five checks (coverage, resources, driver floor, f64, ABI) as pure
+//! functions over what was read from the fat binaries, the budgets and the
+//! Rust declarations; and the per kernel x arch rows of the report.
+
+use std::collections::BTreeSet;
+
+use cuda_build::resources::KernelResources;
+use cuda_sys::KernelInfo;
+use serde::Serialize;
+
+use super::budgets::{Budgets, Limit};
+use super::ptx::{PtxFunction, PtxIsa, PtxModule};
+use super::sass::SassFunction;
+
+/// The archs the build was asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Requested {
+    /// The spec as written (`sm_80,sm_90`).
+    pub(crate) spec: String,
+    /// Where it came from (`KILN_CUDA_ARCHS`).
+    pub(crate) origin: String,
+    /// Real archs that must have SASS (`sm_80`).
+    pub(crate) sass: Vec<String>,
+    /// Virtual archs that must have PTX (`compute_90`).
+    pub(crate) ptx: Vec<String>,
+}
+
+/// Everything read from one module's fat binary (or static library).
+#[derive(Debug, Clone)]
+pub(crate) struct ModuleFacts {
+    /// The `.cu` stem.
+    pub(crate) name: String,
+    /// A static library: host code plus whatever kernels it instantiates
+    /// (CUB's), which have no Rust declarations.
+    pub(crate) is_static: bool,
+    /// PTX per virtual arch (`compute_90`).
+    pub(crate) ptx: Vec<(String, PtxModule)>,
+    /// The ELFs' resource tables.
+    pub(crate) sass: Vec<SassFunction>,
+    /// ptxas's report from the build, the only source of spill counts.
+    pub(crate) ptxas: Vec<KernelResources>,
+}
+
+impl ModuleFacts {
+    /// Kernel names: the PTX `.entry`s and ptxas's entry functions, or the
+    /// ELF functions when neither is there. Sorted.
+    pub(crate) fn kernels(&self) -> Vec<String> {
+        let mut names: BTreeSet<String> = self
+            .ptx
+            .iter()
+            .flat_map(|(_, m)| m.entry_names().map(str::to_string))
+            .chain(self.ptxas.iter().map(|k| k.kernel.clone()))
+            .collect();
+        if names.is_empty() {
+            names = self.sass.iter().map(|f| f.function.clone()).collect();
+        }
+        names.into_iter().collect()
+    }
+
+    fn sass_of(&self, kernel: &str, arch: &str) -> Option<&SassFunction> {
+        self.sass
+            .iter()
+            .find(|f| f.function == kernel && f.arch == arch)
+    }
+
+    fn ptxas_of(&self, kernel: &str, arch: &str) -> Option<&KernelResources> {
+        self.ptxas
+            .iter()
+            .find(|k| k.kernel == kernel && k.arch == arch)
+    }
+
+    fn ptx_of(&self, arch: &str) -> Option<&PtxModule> {
+        self.ptx.iter().find(|(a, _)| a == arch).map(|(_, m)| m)
+    }
+
+    /// Real archs with an ELF, and virtual archs with PTX, as numbers.
+    fn arch_numbers(&self) -> BTreeSet<u32> {
+        self.sass
+            .iter()
+            .map(|f| f.arch.as_str())
+            .chain(self.ptx.iter().map(|(a, _)| a.as_str()))
+            .filter_map(arch_number)
+            .collect()
+    }
+}
+
+/// `90` for `sm_90` or `compute_90`; `90` for `sm_90a` too (family suffixes
+/// share a row with the base arch).
+pub(crate) fn arch_number(arch: &str) -> Option<u32> {
+    let digits = arch
+        .strip_prefix("sm_")
+        .or_else(|| arch.strip_prefix("compute_"))?;
+    digits.trim_end_matches(char::is_alphabetic).parse().ok()
+}
+
+/// Which check a violation comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Check {
+    Coverage,
+    Resources,
+    DriverFloor,
+    F64,
+    Abi,
+    Budgets,
+}
+
+impl Check {
+    /// The word the table's verdict column uses.
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Check::Coverage => "missing",
+            Check::Resources => "budget",
+            Check::DriverFloor => "ptx-isa",
+            Check::F64 => "f64",
+            Check::Abi => "abi",
+            Check::Budgets => "budgets",
+        }
+    }
+}
+
+/// One failed check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Violation {
+    pub(crate) check: Check,
+    pub(crate) module: String,
+    /// `None`: the whole module (or no module's kernel).
+    pub(crate) kernel: Option<String>,
+    /// `None`: every arch.
+    pub(crate) arch: Option<String>,
+    /// One line naming the kernel, the arch, the numbers and the governing
+    /// budget line or header.
+    pub(crate) message: String,
+}
+
+impl Violation {
+    fn new(check: Check, module: &str, kernel: Option<&str>, arch: Option<&str>) -> Self {
+        Self {
+            check,
+            module: module.to_string(),
+            kernel: kernel.map(str::to_string),
+            arch: arch.map(str::to_string),
+            message: String::new(),
+        }
+    }
+
+    fn says(mut self, message: String) -> Self {
+        self.message = message;
+        self
+    }
+
+    /// Whether this violation concerns the row (module, kernel, arch number).
+    pub(crate) fn concerns(&self, module: &str, kernel: &str, arch: u32) -> bool {
+        self.module == module
+            && self.kernel.as_deref().is_none_or(|k| k == kernel)
+            && self
+                .arch
+                .as_deref()
+                .is_none_or(|a| arch_number(a) == Some(arch))
+    }
+}
+
+/// 1. Every kernel has SASS for every requested real arch and PTX for every
+///    requested virtual arch.
+pub(crate) fn check_coverage(requested: &Requested, module: &ModuleFacts) -> Vec<Violation> {
+    let why = format!("arch spec `{}` from {}", requested.spec, requested.origin);
+    let mut out = Vec::new();
+    for kernel in module.kernels() {
+        for arch in &requested.sass {
+            if module.sass_of(&kernel, arch).is_none() {
+                out.push(
+                    Violation::new(Check::Coverage, &module.name, Some(&kernel), Some(arch)).says(
+                        format!("{kernel} {arch}: no SASS in the fat binary ({why})"),
+                    ),
+                );
+            }
+        }
+        for arch in &requested.ptx {
+            if module.ptx_of(arch).and_then(|m| m.entry(&kernel)).is_none() {
+                out.push(
+                    Violation::new(Check::Coverage, &module.name, Some(&kernel), Some(arch))
+                        .says(format!("{kernel} {arch}: no PTX in the fat binary ({why})")),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// What the resource check and the table read for one kernel on one real
+/// arch: the ELF's resource table, with ptxas's spill counts and static
+/// shared memory (the ELF's shared figure on sm_90 adds the 1 KiB the system
+/// reserves per block, which no kernel can budget away).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub(crate) struct Resources {
+    pub(crate) registers: u32,
+    /// `None` when ptxas's report is missing (static libraries).
+    pub(crate) spill_store_bytes: Option<u32>,
+    pub(crate) spill_load_bytes: Option<u32>,
+    pub(crate) shared_bytes: u32,
+    /// Stack frame plus other local memory, per thread.
+    pub(crate) local_bytes: u32,
+}
+
+fn resources(module: &ModuleFacts, kernel: &str, arch: &str) -> Option<Resources> {
+    let elf = module.sass_of(kernel, arch)?;
+    let ptxas = module.ptxas_of(kernel, arch);
+    Some(Resources {
+        registers: elf.registers,
+        spill_store_bytes: ptxas.map(|p| p.spill_store_bytes),
+        spill_load_bytes: ptxas.map(|p| p.spill_load_bytes),
+        shared_bytes: ptxas.map_or(elf.shared_bytes, |p| p.shared_bytes),
+        local_bytes: elf.stack_bytes + elf.local_bytes,
+    })
+}
+
+/// 2. Registers, spills, local and static shared memory within budget.
+pub(crate) fn check_resources(budgets: &Budgets, module: &ModuleFacts) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for kernel in module.kernels() {
+        let mut archs: Vec<&str> = module.sass.iter().map(|f| f.arch.as_str()).collect();
+        archs.sort();
+        archs.dedup();
+        for arch in archs {
+            let Some(r) = resources(module, &kernel, arch) else {
+                continue;
+            };
+            let mut over = |what: &str, value: Option<u32>, limit: Limit<u32>| {
+                if let Some(value) = value.filter(|v| *v > limit.value) {
+                    out.push(
+                        Violation::new(Check::Resources, &module.name, Some(&kernel), Some(arch))
+                            .says(format!(
+                                "{kernel} {arch}: {value} {what} > {} allowed ({})",
+                                limit.value, limit.source
+                            )),
+                    );
+                }
+            };
+            over(
+                "registers",
+                Some(r.registers),
+                budgets.max_registers(&kernel),
+            );
+            over(
+                "bytes spill stores",
+                r.spill_store_bytes,
+                budgets.max_spill_bytes(&kernel),
+            );
+            over(
+                "bytes spill loads",
+                r.spill_load_bytes,
+                budgets.max_spill_bytes(&kernel),
+            );
+            over(
+                "bytes local memory",
+                Some(r.local_bytes),
+                budgets.max_local_bytes(&kernel),
+            );
+            over(
+                "bytes static shared memory",
+                Some(r.shared_bytes),
+                budgets.max_shared_bytes(&kernel),
+            );
+        }
+    }
+    out
+}
+
+/// 3. No PTX newer than the oldest supported driver can JIT.
+pub(crate) fn check_driver_floor(budgets: &Budgets, module: &ModuleFacts) -> Vec<Violation> {
+    let floor = budgets.driver.max_ptx_isa;
+    let mut out = Vec::new();
+    for (arch, ptx) in &module.ptx {
+        let v = Violation::new(Check::DriverFloor, &module.name, None, Some(arch));
+        match ptx.version {
+            Some(isa) if isa > floor => out.push(v.says(format!(
+                "{} {arch}: PTX ISA {isa} > {floor}, which CUDA {} drivers cannot JIT ({})",
+                module.name,
+                budgets.driver.min_cuda,
+                budgets.ptx_isa_source()
+            ))),
+            Some(_) => {}
+            None => out.push(v.says(format!(
+                "{} {arch}: PTX without a .version directive (cuobjdump --dump-ptx shows it)",
+                module.name
+            ))),
+        }
+    }
+    out
+}
+
+/// 4. No f64 instruction in a kernel (or a `.func` it calls) unless the
+///    kernel is allowed doubles; and none in a `.func` no kernel calls.
+pub(crate) fn check_f64(budgets: &Budgets, module: &ModuleFacts) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (arch, ptx) in &module.ptx {
+        let mut reached: BTreeSet<&str> = BTreeSet::new();
+        for entry in ptx
+            .functions
+            .iter()
+            .filter(|f| f.kind == super::ptx::FunctionKind::Entry)
+        {
+            let callees = ptx.callees(entry);
+            reached.extend(callees.iter().map(|f| f.name.as_str()));
+            let allow = budgets.allow_f64(&entry.name);
+            if allow.value {
+                continue;
+            }
+            let mut places = Vec::new();
+            if !entry.f64_opcodes.is_empty() {
+                places.push(f64_place(entry, None));
+            }
+            for func in callees.iter().filter(|f| !f.f64_opcodes.is_empty()) {
+                places.push(f64_place(func, Some(&entry.name)));
+            }
+            if !places.is_empty() {
+                out.push(
+                    Violation::new(Check::F64, &module.name, Some(&entry.name), Some(arch)).says(
+                        format!(
+                            "{} {arch}: f64 instructions {}; allow_f64 is false ({})",
+                            entry.name,
+                            places.join(", "),
+                            allow.source
+                        ),
+                    ),
+                );
+            }
+        }
+        for func in ptx.functions.iter().filter(|f| {
+            f.kind == super::ptx::FunctionKind::Func
+                && !f.f64_opcodes.is_empty()
+                && !reached.contains(f.name.as_str())
+        }) {
+            out.push(
+                Violation::new(Check::F64, &module.name, None, Some(arch)).says(format!(
+                    "{} {arch}: f64 instructions in .func {} ({}), which no kernel calls directly; \
+                     make it f32 or allow_f64 the kernels that reach it",
+                    module.name,
+                    func.name,
+                    func.f64_opcodes.join(" ")
+                )),
+            );
+        }
+    }
+    out
+}
+
+fn f64_place(function: &PtxFunction, called_from: Option<&str>) -> String {
+    let opcodes = function.f64_opcodes.join(" ");
+    match called_from {
+        None => format!("({opcodes})"),
+        Some(_) => format!("in .func {} ({opcodes})", function.name),
+    }
+}
+
+/// 5. Each fat-binary kernel's PTX parameters match its Rust declaration, and
+///    every declaration has a kernel.
+pub(crate) fn check_abi(modules: &[ModuleFacts], declared: &[KernelInfo]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut found: BTreeSet<&str> = BTreeSet::new();
+    for module in modules.iter().filter(|m| !m.is_static) {
+        for kernel in module.kernels() {
+            let Some(decl) = declared.iter().find(|d| d.name == kernel) else {
+                out.push(
+                    Violation::new(Check::Abi, &module.name, Some(&kernel), None).says(format!(
+                        "{kernel}: kernel in the {} fat binary has no Rust declaration \
+                         (declare it with KILN_KERNEL in kernels/include/, then run cargo xtask codegen)",
+                        module.name
+                    )),
+                );
+                continue;
+            };
+            found.insert(decl.name);
+            // Every arch's PTX is checked; one message per distinct mismatch.
+            let mut messages: Vec<String> = Vec::new();
+            for (_, ptx) in &module.ptx {
+                if let Some(entry) = ptx.entry(&kernel) {
+                    for m in abi_mismatches(entry, decl) {
+                        if !messages.contains(&m) {
+                            messages.push(m);
+                        }
+                    }
+                }
+            }
+            out.extend(
+                messages
+                    .into_iter()
+                    .map(|m| Violation::new(Check::Abi, &module.name, Some(&kernel), None).says(m)),
+            );
+        }
+    }
+    for decl in declared.iter().filter(|d| !found.contains(d.name)) {
+        out.push(
+            Violation::new(Check::Abi, "", Some(decl.name), None).says(format!(
+                "{}: declared in kernels/include/{} but no fat binary has the kernel \
+                 (define it in a kernels/*.cu or remove the declaration)",
+                decl.name, decl.header
+            )),
+        );
+    }
+    out
+}
+
+/// Differences between one PTX entry's `.param`s and a declaration.
+pub(crate) fn abi_mismatches(entry: &PtxFunction, decl: &KernelInfo) -> Vec<String> {
+    let header = format!("kernels/include/{}", decl.header);
+    let name = &entry.name;
+    if entry.params.len() != decl.param_layout.len() {
+        return vec![format!(
+            "{name}: {} params in PTX but {} in Rust ({header})",
+            entry.params.len(),
+            decl.param_layout.len()
+        )];
+    }
+    let mut out = Vec::new();
+    for (i, (ptx, &(size, align))) in entry.params.iter().zip(decl.param_layout).enumerate() {
+        let param = match decl.param_names.get(i) {
+            Some(n) => format!("param {i} ({n})"),
+            None => format!("param {i}"),
+        };
+        if ptx.size != size {
+            out.push(format!(
+                "{name}: {param} is {} bytes in PTX but {size} bytes in Rust ({header})",
+                ptx.size
+            ));
+        } else if ptx.align != align {
+            out.push(format!(
+                "{name}: {param} is {}-byte aligned in PTX but {align}-byte aligned in Rust ({header})",
+                ptx.align
+            ));
+        }
+    }
+    out
+}
+
+/// `[kernel.NAME]` tables that name no kernel: stale budgets hide nothing
+/// today but would silently apply to a future kernel of that name.
+pub(crate) fn check_budget_names(budgets: &Budgets, modules: &[ModuleFacts]) -> Vec<Violation> {
+    let kernels: BTreeSet<String> = modules.iter().flat_map(ModuleFacts::kernels).collect();
+    budgets
+        .kernel
+        .keys()
+        .filter(|name| !kernels.contains(*name))
+        .map(|name| {
+            Violation::new(Check::Budgets, "", Some(name), None).says(format!(
+                "{} [kernel.{name}] names no kernel in the build; remove or rename the table",
+                budgets.origin
+            ))
+        })
+        .collect()
+}
+
+/// One row of the table: a kernel on one arch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Row {
+    pub(crate) module: String,
+    pub(crate) is_static: bool,
+    pub(crate) kernel: String,
+    /// `sm_90`.
+    pub(crate) arch: String,
+    /// SASS resources; `None` when there is no SASS for the arch.
+    pub(crate) resources: Option<Resources>,
+    /// The ISA of the PTX for the same arch number, if any is embedded.
+    pub(crate) ptx_isa: Option<PtxIsa>,
+    /// Checks that failed for this row, in [`Check`] order.
+    pub(crate) failed: Vec<Check>,
+}
+
+/// Rows for every kernel on every arch the module has or was asked for.
+pub(crate) fn rows(
+    requested: &Requested,
+    module: &ModuleFacts,
+    violations: &[Violation],
+) -> Vec<Row> {
+    let mut numbers = module.arch_numbers();
+    numbers.extend(
+        requested
+            .sass
+            .iter()
+            .chain(&requested.ptx)
+            .filter_map(|a| arch_number(a)),
+    );
+    let mut out = Vec::new();
+    for kernel in module.kernels() {
+        for &n in &numbers {
+            let sass_arch = module
+                .sass
+                .iter()
+                .map(|f| f.arch.as_str())
+                .find(|a| arch_number(a) == Some(n))
+                .map_or_else(|| format!("sm_{n}"), str::to_string);
+            let ptx_isa = module
+                .ptx
+                .iter()
+                .find(|(a, m)| arch_number(a) == Some(n) && m.entry(&kernel).is_some())
+                .and_then(|(_, m)| m.version);
+            let mut failed: Vec<Check> = violations
+                .iter()
+                .filter(|v| v.concerns(&module.name, &kernel, n))
+                .map(|v| v.check)
+                .collect();
+            failed.sort();
+            failed.dedup();
+            out.push(Row {
+                module: module.name.clone(),
+                is_static: module.is_static,
+                kernel: kernel.clone(),
+                resources: resources(module, &kernel, &sass_arch),
+                arch: sass_arch,
+                ptx_isa,
+                failed,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::ptx::parse_ptx;
+
+    const BUDGETS: &str = r#"
+[driver]
+min_cuda = "13.0"
+max_ptx_isa = "9.0"
+[default]
+max_registers = 64
+max_shared_bytes = 4096
+[kernel.roomy]
+max_registers = 128
+max_spill_bytes = 8
+"#;
+
+    fn budgets() -> Budgets {
+        Budgets::parse(BUDGETS, "ci/budgets.toml").unwrap()
+    }
+
+    fn ptx(version: &str, entries: &str) -> PtxModule {
+        parse_ptx(&format!(".version {version}\n.target sm_90\n{entries}")).unwrap()
+    }
+
+    const VECTOR_ADD: &str = "
+.visible .entry vector_add(
+.param .u64 vector_add_param_0,
+.param .u64 vector_add_param_1,
+.param .u64 vector_add_param_2,
+.param .u32 vector_add_param_3
+)
+{
+ret;
+}
+";
+
+    fn elf(arch: &str, function: &str, registers: u32, stack: u32) -> SassFunction {
+        SassFunction {
+            arch: arch.into(),
+            function: function.into(),
+            registers,
+            stack_bytes: stack,
+            local_bytes: 0,
+            shared_bytes: 0,
+        }
+    }
+
+    fn ptxas(arch: &str, kernel: &str, spill: u32) -> KernelResources {
+        KernelResources {
+            kernel: kernel.into(),
+            arch: arch.into(),
+            registers: 0,
+            stack_bytes: 0,
+            spill_store_bytes: spill,
+            spill_load_bytes: spill,
+            shared_bytes: 0,
+            barriers: 0,
+        }
+    }
+
+    fn module(ptx: Vec<(&str, PtxModule)>, sass: Vec<SassFunction>) -> ModuleFacts {
+        ModuleFacts {
+            name: "vector_add".into(),
+            is_static: false,
+            ptx: ptx.into_iter().map(|(a, m)| (a.to_string(), m)).collect(),
+            sass,
+            ptxas: Vec::new(),
+        }
+    }
+
+    fn requested() -> Requested {
+        Requested {
+            spec: "sm_80,sm_90".into(),
+            origin: "--arch".into(),
+            sass: vec!["sm_80".into(), "sm_90".into()],
+            ptx: vec!["compute_90".into()],
+        }
+    }
+
+    fn messages(v: Vec<Violation>) -> Vec<String> {
+        v.into_iter().map(|v| v.message).collect()
+    }
+
+    const VECTOR_ADD_DECL: KernelInfo = KernelInfo {
+        name: "vector_add",
+        header: "vector_add.h",
+        param_names: &["a", "b", "c", "n"],
+        param_layout: &[(8, 8), (8, 8), (8, 8), (4, 4)],
+    };
+
+    #[test]
+    fn coverage_names_each_missing_arch() {
+        let m = module(
+            vec![("compute_80", ptx("9.0", VECTOR_ADD))],
+            vec![elf("sm_80", "vector_add", 16, 0)],
+        );
+        assert_eq!(
+            messages(check_coverage(&requested(), &m)),
+            [
+                "vector_add sm_90: no SASS in the fat binary (arch spec `sm_80,sm_90` from --arch)",
+                "vector_add compute_90: no PTX in the fat binary (arch spec `sm_80,sm_90` from --arch)",
+            ]
+        );
+    }
+
+    #[test]
+    fn resources_name_the_budget_line() {
+        let mut m = module(
+            vec![],
+            vec![
+                elf("sm_90", "vector_add", 72, 16),
+                elf("sm_90", "roomy", 72, 0),
+            ],
+        );
+        m.ptxas = vec![ptxas("sm_90", "vector_add", 4), ptxas("sm_90", "roomy", 8)];
+        assert_eq!(
+            messages(check_resources(&budgets(), &m)),
+            [
+                "vector_add sm_90: 72 registers > 64 allowed (ci/budgets.toml [default] max_registers)",
+                "vector_add sm_90: 4 bytes spill stores > 0 allowed (ci/budgets.toml [default] max_spill_bytes)",
+                "vector_add sm_90: 4 bytes spill loads > 0 allowed (ci/budgets.toml [default] max_spill_bytes)",
+                "vector_add sm_90: 16 bytes local memory > 0 allowed (ci/budgets.toml [default] max_local_bytes)",
+            ]
+        );
+    }
+
+    #[test]
+    fn driver_floor() {
+        let m = module(vec![("compute_90", ptx("9.1", VECTOR_ADD))], vec![]);
+        assert_eq!(
+            messages(check_driver_floor(&budgets(), &m)),
+            ["vector_add compute_90: PTX ISA 9.1 > 9.0, which CUDA 13.0 drivers cannot JIT (ci/budgets.toml [driver] max_ptx_isa)"]
+        );
+        let ok = module(vec![("compute_90", ptx("8.7", VECTOR_ADD))], vec![]);
+        assert!(check_driver_floor(&budgets(), &ok).is_empty());
+    }
+
+    #[test]
+    fn f64_in_entries_called_funcs_and_stray_funcs() {
+        let text = "
+.func (.param .b64 r) twice(.param .b64 x)
+{
+add.f64 %fd1, %fd1, %fd1;
+ret;
+}
+.func stray()
+{
+sqrt.rn.f64 %fd1, %fd1;
+ret;
+}
+.visible .entry roomy()
+{
+call.uni (r), twice, (p);
+ret;
+}
+.visible .entry half(.param .u64 p)
+{
+cvt.f64.f32 %fd1, %f1;
+mul.f64 %fd2, %fd1, 0d3FE0000000000000;
+call.uni (r), twice, (p);
+ret;
+}
+";
+        let mut b = budgets();
+        b.kernel.get_mut("roomy").unwrap().allow_f64 = Some(true);
+        let m = module(vec![("compute_90", ptx("9.0", text))], vec![]);
+        assert_eq!(
+            messages(check_f64(&b, &m)),
+            [
+                "half compute_90: f64 instructions (cvt.f64.f32 mul.f64), in .func twice (add.f64); allow_f64 is false (ci/budgets.toml [default] allow_f64)",
+                "vector_add compute_90: f64 instructions in .func stray (sqrt.rn.f64), which no kernel calls directly; make it f32 or allow_f64 the kernels that reach it",
+            ]
+        );
+    }
+
+    #[test]
+    fn abi_mismatches_name_param_and_header() {
+        let m = module(vec![("compute_90", ptx("9.0", VECTOR_ADD))], vec![]);
+        assert!(check_abi(std::slice::from_ref(&m), &[VECTOR_ADD_DECL]).is_empty());
+        let narrow = KernelInfo {
+            param_layout: &[(8, 8), (8, 8), (8, 8), (8, 8)],
+            ..VECTOR_ADD_DECL
+        };
+        let short = KernelInfo {
+            param_layout: &[(8, 8), (8, 8), (8, 8)],
+            ..VECTOR_ADD_DECL
+        };
+        let unbuilt = KernelInfo {
+            name: "gone",
+            header: "gone.h",
+            ..VECTOR_ADD_DECL
+        };
+        let desc = parse_ptx(
+            ".visible .entry vector_add(.param .u64 a, .param .u64 b, .param .align 16 .b8 c[32], .param .u32 n)\n{\nret;\n}",
+        )
+        .unwrap();
+        let misaligned = KernelInfo {
+            param_layout: &[(8, 8), (8, 8), (32, 8), (4, 4)],
+            ..VECTOR_ADD_DECL
+        };
+        assert_eq!(
+            abi_mismatches(m.ptx[0].1.entry("vector_add").unwrap(), &narrow),
+            ["vector_add: param 3 (n) is 4 bytes in PTX but 8 bytes in Rust (kernels/include/vector_add.h)"]
+        );
+        assert_eq!(
+            abi_mismatches(m.ptx[0].1.entry("vector_add").unwrap(), &short),
+            ["vector_add: 4 params in PTX but 3 in Rust (kernels/include/vector_add.h)"]
+        );
+        assert_eq!(
+            abi_mismatches(desc.entry("vector_add").unwrap(), &misaligned),
+            ["vector_add: param 2 (c) is 16-byte aligned in PTX but 8-byte aligned in Rust (kernels/include/vector_add.h)"]
+        );
+        assert_eq!(
+            messages(check_abi(&[m], &[unbuilt])),
+            [
+                "vector_add: kernel in the vector_add fat binary has no Rust declaration (declare it with KILN_KERNEL in kernels/include/, then run cargo xtask codegen)",
+                "gone: declared in kernels/include/gone.h but no fat binary has the kernel (define it in a kernels/*.cu or remove the declaration)",
+            ]
+        );
+    }
+
+    #[test]
+    fn stale_budget_tables_are_reported() {
+        let m = module(vec![("compute_90", ptx("9.0", VECTOR_ADD))], vec![]);
+        assert_eq!(
+            messages(check_budget_names(&budgets(), &[m])),
+            ["ci/budgets.toml [kernel.roomy] names no kernel in the build; remove or rename the table"]
+        );
+    }
+
+    #[test]
+    fn rows_carry_their_failures() {
+        let m = module(
+            vec![("compute_90", ptx("9.0", VECTOR_ADD))],
+            vec![elf("sm_80", "vector_add", 16, 0)],
+        );
+        let v = check_coverage(&requested(), &m);
+        let rows = rows(&requested(), &m, &v);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            (rows[0].arch.as_str(), rows[0].failed.as_slice()),
+            ("sm_80", &[][..])
+        );
+        assert_eq!(rows[0].resources.unwrap().registers, 16);
+        assert_eq!(rows[1].arch, "sm_90");
+        assert_eq!(rows[1].failed, [Check::Coverage]);
+        assert_eq!(rows[1].ptx_isa.unwrap().to_string(), "9.0");
+        assert!(rows[1].resources.is_none());
+    }
+}

@@ -1,0 +1,97 @@
+//! The thin layer that runs cuobjdump: reads one fat binary (or static
+//! library) into [`ModuleFacts`] for the pure checks, and a build manifest
+//! into the facts of every module.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use cuda_build::config::LinkMode;
+use cuda_build::resources::KernelResources;
+use cuda_build::Manifest;
+
+use super::checks::{ModuleFacts, Requested};
+use super::ptx::{parse_ptx, split_ptx_dump};
+use super::sass::parse_resource_usage;
+
+/// `cuobjdump FLAG file`'s stdout.
+fn cuobjdump(tool: &Path, flag: &str, file: &Path) -> Result<String> {
+    let out = Command::new(tool)
+        .arg(flag)
+        .arg(file)
+        .output()
+        .with_context(|| format!("cannot run {}", tool.display()))?;
+    if !out.status.success() {
+        bail!(
+            "cuobjdump {flag} {} failed ({}): {}; rebuild with cargo xtask build",
+            file.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Reads one module's binary with `--dump-resource-usage` and `--dump-ptx`.
+/// `ptxas` is the build's ptxas report for it (spill counts).
+pub(crate) fn read_module(
+    tool: &Path,
+    name: &str,
+    is_static: bool,
+    file: &Path,
+    ptxas: Vec<KernelResources>,
+) -> Result<ModuleFacts> {
+    let sass = parse_resource_usage(&cuobjdump(tool, "--dump-resource-usage", file)?);
+    let mut ptx = Vec::new();
+    for section in split_ptx_dump(&cuobjdump(tool, "--dump-ptx", file)?) {
+        let module = parse_ptx(&section.text)
+            .map_err(|e| anyhow::anyhow!("cannot read the {} PTX of {name}: {e}", section.arch))?;
+        ptx.push((section.arch, module));
+    }
+    Ok(ModuleFacts {
+        name: name.to_string(),
+        is_static,
+        ptx,
+        sass,
+        ptxas,
+    })
+}
+
+/// The archs a manifest's build was asked for.
+pub(crate) fn requested(manifest: &Manifest) -> Requested {
+    Requested {
+        spec: manifest.arch_spec.clone(),
+        origin: manifest.arch_origin.clone(),
+        sass: manifest.sass.clone(),
+        ptx: manifest.ptx.clone(),
+    }
+}
+
+/// Facts of every module of a GPU build.
+pub(crate) fn read_manifest(tool: &Path, manifest: &Manifest) -> Result<Vec<ModuleFacts>> {
+    if !manifest.cuda_enabled {
+        bail!(
+            "the build made no GPU code ({}); run `cargo xtask toolkit install`",
+            manifest.cpu_only_reason.as_deref().unwrap_or("no toolkit")
+        );
+    }
+    manifest
+        .modules
+        .iter()
+        .map(|m| {
+            let file = m.output.as_deref().with_context(|| {
+                format!(
+                    "the manifest lists no output for module {}; rebuild",
+                    m.name
+                )
+            })?;
+            read_module(
+                tool,
+                &m.name,
+                m.link == LinkMode::Static,
+                file,
+                m.kernels.clone(),
+            )
+        })
+        .collect()
+}
