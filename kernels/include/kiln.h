@@ -19,6 +19,7 @@
 /* bindgen may run on a libclang without its resource headers (the PyPI
  * wheel); clang predefines the type, and bindgen maps size_t to usize. */
 typedef __SIZE_TYPE__ size_t;
+#  define offsetof(type, field) __builtin_offsetof(type, field)
 #else
 #  include <stddef.h>
 #endif
