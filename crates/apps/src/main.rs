@@ -2,19 +2,27 @@
 //!
 //! ```text
 //! apps vadd [--n N] [--reps R] [--backend auto|cpu|cuda]
+//! apps anneal [--small|--large] [--n N] [--d D] [--m M] [--iters I] [--tol T]
+//!              [--seed S] [--npy FILE] [--backend auto|cpu|cuda] [--compare]
 //! apps devices
 //! ```
 
-use anyhow::{bail, Context, Result};
-use apps::{describe_backend, vadd, Rng};
-use gpu_core::Backend;
+use std::time::Instant;
 
-const USAGE: &str = "usage: apps vadd [--n N] [--reps R] [--backend auto|cpu|cuda] | apps devices";
+use anyhow::{bail, Context, Result};
+use apps::anneal::{self, Params, Points};
+use apps::{describe_backend, vadd, Rng};
+use gpu_core::{Backend, BackendKind};
+
+const USAGE: &str = "usage: apps vadd [--n N] [--reps R] [--backend auto|cpu|cuda] | \
+apps anneal [--small|--large] [--n N] [--d D] [--m M] [--iters I] [--tol T] [--seed S] [--npy FILE] \
+[--backend auto|cpu|cuda] [--compare] | apps devices";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("vadd") => run_vadd(&args[1..]),
+        Some("anneal") => run_anneal(&args[1..]),
         Some("devices") => run_devices(),
         _ => {
             eprintln!("{USAGE}");
@@ -27,11 +35,24 @@ fn main() {
     }
 }
 
-/// `--name VALUE` pairs, refusing anything else.
+/// `--name VALUE` pairs, refusing anything else; `flags` take no value and
+/// come back as `(name, "")`.
 fn options<'a>(args: &'a [String], known: &[&str]) -> Result<Vec<(&'a str, &'a str)>> {
+    options_with_flags(args, known, &[])
+}
+
+fn options_with_flags<'a>(
+    args: &'a [String],
+    known: &[&str],
+    flags: &[&str],
+) -> Result<Vec<(&'a str, &'a str)>> {
     let mut pairs = Vec::new();
     let mut iter = args.iter();
     while let Some(name) = iter.next() {
+        if flags.contains(&name.as_str()) {
+            pairs.push((name.as_str(), ""));
+            continue;
+        }
         if !known.contains(&name.as_str()) {
             bail!("unknown option `{name}`; {USAGE}");
         }
@@ -94,6 +115,159 @@ fn run_vadd(args: &[String]) -> Result<()> {
         t.median_ms, t.gb_per_s
     );
     Ok(())
+}
+
+/// The backend a `--backend` value asks for (`auto` honours KILN_BACKEND).
+fn select_backend(choice: Option<&str>) -> Result<Backend> {
+    let choice = match choice {
+        Some("auto") | None => std::env::var(gpu_core::BACKEND_ENV).ok(),
+        Some(other) => Some(other.to_string()),
+    };
+    Ok(Backend::select(cuda_sys::modules::ALL, choice.as_deref())?)
+}
+
+fn parse<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
+    value
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{name} takes a number, not `{value}`"))
+}
+
+/// One backend's run of `apps anneal`.
+struct AnnealRun {
+    backend: String,
+    seconds: f64,
+    out: anneal::Output,
+}
+
+fn anneal_on(
+    backend: &Backend,
+    points: Points<'_>,
+    n: usize,
+    d: usize,
+    m: usize,
+    params: &Params,
+) -> Result<AnnealRun> {
+    println!("{}", describe_backend(backend));
+    let started = Instant::now();
+    let long = n * d * m > 1 << 28;
+    let mut progress = |it: u32, energy: f64, anchors: usize| {
+        if long && (it == 1 || it % 5 == 0) {
+            println!(
+                "  iteration {it:>3}: energy {energy:.6}, {anchors} anchors, {:.2} s",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    };
+    let out = anneal::run(backend, points, n, d, m, params, &mut progress)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let name = match backend.kind() {
+        BackendKind::Cuda => backend
+            .device()
+            .map_or("cuda".to_string(), |dev| format!("cuda ({})", dev.name)),
+        _ => format!("cpu ({} threads)", rayon::current_num_threads()),
+    };
+    Ok(AnnealRun {
+        backend: name,
+        seconds,
+        out,
+    })
+}
+
+fn run_anneal(args: &[String]) -> Result<()> {
+    let (mut n, mut d, mut m) = (1000usize, 64usize, 32usize);
+    let mut params = Params::default();
+    let (mut choice, mut compare, mut npy, mut seed) = (None, false, None, 42u64);
+    let known = [
+        "--n",
+        "--d",
+        "--m",
+        "--iters",
+        "--tol",
+        "--seed",
+        "--npy",
+        "--backend",
+    ];
+    for (name, value) in options_with_flags(args, &known, &["--small", "--large", "--compare"])? {
+        match name {
+            "--small" => (n, d, m) = (1000, 64, 32),
+            "--large" => (n, d, m) = (10_000, 128, 256),
+            "--compare" => compare = true,
+            "--n" => n = parse(name, value)?,
+            "--d" => d = parse(name, value)?,
+            "--m" => m = parse(name, value)?,
+            "--iters" => params.max_iters = parse(name, value)?,
+            "--tol" => params.tol = parse(name, value)?,
+            "--seed" => seed = parse(name, value)?,
+            "--npy" => npy = Some(value),
+            _ => choice = Some(value),
+        }
+    }
+    params.seed = seed;
+    let (values, f16_bits) = match npy {
+        Some(path) => load_npy(path, &mut n, &mut d)?,
+        None => (
+            anneal::synthetic_points(n, d, (m / 2).max(1), 0.25, seed),
+            None,
+        ),
+    };
+    let points = match &f16_bits {
+        Some(bits) => Points::F16(bits),
+        None => Points::F32(&values),
+    };
+    println!(
+        "anneal: {n} points x {d} dims, {m} initial anchors, up to {} iterations",
+        params.max_iters
+    );
+    let runs = if compare {
+        vec![
+            anneal_on(&Backend::cpu(), points, n, d, m, &params)?,
+            anneal_on(&select_backend(Some("cuda"))?, points, n, d, m, &params)?,
+        ]
+    } else {
+        vec![anneal_on(
+            &select_backend(choice)?,
+            points,
+            n,
+            d,
+            m,
+            &params,
+        )?]
+    };
+    println!(
+        "{:<32} {:>10} {:>6} {:>14} {:>8} {:>12}",
+        "backend", "time", "iters", "energy", "anchors", "compression"
+    );
+    for r in &runs {
+        println!(
+            "{:<32} {:>8.1} ms {:>6} {:>14.8} {:>8} {:>12.5}",
+            r.backend,
+            r.seconds * 1e3,
+            r.out.iterations,
+            r.out.energy,
+            r.out.m,
+            r.out.compression_ratio
+        );
+    }
+    if let [cpu, gpu] = runs.as_slice() {
+        let diff =
+            (gpu.out.energy - cpu.out.energy).abs() / cpu.out.energy.abs().max(f64::MIN_POSITIVE);
+        println!(
+            "speedup {:.1}x; energy difference {:.2e} relative; iterations {} vs {}; anchors {} vs {}",
+            cpu.seconds / gpu.seconds,
+            diff,
+            cpu.out.iterations,
+            gpu.out.iterations,
+            cpu.out.m,
+            gpu.out.m
+        );
+    }
+    Ok(())
+}
+
+/// Points from a `.npy` file; sets `n` and `d` from its shape.
+fn load_npy(path: &str, n: &mut usize, d: &mut usize) -> Result<(Vec<f32>, Option<Vec<u16>>)> {
+    let _ = (path, n, d);
+    bail!("--npy is not available in this build yet")
 }
 
 fn run_devices() -> Result<()> {

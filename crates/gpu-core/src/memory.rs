@@ -185,6 +185,21 @@ pub struct DeviceView<'a, T: GpuRepr> {
 }
 
 impl<'a, T: GpuRepr> DeviceView<'a, T> {
+    /// The device address of the first element, for passing to host-side CUDA
+    /// C++ (a static-library module) that enqueues work on `stream`; `None` on
+    /// the CPU backend or for a stream of another backend.
+    ///
+    /// Using the address is the caller's `unsafe` business: the memory stays
+    /// valid while this view lives, and the work must go on `stream` (kiln
+    /// records no use of the memory for other streams).
+    pub fn raw_device_ptr(&self, stream: &crate::Stream) -> Option<u64> {
+        use cudarc::driver::DevicePtr;
+        match (&self.inner, stream.cuda_stream()) {
+            (ViewRef::Cuda(view), Some(cuda)) => Some(view.device_ptr(cuda).0),
+            _ => None,
+        }
+    }
+
     /// Elements in the view.
     pub fn len(&self) -> usize {
         self.len
@@ -253,6 +268,16 @@ pub struct DeviceViewMut<'a, T: GpuRepr> {
 }
 
 impl<T: GpuRepr> DeviceViewMut<'_, T> {
+    /// The device address of the first element, for host-side CUDA C++ that
+    /// writes it on `stream`; see [`DeviceView::raw_device_ptr`].
+    pub fn raw_device_ptr(&mut self, stream: &crate::Stream) -> Option<u64> {
+        use cudarc::driver::DevicePtrMut;
+        match (&mut self.inner, stream.cuda_stream()) {
+            (ViewMutRef::Cuda(view), Some(cuda)) => Some(view.device_ptr_mut(cuda).0),
+            _ => None,
+        }
+    }
+
     /// Elements in the view.
     pub fn len(&self) -> usize {
         self.len

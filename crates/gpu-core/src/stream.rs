@@ -71,6 +71,35 @@ impl Stream {
         })
     }
 
+    /// The cudarc stream, on the CUDA backend.
+    pub(crate) fn cuda_stream(&self) -> Option<&Arc<CudaStream>> {
+        self.cuda.as_ref()
+    }
+
+    /// The raw `CUstream` (the CUDA runtime's `cudaStream_t`), for host-side
+    /// CUDA C++ in a static-library module; `None` on the CPU backend. Using it
+    /// is the caller's `unsafe` business; see [`DeviceView::raw_device_ptr`].
+    pub fn raw_stream(&self) -> Option<*mut std::ffi::c_void> {
+        self.cuda.as_ref().map(|s| s.cu_stream().cast())
+    }
+
+    /// Fills `dst` with zero bytes, on the stream (CUDA) or at once (CPU).
+    pub fn memset_zeros<T: GpuRepr>(&self, dst: &mut DeviceViewMut<'_, T>) -> Result<(), Error> {
+        match (&mut dst.inner, &self.cuda) {
+            (ViewMutRef::Cuda(view), Some(stream)) => {
+                stream.memset_zeros(view).map_err(driver("cuMemsetD8Async"))
+            }
+            (ViewMutRef::Host(slice), None) => {
+                for value in slice.iter_mut() {
+                    *value = crate::raw::zeroed();
+                }
+                Ok(())
+            }
+            (_, Some(_)) => Err(HOST_ON_CUDA),
+            (_, None) => Err(CUDA_ON_HOST),
+        }
+    }
+
     /// The backend this stream belongs to.
     pub fn backend(&self) -> &Backend {
         &self.backend

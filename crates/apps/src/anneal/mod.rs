@@ -1,0 +1,610 @@
+//! anneal: temperature-annealed anchor compression of embedding vectors.
+//!
+//! Given `n` points of dimension `d` and `m` initial anchors, find anchors
+//! that summarize the points. The CPU and GPU paths run the same algorithm:
+//! one driver ([`run_with`]) calls an [`Engine`] for the heavy steps
+//! ([`cpu::CpuEngine`], [`gpu::GpuEngine`]) and does every decision itself.
+//!
+//! # The algorithm, exactly
+//! 1. **Init.** The anchors are `m` distinct points, picked by a partial
+//!    Fisher-Yates shuffle of `0..n` driven by [`crate::Rng`] seeded with
+//!    `seed`. The temperature is `T = t0`.
+//! 2. **Iterate**, `it = 1..=max_iters`:
+//!    - *assign*: every point goes to its nearest anchor in squared L2
+//!      distance (ties to the lowest index); `dist_i` is that distance.
+//!    - *stats*: per anchor `j`, `count_j` (members), the mean of its members,
+//!      and `sumsq_j = Σ dist_i` over its members.
+//!    - *energy* `E = Σ dist_i / n`, from this assignment.
+//!    - *update*: with step `η = 1 / (1 + T)`, each anchor with members moves
+//!      toward their mean: `c_j += η (mean_j - c_j)`. Anchors without members
+//!      stay. (Hot: small steps; cold, `T → 0`: Lloyd's k-means step.)
+//!    - *maintenance*, when `maintain_every > 0`, `it % maintain_every == 0`
+//!      and `it < max_iters` (see [`maintenance`]): anchors closer than
+//!      `merge_frac · E` (squared distance) to their nearest other anchor are
+//!      merged, count-weighted; anchors holding more than `split_load · n / m`
+//!      points, or whose mean member distance `sumsq_j / count_j` exceeds
+//!      `split_var · E`, are split in two along a seeded direction, while the
+//!      total stays at most `max_anchors`.
+//!    - *stop* when the relative energy change against the previous
+//!      iteration, `|E_prev - E| / E_prev`, is below `tol` (never right after
+//!      a maintenance pass changed the anchors, whose energy is not
+//!      comparable), or after `max_iters`.
+//!    - *cool*: `T ← T · cooling`.
+//! 3. **Output**: the anchors (after the last update), each point's anchor and
+//!    the energy of the last assignment, the iterations run, and the
+//!    compression ratio `m_final / n`.
+//!
+//! # Parameters
+//! See [`Params`]; [`Params::default`] documents each default.
+
+pub mod cpu;
+pub mod gpu;
+pub mod maintenance;
+
+use std::fmt;
+
+use crate::Rng;
+
+/// Points to compress: row-major `n × d`, f32 or f16 (raw IEEE half bits).
+#[derive(Debug, Clone, Copy)]
+pub enum Points<'a> {
+    /// f32 values.
+    F32(&'a [f32]),
+    /// f16 values as raw bits (the GPU keeps them as f16).
+    F16(&'a [u16]),
+}
+
+impl Points<'_> {
+    /// Values in the buffer.
+    pub fn len(&self) -> usize {
+        match self {
+            Points::F32(v) => v.len(),
+            Points::F16(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Value `i` as f32.
+    pub fn get(&self, i: usize) -> f32 {
+        match self {
+            Points::F32(v) => v[i],
+            Points::F16(v) => half::f16::from_bits(v[i]).to_f32(),
+        }
+    }
+
+    /// Every value as f32.
+    pub fn to_f32(&self) -> Vec<f32> {
+        match self {
+            Points::F32(v) => v.to_vec(),
+            Points::F16(v) => v
+                .iter()
+                .map(|b| half::f16::from_bits(*b).to_f32())
+                .collect(),
+        }
+    }
+}
+
+/// Every knob of the algorithm.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// Iterations at most.
+    pub max_iters: u32,
+    /// Stop when the relative energy change is below this (0: never early).
+    pub tol: f64,
+    /// Initial temperature.
+    pub t0: f32,
+    /// `T ← T · cooling` after each iteration, in `(0, 1]`.
+    pub cooling: f32,
+    /// Run maintenance every this many iterations (0: never).
+    pub maintain_every: u32,
+    /// Merge anchors whose squared distance is below `merge_frac · E`.
+    pub merge_frac: f32,
+    /// Split anchors holding more than `split_load · n / m` points.
+    pub split_load: f32,
+    /// Split anchors whose mean member distance exceeds `split_var · E`.
+    pub split_var: f32,
+    /// Anchors at most after splits (0: twice the initial `m`).
+    pub max_anchors: usize,
+    /// Seed of the initial anchors and the split directions.
+    pub seed: u64,
+}
+
+impl Default for Params {
+    /// 30 iterations, `tol = 1e-4`, `t0 = 1` (first step `η = 0.5`),
+    /// `cooling = 0.8`, maintenance every 5 iterations with `merge_frac =
+    /// 0.05`, `split_load = 3`, `split_var = 4`, up to twice the initial
+    /// anchors, seed 0.
+    fn default() -> Self {
+        Self {
+            max_iters: 30,
+            tol: 1e-4,
+            t0: 1.0,
+            cooling: 0.8,
+            maintain_every: 5,
+            merge_frac: 0.05,
+            split_load: 3.0,
+            split_var: 4.0,
+            max_anchors: 0,
+            seed: 0,
+        }
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    /// Final anchors, row-major `m_final × d`.
+    pub anchors: Vec<f32>,
+    /// Anchors at the end.
+    pub m: usize,
+    /// Each point's anchor in the last assignment.
+    pub assignments: Vec<u32>,
+    /// Iterations run.
+    pub iterations: u32,
+    /// Energy (mean squared distance to the assigned anchor) of the last
+    /// assignment.
+    pub energy: f64,
+    /// Energy after each iteration.
+    pub history: Vec<f64>,
+    /// `m_final / n`.
+    pub compression_ratio: f64,
+    /// Maintenance passes that changed the anchors: `(iteration, merged, split)`.
+    pub maintenance: Vec<(u32, usize, usize)>,
+}
+
+/// Why a run was refused or failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AnnealError {
+    /// The input or the parameters are not usable; the message says why.
+    Input(String),
+    /// A coordinate is NaN or infinite.
+    NonFinite {
+        /// Point index.
+        point: usize,
+        /// Dimension.
+        dim: usize,
+    },
+    /// The GPU path failed.
+    Gpu(gpu_core::Error),
+    /// A CUDA runtime call of a static-library module returned an error.
+    CudaRuntime {
+        /// The function.
+        call: &'static str,
+        /// Its `cudaError_t`.
+        status: i32,
+    },
+}
+
+impl fmt::Display for AnnealError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnnealError::Input(message) => f.write_str(message),
+            AnnealError::NonFinite { point, dim } => write!(
+                f,
+                "point {point} has a NaN or infinite coordinate (dimension {dim}); clean or drop it first"
+            ),
+            AnnealError::Gpu(e) => write!(f, "gpu: {e}"),
+            AnnealError::CudaRuntime { call, status } => {
+                write!(f, "{call} returned cudaError_t {status}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AnnealError {}
+
+impl From<gpu_core::Error> for AnnealError {
+    fn from(e: gpu_core::Error) -> Self {
+        AnnealError::Gpu(e)
+    }
+}
+
+/// Checks the input and the parameters; returns `max_anchors` resolved.
+pub fn validate(
+    points: Points<'_>,
+    n: usize,
+    d: usize,
+    m: usize,
+    params: &Params,
+) -> Result<usize, AnnealError> {
+    let input = |msg: String| Err(AnnealError::Input(msg));
+    if n == 0 {
+        return input("no points (n = 0)".into());
+    }
+    if d == 0 {
+        return input("points have no dimensions (d = 0)".into());
+    }
+    if m == 0 {
+        return input("no anchors asked for (m = 0); pass m >= 1".into());
+    }
+    if m > n {
+        return input(format!("more anchors ({m}) than points ({n}); pass m <= n"));
+    }
+    if n.checked_mul(d) != Some(points.len()) {
+        return input(format!(
+            "{} values do not make {n} points of dimension {d}",
+            points.len()
+        ));
+    }
+    if u32::try_from(n).is_err() || u32::try_from(d).is_err() {
+        return input(format!("n = {n} or d = {d} is over u32::MAX"));
+    }
+    if params.max_iters == 0 {
+        return input("max_iters must be at least 1".into());
+    }
+    if !(params.cooling > 0.0 && params.cooling <= 1.0) {
+        return input(format!("cooling {} is not in (0, 1]", params.cooling));
+    }
+    if !(params.t0 >= 0.0 && params.t0.is_finite()) {
+        return input(format!("t0 {} is not a finite temperature >= 0", params.t0));
+    }
+    if params.tol.is_nan() || params.tol < 0.0 {
+        return input(format!("tol {} is not >= 0", params.tol));
+    }
+    for (name, value) in [
+        ("merge_frac", params.merge_frac),
+        ("split_load", params.split_load),
+        ("split_var", params.split_var),
+    ] {
+        if !(value >= 0.0 && value.is_finite()) {
+            return input(format!("{name} {value} is not a finite value >= 0"));
+        }
+    }
+    if let Some(i) = (0..points.len()).find(|&i| !points.get(i).is_finite()) {
+        return Err(AnnealError::NonFinite {
+            point: i / d,
+            dim: i % d,
+        });
+    }
+    let max_anchors = if params.max_anchors == 0 {
+        2 * m
+    } else {
+        params.max_anchors
+    };
+    if max_anchors < m {
+        return input(format!("max_anchors {max_anchors} is below m = {m}"));
+    }
+    if u32::try_from(max_anchors).is_err() {
+        return input(format!("max_anchors {max_anchors} is over u32::MAX"));
+    }
+    Ok(max_anchors)
+}
+
+/// The initial anchors: `m` distinct points by a seeded partial shuffle.
+pub fn initial_anchors(points: Points<'_>, n: usize, d: usize, m: usize, seed: u64) -> Vec<f32> {
+    let mut rng = Rng::new(seed);
+    let mut index: Vec<u32> = (0..n as u32).collect();
+    let mut anchors = Vec::with_capacity(m * d);
+    for i in 0..m {
+        let j = i + (rng.next_u64() % (n - i) as u64) as usize;
+        index.swap(i, j);
+        let p = index[i] as usize;
+        anchors.extend((0..d).map(|k| points.get(p * d + k)));
+    }
+    anchors
+}
+
+/// Per-anchor statistics of the last assignment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnchorStats {
+    /// Members per anchor.
+    pub counts: Vec<u32>,
+    /// Sum of member distances per anchor.
+    pub sumsq: Vec<f64>,
+}
+
+/// The heavy steps, done by a backend; the driver does every decision.
+pub trait Engine {
+    /// Replaces the anchors (`m × d`, `m <= max_anchors`).
+    fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError>;
+    /// Assigns every point, computes the stats, moves the anchors by `eta`;
+    /// returns the energy of the assignment.
+    fn step(&mut self, eta: f32) -> Result<f64, AnnealError>;
+    /// The stats of the last step.
+    fn stats(&mut self) -> Result<AnchorStats, AnnealError>;
+    /// The current anchors, `m × d`.
+    fn anchors(&mut self) -> Result<Vec<f32>, AnnealError>;
+    /// For each anchor, its nearest other anchor (`u32::MAX` when there is
+    /// none) and their squared distance.
+    fn anchor_neighbors(&mut self) -> Result<(Vec<u32>, Vec<f32>), AnnealError>;
+    /// Each point's anchor in the last step.
+    fn assignments(&mut self) -> Result<Vec<u32>, AnnealError>;
+}
+
+/// Progress of a run, for a CLI to print.
+pub type Progress<'a> = &'a mut dyn FnMut(u32, f64, usize);
+
+/// Runs the algorithm with `engine` (already holding the points).
+pub fn run_with(
+    engine: &mut dyn Engine,
+    points: Points<'_>,
+    n: usize,
+    d: usize,
+    m: usize,
+    params: &Params,
+    progress: Progress<'_>,
+) -> Result<Output, AnnealError> {
+    let max_anchors = validate(points, n, d, m, params)?;
+    let mut m_now = m;
+    engine.set_anchors(&initial_anchors(points, n, d, m, params.seed), m)?;
+    let mut temperature = params.t0;
+    let mut previous: Option<f64> = None;
+    let mut history = Vec::new();
+    let mut maintenance_log = Vec::new();
+    let mut iterations = 0;
+    for it in 1..=params.max_iters {
+        let eta = 1.0 / (1.0 + temperature);
+        let energy = engine.step(eta)?;
+        history.push(energy);
+        iterations = it;
+        progress(it, energy, m_now);
+        let converged = previous.is_some_and(|p| p > 0.0 && ((p - energy).abs() / p) < params.tol)
+            || (previous == Some(0.0) && energy == 0.0);
+        if converged {
+            break;
+        }
+        previous = Some(energy);
+        if params.maintain_every > 0 && it % params.maintain_every == 0 && it < params.max_iters {
+            let stats = engine.stats()?;
+            let anchors = engine.anchors()?;
+            let (nn, nn_dist) = engine.anchor_neighbors()?;
+            let input = maintenance::Input {
+                anchors: &anchors,
+                d,
+                stats: &stats,
+                neighbors: &nn,
+                neighbor_dist: &nn_dist,
+                energy,
+                n,
+                iteration: it,
+                max_anchors,
+            };
+            if let Some(result) = maintenance::run(&input, params) {
+                m_now = result.m;
+                engine.set_anchors(&result.anchors, result.m)?;
+                maintenance_log.push((it, result.merged, result.split));
+                previous = None;
+            }
+        }
+        temperature *= params.cooling;
+    }
+    let assignments = engine.assignments()?;
+    let anchors = engine.anchors()?;
+    Ok(Output {
+        anchors,
+        m: m_now,
+        assignments,
+        iterations,
+        energy: *history.last().unwrap_or(&f64::NAN),
+        history,
+        compression_ratio: m_now as f64 / n as f64,
+        maintenance: maintenance_log,
+    })
+}
+
+/// Runs the algorithm on `backend`: the GPU engine on the CUDA backend, the
+/// CPU engine otherwise.
+pub fn run(
+    backend: &gpu_core::Backend,
+    points: Points<'_>,
+    n: usize,
+    d: usize,
+    m: usize,
+    params: &Params,
+    progress: Progress<'_>,
+) -> Result<Output, AnnealError> {
+    let max_anchors = validate(points, n, d, m, params)?;
+    if backend.kind() == gpu_core::BackendKind::Cuda {
+        let mut engine = gpu::GpuEngine::new(backend, points, n, d, max_anchors)?;
+        run_with(&mut engine, points, n, d, m, params, progress)
+    } else {
+        let mut engine = cpu::CpuEngine::new(points, n, d);
+        run_with(&mut engine, points, n, d, m, params, progress)
+    }
+}
+
+/// `n × d` points from a seeded mixture of `clusters` Gaussian-ish blobs
+/// (uniform centers in [-1, 1), uniform noise of width `spread`): data with
+/// structure for anchors to find, reproducible from `seed`.
+pub fn synthetic_points(n: usize, d: usize, clusters: usize, spread: f32, seed: u64) -> Vec<f32> {
+    let mut rng = Rng::new(seed);
+    let clusters = clusters.max(1);
+    let centers = rng.f32s(clusters * d);
+    let mut points = Vec::with_capacity(n * d);
+    for _ in 0..n {
+        let c = (rng.next_u64() % clusters as u64) as usize;
+        for k in 0..d {
+            points.push(centers[c * d + k] + spread * rng.next_f32());
+        }
+    }
+    points
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn refused(points: &[f32], n: usize, d: usize, m: usize, params: &Params, expected: &str) {
+        let err = validate(Points::F32(points), n, d, m, params)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(expected),
+            "{err:?} does not mention {expected:?}"
+        );
+        assert!(!err.contains('\n'));
+    }
+
+    #[test]
+    fn bad_input_is_an_error_with_a_reason() {
+        let p = Params::default();
+        refused(&[], 0, 4, 1, &p, "n = 0");
+        refused(&[], 4, 0, 1, &p, "d = 0");
+        refused(&[0.0; 8], 4, 2, 0, &p, "m = 0");
+        refused(&[0.0; 8], 4, 2, 5, &p, "more anchors (5) than points (4)");
+        refused(&[0.0; 7], 4, 2, 1, &p, "7 values do not make 4 points");
+        refused(&[0.0, f32::NAN, 0.0, 0.0], 2, 2, 1, &p, "point 0 has a NaN");
+        refused(
+            &[0.0, 0.0, 0.0, f32::INFINITY],
+            2,
+            2,
+            1,
+            &p,
+            "point 1 has a NaN or infinite coordinate (dimension 1)",
+        );
+        refused(
+            &[0.0; 4],
+            2,
+            2,
+            1,
+            &Params {
+                cooling: 0.0,
+                ..Params::default()
+            },
+            "cooling",
+        );
+        refused(
+            &[0.0; 4],
+            2,
+            2,
+            1,
+            &Params {
+                max_iters: 0,
+                ..Params::default()
+            },
+            "max_iters",
+        );
+        refused(
+            &[0.0; 4],
+            2,
+            2,
+            2,
+            &Params {
+                max_anchors: 1,
+                ..Params::default()
+            },
+            "max_anchors 1 is below m = 2",
+        );
+    }
+
+    #[test]
+    fn cpu_run_reduces_energy_and_reports_consistently() {
+        let (n, d, m) = (2000, 24, 40);
+        let points = synthetic_points(n, d, 20, 0.2, 1);
+        let params = Params {
+            seed: 3,
+            ..Params::default()
+        };
+        let mut seen = 0;
+        let out = run(
+            &gpu_core::Backend::cpu(),
+            Points::F32(&points),
+            n,
+            d,
+            m,
+            &params,
+            &mut |_, _, _| seen += 1,
+        )
+        .unwrap();
+        assert_eq!(seen as u32, out.iterations);
+        assert_eq!(out.history.len() as u32, out.iterations);
+        assert!(
+            out.history.last().unwrap() < &out.history[0],
+            "{:?}",
+            out.history
+        );
+        assert_eq!(out.anchors.len(), out.m * d);
+        assert_eq!(out.assignments.len(), n);
+        assert!(out.assignments.iter().all(|&a| (a as usize) < out.m));
+        assert!((out.compression_ratio - out.m as f64 / n as f64).abs() < 1e-12);
+        assert!(out.energy.is_finite() && out.energy > 0.0);
+        // Deterministic: the same run twice gives the same result.
+        let again = run(
+            &gpu_core::Backend::cpu(),
+            Points::F32(&points),
+            n,
+            d,
+            m,
+            &params,
+            &mut |_, _, _| {},
+        )
+        .unwrap();
+        assert_eq!(out, again);
+    }
+
+    #[test]
+    fn f16_points_give_the_same_run_as_their_f32_values() {
+        let (n, d, m) = (500, 9, 10);
+        let values = synthetic_points(n, d, 5, 0.3, 2);
+        let bits: Vec<u16> = values
+            .iter()
+            .map(|v| half::f16::from_f32(*v).to_bits())
+            .collect();
+        let rounded: Vec<f32> = bits
+            .iter()
+            .map(|b| half::f16::from_bits(*b).to_f32())
+            .collect();
+        let params = Params::default();
+        let cpu = gpu_core::Backend::cpu();
+        let a = run(
+            &cpu,
+            Points::F16(&bits),
+            n,
+            d,
+            m,
+            &params,
+            &mut |_, _, _| {},
+        )
+        .unwrap();
+        let b = run(
+            &cpu,
+            Points::F32(&rounded),
+            n,
+            d,
+            m,
+            &params,
+            &mut |_, _, _| {},
+        )
+        .unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn one_anchor_and_any_dimension_work() {
+        for (n, d, m) in [(1, 1, 1), (5, 3, 1), (64, 1, 64), (33, 130, 7)] {
+            let points = synthetic_points(n, d, 3, 0.5, 9);
+            let out = run(
+                &gpu_core::Backend::cpu(),
+                Points::F32(&points),
+                n,
+                d,
+                m,
+                &Params::default(),
+                &mut |_, _, _| {},
+            )
+            .unwrap();
+            assert!(out.energy.is_finite(), "n={n} d={d} m={m}");
+            assert!(out.m >= 1 && out.assignments.len() == n);
+        }
+    }
+
+    #[test]
+    fn initial_anchors_are_distinct_points_and_seeded() {
+        let points: Vec<f32> = (0..100).map(|i| i as f32).collect();
+        let a = initial_anchors(Points::F32(&points), 50, 2, 10, 7);
+        let b = initial_anchors(Points::F32(&points), 50, 2, 10, 7);
+        assert_eq!(a, b);
+        let mut firsts: Vec<u32> = a.chunks(2).map(|c| c[0] as u32).collect();
+        assert!(a.chunks(2).all(|c| c[1] == c[0] + 1.0), "whole points");
+        firsts.sort();
+        firsts.dedup();
+        assert_eq!(firsts.len(), 10, "distinct");
+        assert_ne!(a, initial_anchors(Points::F32(&points), 50, 2, 10, 8));
+    }
+}

@@ -1,0 +1,294 @@
+// anneal: assignment, per-anchor reduction and anchor update of the anchor
+// compression (see anneal.h for the iteration, crates/apps/src/anneal for the
+// algorithm). Every kernel has an f32 and an f16 (raw bits) point variant.
+#include <cuda_fp16.h>
+
+#include "anneal.h"
+
+namespace {
+
+__device__ __forceinline__ float load(const float *p, size_t i) { return p[i]; }
+__device__ __forceinline__ float load(const uint16_t *p, size_t i) {
+    return __half2float(__ushort_as_half(p[i]));
+}
+
+constexpr uint32_t kFullMask = 0xffffffffu;
+
+// ---------------------------------------------------------------------------
+// Norms: one warp per row.
+
+template <typename T>
+__device__ void norms(const T *__restrict__ x, uint32_t n, uint32_t d, float *__restrict__ out) {
+    const uint32_t row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const uint32_t lane = threadIdx.x % 32;
+    if (row >= n) return;  // whole warps leave together: row is per warp
+    const size_t base = static_cast<size_t>(row) * d;
+    float s = 0.f;
+    for (uint32_t k = lane; k < d; k += 32) {
+        const float v = load(x, base + k);
+        s = fmaf(v, v, s);
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(kFullMask, s, o);
+    if (lane == 0) out[row] = s;
+}
+
+// ---------------------------------------------------------------------------
+// Assign: a 128-point x 128-anchor tile per block of 256 threads, each thread
+// an 8 x 8 register tile of dot products, d consumed 8 at a time through
+// shared memory. Thread (ty, tx) owns points {ty*4 .. +3, 64 + ty*4 .. +3}
+// and anchors {tx*4 .. +3, 64 + tx*4 .. +3} of the tile, so its shared reads
+// are float4s that do not conflict.
+
+constexpr int kTile = 128;
+constexpr int kTk = 8;
+constexpr int kAssignThreads = 256;
+constexpr int kPad = 4;  // row stride 132 floats: stores conflict-free, float4-aligned
+
+__device__ __forceinline__ uint32_t tile_row(int owner, int i) {
+    return i < 4 ? owner * 4 + i : 64 + owner * 4 + (i - 4);
+}
+
+template <typename T>
+__device__ void assign(const T *__restrict__ x, const float *__restrict__ x_norms, uint32_t n,
+                       uint32_t d, const float *__restrict__ anchors,
+                       const float *__restrict__ anchor_norms, uint32_t m, uint32_t flags,
+                       uint32_t *__restrict__ assign_out, float *__restrict__ dist_out,
+                       uint32_t *__restrict__ counts) {
+    __shared__ __align__(16) float xs[kTk][kTile + kPad];
+    __shared__ __align__(16) float cs[kTk][kTile + kPad];
+    const int tid = threadIdx.x;
+    const int tx = tid % 16;
+    const int ty = tid / 16;
+    const uint32_t p0 = blockIdx.x * kTile;
+    const bool exclude_self = (flags & KILN_ANNEAL_EXCLUDE_SELF) != 0;
+
+    float point_norm[8];
+    float best_d[8];
+    uint32_t best_j[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const uint32_t p = p0 + tile_row(ty, i);
+        point_norm[i] = p < n ? x_norms[p] : 0.f;
+        best_d[i] = __int_as_float(0x7f800000);  // +inf
+        best_j[i] = 0xffffffffu;
+    }
+
+    for (uint32_t a0 = 0; a0 < m; a0 += kTile) {
+        float acc[8][8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+
+        for (uint32_t k0 = 0; k0 < d; k0 += kTk) {
+#pragma unroll
+            for (int r = 0; r < (kTk * kTile) / kAssignThreads; ++r) {
+                const int e = tid + r * kAssignThreads;
+                const int kk = e % kTk;
+                const int row = e / kTk;
+                const uint32_t k = k0 + kk;
+                const uint32_t p = p0 + row;
+                const uint32_t a = a0 + row;
+                xs[kk][row] = (p < n && k < d) ? load(x, static_cast<size_t>(p) * d + k) : 0.f;
+                cs[kk][row] = (a < m && k < d) ? anchors[static_cast<size_t>(a) * d + k] : 0.f;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int kk = 0; kk < kTk; ++kk) {
+                const float4 xa = *reinterpret_cast<const float4 *>(&xs[kk][ty * 4]);
+                const float4 xb = *reinterpret_cast<const float4 *>(&xs[kk][64 + ty * 4]);
+                const float4 ca = *reinterpret_cast<const float4 *>(&cs[kk][tx * 4]);
+                const float4 cb = *reinterpret_cast<const float4 *>(&cs[kk][64 + tx * 4]);
+                const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+                const float cv[8] = {ca.x, ca.y, ca.z, ca.w, cb.x, cb.y, cb.z, cb.w};
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(xv[i], cv[j], acc[i][j]);
+            }
+            __syncthreads();
+        }
+
+        // Anchors in increasing index order per thread, so a strict `<`
+        // keeps the lowest index among equal distances.
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const uint32_t a = a0 + tile_row(tx, j);
+            if (a >= m) continue;
+            const float anchor_norm = anchor_norms[a];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const uint32_t p = p0 + tile_row(ty, i);
+                if (exclude_self && a == p) continue;
+                const float dd = fmaxf(point_norm[i] + anchor_norm - 2.f * acc[i][j], 0.f);
+                if (dd < best_d[i]) {
+                    best_d[i] = dd;
+                    best_j[i] = a;
+                }
+            }
+        }
+    }
+
+    // The 16 threads of one ty are 16 consecutive lanes of a warp: reduce
+    // (distance, index) pairs among them, lowest index on ties.
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        float bd = best_d[i];
+        uint32_t bj = best_j[i];
+        for (int o = 8; o > 0; o >>= 1) {
+            const float od = __shfl_xor_sync(kFullMask, bd, o);
+            const uint32_t oj = __shfl_xor_sync(kFullMask, bj, o);
+            if (od < bd || (od == bd && oj < bj)) {
+                bd = od;
+                bj = oj;
+            }
+        }
+        const uint32_t p = p0 + tile_row(ty, i);
+        if (tx == 0 && p < n) {
+            assign_out[p] = bj;
+            dist_out[p] = bd;
+            if ((flags & KILN_ANNEAL_COUNT) != 0 && bj < m) atomicAdd(&counts[bj], 1u);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Reduce + update: one block of 128 threads per anchor.
+
+constexpr int kReduceThreads = 128;
+
+__device__ float block_sum(float value, float *scratch) {
+    for (int o = 16; o > 0; o >>= 1) value += __shfl_xor_sync(kFullMask, value, o);
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = value;
+    __syncthreads();
+    float total = 0.f;
+    if (threadIdx.x == 0) {
+        for (int w = 0; w < kReduceThreads / 32; ++w) total += scratch[w];
+        scratch[0] = total;
+    }
+    __syncthreads();
+    total = scratch[0];
+    __syncthreads();
+    return total;
+}
+
+template <typename T>
+__device__ void reduce_update(const T *__restrict__ x, const uint32_t *__restrict__ order,
+                              const uint32_t *__restrict__ offsets, const float *__restrict__ dist,
+                              uint32_t m, uint32_t d, float eta, float *__restrict__ anchors,
+                              float *__restrict__ anchor_norms, float *__restrict__ sumsq) {
+    __shared__ float scratch[kReduceThreads / 32];
+    const uint32_t j = blockIdx.x;
+    if (j >= m) return;  // whole block leaves
+    const uint32_t begin = offsets[j];
+    const uint32_t end = offsets[j + 1];
+    const uint32_t count = end - begin;
+
+    float s = 0.f;
+    for (uint32_t p = begin + threadIdx.x; p < end; p += kReduceThreads) s += dist[order[p]];
+    const float member_dist = block_sum(s, scratch);
+    if (threadIdx.x == 0) sumsq[j] = member_dist;
+
+    const float inv_count = count > 0 ? 1.f / static_cast<float>(count) : 0.f;
+    float norm = 0.f;
+    for (uint32_t k = threadIdx.x; k < d; k += kReduceThreads) {
+        float acc = 0.f;
+#pragma unroll 4
+        for (uint32_t p = begin; p < end; ++p) acc += load(x, static_cast<size_t>(order[p]) * d + k);
+        const size_t at = static_cast<size_t>(j) * d + k;
+        float c = anchors[at];
+        if (count > 0) c = fmaf(eta, acc * inv_count - c, c);
+        anchors[at] = c;
+        norm = fmaf(c, c, norm);
+    }
+    const float total = block_sum(norm, scratch);
+    if (threadIdx.x == 0) anchor_norms[j] = total;
+}
+
+}  // namespace
+
+KILN_KERNEL(anneal_norms_f32, const float *x, uint32_t n, uint32_t d, float *norms_out) {
+    norms(x, n, d, norms_out);
+}
+
+KILN_KERNEL(anneal_norms_f16, const uint16_t *x, uint32_t n, uint32_t d, float *norms_out) {
+    norms(x, n, d, norms_out);
+}
+
+extern "C" __global__ void __launch_bounds__(kAssignThreads)
+    anneal_assign_f32(const float *x, const float *x_norms, uint32_t n, uint32_t d,
+                      const float *anchors, const float *anchor_norms, uint32_t m, uint32_t flags,
+                      uint32_t *assign_out, float *dist, uint32_t *counts) {
+    assign(x, x_norms, n, d, anchors, anchor_norms, m, flags, assign_out, dist, counts);
+}
+
+extern "C" __global__ void __launch_bounds__(kAssignThreads)
+    anneal_assign_f16(const uint16_t *x, const float *x_norms, uint32_t n, uint32_t d,
+                      const float *anchors, const float *anchor_norms, uint32_t m, uint32_t flags,
+                      uint32_t *assign_out, float *dist, uint32_t *counts) {
+    assign(x, x_norms, n, d, anchors, anchor_norms, m, flags, assign_out, dist, counts);
+}
+
+KILN_KERNEL(anneal_scan, uint32_t *counts, uint32_t m, uint32_t *offsets, uint32_t *cursor) {
+    __shared__ uint32_t warp_sums[32];
+    __shared__ uint32_t carry;
+    const uint32_t lane = threadIdx.x % 32;
+    const uint32_t warp = threadIdx.x / 32;
+    if (threadIdx.x == 0) carry = 0;
+    __syncthreads();
+    for (uint32_t base = 0; base < m; base += blockDim.x) {
+        const uint32_t i = base + threadIdx.x;
+        const uint32_t v = i < m ? counts[i] : 0u;
+        uint32_t s = v;  // inclusive scan within the warp
+        for (int o = 1; o < 32; o <<= 1) {
+            const uint32_t t = __shfl_up_sync(kFullMask, s, o);
+            if (lane >= static_cast<uint32_t>(o)) s += t;
+        }
+        if (lane == 31) warp_sums[warp] = s;
+        __syncthreads();
+        if (warp == 0) {
+            const uint32_t warps = blockDim.x / 32;
+            uint32_t w = lane < warps ? warp_sums[lane] : 0u;
+            for (int o = 1; o < 32; o <<= 1) {
+                const uint32_t t = __shfl_up_sync(kFullMask, w, o);
+                if (lane >= static_cast<uint32_t>(o)) w += t;
+            }
+            if (lane < warps) warp_sums[lane] = w;
+        }
+        __syncthreads();
+        const uint32_t exclusive = carry + (warp > 0 ? warp_sums[warp - 1] : 0u) + s - v;
+        if (i < m) {
+            offsets[i] = exclusive;
+            cursor[i] = 0;
+            counts[i] = 0;
+        }
+        __syncthreads();
+        if (threadIdx.x == blockDim.x - 1) carry = exclusive + v;
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) offsets[m] = carry;
+}
+
+KILN_KERNEL(anneal_scatter, const uint32_t *assign_in, uint32_t n, const uint32_t *offsets,
+            uint32_t *cursor, uint32_t *order) {
+    const uint32_t stride = gridDim.x * blockDim.x;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const uint32_t a = assign_in[i];
+        const uint32_t k = atomicAdd(&cursor[a], 1u);
+        order[offsets[a] + k] = i;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(kReduceThreads)
+    anneal_reduce_update_f32(const float *x, const uint32_t *order, const uint32_t *offsets,
+                             const float *dist, uint32_t m, uint32_t d, float eta, float *anchors,
+                             float *anchor_norms, float *sumsq) {
+    reduce_update(x, order, offsets, dist, m, d, eta, anchors, anchor_norms, sumsq);
+}
+
+extern "C" __global__ void __launch_bounds__(kReduceThreads)
+    anneal_reduce_update_f16(const uint16_t *x, const uint32_t *order, const uint32_t *offsets,
+                             const float *dist, uint32_t m, uint32_t d, float eta, float *anchors,
+                             float *anchor_norms, float *sumsq) {
+    reduce_update(x, order, offsets, dist, m, d, eta, anchors, anchor_norms, sumsq);
+}
