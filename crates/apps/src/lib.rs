@@ -1,6 +1,7 @@
 //! The Rust side of kiln's kernels: CPU references (the oracles the GPU is
 //! tested against), the workloads built on gpu-core, and what the CLI runs.
 
+pub mod batch;
 pub mod vadd;
 
 use gpu_core::{Backend, BackendKind};
