@@ -26,7 +26,7 @@ const NOT_BUNDLED: &[&str] = &["gpu-core__compile_fail", "cuda-sys__bindings"];
 /// that never calls CUDA makes compute-sanitizer fail with "terminated before
 /// first instrumented API call"). `gpu_fault` faults on purpose and the
 /// positive control runs on its own.
-const SANITIZED: &[&str] = &["gpu-core__gpu", "gpu-core__backends", "apps__gpu_agreement"];
+const SANITIZED: &[&str] = &["gpu-core__gpu", "gpu-core__backends", "apps__gpu_agreement", "apps__batch"];
 
 /// Tests skipped under the sanitizers: the out-of-memory test makes a failing
 /// API call on purpose (memcheck reports it), and the launch-overhead

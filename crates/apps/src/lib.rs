@@ -2,6 +2,8 @@
 //! tested against), the workloads built on gpu-core, and what the CLI runs.
 
 pub mod anneal;
+pub mod batch;
+pub mod npy;
 pub mod vadd;
 
 use gpu_core::{Backend, BackendKind};

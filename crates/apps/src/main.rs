@@ -4,6 +4,7 @@
 //! apps vadd [--n N] [--reps R] [--backend auto|cpu|cuda]
 //! apps anneal [--small|--large] [--n N] [--d D] [--m M] [--iters I] [--tol T]
 //!              [--seed S] [--npy FILE] [--backend auto|cpu|cuda] [--compare]
+//! apps batch [--structures N] [--seed S] [--backend auto|cpu|cuda]
 //! apps devices
 //! ```
 
@@ -16,13 +17,15 @@ use gpu_core::{Backend, BackendKind};
 
 const USAGE: &str = "usage: apps vadd [--n N] [--reps R] [--backend auto|cpu|cuda] | \
 apps anneal [--small|--large] [--n N] [--d D] [--m M] [--iters I] [--tol T] [--seed S] [--npy FILE] \
-[--backend auto|cpu|cuda] [--compare] | apps devices";
+[--backend auto|cpu|cuda] [--compare] | apps batch [--structures N] [--seed S] \
+[--backend auto|cpu|cuda] | apps devices";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("vadd") => run_vadd(&args[1..]),
         Some("anneal") => run_anneal(&args[1..]),
+        Some("batch") => run_batch(&args[1..]),
         Some("devices") => run_devices(),
         _ => {
             eprintln!("{USAGE}");
@@ -264,10 +267,77 @@ fn run_anneal(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Points from a `.npy` file; sets `n` and `d` from its shape.
+/// Points from a `.npy` file (f32, or f16 kept as f16); sets `n` and `d`
+/// from its shape.
 fn load_npy(path: &str, n: &mut usize, d: &mut usize) -> Result<(Vec<f32>, Option<Vec<u16>>)> {
-    let _ = (path, n, d);
-    bail!("--npy is not available in this build yet")
+    let matrix =
+        apps::npy::read(std::path::Path::new(path)).with_context(|| format!("reading {path}"))?;
+    (*n, *d) = (matrix.n, matrix.d);
+    Ok(match matrix.data {
+        apps::npy::NpyData::F32(values) => (values, None),
+        apps::npy::NpyData::F16(bits) => (Vec::new(), Some(bits)),
+    })
+}
+
+fn run_batch(args: &[String]) -> Result<()> {
+    use apps::batch;
+    const REPS: usize = 20;
+    let (mut structures, mut seed, mut choice) = (10_000usize, 42u64, None);
+    for (name, value) in options(args, &["--structures", "--seed", "--backend"])? {
+        match name {
+            "--structures" => {
+                structures = value
+                    .parse()
+                    .with_context(|| format!("--structures takes a count, not `{value}`"))?
+            }
+            "--seed" => {
+                seed = value
+                    .parse()
+                    .with_context(|| format!("--seed takes a number, not `{value}`"))?
+            }
+            _ => choice = Some(value),
+        }
+    }
+    let backend = select_backend(choice)?;
+    println!("{}", describe_backend(&backend));
+    let stream = backend.default_stream();
+    let kernel = batch::kernel(&backend)?;
+    let input = batch::random_input(&mut Rng::new(seed), structures);
+    let atoms: u64 = input.descs().iter().map(|d| u64::from(d.n_atoms)).sum();
+    println!(
+        "batch: {structures} structures, {atoms} atoms (seed {seed}), largest {}",
+        input.descs().iter().map(|d| d.n_atoms).max().unwrap_or(0)
+    );
+    let stats = batch::run_on(&stream, &kernel, &input)?;
+    if let Some(m) =
+        batch::first_mismatch(&input, &stats, &batch::reference(&input), batch::REL_TOL)
+    {
+        bail!("batch: {m}");
+    }
+    println!(
+        "batch: matches the CPU reference within {:e} of each structure's coordinate scale",
+        batch::REL_TOL
+    );
+    let quarter = std::num::NonZeroUsize::new(structures.div_ceil(4).max(1)).expect("at least 1");
+    if batch::run_batched(&stream, &kernel, &input, quarter)? != stats {
+        bail!("batch: launches of {quarter} structures into sub-views differ from one launch");
+    }
+    println!("batch: {quarter} structures per launch into sub-views of one buffer: identical");
+    for (s, st) in stats.iter().enumerate().take(3) {
+        let [x, y, z] = st.centroid;
+        println!(
+            "batch: structure {s}: {} atoms, centroid ({x:.3}, {y:.3}, {z:.3}), radius of gyration {:.3}",
+            input.descs()[s].n_atoms,
+            st.radius_of_gyration
+        );
+    }
+    let t = batch::time(&stream, &kernel, &input, REPS)?;
+    println!(
+        "batch: median {:.3} ms over {REPS} runs, {:.2} G atoms/s",
+        t.median_ms,
+        t.atoms_per_s / 1e9
+    );
+    Ok(())
 }
 
 fn run_devices() -> Result<()> {
