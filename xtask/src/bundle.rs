@@ -26,7 +26,12 @@ const NOT_BUNDLED: &[&str] = &["gpu-core__compile_fail", "cuda-sys__bindings"];
 /// that never calls CUDA makes compute-sanitizer fail with "terminated before
 /// first instrumented API call"). `gpu_fault` faults on purpose and the
 /// positive control runs on its own.
-const SANITIZED: &[&str] = &["gpu-core__gpu", "gpu-core__backends", "apps__gpu_agreement", "apps__batch"];
+const SANITIZED: &[&str] = &[
+    "gpu-core__gpu",
+    "gpu-core__backends",
+    "apps__gpu_agreement",
+    "apps__batch",
+];
 
 /// Tests skipped under the sanitizers: the out-of-memory test makes a failing
 /// API call on purpose (memcheck reports it), and the launch-overhead
@@ -186,7 +191,7 @@ if [[ $what == all || $what == tests ]]; then
   step "apps devices" ./bin/apps devices
 fi
 if [[ $what == all || $what == bench ]]; then
-  step "vadd 2^28" ./bin/apps vadd --n 268435456 --reps 50
+  step "bench" ./bin/apps bench --json bench.json
 fi
 if [[ $what == all || $what == sanitize ]]; then
   if [[ -x $SAN ]]; then

@@ -3,6 +3,7 @@
 
 pub mod anneal;
 pub mod batch;
+pub mod bench;
 pub mod npy;
 pub mod vadd;
 

@@ -26,6 +26,7 @@ fn main() {
         Some("vadd") => run_vadd(&args[1..]),
         Some("anneal") => run_anneal(&args[1..]),
         Some("batch") => run_batch(&args[1..]),
+        Some("bench") => run_bench(&args[1..]),
         Some("devices") => run_devices(),
         _ => {
             eprintln!("{USAGE}");
@@ -337,6 +338,38 @@ fn run_batch(args: &[String]) -> Result<()> {
         t.median_ms,
         t.atoms_per_s / 1e9
     );
+    Ok(())
+}
+
+fn run_bench(args: &[String]) -> Result<()> {
+    let (mut json, mut quick, mut choice) = (None, false, None);
+    for (name, value) in options_with_flags(args, &["--json", "--backend"], &["--quick"])? {
+        match name {
+            "--json" => json = Some(value),
+            "--quick" => quick = true,
+            _ => choice = Some(value),
+        }
+    }
+    let backend = select_backend(choice)?;
+    println!("{}", describe_backend(&backend));
+    let report = apps::bench::run(&backend, quick, &mut |f| {
+        let rate = f
+            .gb_per_s
+            .map_or(String::new(), |r| format!(", {r:.1} GB/s"));
+        let note = f
+            .note
+            .as_deref()
+            .map_or(String::new(), |n| format!(" ({n})"));
+        println!(
+            "bench: {}: {:.3} ms median of {}{rate}{note}",
+            f.name, f.ms, f.runs
+        );
+    })?;
+    if let Some(path) = json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {path}"))?;
+        println!("bench: wrote {path}");
+    }
     Ok(())
 }
 

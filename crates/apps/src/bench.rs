@@ -1,0 +1,234 @@
+//! `apps bench`: the benchmark suite, run where the GPU is (through the GPU
+//! bundle). Every figure is a median over repeated runs with fresh seeded
+//! random inputs (never zeros), after a warm-up; GPU kernels are timed with
+//! device events, whole anneal runs with the wall clock around the run (the
+//! driver reads the energy back every iteration, so the clock waits for the
+//! GPU). Writes the results as JSON for `cargo xtask bench`.
+
+use std::time::Instant;
+
+use gpu_core::{Backend, BackendKind, Error};
+use serde::Serialize;
+
+use crate::anneal::{self, cpu::CpuEngine, gpu::GpuEngine, Params, Points};
+use crate::{batch, vadd, Rng};
+
+/// One measured figure.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figure {
+    /// What was measured (`anneal 10000x128x256 gpu`).
+    pub name: String,
+    /// Median milliseconds.
+    pub ms: f64,
+    /// Runs behind the median.
+    pub runs: usize,
+    /// A rate where one applies (GB/s), else absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gb_per_s: Option<f64>,
+    /// Anything else worth keeping (iterations, energy, anchors).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The whole suite's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The device, or `cpu`.
+    pub device: String,
+    /// CPU threads used by the CPU path.
+    pub cpu_threads: usize,
+    /// The figures.
+    pub figures: Vec<Figure>,
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+/// Device-to-device copy of `n` f32, timed with events: the bandwidth
+/// ceiling the vector add is held to.
+fn copy_bandwidth(backend: &Backend, n: usize, reps: usize) -> Result<Figure, Error> {
+    let stream = backend.default_stream();
+    let src = stream.to_device(&Rng::new(1).f32s(n))?;
+    let mut dst = stream.alloc_zeros::<f32>(n)?;
+    let mut samples = Vec::new();
+    for rep in 0..=reps {
+        let start = stream.record_event()?;
+        stream.copy_device(&src.view(), &mut dst.view_mut())?;
+        let end = stream.record_event()?;
+        end.synchronize()?;
+        if rep > 0 {
+            samples.push(f64::from(start.elapsed_ms(&end)?));
+        }
+    }
+    let ms = median(samples);
+    Ok(Figure {
+        name: format!("device copy {n} f32"),
+        ms,
+        runs: reps,
+        gb_per_s: Some(8.0 * n as f64 / ms / 1e6),
+        note: None,
+    })
+}
+
+/// Times whole anneal runs (without the upload of the points, which is
+/// reported apart) on `backend`, `reps` runs on fresh seeds after a warm-up.
+fn anneal_figure(
+    backend: &Backend,
+    n: usize,
+    d: usize,
+    m: usize,
+    reps: usize,
+) -> Result<Figure, anneal::AnnealError> {
+    let params = Params {
+        tol: 0.0,
+        ..Params::default()
+    };
+    let mut samples = Vec::new();
+    let mut upload = Vec::new();
+    let mut last = None;
+    for rep in 0..=reps {
+        let seed = 1000 + rep as u64;
+        let points = anneal::synthetic_points(n, d, m / 2, 0.25, seed);
+        let params = Params {
+            seed,
+            ..params.clone()
+        };
+        let max_anchors = anneal::validate(Points::F32(&points), n, d, m, &params)?;
+        let started = Instant::now();
+        let out = if backend.kind() == BackendKind::Cuda {
+            let mut engine = GpuEngine::new(backend, Points::F32(&points), n, d, max_anchors)?;
+            engine_ready(backend)?;
+            upload.push(started.elapsed().as_secs_f64() * 1e3);
+            let started = Instant::now();
+            let out = anneal::run_with(
+                &mut engine,
+                Points::F32(&points),
+                n,
+                d,
+                m,
+                &params,
+                &mut |_, _, _| {},
+            )?;
+            samples.push(started.elapsed().as_secs_f64() * 1e3);
+            out
+        } else {
+            let mut engine = CpuEngine::new(Points::F32(&points), n, d);
+            upload.push(started.elapsed().as_secs_f64() * 1e3);
+            let started = Instant::now();
+            let out = anneal::run_with(
+                &mut engine,
+                Points::F32(&points),
+                n,
+                d,
+                m,
+                &params,
+                &mut |_, _, _| {},
+            )?;
+            samples.push(started.elapsed().as_secs_f64() * 1e3);
+            out
+        };
+        if rep == 0 {
+            samples.clear();
+            upload.clear();
+        }
+        last = Some(out);
+    }
+    let out = last.expect("at least one run");
+    let kind = if backend.kind() == BackendKind::Cuda {
+        "gpu"
+    } else {
+        "cpu"
+    };
+    Ok(Figure {
+        name: format!("anneal {n}x{d}x{m} {kind}"),
+        ms: median(samples),
+        runs: reps,
+        gb_per_s: None,
+        note: Some(format!(
+            "{} iterations, energy {:.6}, {} anchors, setup (upload + allocation) {:.1} ms",
+            out.iterations,
+            out.energy,
+            out.m,
+            median(upload)
+        )),
+    })
+}
+
+/// Waits for the engine's setup work (upload, norms) before the clock starts.
+fn engine_ready(backend: &Backend) -> Result<(), Error> {
+    backend.synchronize()
+}
+
+/// Runs the suite; `quick` shrinks the shapes (for a smoke test).
+pub fn run(
+    backend: &Backend,
+    quick: bool,
+    progress: &mut dyn FnMut(&Figure),
+) -> Result<Report, anneal::AnnealError> {
+    let mut figures = Vec::new();
+    let mut push = |f: Figure, figures: &mut Vec<Figure>| {
+        progress(&f);
+        figures.push(f);
+    };
+    let gpu = backend.kind() == BackendKind::Cuda;
+    let n_vadd = if quick || !gpu { 1 << 20 } else { 1 << 28 };
+    if gpu {
+        push(copy_bandwidth(backend, n_vadd, 20)?, &mut figures);
+    }
+    let stream = backend.default_stream();
+    let kernel = vadd::kernel(backend)?;
+    let mut rng = Rng::new(7);
+    let (a, b) = (rng.f32s(n_vadd), rng.f32s(n_vadd));
+    let t = vadd::time(&stream, &kernel, &a, &b, 50)?;
+    push(
+        Figure {
+            name: format!("vadd {n_vadd} f32"),
+            ms: t.median_ms,
+            runs: 50,
+            gb_per_s: Some(t.gb_per_s),
+            note: None,
+        },
+        &mut figures,
+    );
+    let batch_kernel = batch::kernel(backend)?;
+    let input = batch::random_input(&mut Rng::new(9), if quick { 500 } else { 10_000 });
+    let t = batch::time(&stream, &batch_kernel, &input, 20)?;
+    push(
+        Figure {
+            name: format!("batch {} structures", input.descs().len()),
+            ms: t.median_ms,
+            runs: 20,
+            gb_per_s: None,
+            note: Some(format!("{:.2} G atoms/s", t.atoms_per_s / 1e9)),
+        },
+        &mut figures,
+    );
+    let shapes: &[(usize, usize, usize, usize)] = if quick {
+        &[(1000, 64, 32, 3)]
+    } else if gpu {
+        &[
+            (1000, 64, 32, 5),
+            (10_000, 128, 256, 5),
+            (100_000, 384, 1024, 3),
+            (1_000_000, 128, 2048, 3),
+        ]
+    } else {
+        &[(1000, 64, 32, 5), (10_000, 128, 256, 5)]
+    };
+    for &(n, d, m, reps) in shapes {
+        push(anneal_figure(backend, n, d, m, reps)?, &mut figures);
+        if gpu && n <= 10_000 {
+            push(anneal_figure(&Backend::cpu(), n, d, m, reps)?, &mut figures);
+        }
+    }
+    let device = backend
+        .device()
+        .map_or("cpu".to_string(), |d| d.name.clone());
+    Ok(Report {
+        device,
+        cpu_threads: rayon::current_num_threads(),
+        figures,
+    })
+}
