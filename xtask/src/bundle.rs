@@ -1,5 +1,6 @@
 //! `cargo xtask gpu-bundle [--arch SPEC]`: builds the release test binaries
-//! of the crates that touch the GPU, and the `apps` CLI, and copies them with
+//! of the crates that touch the GPU (and of `examples/downstream`, the crate
+//! outside the workspace), and the `apps` CLI, and copies them with
 //! a `run.sh` into `target/gpu-bundle/`, so that a GPU host with no Rust runs
 //! the whole GPU suite, the benchmarks and the suite under compute-sanitizer
 //! with one command: `bash target/gpu-bundle/run.sh`.
@@ -18,9 +19,19 @@ const MAX_BYTES: u64 = 60 << 20;
 /// Crates whose tests run on the GPU host.
 const GPU_CRATES: &[&str] = &["gpu-core", "cuda-sys", "apps"];
 
+/// The crate outside the workspace whose tests are bundled too: its own
+/// manifest, target dir and env prefix.
+const DOWNSTREAM: &str = "downstream";
+const DOWNSTREAM_MANIFEST: &str = "examples/downstream/Cargo.toml";
+const DOWNSTREAM_TARGET_DIR: &str = "target/downstream";
+
 /// Test binaries that do not belong on a GPU host: trybuild needs cargo, and
-/// the bindings check reads the source tree.
-const NOT_BUNDLED: &[&str] = &["gpu-core__compile_fail", "cuda-sys__bindings"];
+/// the bindings checks read the source tree.
+const NOT_BUNDLED: &[&str] = &[
+    "gpu-core__compile_fail",
+    "cuda-sys__bindings",
+    "downstream__bindings",
+];
 
 /// Test binaries run under the sanitizers: those that use the GPU (a binary
 /// that never calls CUDA makes compute-sanitizer fail with "terminated before
@@ -31,6 +42,8 @@ const SANITIZED: &[&str] = &[
     "gpu-core__backends",
     "apps__gpu_agreement",
     "apps__batch",
+    "apps__anneal",
+    "downstream__saxpy",
 ];
 
 /// Tests skipped under the sanitizers: the out-of-memory test makes a failing
@@ -62,7 +75,12 @@ pub(crate) fn run(root: &Path, mut args: Args) -> Result<()> {
     for krate in GPU_CRATES {
         tests.args(["-p", krate]);
     }
-    let mut binaries = executables(tests, true)?;
+    let mut binaries = executables(tests, true, GPU_CRATES)?;
+    binaries.extend(executables(
+        downstream_tests(root, arch.as_deref()),
+        true,
+        &[DOWNSTREAM],
+    )?);
     let mut apps = cargo(root, arch.as_deref());
     apps.args([
         "build",
@@ -71,7 +89,7 @@ pub(crate) fn run(root: &Path, mut args: Args) -> Result<()> {
         "apps",
         "--message-format=json-render-diagnostics",
     ]);
-    binaries.extend(executables(apps, false)?);
+    binaries.extend(executables(apps, false, &["apps"])?);
 
     println!("[2/3] copying {} binaries", binaries.len());
     let mut total = 0u64;
@@ -111,9 +129,48 @@ fn cargo(root: &Path, arch: Option<&str>) -> Command {
     cargo
 }
 
+/// `cargo test --release --no-run` of `examples/downstream`, which must
+/// compile its kernel (`DOWNSTREAM_REQUIRE_CUDA=1`) for the same archs with
+/// the toolkit the workspace's build finds (handed over as `NVCC` unless a
+/// discovery variable is already set: the example looks only where any
+/// crate outside kiln would).
+fn downstream_tests(root: &Path, arch: Option<&str>) -> Command {
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo
+        .current_dir(root)
+        .env("CARGO_TARGET_DIR", root.join(DOWNSTREAM_TARGET_DIR))
+        .env("DOWNSTREAM_REQUIRE_CUDA", "1")
+        .stdout(Stdio::piped())
+        .args([
+            "test",
+            "--release",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+            "--manifest-path",
+            DOWNSTREAM_MANIFEST,
+        ]);
+    if let Some(spec) = arch {
+        cargo.env("DOWNSTREAM_CUDA_ARCHS", spec);
+    }
+    let discovery_set = ["NVCC", "CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"]
+        .iter()
+        .any(|var| std::env::var_os(var).is_some());
+    if !discovery_set {
+        if let Some(found) = crate::toolkit::toolkit_present() {
+            cargo.env("NVCC", found.nvcc);
+        }
+    }
+    cargo
+}
+
 /// `(bundle name, path)` of each executable cargo reports: test binaries
-/// (`crate__target`) or, with `tests` false, binaries (`target`).
-fn executables(mut cargo: Command, tests: bool) -> Result<Vec<(String, PathBuf)>> {
+/// (`crate__target`, `crate` one of `crates`) or, with `tests` false,
+/// binaries (`target`).
+fn executables(
+    mut cargo: Command,
+    tests: bool,
+    crates: &[&'static str],
+) -> Result<Vec<(String, PathBuf)>> {
     let output = cargo
         .spawn()
         .context("cannot run cargo")?
@@ -139,12 +196,12 @@ fn executables(mut cargo: Command, tests: bool) -> Result<Vec<(String, PathBuf)>
         let krate = msg["package_id"]
             .as_str()
             .and_then(|id| {
-                GPU_CRATES
+                crates
                     .iter()
                     .find(|c| id.contains(&format!("/{c}#")) || id.contains(&format!("{c}@")))
             })
             .copied()
-            .unwrap_or("apps");
+            .unwrap_or("unknown");
         let kind = msg["target"]["kind"][0].as_str().unwrap_or("");
         let name = if tests && kind == "bin" {
             format!("{krate}__bin_{target}")

@@ -59,7 +59,7 @@ pub(crate) fn run(mut args: Args) -> Result<()> {
                     command_line(cell, &env)
                 );
                 let started = Instant::now();
-                let outcome = run_cell(&root, cell, &env);
+                let outcome = run_cell(&root, cell, &absolute_tool_paths(env, &root));
                 let time = started.elapsed();
                 if let Outcome::Fail(why) = &outcome {
                     println!("==> [{}/{total}] {}: FAIL: {why}", i + 1, cell.name);
@@ -236,6 +236,28 @@ pub(crate) fn plan(cell: &Cell, cx: &Context, is_set: impl Fn(&str) -> bool) -> 
     // The cell's own settings win.
     env.extend(cell.env.clone());
     Plan::Run { env }
+}
+
+/// Variables naming a toolkit or libclang path. Build scripts read them from
+/// their package's dir, not the workspace root, and nvcc runs from OUT_DIR,
+/// so a relative value in a cell (`CUDA_PATH = "target/cuda-toolkit/cuda"`)
+/// is made absolute against the root.
+const TOOL_PATH_VARS: &[&str] = &[
+    "NVCC",
+    "CUDA_PATH",
+    "CUDA_HOME",
+    "CUDA_ROOT",
+    "LIBCLANG_PATH",
+];
+
+/// `env` with every relative [`TOOL_PATH_VARS`] value joined onto `root`.
+fn absolute_tool_paths(mut env: BTreeMap<String, String>, root: &Path) -> BTreeMap<String, String> {
+    for (key, value) in &mut env {
+        if TOOL_PATH_VARS.contains(&key.as_str()) && Path::new(value.as_str()).is_relative() {
+            *value = root.join(&*value).display().to_string();
+        }
+    }
+    env
 }
 
 /// The header's rendering of a cell: `KEY=V ... argv`, showing the cell's
@@ -545,6 +567,22 @@ mod tests {
             require_toolkit: true,
         };
         assert_eq!(plan(&c, &cx, NOTHING_SET), Plan::Run { env: env(&[]) });
+    }
+
+    #[test]
+    fn relative_toolkit_paths_are_made_absolute_against_the_root() {
+        let env = absolute_tool_paths(
+            env(&[
+                ("CUDA_PATH", "target/cuda-toolkit/cuda"),
+                ("NVCC", "/opt/cuda/bin/nvcc"),
+                ("CARGO_TARGET_DIR", "target/downstream"),
+            ]),
+            Path::new("/ws"),
+        );
+        assert_eq!(env["CUDA_PATH"], "/ws/target/cuda-toolkit/cuda");
+        assert_eq!(env["NVCC"], "/opt/cuda/bin/nvcc");
+        // cargo resolves its own target dir against its working dir, the root.
+        assert_eq!(env["CARGO_TARGET_DIR"], "target/downstream");
     }
 
     #[test]

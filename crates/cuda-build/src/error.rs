@@ -18,6 +18,8 @@ pub enum Error {
         var: String,
         /// Where discovery looked.
         looked_at: String,
+        /// What to do about it ([`KernelBuild::toolkit_hint`](crate::KernelBuild::toolkit_hint)).
+        hint: String,
     },
     /// A file could not be read or written.
     Io {
@@ -76,19 +78,31 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Arch(e) => e.fmt(f),
-            Error::ToolkitRequired { var, looked_at } => write!(
+            Error::ToolkitRequired {
+                var,
+                looked_at,
+                hint,
+            } => write!(
                 f,
                 "{var}=1 but no CUDA toolkit was found (looked at {looked_at}); \
-                 run `cargo xtask toolkit install` or set CUDA_PATH, or unset {var} for a CPU-only build"
+                 {hint}, or unset {var} for a CPU-only build"
             ),
             Error::Io { path, source } => write!(f, "cannot access {}: {source}", path.display()),
             Error::Spawn { program, source } => {
                 write!(f, "cannot run {}: {source}", program.display())
             }
-            Error::ToolFailed { command, status, stderr } => {
+            Error::ToolFailed {
+                command,
+                status,
+                stderr,
+            } => {
                 write!(f, "`{command}` failed ({status}): {stderr}")
             }
-            Error::Compile { module, command, stderr } => write!(
+            Error::Compile {
+                module,
+                command,
+                stderr,
+            } => write!(
                 f,
                 "nvcc failed on module `{module}`:\n{stderr}\ncommand: {command}"
             ),
@@ -97,7 +111,10 @@ impl fmt::Display for Error {
             }
             Error::Codegen { message } => write!(f, "codegen: {message}"),
             Error::StaticLibrary { module, message } => {
-                write!(f, "building static-library module `{module}` failed: {message}")
+                write!(
+                    f,
+                    "building static-library module `{module}` failed: {message}"
+                )
             }
         }
     }

@@ -39,10 +39,16 @@ pub const VERSION_CFGS: &[(u32, u32)] = &[
     (13, 2),
 ];
 
+/// What the CPU-only warning and the missing-toolkit error tell the user to
+/// do, unless the build script says otherwise with
+/// [`KernelBuild::toolkit_hint`]. kiln's own: its xtask installs a toolkit.
+pub const DEFAULT_TOOLKIT_HINT: &str = "run `cargo xtask toolkit install` or set CUDA_PATH";
+
 /// A kernel build, configured by the caller's build script.
 #[derive(Debug, Clone)]
 pub struct KernelBuild {
     kernels_dir: PathBuf,
+    toolkit_hint: String,
     include_dirs: Vec<PathBuf>,
     config_file: Option<PathBuf>,
     env_prefix: String,
@@ -82,6 +88,7 @@ impl KernelBuild {
             config_file: Some(kernels_dir.join("kiln.toml")),
             kernels_dir,
             env_prefix: "KILN".to_string(),
+            toolkit_hint: DEFAULT_TOOLKIT_HINT.to_string(),
             candidates: Vec::new(),
             image_type: "::gpu_core::FatbinImage".to_string(),
             out_dir: None,
@@ -111,6 +118,16 @@ impl KernelBuild {
     /// A toolkit root to try after `PATH` and before the system dirs.
     pub fn toolkit_candidate(mut self, label: &str, root: impl Into<PathBuf>) -> Self {
         self.candidates.push((label.to_string(), root.into()));
+        self
+    }
+
+    /// What to tell the user when no toolkit is found, as a clause
+    /// (`"install the CUDA toolkit or set CUDA_PATH"`): it follows "for GPU
+    /// code," in the CPU-only warning and precedes ", or unset
+    /// PREFIX_REQUIRE_CUDA" in the error. The default names kiln's xtask,
+    /// which a downstream crate does not have.
+    pub fn toolkit_hint(mut self, hint: &str) -> Self {
+        self.toolkit_hint = hint.to_string();
         self
     }
 
@@ -228,6 +245,7 @@ impl KernelBuild {
                 return Err(Error::ToolkitRequired {
                     var: require_var,
                     looked_at,
+                    hint: self.toolkit_hint.clone(),
                 });
             }
             // Still check the spec, so a bad one fails on every machine.
@@ -236,8 +254,8 @@ impl KernelBuild {
             })?;
             let reason = format!("no CUDA toolkit found (looked at {looked_at})");
             cargo.push(format!(
-                "cargo::warning={reason}; building CPU-only. Run `cargo xtask toolkit install` \
-                 (or set CUDA_PATH) for GPU code"
+                "cargo::warning={reason}; building CPU-only. For GPU code, {}",
+                self.toolkit_hint
             ));
             let manifest = Manifest {
                 format: FORMAT,

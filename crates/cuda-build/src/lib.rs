@@ -9,15 +9,26 @@
 //! - [`manifest`], [`resources`], [`depfile`], [`config`]: what it reads and
 //!   writes;
 //! - `codegen` (feature `codegen`): bindgen over the shared C headers into the
-//!   committed Rust bindings.
+//!   committed Rust bindings; [`bindings`] checks them without libclang;
+//! - [`header`]: `kiln.h` (`KILN_KERNEL`), for downstream kernel headers.
 //!
-//! A downstream build script (`build.rs`) is one call:
+//! A downstream build script (`build.rs`) is one call; the kernels are every
+//! `*.cu` in the dir named, and `kernels/include` is on the include path:
 //! ```no_run
-//! if let Err(e) = cuda_build::KernelBuild::new("kernels").env_prefix("MYCRATE").run() {
+//! let build = cuda_build::KernelBuild::new("kernels")
+//!     .env_prefix("MYCRATE") // MYCRATE_CUDA_ARCHS, MYCRATE_REQUIRE_CUDA, MYCRATE_CUDA=off
+//!     .include_dir(cuda_build::header::include_dir()) // kiln.h
+//!     .toolkit_hint("install the CUDA toolkit or set CUDA_PATH");
+//! if let Err(e) = build.run() {
 //!     println!("cargo::error={e}");
 //!     std::process::exit(1);
 //! }
 //! ```
+//! The crate then embeds the fat binaries with
+//! `include!(concat!(env!("OUT_DIR"), "/kiln_modules.rs"))` (one
+//! `pub static NAME: gpu_core::FatbinImage` per `.cu` file, and `ALL`) and
+//! may test `cfg(cuda_enabled)` / `cfg(cpu_only)`.
+//! `examples/downstream` in kiln's repository is a whole crate built this way.
 
 pub mod arch;
 pub mod bindings;
@@ -26,6 +37,7 @@ pub mod codegen;
 pub mod config;
 pub mod depfile;
 mod error;
+pub mod header;
 pub mod kernels;
 pub mod manifest;
 pub mod nvcc;

@@ -8,6 +8,55 @@
 //!
 //! All `unsafe` lives in `raw.rs`. gpu-core never names one of kiln's kernels:
 //! callers hand in the [`FatbinImage`]s to load.
+//!
+//! # From your own crate
+//! Depend on gpu-core, and on `cuda-build` as a build-dependency to compile
+//! your `kernels/*.cu` (see its crate docs, and `examples/downstream` in
+//! kiln's repository). The build script writes `kiln_modules.rs`, one
+//! [`FatbinImage`] per module plus `ALL`, for `Backend::auto(modules::ALL)`;
+//! cuda-build's codegen turns your header's structs and `KILN_KERNEL(...)`
+//! lines into [`GpuRepr`] types and [`KernelDecl`] markers (with
+//! `abi_path("::gpu_core")`). Written by hand, that generated code and a
+//! launch look like this (on the CPU backend here, so the example runs
+//! anywhere):
+//! ```
+//! use gpu_core::{Backend, KernelDecl, LaunchConfig};
+//!
+//! // Generated from `typedef struct Scale { float a; uint32_t n; } Scale;`
+//! #[repr(C)]
+//! #[derive(Debug, Clone, Copy)]
+//! pub struct Scale { pub a: f32, pub n: u32 }
+//! gpu_core::gpu_repr!(Scale = "Scale" { size: 8, align: 4, fields: { a: 0, n: 4 } });
+//!
+//! // Generated from `KILN_KERNEL(scale, Scale p, float *y);`
+//! #[allow(non_camel_case_types)]
+//! #[derive(Debug, Clone, Copy)]
+//! pub struct scale;
+//! // SAFETY: the kernel's entry point and C parameter types, in order.
+//! unsafe impl KernelDecl for scale {
+//!     const NAME: &'static str = "scale";
+//!     const HEADER: &'static str = "scale.h";
+//!     const PARAM_NAMES: &'static [&'static str] = &["p", "y"];
+//!     const PARAM_LAYOUT: &'static [(usize, usize)] = &[(8, 4), (8, 8)];
+//!     type Params = (Scale, *mut f32);
+//! }
+//!
+//! // The kernel's body for the CPU backend: the same arguments, as host data.
+//! fn scale_cpu(_: &LaunchConfig, (p, y): (Scale, &mut [f32])) {
+//!     y[..p.n as usize].iter_mut().for_each(|v| *v *= p.a);
+//! }
+//!
+//! // `Backend::auto(modules::ALL)` in a real crate: CUDA where it can run.
+//! let backend = Backend::cpu();
+//! let kernel = backend.kernel_with_cpu::<scale>(scale_cpu)?;
+//! let stream = backend.default_stream();
+//! let mut y = stream.to_device(&[1.0f32, 2.0, 3.0])?;
+//! // The tuple's type comes from `Params`: (Scale, DeviceViewMut<f32>).
+//! let args = (Scale { a: 2.0, n: 3 }, y.view_mut());
+//! stream.launch(&kernel, LaunchConfig::for_elements(3, 256), args)?;
+//! assert_eq!(stream.to_host(&y.view())?, [2.0, 4.0, 6.0]);
+//! # Ok::<(), gpu_core::Error>(())
+//! ```
 
 mod backend;
 mod device;
