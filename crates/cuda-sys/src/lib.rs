@@ -18,7 +18,7 @@
 //! every listed toolkit version at or below the one used.
 //!
 //! # Unsafe contract
-//! The `extern "C"` functions in [`host`] are launchers compiled by nvcc into a
+//! The `extern "C"` functions in `host` (CUDA builds only) are launchers compiled by nvcc into a
 //! static library. Their pointer arguments are device pointers; callers must
 //! pass pointers to live device allocations of at least the documented length,
 //! on the stream's context. Nothing here checks that: `gpu-core` and `apps` do.
