@@ -52,8 +52,10 @@ template <typename T>
 __device__ void assign(const T *__restrict__ x, const float *__restrict__ x_norms, uint32_t n,
                        uint32_t d, const float *__restrict__ anchors,
                        const float *__restrict__ anchor_norms, uint32_t m, uint32_t flags,
+                       const AnnealControl *__restrict__ control,
                        uint32_t *__restrict__ assign_out, float *__restrict__ dist_out,
                        uint32_t *__restrict__ counts) {
+    if (control->done) return;  // whole grid leaves
     __shared__ __align__(16) float xs[kTk][kTile + kPad];
     __shared__ __align__(16) float cs[kTk][kTile + kPad];
     const int tid = threadIdx.x;
@@ -153,7 +155,7 @@ __device__ void assign(const T *__restrict__ x, const float *__restrict__ x_norm
 }
 
 // ---------------------------------------------------------------------------
-// Reduce + update: one block of 128 threads per anchor.
+// Reduce, update: one block of 128 threads per anchor.
 
 constexpr int kReduceThreads = 128;
 
@@ -173,36 +175,29 @@ __device__ float block_sum(float value, float *scratch) {
 }
 
 template <typename T>
-__device__ void reduce_update(const T *__restrict__ x, const uint32_t *__restrict__ order,
-                              const uint32_t *__restrict__ offsets, const float *__restrict__ dist,
-                              uint32_t m, uint32_t d, float eta, float *__restrict__ anchors,
-                              float *__restrict__ anchor_norms, float *__restrict__ sumsq) {
+__device__ void reduce(const T *__restrict__ x, const uint32_t *__restrict__ order,
+                       const uint32_t *__restrict__ offsets, const float *__restrict__ dist,
+                       uint32_t m, uint32_t d, const AnnealControl *__restrict__ control,
+                       uint32_t *__restrict__ members, float *__restrict__ partial) {
     __shared__ float scratch[kReduceThreads / 32];
     const uint32_t j = blockIdx.x;
-    if (j >= m) return;  // whole block leaves
+    if (j >= m || control->done) return;  // whole block leaves
     const uint32_t begin = offsets[j];
     const uint32_t end = offsets[j + 1];
-    const uint32_t count = end - begin;
 
     float s = 0.f;
     for (uint32_t p = begin + threadIdx.x; p < end; p += kReduceThreads) s += dist[order[p]];
     const float member_dist = block_sum(s, scratch);
-    if (threadIdx.x == 0) sumsq[j] = member_dist;
-
-    const float inv_count = count > 0 ? 1.f / static_cast<float>(count) : 0.f;
-    float norm = 0.f;
+    if (threadIdx.x == 0) {
+        members[j] = end - begin;
+        partial[static_cast<size_t>(m) * d + j] = member_dist;
+    }
     for (uint32_t k = threadIdx.x; k < d; k += kReduceThreads) {
         float acc = 0.f;
 #pragma unroll 4
         for (uint32_t p = begin; p < end; ++p) acc += load(x, static_cast<size_t>(order[p]) * d + k);
-        const size_t at = static_cast<size_t>(j) * d + k;
-        float c = anchors[at];
-        if (count > 0) c = fmaf(eta, acc * inv_count - c, c);
-        anchors[at] = c;
-        norm = fmaf(c, c, norm);
+        partial[static_cast<size_t>(j) * d + k] = acc;
     }
-    const float total = block_sum(norm, scratch);
-    if (threadIdx.x == 0) anchor_norms[j] = total;
 }
 
 }  // namespace
@@ -218,18 +213,22 @@ KILN_KERNEL(anneal_norms_f16, const uint16_t *x, uint32_t n, uint32_t d, float *
 extern "C" __global__ void __launch_bounds__(kAssignThreads)
     anneal_assign_f32(const float *x, const float *x_norms, uint32_t n, uint32_t d,
                       const float *anchors, const float *anchor_norms, uint32_t m, uint32_t flags,
-                      uint32_t *assign_out, float *dist, uint32_t *counts) {
-    assign(x, x_norms, n, d, anchors, anchor_norms, m, flags, assign_out, dist, counts);
+                      const AnnealControl *control, uint32_t *assign_out, float *dist,
+                      uint32_t *counts) {
+    assign(x, x_norms, n, d, anchors, anchor_norms, m, flags, control, assign_out, dist, counts);
 }
 
 extern "C" __global__ void __launch_bounds__(kAssignThreads)
     anneal_assign_f16(const uint16_t *x, const float *x_norms, uint32_t n, uint32_t d,
                       const float *anchors, const float *anchor_norms, uint32_t m, uint32_t flags,
-                      uint32_t *assign_out, float *dist, uint32_t *counts) {
-    assign(x, x_norms, n, d, anchors, anchor_norms, m, flags, assign_out, dist, counts);
+                      const AnnealControl *control, uint32_t *assign_out, float *dist,
+                      uint32_t *counts) {
+    assign(x, x_norms, n, d, anchors, anchor_norms, m, flags, control, assign_out, dist, counts);
 }
 
-KILN_KERNEL(anneal_scan, uint32_t *counts, uint32_t m, uint32_t *offsets, uint32_t *cursor) {
+KILN_KERNEL(anneal_scan, const AnnealControl *control, uint32_t *counts, uint32_t m,
+            uint32_t *offsets, uint32_t *cursor) {
+    if (control->done) return;
     __shared__ uint32_t warp_sums[32];
     __shared__ uint32_t carry;
     const uint32_t lane = threadIdx.x % 32;
@@ -269,8 +268,9 @@ KILN_KERNEL(anneal_scan, uint32_t *counts, uint32_t m, uint32_t *offsets, uint32
     if (threadIdx.x == 0) offsets[m] = carry;
 }
 
-KILN_KERNEL(anneal_scatter, const uint32_t *assign_in, uint32_t n, const uint32_t *offsets,
-            uint32_t *cursor, uint32_t *order) {
+KILN_KERNEL(anneal_scatter, const AnnealControl *control, const uint32_t *assign_in, uint32_t n,
+            const uint32_t *offsets, uint32_t *cursor, uint32_t *order) {
+    if (control->done) return;
     const uint32_t stride = gridDim.x * blockDim.x;
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const uint32_t a = assign_in[i];
@@ -280,15 +280,53 @@ KILN_KERNEL(anneal_scatter, const uint32_t *assign_in, uint32_t n, const uint32_
 }
 
 extern "C" __global__ void __launch_bounds__(kReduceThreads)
-    anneal_reduce_update_f32(const float *x, const uint32_t *order, const uint32_t *offsets,
-                             const float *dist, uint32_t m, uint32_t d, float eta, float *anchors,
-                             float *anchor_norms, float *sumsq) {
-    reduce_update(x, order, offsets, dist, m, d, eta, anchors, anchor_norms, sumsq);
+    anneal_reduce_f32(const float *x, const uint32_t *order, const uint32_t *offsets,
+                      const float *dist, uint32_t m, uint32_t d, const AnnealControl *control,
+                      uint32_t *members, float *partial) {
+    reduce(x, order, offsets, dist, m, d, control, members, partial);
 }
 
 extern "C" __global__ void __launch_bounds__(kReduceThreads)
-    anneal_reduce_update_f16(const uint16_t *x, const uint32_t *order, const uint32_t *offsets,
-                             const float *dist, uint32_t m, uint32_t d, float eta, float *anchors,
-                             float *anchor_norms, float *sumsq) {
-    reduce_update(x, order, offsets, dist, m, d, eta, anchors, anchor_norms, sumsq);
+    anneal_reduce_f16(const uint16_t *x, const uint32_t *order, const uint32_t *offsets,
+                      const float *dist, uint32_t m, uint32_t d, const AnnealControl *control,
+                      uint32_t *members, float *partial) {
+    reduce(x, order, offsets, dist, m, d, control, members, partial);
+}
+
+extern "C" __global__ void __launch_bounds__(kReduceThreads)
+    anneal_update(const float *partial, const uint32_t *members, uint32_t m, uint32_t d, float eta,
+                  const AnnealControl *control, float *anchors, float *anchor_norms) {
+    __shared__ float scratch[kReduceThreads / 32];
+    const uint32_t j = blockIdx.x;
+    if (j >= m || control->done) return;  // whole block leaves
+    const uint32_t count = members[j];
+    const float inv_count = count > 0 ? 1.f / static_cast<float>(count) : 0.f;
+    float norm = 0.f;
+    for (uint32_t k = threadIdx.x; k < d; k += kReduceThreads) {
+        const size_t at = static_cast<size_t>(j) * d + k;
+        float c = anchors[at];
+        if (count > 0) c = fmaf(eta, partial[at] * inv_count - c, c);
+        anchors[at] = c;
+        norm = fmaf(c, c, norm);
+    }
+    const float total = block_sum(norm, scratch);
+    if (threadIdx.x == 0) anchor_norms[j] = total;
+}
+
+KILN_KERNEL(anneal_finish, const float *partial, uint32_t m, uint32_t d, uint64_t n, double tol,
+            uint32_t slot, AnnealControl *control, double *history) {
+    if (threadIdx.x != 0 || blockIdx.x != 0 || control->done) return;
+    const double energy =
+        static_cast<double>(partial[static_cast<size_t>(m) * d + m]) / static_cast<double>(n);
+    history[slot] = energy;
+    const double previous = control->previous;
+    // The driver's test (crates/apps/src/anneal), operation for operation.
+    const bool converged =
+        control->has_previous != 0 &&
+        ((previous > 0.0 && fabs(previous - energy) / previous < tol) ||
+         (previous == 0.0 && energy == 0.0));
+    control->done = converged ? 1u : 0u;
+    control->previous = energy;
+    control->has_previous = 1u;
+    control->iterations += 1u;
 }

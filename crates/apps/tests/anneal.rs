@@ -135,3 +135,110 @@ fn bad_input_is_refused_on_every_backend() {
         assert!(run(&[1.0, f32::NAN, 1.0], 1, 3, 1).contains("NaN"));
     }
 }
+
+/// The GPU engine driven one step at a time from the host (the trait's
+/// default `run_steps`): the reference for the device-side runs.
+struct HostDriven(anneal::gpu::GpuEngine);
+
+impl anneal::Engine for HostDriven {
+    fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), anneal::AnnealError> {
+        self.0.set_anchors(anchors, m)
+    }
+    fn step(&mut self, eta: f32) -> Result<f64, anneal::AnnealError> {
+        self.0.step(eta)
+    }
+    fn stats(&mut self) -> Result<anneal::AnchorStats, anneal::AnnealError> {
+        self.0.stats()
+    }
+    fn anchors(&mut self) -> Result<Vec<f32>, anneal::AnnealError> {
+        self.0.anchors()
+    }
+    fn anchor_neighbors(&mut self) -> Result<(Vec<u32>, Vec<f32>), anneal::AnnealError> {
+        self.0.anchor_neighbors()
+    }
+    fn assignments(&mut self) -> Result<Vec<u32>, anneal::AnnealError> {
+        self.0.assignments()
+    }
+}
+
+#[test]
+fn device_side_convergence_stops_where_the_host_test_does() {
+    use anneal::Engine as _;
+    let Some(gpu) = cuda_or_skip() else { return };
+    let (n, d, m) = (6000, 40, 48);
+    let points = anneal::synthetic_points(n, d, 24, 0.25, 11);
+    // tol values that stop the run inside a run of iterations, at its end,
+    // and never; no maintenance, then maintenance every 4.
+    for (tol, maintain_every) in [(2e-3, 0), (1e-4, 4), (0.0, 4), (5e-3, 4)] {
+        let params = Params {
+            seed: 11,
+            tol,
+            maintain_every,
+            ..Params::default()
+        };
+        let max_anchors = anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
+        let mut device =
+            anneal::gpu::GpuEngine::new(&gpu, Points::F32(&points), n, d, max_anchors).unwrap();
+        let mut host = HostDriven(
+            anneal::gpu::GpuEngine::new(&gpu, Points::F32(&points), n, d, max_anchors).unwrap(),
+        );
+        let what = format!("tol {tol}, maintenance every {maintain_every}");
+        let a = anneal::run_with(
+            &mut device,
+            Points::F32(&points),
+            n,
+            d,
+            m,
+            &params,
+            &mut |_, _, _| {},
+        )
+        .unwrap();
+        let b = anneal::run_with(
+            &mut host,
+            Points::F32(&points),
+            n,
+            d,
+            m,
+            &params,
+            &mut |_, _, _| {},
+        )
+        .unwrap();
+        println!(
+            "{what}: iterations {} / {}, energy {:.7} / {:.7}",
+            a.iterations, b.iterations, a.energy, b.energy
+        );
+        assert_eq!(a.iterations, b.iterations, "{what}");
+        assert_eq!(a.m, b.m, "{what}");
+        for (x, y) in a.history.iter().zip(&b.history) {
+            assert!((x - y).abs() <= 1e-5 * y, "{what}: history {x} vs {y}");
+        }
+        // The outputs are those of the last iteration run, not of one
+        // enqueued after convergence (which must have returned at once).
+        let same = a
+            .assignments
+            .iter()
+            .zip(&b.assignments)
+            .filter(|(x, y)| x == y)
+            .count();
+        assert!(
+            same * 1000 >= n * 999,
+            "{what}: {same} of {n} assignments agree"
+        );
+        assert!(
+            (a.energy - b.energy).abs() <= 1e-5 * b.energy,
+            "{what}: energy"
+        );
+        if tol > 0.0 && a.iterations < params.max_iters {
+            let last = a.history.len() - 1;
+            assert!(
+                anneal::converged(Some(a.history[last - 1]), a.history[last], tol),
+                "{what}: stopped without converging"
+            );
+        }
+        // One step at a time, the device run of one step agrees too.
+        device.set_anchors(&a.anchors, a.m).unwrap();
+        let steps = device.run_steps(&[0.5, 0.5], 0.0, None).unwrap();
+        assert_eq!(steps.energies.len(), 2);
+        assert!(!steps.converged);
+    }
+}

@@ -1,50 +1,66 @@
-//! The GPU engine: every buffer allocated once for the run, points uploaded
-//! once (f32 or f16), the anchors kept on the device. One step is five
-//! launches (assign with counts, scan, scatter, reduce + update, the CUB sum
-//! of the distances from the static-library module `reduce`) and one 4-byte
-//! read of the energy; nothing is allocated per iteration. The assignment is
-//! a fused distance + argmin: no `n × m` distance matrix exists anywhere.
+//! The GPU engine, on one GPU or sharded over several.
+//!
+//! Every buffer is allocated once for the run and the points are uploaded
+//! once (f32 or f16), split into one contiguous shard per GPU. One iteration
+//! is, on every GPU: the fused distance + argmin of its shard (no `n × m`
+//! distance matrix exists anywhere), the per-anchor partial statistics (member
+//! counts, sums of member points and of their distances) and the CUB sum of
+//! the distances (the static-library module `reduce`); with several GPUs one
+//! NCCL all-reduce then combines the partials, and every GPU applies the same
+//! update, so the anchors stay identical without a broadcast. Then
+//! `anneal_finish` records the energy and runs the convergence test on the
+//! device.
+//!
+//! So [`Engine::run_steps`] enqueues all the iterations up to the next
+//! maintenance pass without reading anything back, and reads the energies
+//! once at the end: after convergence the remaining kernels return at once.
+//! Nothing is allocated per iteration.
 
 use cuda_sys::kernels::{
-    anneal_assign_f16, anneal_assign_f32, anneal_norms_f16, anneal_norms_f32,
-    anneal_reduce_update_f16, anneal_reduce_update_f32, anneal_scan, anneal_scatter,
+    anneal_assign_f16, anneal_assign_f32, anneal_finish, anneal_norms_f16, anneal_norms_f32,
+    anneal_reduce_f16, anneal_reduce_f32, anneal_scan, anneal_scatter, anneal_update,
 };
-use gpu_core::{Backend, BackendKind, DeviceBuffer, Kernel, LaunchConfig, Stream};
+use cuda_sys::types::AnnealControl;
+use gpu_core::{
+    Backend, BackendKind, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream,
+};
 
-use super::{AnchorStats, AnnealError, Engine, Points};
+use super::{AnchorStats, AnnealError, Engine, Points, Steps};
 
 use cuda_sys::types::{KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF};
 
 /// Points per block of `anneal_assign_*`.
 const ASSIGN_TILE: u32 = 128;
+/// Iterations enqueued between two read-backs at most (the history buffer).
+const RUN: usize = 64;
 
+/// A shard's points and the kernels that read them.
 #[derive(Debug)]
-enum DevicePoints {
+enum ShardPoints {
     F32(
         DeviceBuffer<f32>,
         Kernel<anneal_assign_f32>,
-        Kernel<anneal_reduce_update_f32>,
+        Kernel<anneal_reduce_f32>,
     ),
     F16(
         DeviceBuffer<u16>,
         Kernel<anneal_assign_f16>,
-        Kernel<anneal_reduce_update_f16>,
+        Kernel<anneal_reduce_f16>,
     ),
 }
 
-/// The GPU engine.
+/// One GPU's part: its rows of the points and every buffer of the iteration.
 #[derive(Debug)]
-pub struct GpuEngine {
+struct Shard {
     stream: Stream,
-    points: DevicePoints,
+    points: ShardPoints,
     norms_f32: Kernel<anneal_norms_f32>,
-    /// The anchors are f32 whatever the points are.
-    anchor_assign: Kernel<anneal_assign_f32>,
     scan: Kernel<anneal_scan>,
     scatter: Kernel<anneal_scatter>,
+    update: Kernel<anneal_update>,
+    finish: Kernel<anneal_finish>,
+    /// Rows of this shard.
     n: u32,
-    d: u32,
-    m: u32,
     point_norms: DeviceBuffer<f32>,
     anchors: DeviceBuffer<f32>,
     anchor_norms: DeviceBuffer<f32>,
@@ -54,11 +70,31 @@ pub struct GpuEngine {
     offsets: DeviceBuffer<u32>,
     cursor: DeviceBuffer<u32>,
     order: DeviceBuffer<u32>,
-    sumsq: DeviceBuffer<f32>,
+    /// Members per anchor (this shard's, then all shards' after the
+    /// all-reduce).
+    members: DeviceBuffer<u32>,
+    /// Point sums (`m × d`), distance sums (`m`), energy sum (1): see anneal.h.
+    partial: DeviceBuffer<f32>,
+    control: DeviceBuffer<AnnealControl>,
+    history: DeviceBuffer<f64>,
+    scratch: DeviceBuffer<u8>,
+}
+
+/// The GPU engine.
+#[derive(Debug)]
+pub struct GpuEngine {
+    shards: Vec<Shard>,
+    /// Present with more than one shard.
+    collective: Option<Collective>,
+    /// Anchor-to-anchor nearest neighbours, on shard 0.
+    anchor_assign: Kernel<anneal_assign_f32>,
     neighbors: DeviceBuffer<u32>,
     neighbor_dist: DeviceBuffer<f32>,
-    energy: DeviceBuffer<f32>,
-    scratch: DeviceBuffer<u8>,
+    /// Never `done`: the control of the neighbour search.
+    idle: DeviceBuffer<AnnealControl>,
+    n: usize,
+    d: u32,
+    m: u32,
 }
 
 fn assign_config(rows: u32) -> LaunchConfig {
@@ -74,34 +110,35 @@ fn norms_config(rows: u32) -> LaunchConfig {
     LaunchConfig::for_elements(rows.saturating_mul(32), 256)
 }
 
-impl GpuEngine {
-    /// Uploads the points and allocates every buffer of the run, for up to
-    /// `max_anchors` anchors. `backend` must be the CUDA backend.
-    pub fn new(
+fn per_anchor(m: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: (m.max(1), 1, 1),
+        block: (128, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+const SINGLE_THREAD: LaunchConfig = LaunchConfig {
+    grid: (1, 1, 1),
+    block: (1, 1, 1),
+    shared_mem_bytes: 0,
+};
+
+impl Shard {
+    fn new(
         backend: &Backend,
         points: Points<'_>,
-        n: usize,
         d: usize,
         max_anchors: usize,
     ) -> Result<Self, AnnealError> {
-        if backend.kind() != BackendKind::Cuda {
-            return Err(AnnealError::Input(
-                "the GPU engine needs the CUDA backend".into(),
-            ));
-        }
-        let too_big = || {
-            AnnealError::Input(format!(
-                "n = {n}, d = {d} or max_anchors = {max_anchors} is over u32::MAX"
-            ))
+        let n = points.len() / d;
+        let (n32, d32) = (n as u32, d as u32);
+        // A stream of its own per GPU (NCCL runs on it too).
+        let stream = if backend.kind() == BackendKind::Cuda {
+            backend.new_stream()?
+        } else {
+            backend.default_stream()
         };
-        let (n32, d32) = (
-            u32::try_from(n).map_err(|_| too_big())?,
-            u32::try_from(d).map_err(|_| too_big())?,
-        );
-        u32::try_from(max_anchors).map_err(|_| too_big())?;
-        // The context's default stream, as the other workloads use: one
-        // stream, so cudarc needs no cross-stream event tracking.
-        let stream = backend.default_stream();
         let mut point_norms = stream.alloc_zeros::<f32>(n)?;
         let points = match points {
             Points::F32(values) => {
@@ -112,7 +149,7 @@ impl GpuEngine {
                     norms_config(n32),
                     (buffer.view(), n32, d32, point_norms.view_mut()),
                 )?;
-                DevicePoints::F32(buffer, backend.kernel()?, backend.kernel()?)
+                ShardPoints::F32(buffer, backend.kernel()?, backend.kernel()?)
             }
             Points::F16(values) => {
                 let buffer = stream.to_device(values)?;
@@ -122,19 +159,18 @@ impl GpuEngine {
                     norms_config(n32),
                     (buffer.view(), n32, d32, point_norms.view_mut()),
                 )?;
-                DevicePoints::F16(buffer, backend.kernel()?, backend.kernel()?)
+                ShardPoints::F16(buffer, backend.kernel()?, backend.kernel()?)
             }
         };
         let scratch_bytes = sum_scratch_bytes(n32)?;
         Ok(Self {
             points,
             norms_f32: backend.kernel()?,
-            anchor_assign: backend.kernel()?,
             scan: backend.kernel()?,
             scatter: backend.kernel()?,
+            update: backend.kernel()?,
+            finish: backend.kernel()?,
             n: n32,
-            d: d32,
-            m: 0,
             point_norms,
             anchors: stream.alloc_zeros(max_anchors * d)?,
             anchor_norms: stream.alloc_zeros(max_anchors)?,
@@ -144,65 +180,40 @@ impl GpuEngine {
             offsets: stream.alloc_zeros(max_anchors + 1)?,
             cursor: stream.alloc_zeros(max_anchors)?,
             order: stream.alloc_zeros(n)?,
-            sumsq: stream.alloc_zeros(max_anchors)?,
-            neighbors: stream.alloc_zeros(max_anchors)?,
-            neighbor_dist: stream.alloc_zeros(max_anchors)?,
-            energy: stream.alloc_zeros(1)?,
+            members: stream.alloc_zeros(max_anchors)?,
+            partial: stream.alloc_zeros(max_anchors * d + max_anchors + 1)?,
+            control: stream.alloc_zeros(1)?,
+            history: stream.alloc_zeros(RUN)?,
             scratch: stream.alloc_zeros(scratch_bytes.max(1))?,
             stream,
         })
     }
 
-    fn md(&self) -> usize {
-        self.m as usize * self.d as usize
-    }
-
-    /// Sum of the distances (CUB, on this stream), read back.
-    fn energy(&mut self) -> Result<f64, AnnealError> {
-        sum_f32(
-            &self.stream,
-            &self.dist,
-            self.n,
-            &mut self.energy,
-            &mut self.scratch,
-        )?;
-        let sum = self.stream.to_host(&self.energy.view())?;
-        Ok(f64::from(sum[0]) / f64::from(self.n))
-    }
-}
-
-impl Engine for GpuEngine {
-    fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError> {
-        let m32 = u32::try_from(m)
-            .map_err(|_| AnnealError::Input(format!("{m} anchors is over u32::MAX")))?;
-        if m * self.d as usize > self.anchors.len() {
-            return Err(AnnealError::Input(format!(
-                "{m} anchors is over the run's maximum"
-            )));
-        }
-        self.m = m32;
-        let md = self.md();
+    fn set_anchors(&mut self, anchors: &[f32], m: u32, d: u32) -> Result<(), AnnealError> {
+        let md = m as usize * d as usize;
         self.stream
             .copy_to_device(&anchors[..md], &mut self.anchors.slice_mut(0..md)?)?;
         self.stream.launch(
             &self.norms_f32,
-            norms_config(m32),
+            norms_config(m),
             (
                 self.anchors.slice(0..md)?,
-                m32,
-                self.d,
+                m,
+                d,
                 self.anchor_norms.view_mut(),
             ),
         )?;
         Ok(())
     }
 
-    fn step(&mut self, eta: f32) -> Result<f64, AnnealError> {
-        let (n, d, m) = (self.n, self.d, self.m);
-        let md = self.md();
+    /// Enqueues assign, scan, scatter, the partial statistics and the
+    /// energy sum of one iteration.
+    fn enqueue_partials(&mut self, m: u32, d: u32) -> Result<(), AnnealError> {
+        let n = self.n;
+        let md = m as usize * d as usize;
         let s = &self.stream;
         match &self.points {
-            DevicePoints::F32(points, assign, _) => s.launch(
+            ShardPoints::F32(points, assign, _) => s.launch(
                 assign,
                 assign_config(n),
                 (
@@ -214,12 +225,13 @@ impl Engine for GpuEngine {
                     self.anchor_norms.view(),
                     m,
                     COUNT,
+                    self.control.view(),
                     self.assign.view_mut(),
                     self.dist.view_mut(),
                     self.counts.view_mut(),
                 ),
             )?,
-            DevicePoints::F16(points, assign, _) => s.launch(
+            ShardPoints::F16(points, assign, _) => s.launch(
                 assign,
                 assign_config(n),
                 (
@@ -231,21 +243,23 @@ impl Engine for GpuEngine {
                     self.anchor_norms.view(),
                     m,
                     COUNT,
+                    self.control.view(),
                     self.assign.view_mut(),
                     self.dist.view_mut(),
                     self.counts.view_mut(),
                 ),
             )?,
         }
-        let single = LaunchConfig {
+        let single_block = LaunchConfig {
             grid: (1, 1, 1),
             block: (1024, 1, 1),
             shared_mem_bytes: 0,
         };
         s.launch(
             &self.scan,
-            single,
+            single_block,
             (
+                self.control.view(),
                 self.counts.view_mut(),
                 m,
                 self.offsets.view_mut(),
@@ -261,6 +275,7 @@ impl Engine for GpuEngine {
             &self.scatter,
             scatter,
             (
+                self.control.view(),
                 self.assign.view(),
                 n,
                 self.offsets.view(),
@@ -268,15 +283,11 @@ impl Engine for GpuEngine {
                 self.order.view_mut(),
             ),
         )?;
-        let per_anchor = LaunchConfig {
-            grid: (m.max(1), 1, 1),
-            block: (128, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let partial_len = md + m as usize;
         match &self.points {
-            DevicePoints::F32(points, _, update) => s.launch(
-                update,
-                per_anchor,
+            ShardPoints::F32(points, _, reduce) => s.launch(
+                reduce,
+                per_anchor(m),
                 (
                     points.view(),
                     self.order.view(),
@@ -284,15 +295,14 @@ impl Engine for GpuEngine {
                     self.dist.view(),
                     m,
                     d,
-                    eta,
-                    self.anchors.slice_mut(0..md)?,
-                    self.anchor_norms.view_mut(),
-                    self.sumsq.view_mut(),
+                    self.control.view(),
+                    self.members.view_mut(),
+                    self.partial.view_mut(),
                 ),
             )?,
-            DevicePoints::F16(points, _, update) => s.launch(
-                update,
-                per_anchor,
+            ShardPoints::F16(points, _, reduce) => s.launch(
+                reduce,
+                per_anchor(m),
                 (
                     points.view(),
                     self.order.view(),
@@ -300,61 +310,305 @@ impl Engine for GpuEngine {
                     self.dist.view(),
                     m,
                     d,
-                    eta,
-                    self.anchors.slice_mut(0..md)?,
-                    self.anchor_norms.view_mut(),
-                    self.sumsq.view_mut(),
+                    self.control.view(),
+                    self.members.view_mut(),
+                    self.partial.view_mut(),
                 ),
             )?,
         }
-        self.energy()
+        sum_f32(
+            s,
+            self.dist.view(),
+            n,
+            self.partial.slice_mut(partial_len..=partial_len)?,
+            self.scratch.view_mut(),
+        )
+    }
+
+    /// Enqueues the update and the finish of one iteration (history `slot`).
+    fn enqueue_update(
+        &mut self,
+        m: u32,
+        d: u32,
+        eta: f32,
+        n_total: u64,
+        tol: f64,
+        slot: u32,
+    ) -> Result<(), AnnealError> {
+        let md = m as usize * d as usize;
+        let s = &self.stream;
+        s.launch(
+            &self.update,
+            per_anchor(m),
+            (
+                self.partial.view(),
+                self.members.view(),
+                m,
+                d,
+                eta,
+                self.control.view(),
+                self.anchors.slice_mut(0..md)?,
+                self.anchor_norms.view_mut(),
+            ),
+        )?;
+        s.launch(
+            &self.finish,
+            SINGLE_THREAD,
+            (
+                self.partial.view(),
+                m,
+                d,
+                n_total,
+                tol,
+                slot,
+                self.control.view_mut(),
+                self.history.view_mut(),
+            ),
+        )?;
+        Ok(())
+    }
+}
+
+impl GpuEngine {
+    /// Uploads the points and allocates every buffer of the run, for up to
+    /// `max_anchors` anchors, on one GPU. `backend` must be the CUDA backend.
+    pub fn new(
+        backend: &Backend,
+        points: Points<'_>,
+        n: usize,
+        d: usize,
+        max_anchors: usize,
+    ) -> Result<Self, AnnealError> {
+        Self::sharded(std::slice::from_ref(backend), points, n, d, max_anchors)
+    }
+
+    /// The same over several GPUs (one CUDA backend each, distinct devices):
+    /// the points are split into as many contiguous shards (at most one per
+    /// point), combined each iteration by NCCL.
+    pub fn sharded(
+        backends: &[Backend],
+        points: Points<'_>,
+        n: usize,
+        d: usize,
+        max_anchors: usize,
+    ) -> Result<Self, AnnealError> {
+        if backends.is_empty() || backends.iter().any(|b| b.kind() != BackendKind::Cuda) {
+            return Err(AnnealError::Input(
+                "the GPU engine needs CUDA backends".into(),
+            ));
+        }
+        let too_big = || {
+            AnnealError::Input(format!(
+                "n = {n}, d = {d} or max_anchors = {max_anchors} is over u32::MAX"
+            ))
+        };
+        let d32 = u32::try_from(d).map_err(|_| too_big())?;
+        u32::try_from(n).map_err(|_| too_big())?;
+        u32::try_from(max_anchors).map_err(|_| too_big())?;
+        if n.checked_mul(d) != Some(points.len()) || d == 0 {
+            return Err(AnnealError::Input(format!(
+                "{} values do not make {n} points of dimension {d}",
+                points.len()
+            )));
+        }
+        let k = backends.len().min(n);
+        let mut shards = Vec::with_capacity(k);
+        for (r, backend) in backends[..k].iter().enumerate() {
+            let rows = (r * n / k) * d..((r + 1) * n / k) * d;
+            let part = match points {
+                Points::F32(v) => Points::F32(&v[rows]),
+                Points::F16(v) => Points::F16(&v[rows]),
+            };
+            shards.push(Shard::new(backend, part, d, max_anchors)?);
+        }
+        let collective = if k > 1 {
+            let streams: Vec<Stream> = shards.iter().map(|s| s.stream.clone()).collect();
+            Some(Collective::new(&streams)?)
+        } else {
+            None
+        };
+        let first = &shards[0].stream;
+        Ok(Self {
+            anchor_assign: backends[0].kernel()?,
+            neighbors: first.alloc_zeros(max_anchors)?,
+            neighbor_dist: first.alloc_zeros(max_anchors)?,
+            idle: first.alloc_zeros(1)?,
+            shards,
+            collective,
+            n,
+            d: d32,
+            m: 0,
+        })
+    }
+
+    /// GPUs the points are spread over.
+    pub fn gpus(&self) -> usize {
+        self.shards.len()
+    }
+
+    fn md(&self) -> usize {
+        self.m as usize * self.d as usize
+    }
+
+    /// Sums every shard's partials into every shard's (NCCL).
+    fn all_reduce(&mut self) -> Result<(), AnnealError> {
+        let Some(collective) = &self.collective else {
+            return Ok(());
+        };
+        let (m, len) = (self.m as usize, self.md() + self.m as usize + 1);
+        let mut partials = self
+            .shards
+            .iter_mut()
+            .map(|s| s.partial.slice_mut(0..len))
+            .collect::<Result<Vec<DeviceViewMut<'_, f32>>, _>>()?;
+        collective.all_reduce_sum(&mut partials)?;
+        drop(partials);
+        let mut members = self
+            .shards
+            .iter_mut()
+            .map(|s| s.members.slice_mut(0..m))
+            .collect::<Result<Vec<DeviceViewMut<'_, u32>>, _>>()?;
+        collective.all_reduce_sum(&mut members)?;
+        Ok(())
+    }
+
+    /// Runs up to [`RUN`] iterations on the device and reads their energies.
+    fn run_on_device(
+        &mut self,
+        etas: &[f32],
+        tol: f64,
+        previous: Option<f64>,
+    ) -> Result<Steps, AnnealError> {
+        let control = AnnealControl {
+            previous: previous.unwrap_or(0.0),
+            has_previous: u32::from(previous.is_some()),
+            done: 0,
+            iterations: 0,
+            pad: 0,
+        };
+        for shard in &mut self.shards {
+            shard
+                .stream
+                .copy_to_device(&[control], &mut shard.control.view_mut())?;
+        }
+        let (m, d, n_total) = (self.m, self.d, self.n as u64);
+        for (slot, &eta) in etas.iter().enumerate() {
+            for shard in &mut self.shards {
+                shard.enqueue_partials(m, d)?;
+            }
+            self.all_reduce()?;
+            for shard in &mut self.shards {
+                shard.enqueue_update(m, d, eta, n_total, tol, slot as u32)?;
+            }
+        }
+        let first = &self.shards[0];
+        let state = first.stream.to_host(&first.control.view())?[0];
+        let ran = state.iterations as usize;
+        let energies = first.stream.to_host(&first.history.slice(0..ran)?)?;
+        Ok(Steps {
+            energies,
+            converged: state.done != 0,
+        })
+    }
+}
+
+impl Engine for GpuEngine {
+    fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError> {
+        let m32 = u32::try_from(m)
+            .map_err(|_| AnnealError::Input(format!("{m} anchors is over u32::MAX")))?;
+        if m * self.d as usize > self.shards[0].anchors.len() {
+            return Err(AnnealError::Input(format!(
+                "{m} anchors is over the run's maximum"
+            )));
+        }
+        self.m = m32;
+        for shard in &mut self.shards {
+            shard.set_anchors(anchors, m32, self.d)?;
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, eta: f32) -> Result<f64, AnnealError> {
+        let steps = self.run_on_device(&[eta], 0.0, None)?;
+        Ok(steps.energies[0])
+    }
+
+    fn run_steps(
+        &mut self,
+        etas: &[f32],
+        tol: f64,
+        previous: Option<f64>,
+    ) -> Result<Steps, AnnealError> {
+        let mut all = Steps {
+            energies: Vec::with_capacity(etas.len()),
+            converged: false,
+        };
+        let mut previous = previous;
+        for run in etas.chunks(RUN) {
+            let steps = self.run_on_device(run, tol, previous)?;
+            all.energies.extend(&steps.energies);
+            if steps.converged {
+                all.converged = true;
+                break;
+            }
+            previous = all.energies.last().copied();
+        }
+        Ok(all)
     }
 
     fn stats(&mut self) -> Result<AnchorStats, AnnealError> {
-        let m = self.m as usize;
-        let offsets = self.stream.to_host(&self.offsets.slice(0..=m)?)?;
-        let sumsq = self.stream.to_host(&self.sumsq.slice(0..m)?)?;
+        let (m, md) = (self.m as usize, self.md());
+        let first = &self.shards[0];
+        let counts = first.stream.to_host(&first.members.slice(0..m)?)?;
+        let sumsq = first.stream.to_host(&first.partial.slice(md..md + m)?)?;
         Ok(AnchorStats {
-            counts: offsets.windows(2).map(|w| w[1] - w[0]).collect(),
+            counts,
             sumsq: sumsq.into_iter().map(f64::from).collect(),
         })
     }
 
     fn anchors(&mut self) -> Result<Vec<f32>, AnnealError> {
         let md = self.md();
-        Ok(self.stream.to_host(&self.anchors.slice(0..md)?)?)
+        let first = &self.shards[0];
+        Ok(first.stream.to_host(&first.anchors.slice(0..md)?)?)
     }
 
     fn anchor_neighbors(&mut self) -> Result<(Vec<u32>, Vec<f32>), AnnealError> {
         let (m, d) = (self.m, self.d);
         let md = self.md();
-        self.stream.launch(
+        let first = &mut self.shards[0];
+        first.stream.launch(
             &self.anchor_assign,
             assign_config(m),
             (
-                self.anchors.slice(0..md)?,
-                self.anchor_norms.view(),
+                first.anchors.slice(0..md)?,
+                first.anchor_norms.view(),
                 m,
                 d,
-                self.anchors.slice(0..md)?,
-                self.anchor_norms.view(),
+                first.anchors.slice(0..md)?,
+                first.anchor_norms.view(),
                 m,
                 EXCLUDE_SELF,
+                self.idle.view(),
                 self.neighbors.view_mut(),
                 self.neighbor_dist.view_mut(),
-                self.counts.view_mut(),
+                first.counts.view_mut(),
             ),
         )?;
         let m = m as usize;
-        let neighbors = self.stream.to_host(&self.neighbors.slice(0..m)?)?;
+        let neighbors = first.stream.to_host(&self.neighbors.slice(0..m)?)?;
         Ok((
             neighbors,
-            self.stream.to_host(&self.neighbor_dist.slice(0..m)?)?,
+            first.stream.to_host(&self.neighbor_dist.slice(0..m)?)?,
         ))
     }
 
     fn assignments(&mut self) -> Result<Vec<u32>, AnnealError> {
-        Ok(self.stream.to_host(&self.assign.view())?)
+        let mut all = Vec::with_capacity(self.n);
+        for shard in &self.shards {
+            all.extend(shard.stream.to_host(&shard.assign.view())?);
+        }
+        Ok(all)
     }
 }
 
@@ -372,24 +626,29 @@ fn sum_scratch_bytes(n: u32) -> Result<usize, AnnealError> {
 #[cfg(cuda_enabled)]
 fn sum_f32(
     stream: &Stream,
-    values: &DeviceBuffer<f32>,
+    values: DeviceView<'_, f32>,
     n: u32,
-    out: &mut DeviceBuffer<f32>,
-    scratch: &mut DeviceBuffer<u8>,
+    mut out: DeviceViewMut<'_, f32>,
+    mut scratch: DeviceViewMut<'_, u8>,
 ) -> Result<(), AnnealError> {
     let missing = || AnnealError::Input("the CUB sum needs device buffers on a CUDA stream".into());
+    if values.len() < n as usize || out.is_empty() {
+        return Err(AnnealError::Input(format!(
+            "the CUB sum of {n} values got {} values and {} outputs",
+            values.len(),
+            out.len()
+        )));
+    }
     let raw_stream = stream.raw_stream().ok_or_else(missing)?;
-    let input = values.view().raw_device_ptr(stream).ok_or_else(missing)?;
-    let output = out.view_mut().raw_device_ptr(stream).ok_or_else(missing)?;
+    let input = values.raw_device_ptr(stream).ok_or_else(missing)?;
+    let output = out.raw_device_ptr(stream).ok_or_else(missing)?;
     let scratch_bytes = scratch.len();
-    let scratch_ptr = scratch
-        .view_mut()
-        .raw_device_ptr(stream)
-        .ok_or_else(missing)?;
-    // SAFETY: `input` holds at least `n` f32 (the distance buffer has n), `output`
-    // one f32, `scratch` `scratch_bytes` bytes, all live device memory of this
-    // stream's context for the duration of the call, which only enqueues work
-    // on `raw_stream`, the same stream every later use of them goes on.
+    let scratch_ptr = scratch.raw_device_ptr(stream).ok_or_else(missing)?;
+    // SAFETY: `input` holds at least `n` f32 and `output` at least one (both
+    // checked above), `scratch` `scratch_bytes` bytes, all live device memory
+    // of this stream's context for the duration of the call, which only
+    // enqueues work on `raw_stream`, the same stream every later use of them
+    // goes on.
     let status = unsafe {
         cuda_sys::host::kiln_sum_f32(
             input as *const f32,
@@ -422,12 +681,27 @@ fn sum_scratch_bytes(_n: u32) -> Result<usize, AnnealError> {
 #[cfg(not(cuda_enabled))]
 fn sum_f32(
     _stream: &Stream,
-    _values: &DeviceBuffer<f32>,
+    _values: DeviceView<'_, f32>,
     _n: u32,
-    _out: &mut DeviceBuffer<f32>,
-    _scratch: &mut DeviceBuffer<u8>,
+    _out: DeviceViewMut<'_, f32>,
+    _scratch: DeviceViewMut<'_, u8>,
 ) -> Result<(), AnnealError> {
     Err(AnnealError::Input(
         "this build has no GPU code (no CUDA toolkit at build time)".into(),
     ))
+}
+
+// TEMP-NCCL: stand-in until gpu-core's Collective lands.
+#[derive(Debug)]
+struct Collective;
+impl Collective {
+    fn new(_: &[Stream]) -> Result<Self, AnnealError> {
+        Err(AnnealError::Input("no NCCL yet".into()))
+    }
+    fn all_reduce_sum<T: gpu_core::GpuRepr>(
+        &self,
+        _: &mut [DeviceViewMut<'_, T>],
+    ) -> Result<(), AnnealError> {
+        Ok(())
+    }
 }

@@ -298,6 +298,23 @@ pub struct AnchorStats {
     pub sumsq: Vec<f64>,
 }
 
+/// The driver's stopping test: the relative energy change against the
+/// previous iteration is under `tol` (never without a previous iteration).
+/// The GPU's `anneal_finish` kernel computes exactly this, in f64.
+pub fn converged(previous: Option<f64>, energy: f64, tol: f64) -> bool {
+    previous.is_some_and(|p| p > 0.0 && ((p - energy).abs() / p) < tol)
+        || (previous == Some(0.0) && energy == 0.0)
+}
+
+/// What [`Engine::run_steps`] ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Steps {
+    /// The energy of each iteration run, in order.
+    pub energies: Vec<f64>,
+    /// Whether the last one met [`converged`] (then no more were run).
+    pub converged: bool,
+}
+
 /// The heavy steps, done by a backend; the driver does every decision.
 pub trait Engine {
     /// Replaces the anchors (`m × d`, `m <= max_anchors`).
@@ -305,6 +322,34 @@ pub trait Engine {
     /// Assigns every point, computes the stats, moves the anchors by `eta`;
     /// returns the energy of the assignment.
     fn step(&mut self, eta: f32) -> Result<f64, AnnealError>;
+    /// Runs one [`Engine::step`] per `etas` entry, stopping after the first
+    /// whose energy has [`converged`] against the one before (`previous`
+    /// for the first). An engine may run them without reporting between
+    /// them (the GPU runs the test on the device).
+    fn run_steps(
+        &mut self,
+        etas: &[f32],
+        tol: f64,
+        previous: Option<f64>,
+    ) -> Result<Steps, AnnealError> {
+        let mut energies = Vec::with_capacity(etas.len());
+        let mut previous = previous;
+        for &eta in etas {
+            let energy = self.step(eta)?;
+            energies.push(energy);
+            if converged(previous, energy, tol) {
+                return Ok(Steps {
+                    energies,
+                    converged: true,
+                });
+            }
+            previous = Some(energy);
+        }
+        Ok(Steps {
+            energies,
+            converged: false,
+        })
+    }
     /// The stats of the last step.
     fn stats(&mut self) -> Result<AnchorStats, AnnealError>;
     /// The current anchors, `m × d`.
@@ -337,18 +382,34 @@ pub fn run_with(
     let mut history = Vec::new();
     let mut maintenance_log = Vec::new();
     let mut iterations = 0;
-    for it in 1..=params.max_iters {
-        let eta = 1.0 / (1.0 + temperature);
-        let energy = engine.step(eta)?;
-        history.push(energy);
-        iterations = it;
-        progress(it, energy, m_now);
-        let converged = previous.is_some_and(|p| p > 0.0 && ((p - energy).abs() / p) < params.tol)
-            || (previous == Some(0.0) && energy == 0.0);
-        if converged {
+    // Runs of iterations up to the next maintenance pass: the engine gets
+    // each run at once, with the steps' etas (the temperature schedule does
+    // not depend on the energies).
+    while iterations < params.max_iters {
+        let last = iterations
+            .checked_div(params.maintain_every)
+            .map_or(params.max_iters, |runs| {
+                ((runs + 1) * params.maintain_every).min(params.max_iters)
+            });
+        let etas: Vec<f32> = (iterations..last)
+            .map(|_| {
+                let eta = 1.0 / (1.0 + temperature);
+                temperature *= params.cooling;
+                eta
+            })
+            .collect();
+        let steps = engine.run_steps(&etas, params.tol, previous)?;
+        for &energy in &steps.energies {
+            iterations += 1;
+            history.push(energy);
+            progress(iterations, energy, m_now);
+        }
+        if steps.converged {
             break;
         }
+        let energy = *history.last().expect("a run has at least one step");
         previous = Some(energy);
+        let it = iterations;
         if params.maintain_every > 0 && it % params.maintain_every == 0 && it < params.max_iters {
             let stats = engine.stats()?;
             let anchors = engine.anchors()?;
@@ -371,7 +432,6 @@ pub fn run_with(
                 previous = None;
             }
         }
-        temperature *= params.cooling;
     }
     let assignments = engine.assignments()?;
     let anchors = engine.anchors()?;
