@@ -2,8 +2,9 @@
 //! bundle). Every figure is a median over repeated runs with fresh seeded
 //! random inputs (never zeros), after a warm-up; GPU kernels are timed with
 //! device events, whole anneal runs with the wall clock around the run (the
-//! driver reads the energy back every iteration, so the clock waits for the
-//! GPU). Writes the results as JSON for `cargo xtask bench`.
+//! engine reads its results back at each maintenance pass and at the end,
+//! so the clock waits for the GPU). Writes the results as JSON for
+//! `cargo xtask bench`.
 
 use std::time::Instant;
 
@@ -72,10 +73,21 @@ fn copy_bandwidth(backend: &Backend, n: usize, reps: usize) -> Result<Figure, Er
     })
 }
 
+/// What an anneal figure runs on.
+#[derive(Debug, Clone, Copy)]
+pub enum AnnealTarget<'a> {
+    /// The CPU engine.
+    Cpu,
+    /// The GPU engine over these GPUs (one: no NCCL).
+    Gpus(&'a [Backend]),
+}
+
 /// Times whole anneal runs (without the upload of the points, which is
-/// reported apart) on `backend`, `reps` runs on fresh seeds after a warm-up.
-fn anneal_figure(
-    backend: &Backend,
+/// reported apart) on `target`, `reps` runs on fresh seeds after a warm-up.
+/// The GPU engine reads back only at maintenance passes and at the end, so
+/// the wall clock around the run waits for the GPU.
+pub fn anneal_figure(
+    target: AnnealTarget<'_>,
     n: usize,
     d: usize,
     m: usize,
@@ -97,38 +109,29 @@ fn anneal_figure(
         };
         let max_anchors = anneal::validate(Points::F32(&points), n, d, m, &params)?;
         let started = Instant::now();
-        let out = if backend.kind() == BackendKind::Cuda {
-            let mut engine = GpuEngine::new(backend, Points::F32(&points), n, d, max_anchors)?;
-            engine_ready(backend)?;
-            upload.push(started.elapsed().as_secs_f64() * 1e3);
-            let started = Instant::now();
-            let out = anneal::run_with(
-                &mut engine,
-                Points::F32(&points),
-                n,
-                d,
-                m,
-                &params,
-                &mut |_, _, _| {},
-            )?;
-            samples.push(started.elapsed().as_secs_f64() * 1e3);
-            out
-        } else {
-            let mut engine = CpuEngine::new(Points::F32(&points), n, d);
-            upload.push(started.elapsed().as_secs_f64() * 1e3);
-            let started = Instant::now();
-            let out = anneal::run_with(
-                &mut engine,
-                Points::F32(&points),
-                n,
-                d,
-                m,
-                &params,
-                &mut |_, _, _| {},
-            )?;
-            samples.push(started.elapsed().as_secs_f64() * 1e3);
-            out
+        let mut engine: Box<dyn anneal::Engine> = match target {
+            AnnealTarget::Gpus(backends) => {
+                let engine =
+                    GpuEngine::sharded(backends, Points::F32(&points), n, d, max_anchors)?;
+                for backend in backends {
+                    backend.synchronize()?;
+                }
+                Box::new(engine)
+            }
+            AnnealTarget::Cpu => Box::new(CpuEngine::new(Points::F32(&points), n, d)),
         };
+        upload.push(started.elapsed().as_secs_f64() * 1e3);
+        let started = Instant::now();
+        let out = anneal::run_with(
+            engine.as_mut(),
+            Points::F32(&points),
+            n,
+            d,
+            m,
+            &params,
+            &mut |_, _, _| {},
+        )?;
+        samples.push(started.elapsed().as_secs_f64() * 1e3);
         if rep == 0 {
             samples.clear();
             upload.clear();
@@ -136,10 +139,10 @@ fn anneal_figure(
         last = Some(out);
     }
     let out = last.expect("at least one run");
-    let kind = if backend.kind() == BackendKind::Cuda {
-        "gpu"
-    } else {
-        "cpu"
+    let kind = match target {
+        AnnealTarget::Cpu => "cpu".to_string(),
+        AnnealTarget::Gpus([_]) => "gpu".to_string(),
+        AnnealTarget::Gpus(backends) => format!("gpu x{}", backends.len()),
     };
     Ok(Figure {
         name: format!("anneal {n}x{d}x{m} {kind}"),
@@ -154,11 +157,6 @@ fn anneal_figure(
             median(upload)
         )),
     })
-}
-
-/// Waits for the engine's setup work (upload, norms) before the clock starts.
-fn engine_ready(backend: &Backend) -> Result<(), Error> {
-    backend.synchronize()
 }
 
 /// Runs the suite; `quick` shrinks the shapes (for a smoke test).
@@ -217,15 +215,59 @@ pub fn run(
     } else {
         &[(1000, 64, 32, 5), (10_000, 128, 256, 5)]
     };
+    let target = if gpu {
+        AnnealTarget::Gpus(std::slice::from_ref(backend))
+    } else {
+        AnnealTarget::Cpu
+    };
     for &(n, d, m, reps) in shapes {
-        push(anneal_figure(backend, n, d, m, reps)?, &mut figures);
+        push(anneal_figure(target, n, d, m, reps)?, &mut figures);
         if gpu && n <= 10_000 {
-            push(anneal_figure(&Backend::cpu(), n, d, m, reps)?, &mut figures);
+            push(anneal_figure(AnnealTarget::Cpu, n, d, m, reps)?, &mut figures);
         }
     }
     let device = backend
         .device()
         .map_or("cpu".to_string(), |d| d.name.clone());
+    Ok(Report {
+        device,
+        cpu_threads: rayon::current_num_threads(),
+        figures,
+    })
+}
+
+/// The multi-GPU suite: the anneal of `n × d × m` (30 iterations, `tol = 0`)
+/// on the first GPU alone and sharded over all of `backends`, `reps` runs
+/// each after a warm-up, plus the speedup.
+pub fn run_multi(
+    backends: &[Backend],
+    n: usize,
+    d: usize,
+    m: usize,
+    reps: usize,
+    progress: &mut dyn FnMut(&Figure),
+) -> Result<Report, anneal::AnnealError> {
+    let mut figures = Vec::new();
+    let one = anneal_figure(AnnealTarget::Gpus(&backends[..1]), n, d, m, reps)?;
+    progress(&one);
+    figures.push(one);
+    if backends.len() > 1 {
+        let all = anneal_figure(AnnealTarget::Gpus(backends), n, d, m, reps)?;
+        progress(&all);
+        let speedup = Figure {
+            name: format!("anneal {n}x{d}x{m} speedup x{} over x1", backends.len()),
+            ms: all.ms,
+            runs: reps,
+            gb_per_s: None,
+            note: Some(format!("{:.2}x", figures[0].ms / all.ms)),
+        };
+        progress(&speedup);
+        figures.push(all);
+        figures.push(speedup);
+    }
+    let device = backends[0]
+        .device()
+        .map_or("cuda".to_string(), |d| format!("{} x{}", d.name, backends.len()));
     Ok(Report {
         device,
         cpu_threads: rayon::current_num_threads(),

@@ -3,7 +3,8 @@
 //! ```text
 //! apps vadd [--n N] [--reps R] [--backend auto|cpu|cuda]
 //! apps anneal [--small|--large] [--n N] [--d D] [--m M] [--iters I] [--tol T]
-//!              [--seed S] [--npy FILE] [--backend auto|cpu|cuda] [--compare]
+//!              [--seed S] [--npy FILE] [--backend auto|cpu|cuda] [--gpus N|all]
+//!              [--compare]
 //! apps batch [--structures N] [--seed S] [--backend auto|cpu|cuda]
 //! apps devices
 //! ```
@@ -13,11 +14,11 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use apps::anneal::{self, Params, Points};
 use apps::{describe_backend, vadd, Rng};
-use gpu_core::{Backend, BackendKind};
+use gpu_core::{Backend, BackendKind, Devices, GpuCount};
 
 const USAGE: &str = "usage: apps vadd [--n N] [--reps R] [--backend auto|cpu|cuda] | \
 apps anneal [--small|--large] [--n N] [--d D] [--m M] [--iters I] [--tol T] [--seed S] [--npy FILE] \
-[--backend auto|cpu|cuda] [--compare] | apps batch [--structures N] [--seed S] \
+[--backend auto|cpu|cuda] [--gpus N|all] [--compare] | apps batch [--structures N] [--seed S] \
 [--backend auto|cpu|cuda] | apps devices";
 
 fn main() {
@@ -143,15 +144,47 @@ struct AnnealRun {
     out: anneal::Output,
 }
 
+/// Where one run of `apps anneal` goes: one backend, or the points sharded
+/// over several GPUs.
+enum Target<'a> {
+    One(&'a Backend),
+    Gpus(&'a [Backend]),
+}
+
+impl Target<'_> {
+    fn name(&self) -> String {
+        match self {
+            Target::One(backend) => match backend.kind() {
+                BackendKind::Cuda => backend
+                    .device()
+                    .map_or("cuda".to_string(), |dev| format!("cuda ({})", dev.name)),
+                _ => format!("cpu ({} threads)", rayon::current_num_threads()),
+            },
+            Target::Gpus(backends) => format!(
+                "cuda x{} ({})",
+                backends.len(),
+                backends[0].device().map_or("?", |dev| dev.name.as_str())
+            ),
+        }
+    }
+}
+
 fn anneal_on(
-    backend: &Backend,
+    target: Target<'_>,
     points: Points<'_>,
     n: usize,
     d: usize,
     m: usize,
     params: &Params,
 ) -> Result<AnnealRun> {
-    println!("{}", describe_backend(backend));
+    match target {
+        Target::One(backend) => println!("{}", describe_backend(backend)),
+        Target::Gpus(backends) => {
+            for (i, backend) in backends.iter().enumerate() {
+                println!("gpu {i}: {}", describe_backend(backend));
+            }
+        }
+    }
     let started = Instant::now();
     let long = n * d * m > 1 << 28;
     let mut progress = |it: u32, energy: f64, anchors: usize| {
@@ -162,25 +195,50 @@ fn anneal_on(
             );
         }
     };
-    let out = anneal::run(backend, points, n, d, m, params, &mut progress)?;
-    let seconds = started.elapsed().as_secs_f64();
-    let name = match backend.kind() {
-        BackendKind::Cuda => backend
-            .device()
-            .map_or("cuda".to_string(), |dev| format!("cuda ({})", dev.name)),
-        _ => format!("cpu ({} threads)", rayon::current_num_threads()),
+    let out = match target {
+        Target::One(backend) => anneal::run(backend, points, n, d, m, params, &mut progress)?,
+        Target::Gpus(backends) => {
+            anneal::run_sharded(backends, points, n, d, m, params, &mut progress)?
+        }
     };
     Ok(AnnealRun {
-        backend: name,
-        seconds,
+        backend: target.name(),
+        seconds: started.elapsed().as_secs_f64(),
         out,
     })
+}
+
+/// The GPUs `--gpus` asks for; says what it found. `None`: no GPU could be
+/// used and `all` was asked for, so the run goes to the CPU.
+fn open_gpus(count: GpuCount) -> Result<Option<Devices>> {
+    match Devices::open(cuda_sys::modules::ALL, count) {
+        Ok(devices) => {
+            let found = devices.len();
+            if found > 1 && !gpu_core::nccl_available() {
+                println!(
+                    "--gpus: {found} GPUs, but libnccl cannot be loaded: running on 1 GPU \
+                     (install NCCL, libnccl.so.2, to use them all)"
+                );
+                return Ok(Some(Devices::open(cuda_sys::modules::ALL, GpuCount::Exactly(1))?));
+            }
+            if matches!(count, GpuCount::All) {
+                println!("--gpus all: {found} GPU{} found, running on {}", if found == 1 { "" } else { "s" }, if found == 1 { "it" } else { "all of them" });
+            }
+            Ok(Some(devices))
+        }
+        Err(e) if matches!(count, GpuCount::All) => {
+            println!("--gpus all: no usable GPU ({e}); running on the CPU");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn run_anneal(args: &[String]) -> Result<()> {
     let (mut n, mut d, mut m) = (1000usize, 64usize, 32usize);
     let mut params = Params::default();
     let (mut choice, mut compare, mut npy, mut seed) = (None, false, None, 42u64);
+    let mut gpus: Option<GpuCount> = None;
     let known = [
         "--n",
         "--d",
@@ -190,6 +248,7 @@ fn run_anneal(args: &[String]) -> Result<()> {
         "--seed",
         "--npy",
         "--backend",
+        "--gpus",
     ];
     for (name, value) in options_with_flags(args, &known, &["--small", "--large", "--compare"])? {
         match name {
@@ -203,6 +262,7 @@ fn run_anneal(args: &[String]) -> Result<()> {
             "--tol" => params.tol = parse(name, value)?,
             "--seed" => seed = parse(name, value)?,
             "--npy" => npy = Some(value),
+            "--gpus" => gpus = Some(value.parse()?),
             _ => choice = Some(value),
         }
     }
@@ -222,20 +282,56 @@ fn run_anneal(args: &[String]) -> Result<()> {
         "anneal: {n} points x {d} dims, {m} initial anchors, up to {} iterations",
         params.max_iters
     );
-    let runs = if compare {
-        vec![
-            anneal_on(&Backend::cpu(), points, n, d, m, &params)?,
-            anneal_on(&select_backend(Some("cuda"))?, points, n, d, m, &params)?,
-        ]
-    } else {
-        vec![anneal_on(
-            &select_backend(choice)?,
+    let devices = match gpus {
+        Some(count) => open_gpus(count)?,
+        None => None,
+    };
+    let cpu = Backend::cpu();
+    let runs = match (&devices, compare) {
+        // --gpus K --compare: one GPU against K of them.
+        (Some(devices), true) if devices.len() > 1 => vec![
+            anneal_on(
+                Target::Gpus(&devices.backends()[..1]),
+                points,
+                n,
+                d,
+                m,
+                &params,
+            )?,
+            anneal_on(Target::Gpus(devices.backends()), points, n, d, m, &params)?,
+        ],
+        (Some(devices), false) => vec![anneal_on(
+            Target::Gpus(devices.backends()),
             points,
             n,
             d,
             m,
             &params,
-        )?]
+        )?],
+        (Some(devices), true) => vec![
+            anneal_on(Target::One(&cpu), points, n, d, m, &params)?,
+            anneal_on(Target::Gpus(devices.backends()), points, n, d, m, &params)?,
+        ],
+        (None, true) => vec![
+            anneal_on(Target::One(&cpu), points, n, d, m, &params)?,
+            anneal_on(
+                Target::One(&select_backend(Some("cuda"))?),
+                points,
+                n,
+                d,
+                m,
+                &params,
+            )?,
+        ],
+        (None, false) => {
+            // `--gpus all` with no GPU lands here too: the CPU.
+            let backend = if gpus.is_some() {
+                cpu.clone()
+            } else {
+                select_backend(choice)?
+            };
+            vec![anneal_on(Target::One(&backend), points, n, d, m, &params)?]
+        }
     };
     println!(
         "{:<32} {:>10} {:>6} {:>14} {:>8} {:>12}",
@@ -252,17 +348,18 @@ fn run_anneal(args: &[String]) -> Result<()> {
             r.out.compression_ratio
         );
     }
-    if let [cpu, gpu] = runs.as_slice() {
-        let diff =
-            (gpu.out.energy - cpu.out.energy).abs() / cpu.out.energy.abs().max(f64::MIN_POSITIVE);
+    if let [a, b] = runs.as_slice() {
+        let diff = (b.out.energy - a.out.energy).abs() / a.out.energy.abs().max(f64::MIN_POSITIVE);
         println!(
-            "speedup {:.1}x; energy difference {:.2e} relative; iterations {} vs {}; anchors {} vs {}",
-            cpu.seconds / gpu.seconds,
+            "speedup {:.2}x ({} over {}); energy difference {:.2e} relative; iterations {} vs {}; anchors {} vs {}",
+            a.seconds / b.seconds,
+            b.backend,
+            a.backend,
             diff,
-            cpu.out.iterations,
-            gpu.out.iterations,
-            cpu.out.m,
-            gpu.out.m
+            a.out.iterations,
+            b.out.iterations,
+            a.out.m,
+            b.out.m
         );
     }
     Ok(())
@@ -342,17 +439,21 @@ fn run_batch(args: &[String]) -> Result<()> {
 }
 
 fn run_bench(args: &[String]) -> Result<()> {
-    let (mut json, mut quick, mut choice) = (None, false, None);
-    for (name, value) in options_with_flags(args, &["--json", "--backend"], &["--quick"])? {
+    let (mut json, mut quick, mut choice, mut gpus, mut shape) = (None, false, None, None, None);
+    for (name, value) in options_with_flags(
+        args,
+        &["--json", "--backend", "--gpus", "--shape"],
+        &["--quick"],
+    )? {
         match name {
             "--json" => json = Some(value),
             "--quick" => quick = true,
+            "--gpus" => gpus = Some(value.parse::<GpuCount>()?),
+            "--shape" => shape = Some(parse_shape(value)?),
             _ => choice = Some(value),
         }
     }
-    let backend = select_backend(choice)?;
-    println!("{}", describe_backend(&backend));
-    let report = apps::bench::run(&backend, quick, &mut |f| {
+    let print = |f: &apps::bench::Figure| {
         let rate = f
             .gb_per_s
             .map_or(String::new(), |r| format!(", {r:.1} GB/s"));
@@ -364,13 +465,46 @@ fn run_bench(args: &[String]) -> Result<()> {
             "bench: {}: {:.3} ms median of {}{rate}{note}",
             f.name, f.ms, f.runs
         );
-    })?;
+    };
+    let report = match gpus {
+        // The multi-GPU suite: one shape on one GPU and on all asked for.
+        Some(count) => {
+            let devices = Devices::open(cuda_sys::modules::ALL, count)?;
+            for (i, backend) in devices.backends().iter().enumerate() {
+                println!("gpu {i}: {}", describe_backend(backend));
+            }
+            let (n, d, m) = shape.unwrap_or((4_000_000, 128, 2048));
+            apps::bench::run_multi(devices.backends(), n, d, m, if quick { 1 } else { 3 }, &mut |f| print(f))?
+        }
+        None => {
+            if shape.is_some() {
+                bail!("--shape goes with --gpus (the multi-GPU suite)");
+            }
+            let backend = select_backend(choice)?;
+            println!("{}", describe_backend(&backend));
+            apps::bench::run(&backend, quick, &mut |f| print(f))?
+        }
+    };
     if let Some(path) = json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {path}"))?;
         println!("bench: wrote {path}");
     }
     Ok(())
+}
+
+/// `NxDxM`, e.g. `4000000x128x2048`.
+fn parse_shape(value: &str) -> Result<(usize, usize, usize)> {
+    let parts: Vec<&str> = value.split('x').collect();
+    let bad = || anyhow::anyhow!("--shape takes NxDxM (points x dims x anchors, e.g. 4000000x128x2048), not `{value}`");
+    let [n, d, m] = parts.as_slice() else {
+        return Err(bad());
+    };
+    Ok((
+        n.parse().map_err(|_| bad())?,
+        d.parse().map_err(|_| bad())?,
+        m.parse().map_err(|_| bad())?,
+    ))
 }
 
 fn run_devices() -> Result<()> {

@@ -255,7 +255,7 @@ pub fn validate(
             return input(format!("{name} {value} is not a finite value >= 0"));
         }
     }
-    if let Some(i) = (0..points.len()).find(|&i| !points.get(i).is_finite()) {
+    if let Some(i) = first_non_finite(points) {
         return Err(AnnealError::NonFinite {
             point: i / d,
             dim: i % d,
@@ -273,6 +273,29 @@ pub fn validate(
         return input(format!("max_anchors {max_anchors} is over u32::MAX"));
     }
     Ok(max_anchors)
+}
+
+/// The index of the first NaN or infinite value (in parallel: inputs run to
+/// billions of values).
+fn first_non_finite(points: Points<'_>) -> Option<usize> {
+    use rayon::prelude::*;
+    fn first<T: Sync>(values: &[T], finite: impl Fn(&T) -> bool + Sync) -> Option<usize> {
+        const CHUNK: usize = 1 << 16;
+        values
+            .par_chunks(CHUNK)
+            .enumerate()
+            .find_map_first(|(c, chunk)| {
+                chunk
+                    .iter()
+                    .position(|v| !finite(v))
+                    .map(|i| c * CHUNK + i)
+            })
+    }
+    match points {
+        Points::F32(v) => first(v, |x| x.is_finite()),
+        // f16 is non-finite exactly when its exponent bits are all ones.
+        Points::F16(v) => first(v, |b| b & 0x7c00 != 0x7c00),
+    }
 }
 
 /// The initial anchors: `m` distinct points by a seeded partial shuffle.
@@ -470,19 +493,48 @@ pub fn run(
 
 /// `n × d` points from a seeded mixture of `clusters` Gaussian-ish blobs
 /// (uniform centers in [-1, 1), uniform noise of width `spread`): data with
-/// structure for anchors to find, reproducible from `seed`.
+/// structure for anchors to find, reproducible from `seed` (whatever the
+/// thread count: each block of rows has its own generator).
 pub fn synthetic_points(n: usize, d: usize, clusters: usize, spread: f32, seed: u64) -> Vec<f32> {
+    use rayon::prelude::*;
+    const ROWS: usize = 4096;
     let mut rng = Rng::new(seed);
     let clusters = clusters.max(1);
     let centers = rng.f32s(clusters * d);
-    let mut points = Vec::with_capacity(n * d);
-    for _ in 0..n {
-        let c = (rng.next_u64() % clusters as u64) as usize;
-        for k in 0..d {
-            points.push(centers[c * d + k] + spread * rng.next_f32());
-        }
+    let mut points = vec![0.0f32; n * d];
+    if d == 0 {
+        return points;
     }
     points
+        .par_chunks_mut(ROWS * d)
+        .enumerate()
+        .for_each(|(block, rows)| {
+            let mut rng = Rng::new(seed ^ (block as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F));
+            for row in rows.chunks_mut(d) {
+                let c = (rng.next_u64() % clusters as u64) as usize;
+                for (k, v) in row.iter_mut().enumerate() {
+                    *v = centers[c * d + k] + spread * rng.next_f32();
+                }
+            }
+        });
+    points
+}
+
+/// Runs the algorithm on several GPUs at once (one CUDA backend each,
+/// distinct devices, e.g. from [`gpu_core::Devices`]): the points are
+/// sharded and combined through NCCL each iteration ([`gpu::GpuEngine`]).
+pub fn run_sharded(
+    backends: &[gpu_core::Backend],
+    points: Points<'_>,
+    n: usize,
+    d: usize,
+    m: usize,
+    params: &Params,
+    progress: Progress<'_>,
+) -> Result<Output, AnnealError> {
+    let max_anchors = validate(points, n, d, m, params)?;
+    let mut engine = gpu::GpuEngine::sharded(backends, points, n, d, max_anchors)?;
+    run_with(&mut engine, points, n, d, m, params, progress)
 }
 
 #[cfg(test)]
