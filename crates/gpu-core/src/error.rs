@@ -366,6 +366,26 @@ pub enum Error {
     },
     /// A struct's layout differs between Rust and C.
     Layout(LayoutMismatch),
+    /// A GPU count is neither `all` nor a whole number of at least 1.
+    InvalidGpuCount {
+        /// The value given.
+        value: String,
+    },
+    /// [`Devices::open`](crate::Devices::open) found no GPU to open (`ordinal`
+    /// is `None`), or device `ordinal` cannot run the modules handed in.
+    GpusUnavailable {
+        /// The device that failed, when one did.
+        ordinal: Option<usize>,
+        /// Why.
+        reason: CpuReason,
+    },
+    /// More GPUs were asked for than are visible.
+    NotEnoughGpus {
+        /// GPUs asked for.
+        requested: usize,
+        /// GPUs the driver sees.
+        available: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -440,6 +460,22 @@ impl fmt::Display for Error {
                 ),
             },
             Self::Layout(m) => m.fmt(f),
+            Self::InvalidGpuCount { value } => write!(
+                f,
+                "`{value}` is not a gpu count; use `all` or a whole number from 1 up"
+            ),
+            Self::GpusUnavailable { ordinal: None, reason } => write!(
+                f,
+                "no gpu to open ({reason}); install the driver on a machine with a cuda device, or run on the cpu"
+            ),
+            Self::GpusUnavailable { ordinal: Some(i), reason } => write!(
+                f,
+                "gpu {i} cannot be used ({reason}); ask for fewer gpus or hide it with CUDA_VISIBLE_DEVICES"
+            ),
+            Self::NotEnoughGpus { requested, available } => write!(
+                f,
+                "{requested} gpus requested but {available} visible; ask for at most {available}, or `all`"
+            ),
         }
     }
 }

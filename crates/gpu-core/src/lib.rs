@@ -4,7 +4,8 @@
 //! - [`Stream`] allocates [`DeviceBuffer`]s, copies, and launches [`Kernel`]s
 //!   whose arguments are typed by the kernel's C declaration;
 //! - the CPU backend offers the same buffer and launch API over host memory,
-//!   with kernel bodies written in Rust ([`Backend::kernel_with_cpu`]).
+//!   with kernel bodies written in Rust ([`Backend::kernel_with_cpu`]);
+//! - [`Devices`] opens one backend per GPU.
 //!
 //! All `unsafe` lives in `raw.rs`. gpu-core never names one of kiln's kernels:
 //! callers hand in the [`FatbinImage`]s to load.
@@ -65,6 +66,7 @@ mod launch;
 mod layout;
 mod memory;
 mod module;
+mod multi;
 mod pool;
 mod raw;
 mod stream;
@@ -81,6 +83,7 @@ pub use launch::{
 pub use layout::check_layout;
 pub use memory::{DeviceBuffer, DeviceView, DeviceViewMut, PinnedBuffer};
 pub use module::{code_for_arch, CodeChoice};
+pub use multi::{Devices, GpuCount};
 pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
 pub use stream::{Event, Stream};
 

@@ -451,3 +451,18 @@ tuple_params!(9; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh,
 tuple_params!(10; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj);
 tuple_params!(11; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk);
 tuple_params!(12; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk, L l ml);
+
+// ---------------------------------------------------------------------------
+// Peer access.
+
+/// `cuDeviceCanAccessPeer`: whether `device` can access `peer`'s memory.
+pub(crate) fn can_access_peer(
+    device: sys::CUdevice,
+    peer: sys::CUdevice,
+) -> Result<bool, DriverError> {
+    let mut can: std::ffi::c_int = 0;
+    // SAFETY: `can` is a valid, writable `int`; both devices come from
+    // `cuDeviceGet` (via `CudaContext::cu_device`), so the driver is loaded.
+    unsafe { sys::cuDeviceCanAccessPeer(&mut can, device, peer) }.result()?;
+    Ok(can != 0)
+}
