@@ -1,13 +1,22 @@
-//! Several GPUs in one process: one backend (its own context) per device, and
-//! the peer-access matrix.
+//! Several GPUs in one process: one backend (its own context) per device, the
+//! peer-access matrix, and NCCL collectives over one stream per device.
+//!
+//! NCCL is loaded at run time (`libnccl.so.2`, then `libnccl.so`), so kiln
+//! builds and runs without it; [`Collective::new`] says when it is missing and
+//! the caller goes on with one GPU.
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Mutex;
+
+use cudarc::driver::DeviceSlice;
+use cudarc::nccl::sys::ncclDataType_t;
 
 use crate::device;
-use crate::error::{driver, CpuReason, Error};
+use crate::error::{driver, CollectiveMismatch, CpuReason, Error};
+use crate::memory::ViewMutRef;
 use crate::raw;
-use crate::{Backend, FatbinImage, Stream};
+use crate::{Backend, DeviceViewMut, FatbinImage, GpuRepr, Stream};
 
 /// How many GPUs a caller asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,6 +172,168 @@ impl fmt::Display for Devices {
     }
 }
 
+/// Whether libnccl can be loaded (probes without panicking; the library is
+/// loaded once and kept).
+pub fn nccl_available() -> bool {
+    raw::nccl().is_ok()
+}
+
+/// The loaded NCCL's version, `(major, minor, patch)`; `None` when libnccl
+/// cannot be loaded.
+pub fn nccl_version() -> Option<(u32, u32, u32)> {
+    raw::nccl().ok().and_then(|nccl| nccl.version())
+}
+
+mod sealed {
+    /// Keeps [`CollectiveElem`](super::CollectiveElem) to the types below,
+    /// and carries each one's NCCL data type.
+    pub trait Sealed {
+        const NCCL_TYPE: super::ncclDataType_t;
+    }
+
+    impl Sealed for f32 {
+        const NCCL_TYPE: super::ncclDataType_t = super::ncclDataType_t::ncclFloat32;
+    }
+
+    impl Sealed for u32 {
+        const NCCL_TYPE: super::ncclDataType_t = super::ncclDataType_t::ncclUint32;
+    }
+}
+
+/// Element types NCCL reduces here: `f32` and `u32`.
+pub trait CollectiveElem: GpuRepr + sealed::Sealed {}
+
+impl CollectiveElem for f32 {}
+impl CollectiveElem for u32 {}
+
+/// One NCCL communicator per stream (rank `r` is `streams[r]`, each on another
+/// device), in one process.
+///
+/// Any CUDA stream works: a device's default stream (the legacy null stream of
+/// its primary context, which NCCL's runtime uses too) or one from
+/// [`Backend::new_stream`]. Calls are serialized by a lock, so a `Collective`
+/// can be shared between threads.
+#[derive(Debug)]
+pub struct Collective {
+    /// Dropped (communicators destroyed) before `streams`, whose contexts
+    /// they live in.
+    comms: Mutex<Vec<raw::NcclComm>>,
+    streams: Vec<Stream>,
+}
+
+impl Collective {
+    /// Creates the communicators (`ncclCommInitAll`) over the streams'
+    /// devices. Errors, never panics: [`Error::InvalidCollective`] for no
+    /// stream, a CPU stream or two streams on one device (checked first);
+    /// [`Error::NcclUnavailable`] when libnccl is missing (run on one GPU
+    /// then); [`Error::Nccl`] when NCCL fails.
+    pub fn new(streams: &[Stream]) -> Result<Self, Error> {
+        let invalid = |m| Err(Error::InvalidCollective(m));
+        if streams.is_empty() {
+            return invalid(CollectiveMismatch::NoRanks);
+        }
+        let mut ordinals = Vec::with_capacity(streams.len());
+        for (rank, stream) in streams.iter().enumerate() {
+            let Some(device) = stream.backend().device() else {
+                return invalid(CollectiveMismatch::CpuStream { rank });
+            };
+            if let Some(first) = ordinals.iter().position(|&o| o == device.ordinal) {
+                return invalid(CollectiveMismatch::SameDevice {
+                    ordinal: device.ordinal,
+                    ranks: (first, rank),
+                });
+            }
+            ordinals.push(device.ordinal);
+        }
+        let nccl = raw::nccl().map_err(Error::NcclUnavailable)?;
+        // Device ordinals come from `int`s (cuDeviceGet).
+        let ordinals: Vec<i32> = ordinals
+            .iter()
+            .map(|&o| i32::try_from(o).unwrap_or(i32::MAX))
+            .collect();
+        let comms = nccl.comm_init_all(&ordinals)?;
+        Ok(Self {
+            comms: Mutex::new(comms),
+            streams: streams.to_vec(),
+        })
+    }
+
+    /// How many ranks (devices).
+    pub fn ranks(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// The streams, rank `r` at index `r`.
+    pub fn streams(&self) -> &[Stream] {
+        &self.streams
+    }
+
+    /// In-place sum all-reduce: `bufs[r]` is rank `r`'s buffer (on
+    /// `streams[r]`'s device), all of the same length; afterwards each holds
+    /// the element-wise sum over ranks. Enqueued on each rank's stream inside
+    /// one NCCL group (`ncclGroupStart`/`End`), so one thread drives every
+    /// rank without deadlock; does not synchronize. A mismatch is
+    /// [`Error::InvalidCollective`] and enqueues nothing.
+    pub fn all_reduce_sum<T: CollectiveElem>(
+        &self,
+        bufs: &mut [DeviceViewMut<'_, T>],
+    ) -> Result<(), Error> {
+        let invalid = |m| Error::InvalidCollective(m);
+        if bufs.len() != self.ranks() {
+            return Err(invalid(CollectiveMismatch::RankCount {
+                expected: self.ranks(),
+                got: bufs.len(),
+            }));
+        }
+        let count = bufs.first().map_or(0, DeviceViewMut::len);
+        let mut views = Vec::with_capacity(bufs.len());
+        let mut streams = Vec::with_capacity(bufs.len());
+        for (rank, (buf, stream)) in bufs.iter_mut().zip(&self.streams).enumerate() {
+            if buf.len() != count {
+                return Err(invalid(CollectiveMismatch::BufferLength {
+                    rank,
+                    len: buf.len(),
+                    expected: count,
+                }));
+            }
+            let cuda = stream
+                .cuda_stream()
+                .ok_or(invalid(CollectiveMismatch::CpuStream { rank }))?;
+            let ViewMutRef::Cuda(view) = &mut buf.inner else {
+                return Err(invalid(CollectiveMismatch::HostBuffer { rank }));
+            };
+            let buffer = view.stream().context().ordinal();
+            if buffer != cuda.context().ordinal() {
+                return Err(invalid(CollectiveMismatch::BufferDevice {
+                    rank,
+                    buffer,
+                    stream: cuda.context().ordinal(),
+                }));
+            }
+            views.push(view);
+            streams.push(cuda);
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        // A poisoned lock only means another thread panicked between NCCL
+        // calls; the communicators are still valid.
+        let comms = self.comms.lock().unwrap_or_else(|p| p.into_inner());
+        raw::nccl_all_reduce_sum(&comms, &streams, &mut views, count, T::NCCL_TYPE)
+    }
+}
+
+impl Drop for Collective {
+    /// Waits for each rank's stream before the communicators are destroyed,
+    /// so that no collective is in flight. Errors are dropped: there is no
+    /// later call to return them from, and the streams keep theirs.
+    fn drop(&mut self) {
+        for stream in &self.streams {
+            let _ = stream.synchronize();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +361,55 @@ mod tests {
         for bad in ["0", "-1", "", "two", "1.5", "all2", "0x2"] {
             check(bad, None);
         }
+    }
+
+    /// One line, naming the library and ending with the fallback.
+    fn check_nccl_message(reason: crate::NcclUnavailable, starts: &str) {
+        let message = Error::NcclUnavailable(reason).to_string();
+        println!("{message}");
+        assert!(!message.contains('\n'), "{message}");
+        assert!(message.starts_with(starts), "{message}");
+        assert!(message.ends_with("or run with --gpus 1"), "{message}");
+    }
+
+    #[test]
+    fn missing_nccl_is_one_line_naming_the_fix() {
+        match raw::nccl() {
+            Ok(_) => println!("libnccl loads here"),
+            Err(reason @ crate::NcclUnavailable::NotFound { .. }) => check_nccl_message(
+                reason,
+                "cannot load libnccl.so.2 or libnccl.so (libnccl.so.2",
+            ),
+            Err(reason) => check_nccl_message(reason, "libnccl.so"),
+        }
+        let not_found = crate::NcclUnavailable::NotFound {
+            tried: raw::NCCL_LIBRARIES,
+            loader: "libnccl.so.2: cannot open shared object file: No such file or directory"
+                .into(),
+        };
+        check_nccl_message(
+            not_found,
+            "cannot load libnccl.so.2 or libnccl.so (libnccl.so.2: cannot open",
+        );
+        let too_old = crate::NcclUnavailable::MissingSymbol {
+            library: "libnccl.so.2",
+            symbol: "ncclGroupEnd",
+        };
+        check_nccl_message(too_old, "libnccl.so.2 has no `ncclGroupEnd`");
+    }
+
+    #[test]
+    fn element_types_match_their_nccl_types() {
+        use sealed::Sealed;
+        assert_eq!(raw::nccl_type_size(f32::NCCL_TYPE), Some(4));
+        assert_eq!(raw::nccl_type_size(u32::NCCL_TYPE), Some(4));
+    }
+
+    #[test]
+    fn nccl_version_codes_decode() {
+        assert_eq!(raw::decode_nccl_version(22703), Some((2, 27, 3)));
+        assert_eq!(raw::decode_nccl_version(2804), Some((2, 8, 4)));
+        assert_eq!(raw::decode_nccl_version(0), None);
     }
 
     #[test]
