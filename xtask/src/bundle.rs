@@ -36,7 +36,8 @@ const NOT_BUNDLED: &[&str] = &[
 /// Test binaries run under the sanitizers: those that use the GPU (a binary
 /// that never calls CUDA makes compute-sanitizer fail with "terminated before
 /// first instrumented API call"). `gpu_fault` faults on purpose and the
-/// positive control runs on its own.
+/// positive control runs on its own. `gpu-core__multi_gpu` runs in the plain
+/// suite only: its work is NCCL's kernels and transport, not kiln's code.
 const SANITIZED: &[&str] = &[
     "gpu-core__gpu",
     "gpu-core__backends",

@@ -91,12 +91,20 @@ impl Backend {
     /// The CUDA backend on device `ordinal`, loading every built module in
     /// `modules` (which may be empty, for memory-only work).
     pub fn cuda(ordinal: usize, modules: &[&'static FatbinImage]) -> Result<Self, Error> {
-        CudaBackend::probe(ordinal, modules, false)
+        Self::probe_cuda(ordinal, modules, false).map_err(|reason| match reason {
+            CpuReason::Unusable(e) => *e,
+            reason => Error::CudaUnavailable { reason },
+        })
+    }
+
+    /// The CUDA backend on device `ordinal`, or why it cannot run there.
+    pub(crate) fn probe_cuda(
+        ordinal: usize,
+        modules: &[&'static FatbinImage],
+        require_code: bool,
+    ) -> Result<Self, CpuReason> {
+        CudaBackend::probe(ordinal, modules, require_code)
             .map(|cuda| Self::from_inner(Inner::Cuda(cuda)))
-            .map_err(|reason| match reason {
-                CpuReason::Unusable(e) => *e,
-                reason => Error::CudaUnavailable { reason },
-            })
     }
 
     fn from_inner(inner: Inner) -> Self {

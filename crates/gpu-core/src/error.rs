@@ -236,6 +236,147 @@ impl fmt::Display for LayoutMismatch {
 
 impl std::error::Error for LayoutMismatch {}
 
+/// Why libnccl could not be used; NCCL is loaded at run time, so a missing
+/// library is an error of [`Collective::new`](crate::Collective::new), not of
+/// the build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NcclUnavailable {
+    /// No library of these names could be loaded.
+    NotFound {
+        /// The names tried, in order (sonames, looked up on the loader path).
+        tried: &'static [&'static str],
+        /// What the loader said about the first name.
+        loader: String,
+    },
+    /// The library lacks a function gpu-core calls.
+    MissingSymbol {
+        /// The library loaded.
+        library: &'static str,
+        /// The function it lacks.
+        symbol: &'static str,
+    },
+}
+
+impl fmt::Display for NcclUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const FIX: &str = "or run with --gpus 1";
+        match self {
+            Self::NotFound { tried, loader } => write!(
+                f,
+                "cannot load {} ({}); install NCCL 2 or put its lib dir on LD_LIBRARY_PATH, {FIX}",
+                tried.join(" or "),
+                loader.replace('\n', " ")
+            ),
+            Self::MissingSymbol { library, symbol } => write!(
+                f,
+                "{library} has no `{symbol}`; install a current NCCL 2, {FIX}"
+            ),
+        }
+    }
+}
+
+/// An NCCL call's failure: its `ncclResult_t` and NCCL's description of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NcclError {
+    /// The `ncclResult_t` value.
+    pub code: i32,
+    /// `ncclGetErrorString` of it.
+    pub message: String,
+}
+
+impl fmt::Display for NcclError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "nccl error {} ({})", self.code, self.message)
+    }
+}
+
+impl std::error::Error for NcclError {}
+
+/// Ranks, streams or buffers handed to a [`Collective`](crate::Collective)
+/// that do not fit together; nothing was enqueued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CollectiveMismatch {
+    /// No stream was given.
+    NoRanks,
+    /// A rank's stream is on the CPU backend.
+    CpuStream {
+        /// The rank.
+        rank: usize,
+    },
+    /// Two ranks' streams are on the same device (NCCL hangs on that).
+    SameDevice {
+        /// The device.
+        ordinal: usize,
+        /// The two ranks.
+        ranks: (usize, usize),
+    },
+    /// A call passed another number of buffers than there are ranks.
+    RankCount {
+        /// Ranks of the collective.
+        expected: usize,
+        /// Buffers passed.
+        got: usize,
+    },
+    /// A rank's buffer has another length than rank 0's.
+    BufferLength {
+        /// The rank.
+        rank: usize,
+        /// Its buffer's length, in elements.
+        len: usize,
+        /// Rank 0's buffer's length.
+        expected: usize,
+    },
+    /// A rank's buffer is host memory (from the CPU backend).
+    HostBuffer {
+        /// The rank.
+        rank: usize,
+    },
+    /// A rank's buffer is on another device than its stream.
+    BufferDevice {
+        /// The rank.
+        rank: usize,
+        /// The buffer's device.
+        buffer: usize,
+        /// The stream's device.
+        stream: usize,
+    },
+}
+
+impl fmt::Display for CollectiveMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::NoRanks => f.write_str("no stream given; pass one stream per device"),
+            Self::CpuStream { rank } => write!(
+                f,
+                "rank {rank}'s stream is on the cpu backend; give each rank a cuda stream (from `Devices`)"
+            ),
+            Self::SameDevice { ordinal, ranks: (a, b) } => write!(
+                f,
+                "ranks {a} and {b} are both on gpu {ordinal}; give each rank a stream on its own device"
+            ),
+            Self::RankCount { expected, got } => write!(
+                f,
+                "{got} buffers for {expected} ranks; pass one buffer per rank, in rank order"
+            ),
+            Self::BufferLength { rank, len, expected } => write!(
+                f,
+                "rank {rank}'s buffer has {len} elements but rank 0's has {expected}; make them the same length"
+            ),
+            Self::HostBuffer { rank } => write!(
+                f,
+                "rank {rank}'s buffer is host memory; allocate it on the rank's stream"
+            ),
+            Self::BufferDevice { rank, buffer, stream } => write!(
+                f,
+                "rank {rank}'s buffer is on gpu {buffer} but its stream on gpu {stream}; allocate it on the rank's stream"
+            ),
+        }
+    }
+}
+
 /// Everything that can go wrong in gpu-core.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -366,6 +507,37 @@ pub enum Error {
     },
     /// A struct's layout differs between Rust and C.
     Layout(LayoutMismatch),
+    /// A GPU count is neither `all` nor a whole number of at least 1.
+    InvalidGpuCount {
+        /// The value given.
+        value: String,
+    },
+    /// [`Devices::open`](crate::Devices::open) found no GPU to open (`ordinal`
+    /// is `None`), or device `ordinal` cannot run the modules handed in.
+    GpusUnavailable {
+        /// The device that failed, when one did.
+        ordinal: Option<usize>,
+        /// Why.
+        reason: CpuReason,
+    },
+    /// More GPUs were asked for than are visible.
+    NotEnoughGpus {
+        /// GPUs asked for.
+        requested: usize,
+        /// GPUs the driver sees.
+        available: usize,
+    },
+    /// libnccl cannot be loaded (or is too old); one GPU still works.
+    NcclUnavailable(NcclUnavailable),
+    /// An NCCL call failed.
+    Nccl {
+        /// The call (`"ncclCommInitAll"`, `"ncclGroupEnd"`).
+        op: &'static str,
+        /// NCCL's error.
+        source: NcclError,
+    },
+    /// A collective's ranks, streams or buffers do not fit together.
+    InvalidCollective(CollectiveMismatch),
 }
 
 impl fmt::Display for Error {
@@ -440,6 +612,28 @@ impl fmt::Display for Error {
                 ),
             },
             Self::Layout(m) => m.fmt(f),
+            Self::InvalidGpuCount { value } => write!(
+                f,
+                "`{value}` is not a gpu count; use `all` or a whole number from 1 up"
+            ),
+            Self::GpusUnavailable { ordinal: None, reason } => write!(
+                f,
+                "no gpu to open ({reason}); install the driver on a machine with a cuda device, or run on the cpu"
+            ),
+            Self::GpusUnavailable { ordinal: Some(i), reason } => write!(
+                f,
+                "gpu {i} cannot be used ({reason}); ask for fewer gpus or hide it with CUDA_VISIBLE_DEVICES"
+            ),
+            Self::NotEnoughGpus { requested, available } => write!(
+                f,
+                "{requested} gpus requested but {available} visible; ask for at most {available}, or `all`"
+            ),
+            Self::NcclUnavailable(reason) => reason.fmt(f),
+            Self::Nccl { op, source } => write!(
+                f,
+                "{op} failed: {source}; rerun with NCCL_DEBUG=WARN for nccl's reason"
+            ),
+            Self::InvalidCollective(m) => write!(f, "invalid collective: {m}"),
         }
     }
 }
@@ -453,6 +647,7 @@ impl std::error::Error for Error {
             | Self::Launch { source, .. }
             | Self::Async { source, .. } => Some(source),
             Self::Layout(m) => Some(m),
+            Self::Nccl { source, .. } => Some(source),
             _ => None,
         }
     }

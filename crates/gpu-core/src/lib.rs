@@ -4,7 +4,9 @@
 //! - [`Stream`] allocates [`DeviceBuffer`]s, copies, and launches [`Kernel`]s
 //!   whose arguments are typed by the kernel's C declaration;
 //! - the CPU backend offers the same buffer and launch API over host memory,
-//!   with kernel bodies written in Rust ([`Backend::kernel_with_cpu`]).
+//!   with kernel bodies written in Rust ([`Backend::kernel_with_cpu`]);
+//! - [`Devices`] opens one backend per GPU, and [`Collective`] all-reduces
+//!   buffers across them through NCCL, loaded at run time.
 //!
 //! All `unsafe` lives in `raw.rs`. gpu-core never names one of kiln's kernels:
 //! callers hand in the [`FatbinImage`]s to load.
@@ -65,6 +67,7 @@ mod launch;
 mod layout;
 mod memory;
 mod module;
+mod multi;
 mod pool;
 mod raw;
 mod stream;
@@ -74,13 +77,17 @@ pub use cuda_sys::{param_kind, AbiParam, FatbinImage, GpuRepr, KernelDecl, Kerne
 pub use device::{
     devices, driver_present, driver_version, toolkit_version, DeviceInfo, DeviceLimits,
 };
-pub use error::{CpuReason, DriverError, Error, LaunchLimit, LayoutMismatch};
+pub use error::{
+    CollectiveMismatch, CpuReason, DriverError, Error, LaunchLimit, LayoutMismatch, NcclError,
+    NcclUnavailable,
+};
 pub use launch::{
     CpuKernel, FfiParam, Kernel, KernelLimits, LaunchConfig, LaunchParams, LaunchSite,
 };
 pub use layout::check_layout;
 pub use memory::{DeviceBuffer, DeviceView, DeviceViewMut, PinnedBuffer};
 pub use module::{code_for_arch, CodeChoice};
+pub use multi::{nccl_available, nccl_version, Collective, CollectiveElem, Devices, GpuCount};
 pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
 pub use stream::{Event, Stream};
 
