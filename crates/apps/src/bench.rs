@@ -111,8 +111,7 @@ pub fn anneal_figure(
         let started = Instant::now();
         let mut engine: Box<dyn anneal::Engine> = match target {
             AnnealTarget::Gpus(backends) => {
-                let engine =
-                    GpuEngine::sharded(backends, Points::F32(&points), n, d, max_anchors)?;
+                let engine = GpuEngine::sharded(backends, Points::F32(&points), n, d, max_anchors)?;
                 for backend in backends {
                     backend.synchronize()?;
                 }
@@ -223,7 +222,10 @@ pub fn run(
     for &(n, d, m, reps) in shapes {
         push(anneal_figure(target, n, d, m, reps)?, &mut figures);
         if gpu && n <= 10_000 {
-            push(anneal_figure(AnnealTarget::Cpu, n, d, m, reps)?, &mut figures);
+            push(
+                anneal_figure(AnnealTarget::Cpu, n, d, m, reps)?,
+                &mut figures,
+            );
         }
     }
     let device = backend
@@ -265,9 +267,9 @@ pub fn run_multi(
         figures.push(all);
         figures.push(speedup);
     }
-    let device = backends[0]
-        .device()
-        .map_or("cuda".to_string(), |d| format!("{} x{}", d.name, backends.len()));
+    let device = backends[0].device().map_or("cuda".to_string(), |d| {
+        format!("{} x{}", d.name, backends.len())
+    });
     Ok(Report {
         device,
         cpu_threads: rayon::current_num_threads(),

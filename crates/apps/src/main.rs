@@ -219,10 +219,17 @@ fn open_gpus(count: GpuCount) -> Result<Option<Devices>> {
                     "--gpus: {found} GPUs, but libnccl cannot be loaded: running on 1 GPU \
                      (install NCCL, libnccl.so.2, to use them all)"
                 );
-                return Ok(Some(Devices::open(cuda_sys::modules::ALL, GpuCount::Exactly(1))?));
+                return Ok(Some(Devices::open(
+                    cuda_sys::modules::ALL,
+                    GpuCount::Exactly(1),
+                )?));
             }
             if matches!(count, GpuCount::All) {
-                println!("--gpus all: {found} GPU{} found, running on {}", if found == 1 { "" } else { "s" }, if found == 1 { "it" } else { "all of them" });
+                println!(
+                    "--gpus all: {found} GPU{} found, running on {}",
+                    if found == 1 { "" } else { "s" },
+                    if found == 1 { "it" } else { "all of them" }
+                );
             }
             Ok(Some(devices))
         }
@@ -474,7 +481,14 @@ fn run_bench(args: &[String]) -> Result<()> {
                 println!("gpu {i}: {}", describe_backend(backend));
             }
             let (n, d, m) = shape.unwrap_or((4_000_000, 128, 2048));
-            apps::bench::run_multi(devices.backends(), n, d, m, if quick { 1 } else { 3 }, &mut |f| print(f))?
+            apps::bench::run_multi(
+                devices.backends(),
+                n,
+                d,
+                m,
+                if quick { 1 } else { 3 },
+                &mut |f| print(f),
+            )?
         }
         None => {
             if shape.is_some() {
@@ -496,7 +510,11 @@ fn run_bench(args: &[String]) -> Result<()> {
 /// `NxDxM`, e.g. `4000000x128x2048`.
 fn parse_shape(value: &str) -> Result<(usize, usize, usize)> {
     let parts: Vec<&str> = value.split('x').collect();
-    let bad = || anyhow::anyhow!("--shape takes NxDxM (points x dims x anchors, e.g. 4000000x128x2048), not `{value}`");
+    let bad = || {
+        anyhow::anyhow!(
+            "--shape takes NxDxM (points x dims x anchors, e.g. 4000000x128x2048), not `{value}`"
+        )
+    };
     let [n, d, m] = parts.as_slice() else {
         return Err(bad());
     };

@@ -242,3 +242,67 @@ fn device_side_convergence_stops_where_the_host_test_does() {
         assert!(!steps.converged);
     }
 }
+
+#[test]
+fn sharded_over_gpus_matches_one_gpu() {
+    let devices = match gpu_core::Devices::open(cuda_sys::modules::ALL, gpu_core::GpuCount::All) {
+        Ok(devices) if devices.len() >= 2 && gpu_core::nccl_available() => devices,
+        Ok(devices) => {
+            println!(
+                "skipped: {} GPU(s), NCCL {}",
+                devices.len(),
+                if gpu_core::nccl_available() {
+                    "available"
+                } else {
+                    "missing"
+                }
+            );
+            return;
+        }
+        Err(e) => {
+            println!("skipped: no GPUs ({e})");
+            return;
+        }
+    };
+    let all = devices.backends();
+    // Shard sizes that do not divide evenly, f32 and f16, maintenance on.
+    for (n, d, m, f16) in [
+        (20_001, 64, 96, false),
+        (7_777, 33, 40, true),
+        (100_000, 128, 256, false),
+    ] {
+        let values = anneal::synthetic_points(n, d, m / 2, 0.25, 21);
+        let bits: Vec<u16> = values
+            .iter()
+            .map(|v| half::f16::from_f32(*v).to_bits())
+            .collect();
+        let points = if f16 {
+            Points::F16(&bits)
+        } else {
+            Points::F32(&values)
+        };
+        let params = Params {
+            seed: 21,
+            ..Params::default()
+        };
+        let one =
+            anneal::run_sharded(&all[..1], points, n, d, m, &params, &mut |_, _, _| {}).unwrap();
+        let many = anneal::run_sharded(all, points, n, d, m, &params, &mut |_, _, _| {}).unwrap();
+        let rel = (many.energy - one.energy).abs() / one.energy;
+        println!(
+            "{n}x{d}x{m} f16={f16} on 1 / {} GPUs: energy {:.7} / {:.7} ({rel:.2e}), iterations {} / {}, anchors {} / {}",
+            all.len(),
+            one.energy,
+            many.energy,
+            one.iterations,
+            many.iterations,
+            one.m,
+            many.m
+        );
+        assert!(rel <= 1e-4, "energy differs by {rel:.3e}");
+        assert_eq!(one.iterations, many.iterations);
+        assert_eq!(one.m, many.m);
+        assert_eq!(many.assignments.len(), n);
+        assert!(many.assignments.iter().all(|&a| (a as usize) < many.m));
+    }
+}

@@ -22,7 +22,8 @@ use cuda_sys::kernels::{
 };
 use cuda_sys::types::AnnealControl;
 use gpu_core::{
-    Backend, BackendKind, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream,
+    Backend, BackendKind, Collective, DeviceBuffer, DeviceView, DeviceViewMut, Kernel,
+    LaunchConfig, Stream,
 };
 
 use super::{AnchorStats, AnnealError, Engine, Points, Steps};
@@ -689,19 +690,4 @@ fn sum_f32(
     Err(AnnealError::Input(
         "this build has no GPU code (no CUDA toolkit at build time)".into(),
     ))
-}
-
-// TEMP-NCCL: stand-in until gpu-core's Collective lands.
-#[derive(Debug)]
-struct Collective;
-impl Collective {
-    fn new(_: &[Stream]) -> Result<Self, AnnealError> {
-        Err(AnnealError::Input("no NCCL yet".into()))
-    }
-    fn all_reduce_sum<T: gpu_core::GpuRepr>(
-        &self,
-        _: &mut [DeviceViewMut<'_, T>],
-    ) -> Result<(), AnnealError> {
-        Ok(())
-    }
 }

@@ -285,10 +285,7 @@ fn first_non_finite(points: Points<'_>) -> Option<usize> {
             .par_chunks(CHUNK)
             .enumerate()
             .find_map_first(|(c, chunk)| {
-                chunk
-                    .iter()
-                    .position(|v| !finite(v))
-                    .map(|i| c * CHUNK + i)
+                chunk.iter().position(|v| !finite(v)).map(|i| c * CHUNK + i)
             })
     }
     match points {
