@@ -5,6 +5,7 @@
 //! a row in [`COMMANDS`] and an arm in [`dispatch`].
 
 mod audit;
+mod bench;
 mod build;
 mod bundle;
 mod ci;
@@ -29,6 +30,10 @@ const COMMANDS: &[(&str, &str)] = &[
     (
         "gpu-bundle",
         "[--arch SPEC]  release test binaries + apps + run.sh for a GPU host, in target/gpu-bundle",
+    ),
+    (
+        "bench",
+        "[--apps PATH] [--torch-json FILE | --torch-script FILE] [--out DIR] [--quick] [--plot-only]  run apps bench (+ PyTorch), write bench.json and speedup.svg",
     ),
     (
         "codegen",
@@ -73,6 +78,11 @@ fn dispatch(command: Option<&str>, rest: Vec<String>) -> anyhow::Result<()> {
     let root = workspace::root();
     match command {
         Some("build") => build::run(&root, &rest),
+        Some("bench") => bench::run(
+            &root,
+            args("bench"),
+            &std::env::args().skip(1).collect::<Vec<_>>(),
+        ),
         Some("codegen") => codegen::run(&root, &rest),
         Some("gpu-bundle") => bundle::run(&root, args("gpu-bundle")),
         Some("doctor") => doctor::run(&root, &rest),

@@ -1,0 +1,509 @@
+//! `cargo xtask bench`: runs `apps bench` (kiln's figures), optionally
+//! PyTorch's anchor script beside it, and writes `bench.json` (both sets of
+//! figures and the speedups computed from them) and `speedup.svg`.
+//!
+//! With `--apps PATH` it needs no workspace, so the same binary runs from the
+//! GPU bundle on a host without cargo; `--plot-only` re-renders a fetched
+//! `bench.json` here. The comparisons (`report`) and the chart (`plot`) are
+//! pure; this file only runs processes and writes files.
+
+mod plot;
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+
+use crate::cli::{usage_error, Args};
+use report::{AppsReport, BenchFile, TorchFigures};
+
+const USAGE: &str = "cargo xtask bench [--apps PATH] [--torch-json FILE | --torch-script FILE] \
+                     [--out DIR] [--quick] [--plot-only]";
+
+/// What `--out` holds after a run.
+const APPS_JSON: &str = "apps.json";
+const TORCH_JSON: &str = "torch.json";
+const BENCH_JSON: &str = "bench.json";
+const SPEEDUP_SVG: &str = "speedup.svg";
+
+/// Where PyTorch's figures come from.
+#[derive(Debug, PartialEq)]
+enum Torch {
+    None,
+    /// An earlier run of the anchor script, saved.
+    Json(PathBuf),
+    /// Run the anchor script now, after `apps bench`.
+    Script(PathBuf),
+}
+
+#[derive(Debug)]
+struct Options {
+    apps: Option<PathBuf>,
+    torch: Torch,
+    out: PathBuf,
+    quick: bool,
+    plot_only: bool,
+}
+
+fn parse(root: &Path, mut args: Args) -> Result<Options> {
+    let plot_only = args.flag("--plot-only");
+    let quick = args.flag("--quick");
+    let apps = args.value("--apps")?.map(PathBuf::from);
+    let torch_json = args.value("--torch-json")?.map(PathBuf::from);
+    let torch_script = args.value("--torch-script")?.map(PathBuf::from);
+    let out = args.value("--out")?.map(PathBuf::from);
+    args.finish(USAGE)?;
+    let torch = match (torch_json, torch_script) {
+        (Some(_), Some(_)) => {
+            return Err(usage_error!(
+                "give `--torch-json` or `--torch-script`, not both; usage: {USAGE}"
+            ))
+        }
+        (Some(json), None) => Torch::Json(json),
+        (None, Some(script)) => Torch::Script(script),
+        (None, None) => Torch::None,
+    };
+    if plot_only && (apps.is_some() || quick || torch != Torch::None) {
+        return Err(usage_error!(
+            "`--plot-only` runs nothing: give it only `--out DIR` (the folder holding bench.json)"
+        ));
+    }
+    // Inside the workspace, beside the other build outputs; elsewhere (the
+    // bundle on a GPU host) in the current directory.
+    let out = out.unwrap_or_else(|| {
+        if root.join("Cargo.toml").is_file() {
+            root.join("target/bench")
+        } else {
+            PathBuf::from("bench")
+        }
+    });
+    Ok(Options {
+        apps,
+        torch,
+        out,
+        quick,
+        plot_only,
+    })
+}
+
+/// Runs the command.
+pub(crate) fn run(root: &Path, args: Args, argv: &[String]) -> Result<()> {
+    let opts = parse(root, args)?;
+    if opts.plot_only {
+        return plot_only(&opts.out);
+    }
+    // Everything that can be checked before the long run is.
+    let saved_torch = match &opts.torch {
+        Torch::Json(path) => Some(read_torch(path)?),
+        Torch::Script(path) if !path.is_file() => {
+            return Err(usage_error!(
+                "`--torch-script {}`: no such file; give the path of torch_anchor.py",
+                path.display()
+            ))
+        }
+        _ => None,
+    };
+    let apps = match &opts.apps {
+        Some(path) if path.is_file() => path.clone(),
+        Some(path) => {
+            return Err(usage_error!(
+                "`--apps {}`: no such file; give the `apps` binary (in the GPU bundle: bin/apps)",
+                path.display()
+            ))
+        }
+        None => build_apps(root)?,
+    };
+    std::fs::create_dir_all(&opts.out)
+        .with_context(|| format!("cannot create {}", opts.out.display()))?;
+
+    let report = run_apps(&apps, &opts.out, opts.quick)?;
+    let mut written = vec![opts.out.join(APPS_JSON)];
+    let torch_json = opts.out.join(TORCH_JSON);
+    let mut torch_failed = None;
+    let torch = match (&opts.torch, saved_torch) {
+        (Torch::Json(path), Some((figures, text))) => {
+            // Kept beside the rest, so the folder holds every input of bench.json.
+            if !same_file(path, &torch_json) {
+                write_atomic(&torch_json, text.as_bytes())?;
+                written.push(torch_json.clone());
+            }
+            Ok(figures)
+        }
+        (Torch::Script(script), _) => match torch_ready() {
+            Err(why) => Err(why),
+            Ok(()) => match run_torch(script) {
+                Ok((figures, text)) => {
+                    write_atomic(&torch_json, text.as_bytes())?;
+                    written.push(torch_json.clone());
+                    Ok(figures)
+                }
+                Err(e) => {
+                    let why = format!("{e:#}");
+                    torch_failed = Some(why.clone());
+                    Err(why)
+                }
+            },
+        },
+        _ => Err("no `--torch-script` or `--torch-json` given".to_string()),
+    };
+    if torch.is_err() && torch_json.exists() {
+        // The folder's files all come from one run: an older torch.json
+        // would read as this run's.
+        std::fs::remove_file(&torch_json)
+            .with_context(|| format!("cannot remove the stale {}", torch_json.display()))?;
+    }
+
+    let command = format!("xtask {}", argv.join(" "));
+    let bench = report::merge(today(), command, report, torch);
+    written.extend(write_outputs(&bench, &opts.out)?);
+    print!("{}", report::render_table(&bench));
+    println!("bench: wrote {}", list(&written));
+    if let Some(why) = torch_failed {
+        bail!(
+            "the PyTorch anchor failed ({why}); {BENCH_JSON} and {SPEEDUP_SVG} are written without PyTorch figures"
+        );
+    }
+    Ok(())
+}
+
+/// Re-renders `DIR/bench.json`: comparisons recomputed, the SVG redrawn.
+fn plot_only(out: &Path) -> Result<()> {
+    let path = out.join(BENCH_JSON);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read {} ({e}); point `--out` at the folder holding a bench.json \
+             (fetched from the GPU host, or made by `cargo xtask bench`)",
+            path.display()
+        )
+    })?;
+    let bench = report::parse_bench(&text).with_context(|| {
+        format!(
+            "{} is not a bench.json of `cargo xtask bench`",
+            path.display()
+        )
+    })?;
+    let written = write_outputs(&bench, out)?;
+    print!("{}", report::render_table(&bench));
+    println!("bench: wrote {}", list(&written));
+    Ok(())
+}
+
+/// Writes `bench.json` and `speedup.svg`, each whole or not at all.
+fn write_outputs(bench: &BenchFile, out: &Path) -> Result<Vec<PathBuf>> {
+    let svg = plot::render_svg(bench).context("cannot draw the speedup chart")?;
+    let json = serde_json::to_string_pretty(bench)? + "\n";
+    let (json_path, svg_path) = (out.join(BENCH_JSON), out.join(SPEEDUP_SVG));
+    write_atomic(&json_path, json.as_bytes())?;
+    write_atomic(&svg_path, svg.as_bytes())?;
+    Ok(vec![json_path, svg_path])
+}
+
+fn list(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Writes beside `path` and renames, so a reader never sees half a file.
+fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+    let partial = partial_path(path);
+    std::fs::write(&partial, contents)
+        .and_then(|()| std::fs::rename(&partial, path))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// `DIR/.NAME.partial`.
+fn partial_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or("out".into(), |n| n.to_string_lossy());
+    path.with_file_name(format!(".{name}.partial"))
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// `cargo build --release -p apps`, its output shown; the binary's path.
+fn build_apps(root: &Path) -> Result<PathBuf> {
+    if !root.join("Cargo.toml").is_file() {
+        return Err(usage_error!(
+            "no kiln workspace at {} to build apps in: pass `--apps PATH` (in the GPU bundle: `--apps bin/apps`)",
+            root.display()
+        ));
+    }
+    println!("bench: building apps (cargo build --release -p apps)");
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(root)
+        .args(["build", "--release", "-p", "apps"])
+        .status()
+        .context("cannot run cargo")?;
+    if !status.success() {
+        bail!("`cargo build --release -p apps` failed ({status}); its errors are above");
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), |d| root.join(d));
+    Ok(target
+        .join("release")
+        .join(format!("apps{}", std::env::consts::EXE_SUFFIX)))
+}
+
+/// Runs `apps bench`, its progress lines streamed through; keeps its JSON
+/// as `DIR/apps.json` only when it finished.
+fn run_apps(apps: &Path, out: &Path, quick: bool) -> Result<AppsReport> {
+    let final_path = out.join(APPS_JSON);
+    let partial = partial_path(&final_path);
+    let mut cmd = Command::new(apps);
+    cmd.arg("bench").arg("--json").arg(&partial);
+    if quick {
+        cmd.arg("--quick");
+    }
+    println!(
+        "bench: running {} bench{}",
+        apps.display(),
+        if quick { " --quick" } else { "" }
+    );
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run {}", apps.display()))?;
+    if !status.success() {
+        let _ = std::fs::remove_file(&partial);
+        bail!(
+            "`{} bench` failed ({status}); its output is above",
+            apps.display()
+        );
+    }
+    let text = std::fs::read_to_string(&partial)
+        .with_context(|| format!("`apps bench` wrote no {}", partial.display()))?;
+    let report = report::parse_apps(&text).with_context(|| {
+        format!(
+            "{} is not `apps bench`'s report: are apps and xtask from the same commit?",
+            partial.display()
+        )
+    })?;
+    std::fs::rename(&partial, &final_path)
+        .with_context(|| format!("cannot write {}", final_path.display()))?;
+    Ok(report)
+}
+
+/// A saved run of the anchor script: its figures and its text.
+fn read_torch(path: &Path) -> Result<(TorchFigures, String)> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read `--torch-json {}`", path.display()))?;
+    let figures = report::parse_torch(&text).with_context(|| {
+        format!(
+            "{} is not the PyTorch anchor's output (a JSON object of figures)",
+            path.display()
+        )
+    })?;
+    Ok((figures, text))
+}
+
+/// Whether `python3` imports torch and sees a GPU; else why not, for the
+/// one line that says the comparison is skipped.
+fn torch_ready() -> Result<(), String> {
+    let probe = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)";
+    let status = Command::new("python3")
+        .args(["-c", probe])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match status.map(|s| s.code()) {
+        Err(_) => Err("python3 not found on PATH".into()),
+        Ok(Some(0)) => Ok(()),
+        Ok(Some(3)) => Err("PyTorch sees no CUDA GPU (torch.cuda.is_available() is false)".into()),
+        Ok(_) => Err("python3 cannot import torch (install PyTorch to compare with it)".into()),
+    }
+}
+
+/// Runs the anchor script; its figures and its output as printed.
+fn run_torch(script: &Path) -> Result<(TorchFigures, String)> {
+    println!(
+        "bench: running python3 {} (the PyTorch figures)",
+        script.display()
+    );
+    let output = Command::new("python3")
+        .arg(script)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run python3")?;
+    if !output.status.success() {
+        bail!("python3 {} exited with {}", script.display(), output.status);
+    }
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let figures = report::parse_torch(&text)
+        .with_context(|| format!("{} printed no JSON object of figures", script.display()))?;
+    Ok((figures, text))
+}
+
+/// Today's UTC date, `YYYY-MM-DD`.
+fn today() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_args(v: &[&str]) -> Result<Options> {
+        let args = Args::new("bench", v.iter().map(|s| s.to_string()).collect());
+        parse(Path::new("/nonexistent-workspace"), args)
+    }
+
+    /// A fresh empty folder for one test.
+    fn scratch(test: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("xtask-bench-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(59), (1970, 3, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(20_000), (2024, 10, 4));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(today().len(), 10);
+    }
+
+    #[test]
+    fn flags() {
+        let o = parse_args(&["--apps", "bin/apps", "--torch-script=t.py", "--quick"]).unwrap();
+        assert_eq!(o.apps.as_deref(), Some(Path::new("bin/apps")));
+        assert_eq!(o.torch, Torch::Script("t.py".into()));
+        assert!(o.quick && !o.plot_only);
+        // Outside a workspace the default folder is in the current directory.
+        assert_eq!(o.out, Path::new("bench"));
+        let bad = [
+            &["--torch-json", "a", "--torch-script", "b"][..],
+            &["--plot-only", "--quick"],
+            &["--plot-only", "--apps", "x"],
+            &["--bogus"],
+        ];
+        for args in bad {
+            let err = parse_args(args).unwrap_err();
+            assert!(err.is::<crate::cli::UsageError>(), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn outputs_are_written_whole_and_plot_only_reads_them_back() {
+        let dir = scratch("test");
+        let bench = report::fixture();
+        let written = write_outputs(&bench, &dir).unwrap();
+        assert_eq!(written, [dir.join(BENCH_JSON), dir.join(SPEEDUP_SVG)]);
+        let svg = std::fs::read_to_string(dir.join(SPEEDUP_SVG)).unwrap();
+        assert!(svg.contains("anneal 100000x384x1024") && svg.contains("over PyTorch"));
+        let back = std::fs::read_to_string(dir.join(BENCH_JSON)).unwrap();
+        assert_eq!(report::parse_bench(&back).unwrap(), bench);
+        // No partial file is left behind.
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with(".partial")), "{names:?}");
+        std::fs::remove_file(dir.join(SPEEDUP_SVG)).unwrap();
+        plot_only(&dir).unwrap();
+        assert!(dir.join(SPEEDUP_SVG).is_file());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A whole run, `apps` played by a script that writes the fixture
+    /// report where it is told to; the PyTorch script exists but this test
+    /// does not assume python3 or torch is installed, so it is either run or
+    /// skipped with a reason, never an error.
+    #[test]
+    fn a_run_writes_every_file_from_the_apps_report() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = scratch("run");
+        let fixture = dir.join("fixture.json");
+        std::fs::write(&fixture, include_str!("bench/fixtures/apps.json")).unwrap();
+        let apps = dir.join("apps");
+        let script = format!(
+            "#!/bin/sh\n[ \"$1 $2\" = \"bench --json\" ] || exit 9\necho 'bench: fake figure'\ncp {} \"$3\"\n",
+            fixture.display()
+        );
+        std::fs::write(&apps, script).unwrap();
+        std::fs::set_permissions(&apps, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let torch_script = dir.join("torch_anchor.py");
+        std::fs::write(&torch_script, "print('{\"copy_GBps\": 1.0}')\n").unwrap();
+        let out = dir.join("out");
+        // A torch.json of an earlier run must not survive a run without one.
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join(TORCH_JSON), "{}").unwrap();
+        let argv: Vec<String> = [
+            "--apps",
+            apps.to_str().unwrap(),
+            "--torch-script",
+            torch_script.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec();
+        let root = Path::new("/nonexistent-workspace");
+        run(root, Args::new("bench", argv.clone()), &argv).unwrap();
+
+        let bench =
+            report::parse_bench(&std::fs::read_to_string(out.join(BENCH_JSON)).unwrap()).unwrap();
+        assert_eq!(bench.apps.device, "NVIDIA H100 80GB HBM3");
+        assert!(
+            bench.command.starts_with("xtask --apps"),
+            "{}",
+            bench.command
+        );
+        assert_eq!(
+            bench.torch.is_some(),
+            out.join(TORCH_JSON).is_file(),
+            "torch.json exists exactly when the PyTorch figures are in bench.json"
+        );
+        assert_eq!(bench.torch.is_none(), bench.torch_skipped.is_some());
+        assert!(out.join(APPS_JSON).is_file() && out.join(SPEEDUP_SVG).is_file());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_apps_run_leaves_nothing() {
+        let dir = scratch("fail");
+        let err = run_apps(Path::new("/bin/false"), &dir, false).unwrap_err();
+        assert!(err.to_string().contains("failed"), "{err}");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn plot_only_without_bench_json_says_where_to_point() {
+        let err = plot_only(Path::new("/nonexistent-bench-dir")).unwrap_err();
+        assert!(
+            err.to_string().contains("point `--out` at the folder"),
+            "{err}"
+        );
+    }
+}
