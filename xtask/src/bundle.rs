@@ -45,6 +45,7 @@ const SANITIZED: &[&str] = &[
     "apps__gpu_agreement",
     "apps__batch",
     "apps__anneal",
+    "apps__assign_tc",
     "downstream__saxpy",
 ];
 

@@ -8,7 +8,7 @@
 //! | `*mut T` | [`DeviceViewMut<'_, T>`] | `&mut [T]` |
 //! | scalar or `GpuRepr` struct `T` | `T` | `T` |
 //!
-//! The tuple impls (arity 0 to 12) live in `raw.rs`, the module that owns
+//! The tuple impls (arity 0 to 16) live in `raw.rs`, the module that owns
 //! `unsafe`; a launch is allocation-free (parameters are marshalled on the
 //! stack) and the `CudaFunction` is resolved once, when the [`Kernel`] is made.
 
@@ -142,7 +142,7 @@ pub unsafe trait FfiParam {
 
 /// A kernel's whole parameter tuple: implemented for tuples of
 /// [`AbiParam`](crate::AbiParam) types whose kinds are [`FfiParam`], arity 0
-/// to 12.
+/// to 16.
 pub trait LaunchParams {
     /// The tuple of launch arguments.
     type Args<'a>;

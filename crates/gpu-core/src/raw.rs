@@ -451,6 +451,10 @@ tuple_params!(9; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh,
 tuple_params!(10; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj);
 tuple_params!(11; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk);
 tuple_params!(12; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk, L l ml);
+tuple_params!(13; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk, L l ml, M m mm);
+tuple_params!(14; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk, L l ml, M m mm, N n mn);
+tuple_params!(15; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk, L l ml, M m mm, N n mn, O o mo);
+tuple_params!(16; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk, L l ml, M m mm, N n mn, O o mo, P p mp);
 
 // ---------------------------------------------------------------------------
 // Peer access and NCCL.

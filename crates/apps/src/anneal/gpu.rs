@@ -14,7 +14,9 @@
 //! So [`Engine::run_steps`] enqueues all the iterations up to the next
 //! maintenance pass without reading anything back, and reads the energies
 //! once at the end: after convergence the remaining kernels return at once.
-//! Nothing is allocated per iteration.
+//! Nothing is allocated per iteration. On sm_80 and newer the assignment
+//! runs on tensor cores with exact refinement ([`super::assign_tc`]), unless
+//! `KILN_ANNEAL_TC=0` asks for the SIMT kernel.
 
 use cuda_sys::kernels::{
     anneal_assign_f16, anneal_assign_f32, anneal_finish, anneal_norms_f16, anneal_norms_f32,
@@ -26,6 +28,7 @@ use gpu_core::{
     LaunchConfig, Stream,
 };
 
+use super::assign_tc::{TcAssign, TcJob};
 use super::{AnchorStats, AnnealError, Engine, Points, Steps};
 
 use cuda_sys::types::{KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF};
@@ -79,6 +82,9 @@ struct Shard {
     control: DeviceBuffer<AnnealControl>,
     history: DeviceBuffer<f64>,
     scratch: DeviceBuffer<u8>,
+    /// The tensor-core assignment (sm_80+, unless `KILN_ANNEAL_TC=0`); the
+    /// SIMT kernel otherwise.
+    tc: Option<TcAssign>,
 }
 
 /// The GPU engine.
@@ -165,6 +171,7 @@ impl Shard {
         };
         let scratch_bytes = sum_scratch_bytes(n32)?;
         Ok(Self {
+            tc: TcAssign::new(backend, &stream, n)?,
             points,
             norms_f32: backend.kernel()?,
             scan: backend.kernel()?,
@@ -213,8 +220,42 @@ impl Shard {
         let n = self.n;
         let md = m as usize * d as usize;
         let s = &self.stream;
-        match &self.points {
-            ShardPoints::F32(points, assign, _) => s.launch(
+        match (&self.points, &mut self.tc) {
+            (ShardPoints::F32(points, _, _), Some(tc)) => tc.launch(
+                s,
+                TcJob {
+                    x: points.view(),
+                    x_norms: self.point_norms.view(),
+                    n,
+                    d,
+                    anchors: self.anchors.slice(0..md)?,
+                    anchor_norms: self.anchor_norms.slice(0..m as usize)?,
+                    m,
+                    flags: COUNT,
+                    control: self.control.view(),
+                    assign: self.assign.view_mut(),
+                    dist: self.dist.view_mut(),
+                    counts: self.counts.slice_mut(0..m as usize)?,
+                },
+            )?,
+            (ShardPoints::F16(points, _, _), Some(tc)) => tc.launch(
+                s,
+                TcJob {
+                    x: points.view(),
+                    x_norms: self.point_norms.view(),
+                    n,
+                    d,
+                    anchors: self.anchors.slice(0..md)?,
+                    anchor_norms: self.anchor_norms.slice(0..m as usize)?,
+                    m,
+                    flags: COUNT,
+                    control: self.control.view(),
+                    assign: self.assign.view_mut(),
+                    dist: self.dist.view_mut(),
+                    counts: self.counts.slice_mut(0..m as usize)?,
+                },
+            )?,
+            (ShardPoints::F32(points, assign, _), None) => s.launch(
                 assign,
                 assign_config(n),
                 (
@@ -232,7 +273,7 @@ impl Shard {
                     self.counts.view_mut(),
                 ),
             )?,
-            ShardPoints::F16(points, assign, _) => s.launch(
+            (ShardPoints::F16(points, assign, _), None) => s.launch(
                 assign,
                 assign_config(n),
                 (

@@ -37,6 +37,7 @@
 //! # Parameters
 //! See [`Params`]; [`Params::default`] documents each default.
 
+pub mod assign_tc;
 pub mod cpu;
 pub mod gpu;
 pub mod maintenance;
