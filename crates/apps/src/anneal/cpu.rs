@@ -137,13 +137,18 @@ impl Rows {
         self.values.resize(padded * d, 0.0);
         self.norms.clear();
         self.norms.resize(padded, 0.0);
-        for (i, row) in rows.chunks_exact(d).enumerate() {
-            let group = &mut self.values[i / GROUP * d * GROUP..][..d * GROUP];
-            for (lane, v) in group.chunks_exact_mut(GROUP).zip(row) {
-                lane[i % GROUP] = *v;
-            }
-            self.norms[i] = norm(row);
-        }
+        self.values
+            .par_chunks_mut(d * GROUP)
+            .zip(self.norms.par_chunks_mut(GROUP))
+            .zip(rows.par_chunks(d * GROUP))
+            .for_each(|((group, norms), rows)| {
+                for (r, (row, norm_out)) in rows.chunks_exact(d).zip(norms).enumerate() {
+                    for (lane, v) in group.chunks_exact_mut(GROUP).zip(row) {
+                        lane[r] = *v;
+                    }
+                    *norm_out = norm(row);
+                }
+            });
     }
 }
 
