@@ -22,9 +22,9 @@ const AB: usize = 16;
 /// Rows per group of the packed rows: one AVX-512 tile, two AVX2 tiles,
 /// three baseline tiles.
 const GROUP: usize = 12;
-/// Rows per rayon task, whole groups. Its running minima (8 bytes per row
-/// and lane) and the anchor blocks of one sweep stay in L1 while the task's
-/// rows stream through once per sweep.
+/// Rows per rayon task, whole groups. At d = 128 its running minima (12
+/// KiB) and the two anchor blocks of one AVX-512 sweep (16 KiB) stay in L1
+/// while the task's rows (48 KiB) stream from L2 once per sweep.
 const TASK: usize = 8 * GROUP;
 
 /// The instruction set the hot loops run with.
