@@ -1,54 +1,217 @@
-//! The CPU engine: multi-threaded (rayon) and written so the distance loop
-//! vectorizes. Distances are `|x|² + |c|² - 2 x·c` (as on the GPU), with the
-//! dot products computed for 4 points × 16 anchors at a time against anchors
-//! stored transposed in blocks of 16, so the inner loop is one vector FMA per
-//! point across 16 anchors, with no horizontal sums. The hot function is
-//! compiled for AVX-512 or AVX2+FMA when the CPU has them (checked at run
-//! time), else for the baseline target.
+//! The CPU engine: multi-threaded (rayon), its distance loop laid out like a
+//! small GEMM. Distances are `|x|² + |c|² - 2 x·c` (as on the GPU): the
+//! points are packed once into `k`-major groups of 12, the anchors once per
+//! step into transposed blocks of 16; a tile of points × blocks keeps its dot
+//! products in vector registers for the whole `k` loop, and its epilogue
+//! folds the distances into per-lane running minima. The stats pass sums
+//! each anchor's members in point order, in parallel over anchors. Hot loops
+//! are compiled for AVX-512 or AVX2+FMA when the CPU has them (checked at
+//! run time), else for the baseline target.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
 use rayon::prelude::*;
 
 use super::{AnchorStats, AnnealError, Engine, Points};
 
-/// Points per block of the distance loop: 4 × 16 accumulators are 8 AVX2
-/// registers (of 16), so they stay in registers with room for the operands.
-const PB: usize = 4;
-/// Anchors per block (one or two vectors).
+/// Anchors per block: one AVX-512 vector of f32.
 const AB: usize = 16;
-/// Points per rayon task.
-const TASK: usize = 256;
+/// Rows per group of the packed rows: one AVX-512 tile, two AVX2 tiles,
+/// three baseline tiles.
+const GROUP: usize = 12;
+/// Rows per rayon task, whole groups. At d = 128 its running minima (12
+/// KiB) and the two anchor blocks of one AVX-512 sweep (16 KiB) stay in L1
+/// while the task's rows (48 KiB) stream from L2 once per sweep.
+const TASK: usize = 8 * GROUP;
+
+/// The instruction set the hot loops run with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isa {
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    /// Whatever the build targets: the fallback, and the reference the
+    /// others are tested against.
+    Baseline,
+}
+
+impl Isa {
+    /// The widest this CPU has.
+    fn detect() -> Self {
+        Self::available()[0]
+    }
+
+    /// Every one this CPU can run, widest first.
+    fn available() -> Vec<Self> {
+        let mut isas = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                isas.push(Isa::Avx512);
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                isas.push(Isa::Avx2);
+            }
+        }
+        isas.push(Isa::Baseline);
+        isas
+    }
+
+    /// Anchor blocks one sweep takes: as many as the register tile holds.
+    fn blocks_per_sweep(self) -> usize {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => avx512::BLOCKS,
+            _ => 1,
+        }
+    }
+}
+
+/// Anchors as the distance loop reads them: block `b` holds anchors
+/// `16b..16b + 16` transposed, `at[(b·d + k)·16 + j]` being dimension `k` of
+/// anchor `16b + j`. Padding anchors are zero with norm +inf: they never win.
+#[derive(Debug, Default)]
+struct Packed {
+    d: usize,
+    blocks: usize,
+    at: Vec<f32>,
+    norms: Vec<f32>,
+}
+
+impl Packed {
+    /// Packs the first `m` rows of `anchors` (`m × d`), reusing the buffers.
+    fn pack(&mut self, anchors: &[f32], m: usize, d: usize) {
+        self.d = d;
+        self.blocks = m.div_ceil(AB);
+        self.at.clear();
+        self.at.resize(self.blocks * d * AB, 0.0);
+        self.norms.clear();
+        self.norms.resize(self.blocks * AB, f32::INFINITY);
+        for (a, row) in anchors.chunks_exact(d).take(m).enumerate() {
+            let block = &mut self.at[a / AB * d * AB..][..d * AB];
+            for (lane, v) in block.chunks_exact_mut(AB).zip(row) {
+                lane[a % AB] = *v;
+            }
+            self.norms[a] = norm(row);
+        }
+    }
+
+    /// Block `b`: its transposed values (`d × 16`) and its norms.
+    #[inline(always)]
+    fn block(&self, b: usize) -> (&[f32], &[f32; AB]) {
+        let at = &self.at[b * self.d * AB..(b + 1) * self.d * AB];
+        let norms = self.norms[b * AB..(b + 1) * AB]
+            .try_into()
+            .expect("a block has AB norms");
+        (at, norms)
+    }
+}
+
+/// Rows (the points, or the anchors looking for their neighbors) as the
+/// distance loop reads them: groups of 12, each `k`-major, `values[(g·d +
+/// k)·12 + r]` being dimension `k` of row `12g + r`, so a tile broadcasts
+/// its rows' coordinates from one address plus constant offsets. The last
+/// group is padded with zero rows, whose results are dropped.
+#[derive(Debug, Default)]
+struct Rows {
+    count: usize,
+    d: usize,
+    values: Vec<f32>,
+    /// `|row|²`, padded with zeros to whole groups.
+    norms: Vec<f32>,
+}
+
+impl Rows {
+    /// Packs `rows` (`count × d`), reusing the buffers.
+    fn pack(&mut self, rows: &[f32], d: usize) {
+        self.count = rows.len() / d;
+        self.d = d;
+        let padded = self.count.div_ceil(GROUP) * GROUP;
+        self.values.clear();
+        self.values.resize(padded * d, 0.0);
+        self.norms.clear();
+        self.norms.resize(padded, 0.0);
+        self.values
+            .par_chunks_mut(d * GROUP)
+            .zip(self.norms.par_chunks_mut(GROUP))
+            .zip(rows.par_chunks(d * GROUP))
+            .for_each(|((group, norms), rows)| {
+                for (r, (row, norm_out)) in rows.chunks_exact(d).zip(norms).enumerate() {
+                    for (lane, v) in group.chunks_exact_mut(GROUP).zip(row) {
+                        lane[r] = *v;
+                    }
+                    *norm_out = norm(row);
+                }
+            });
+    }
+}
+
+/// `|x|²`, summed in order (the same on every instruction set).
+fn norm(row: &[f32]) -> f32 {
+    row.iter().map(|v| v * v).sum()
+}
+
+/// One assignment pass: the nearest packed anchor of every row.
+#[derive(Debug, Clone, Copy)]
+struct Query<'a> {
+    rows: &'a Rows,
+    anchors: &'a Packed,
+    /// Skip anchor `i` for row `i` (the rows are the anchors themselves).
+    exclude_self: bool,
+}
 
 /// The CPU engine.
 #[derive(Debug)]
 pub struct CpuEngine {
+    isa: Isa,
+    /// Row-major, for the stats.
     points: Vec<f32>,
-    norms: Vec<f32>,
+    /// The same points packed for the distance loop (a second copy: the
+    /// stats pass reads whole rows, the distance loop groups of 12).
+    rows: Rows,
     n: usize,
     d: usize,
     anchors: Vec<f32>,
     m: usize,
+    packed: Packed,
     assign: Vec<u32>,
     dist: Vec<f32>,
+    /// Point indices grouped by anchor, each group in point order; group
+    /// `j` is `members[starts[j]..starts[j + 1]]`.
+    members: Vec<u32>,
+    starts: Vec<usize>,
     stats: AnchorStats,
 }
 
 impl CpuEngine {
     /// An engine holding `points` (converted to f32 once).
     pub fn new(points: Points<'_>, n: usize, d: usize) -> Self {
+        Self::with_isa(points, n, d, Isa::detect())
+    }
+
+    fn with_isa(points: Points<'_>, n: usize, d: usize, isa: Isa) -> Self {
         let points = points.to_f32();
-        let norms = points
-            .chunks(d)
-            .map(|row| row.iter().map(|v| v * v).sum())
-            .collect();
+        let mut rows = Rows::default();
+        rows.pack(&points, d);
         Self {
+            isa,
             points,
-            norms,
+            rows,
             n,
             d,
             anchors: Vec::new(),
             m: 0,
+            packed: Packed::default(),
             assign: vec![0; n],
             dist: vec![0.0; n],
+            members: vec![0; n],
+            starts: Vec::new(),
             stats: AnchorStats {
                 counts: Vec::new(),
                 sumsq: Vec::new(),
@@ -56,170 +219,235 @@ impl CpuEngine {
         }
     }
 
-    /// Nearest anchor of each row of `rows` (`count × d`, norms given) among
-    /// `anchors` (`m × d`); `exclude_self` skips anchor `i` for row `i`.
-    fn nearest(
-        &self,
-        rows: &[f32],
-        row_norms: &[f32],
-        anchors: &[f32],
-        m: usize,
-        exclude_self: bool,
-    ) -> (Vec<u32>, Vec<f32>) {
-        let d = self.d;
-        let count = row_norms.len();
-        let blocks = m.div_ceil(AB);
-        // Anchors transposed per block of AB: at[b][k][j] = anchor b*AB + j, dim k.
-        let mut transposed = vec![0.0f32; blocks * d * AB];
-        let mut anchor_norms = vec![f32::INFINITY; blocks * AB];
-        for a in 0..m {
-            let (b, j) = (a / AB, a % AB);
-            let row = &anchors[a * d..(a + 1) * d];
-            for (k, v) in row.iter().enumerate() {
-                transposed[(b * d + k) * AB + j] = *v;
-            }
-            anchor_norms[a] = row.iter().map(|v| v * v).sum();
+    /// Groups the points by their anchor (a counting sort, so each group is
+    /// in point order) and counts the members.
+    fn group_members(&mut self) -> Vec<u32> {
+        let mut counts = vec![0u32; self.m];
+        for &a in &self.assign {
+            counts[a as usize] += 1;
         }
-        let mut assign = vec![0u32; count];
-        let mut dist = vec![0.0f32; count];
-        assign
-            .par_chunks_mut(TASK)
-            .zip(dist.par_chunks_mut(TASK))
-            .enumerate()
-            .for_each(|(task, (assign, dist))| {
-                let first = task * TASK;
-                for (chunk, (assign, dist)) in
-                    assign.chunks_mut(PB).zip(dist.chunks_mut(PB)).enumerate()
-                {
-                    let p0 = first + chunk * PB;
-                    let rows_here = assign.len();
-                    // Running minimum per (point, lane): lane j sees anchors
-                    // j, AB + j, ... in increasing order, so a strict `<`
-                    // keeps the lowest index; branch-free so it vectorizes.
-                    // Padding anchors have norm +inf and never win.
-                    let mut best_d = [[f32::INFINITY; AB]; PB];
-                    let mut best_i = [[u32::MAX; AB]; PB];
-                    for b in 0..blocks {
-                        let at = &transposed[b * d * AB..(b + 1) * d * AB];
-                        let norms: &[f32; AB] = anchor_norms[b * AB..(b + 1) * AB]
-                            .try_into()
-                            .expect("AB norms");
-                        let acc = dots(&rows[p0 * d..(p0 + rows_here) * d], rows_here, d, at);
-                        for i in 0..rows_here {
-                            let point_norm = row_norms[p0 + i];
-                            let own = if exclude_self {
-                                (p0 + i) as u32
-                            } else {
-                                u32::MAX
-                            };
-                            for j in 0..AB {
-                                let a = (b * AB + j) as u32;
-                                let dd = (point_norm + norms[j] - 2.0 * acc[i][j]).max(0.0);
-                                let dd = if a == own { f32::INFINITY } else { dd };
-                                let better = dd < best_d[i][j];
-                                best_d[i][j] = if better { dd } else { best_d[i][j] };
-                                best_i[i][j] = if better { a } else { best_i[i][j] };
-                            }
-                        }
-                    }
-                    for i in 0..rows_here {
-                        let mut best = (f32::INFINITY, u32::MAX);
-                        for j in 0..AB {
-                            let candidate = (best_d[i][j], best_i[i][j]);
-                            if candidate.0 < best.0
-                                || (candidate.0 == best.0 && candidate.1 < best.1)
-                            {
-                                best = candidate;
-                            }
-                        }
-                        assign[i] = best.1;
-                        dist[i] = best.0;
-                    }
-                }
-            });
-        (assign, dist)
+        self.starts.clear();
+        self.starts.push(0);
+        let mut total = 0;
+        for &c in &counts {
+            total += c as usize;
+            self.starts.push(total);
+        }
+        let mut next = self.starts[..self.m].to_vec();
+        for (i, &a) in self.assign.iter().enumerate() {
+            self.members[next[a as usize]] = i as u32;
+            next[a as usize] += 1;
+        }
+        counts
     }
 }
 
-/// Dot products of up to `PB` rows with the `AB` anchors of one transposed
-/// block, dispatched to the widest instruction set the CPU has.
-fn dots(rows: &[f32], count: usize, d: usize, at: &[f32]) -> [[f32; AB]; PB] {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F, checked just above.
-            return unsafe { dots_avx512(rows, count, d, at) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU has AVX2 and FMA, checked just above.
-            return unsafe { dots_avx2(rows, count, d, at) };
-        }
-    }
-    dots_generic::<false>(rows, count, d, at)
+/// Fills `assign` and `dist` (one entry per row of `query`).
+fn nearest(isa: Isa, query: &Query<'_>, assign: &mut [u32], dist: &mut [f32]) {
+    assign
+        .par_chunks_mut(TASK)
+        .zip(dist.par_chunks_mut(TASK))
+        .enumerate()
+        .for_each(|(task, (assign, dist))| nearest_task(isa, query, task * TASK, assign, dist));
 }
 
-/// `FMA`: fuse with `mul_add`, only where the target has an FMA instruction
-/// (elsewhere `mul_add` is a slow library call).
-#[inline(always)]
-fn dots_generic<const FMA: bool>(
-    rows: &[f32],
-    count: usize,
+/// The nearest anchor of rows `first..first + assign.len()`.
+fn nearest_task(isa: Isa, query: &Query<'_>, first: usize, assign: &mut [u32], dist: &mut [f32]) {
+    let padded = assign.len().div_ceil(GROUP) * GROUP;
+    let d = query.rows.d;
+    // Running minimum per (row, lane): lane j sees anchors j, 16 + j, ...
+    // in increasing order, so a strict `<` keeps the lowest index.
+    let mut best_d = [[f32::INFINITY; AB]; TASK];
+    let mut best_i = [[u32::MAX; AB]; TASK];
+    let mut sweep = Sweep {
+        rows: &query.rows.values[first * d..(first + padded) * d],
+        norms: &query.rows.norms[first..first + padded],
+        d,
+        own: query.exclude_self.then_some(first),
+        best_d: &mut best_d[..padded],
+        best_i: &mut best_i[..padded],
+    };
+    let blocks = query.anchors.blocks;
+    let mut b = 0;
+    while b < blocks {
+        let take = isa.blocks_per_sweep().min(blocks - b);
+        sweep.run(isa, query.anchors, b, take);
+        b += take;
+    }
+    for (((best_d, best_i), assign), dist) in best_d.iter().zip(&best_i).zip(assign).zip(dist) {
+        // The lowest distance, then the lowest anchor among the lanes that
+        // hold it; branch-free.
+        let min = best_d.iter().copied().fold(f32::INFINITY, f32::min);
+        *assign = best_d
+            .iter()
+            .zip(best_i)
+            .map(|(d, i)| if *d == min { *i } else { u32::MAX })
+            .fold(u32::MAX, u32::min);
+        *dist = min;
+    }
+}
+
+/// A task's rows, passing over the anchor blocks a few at a time.
+#[derive(Debug)]
+struct Sweep<'a> {
+    /// Whole groups of packed rows.
+    rows: &'a [f32],
+    /// `|row|²`, one per row of those groups.
+    norms: &'a [f32],
     d: usize,
-    at: &[f32],
-) -> [[f32; AB]; PB] {
-    #[inline(always)]
-    fn madd<const FMA: bool>(x: f32, c: f32, acc: f32) -> f32 {
-        if FMA {
-            x.mul_add(c, acc)
-        } else {
-            acc + x * c
-        }
-    }
-    let mut acc = [[0.0f32; AB]; PB];
-    if count == PB {
-        // Zipped iterators: no bounds check in the hot loop.
-        let (r0, rest) = rows.split_at(d);
-        let (r1, rest) = rest.split_at(d);
-        let (r2, rest) = rest.split_at(d);
-        let r3 = &rest[..d];
-        let [a0, a1, a2, a3] = &mut acc;
-        for ((((c, x0), x1), x2), x3) in at.chunks_exact(AB).zip(r0).zip(r1).zip(r2).zip(r3) {
-            for j in 0..AB {
-                a0[j] = madd::<FMA>(*x0, c[j], a0[j]);
-                a1[j] = madd::<FMA>(*x1, c[j], a1[j]);
-                a2[j] = madd::<FMA>(*x2, c[j], a2[j]);
-                a3[j] = madd::<FMA>(*x3, c[j], a3[j]);
+    /// With `exclude_self`: the index of the task's first row (row `r` of
+    /// the task skips anchor `own + r`).
+    own: Option<usize>,
+    best_d: &'a mut [[f32; AB]],
+    best_i: &'a mut [[u32; AB]],
+}
+
+impl Sweep<'_> {
+    /// Folds the distances to blocks `b..b + take` into the running minima.
+    fn run(&mut self, isa: Isa, anchors: &Packed, b: usize, take: usize) {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx512` comes from `Isa::available`, which
+            // checked that the CPU has AVX-512F.
+            Isa::Avx512 => unsafe { avx512::sweep(self, anchors, b, take) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx2` comes from `Isa::available`, which checked
+            // that the CPU has AVX2 and FMA.
+            Isa::Avx2 => unsafe { avx2::sweep(self, anchors, b, take) },
+            Isa::Baseline => {
+                for b in b..b + take {
+                    self.run_baseline(anchors, b);
+                }
             }
         }
-    } else {
-        for k in 0..d {
-            let c = &at[k * AB..(k + 1) * AB];
-            for (i, acc) in acc.iter_mut().enumerate().take(count) {
-                let x = rows[i * d + k];
-                for j in 0..AB {
-                    acc[j] = madd::<FMA>(x, c[j], acc[j]);
+    }
+
+    /// Groups of rows in the task.
+    #[inline(always)]
+    fn groups(&self) -> usize {
+        self.norms.len() / GROUP
+    }
+
+    /// Group `g` of the task: `d × 12` values.
+    #[inline(always)]
+    fn group(&self, g: usize) -> &[f32] {
+        &self.rows[g * self.d * GROUP..][..self.d * GROUP]
+    }
+
+    /// The anchor row `row` of the task may not take (`u32::MAX`: none).
+    #[inline(always)]
+    fn own(&self, row: usize) -> u32 {
+        self.own.map_or(u32::MAX, |first| (first + row) as u32)
+    }
+
+    /// The portable sweep over block `b`: tiles of 4 rows.
+    fn run_baseline(&mut self, anchors: &Packed, b: usize) {
+        const P: usize = 4;
+        let (at, anchor_norms) = anchors.block(b);
+        for g in 0..self.groups() {
+            for offset in (0..GROUP).step_by(P) {
+                let acc = dots_baseline::<P>(self.group(g), offset, at);
+                for (i, acc) in acc.iter().enumerate() {
+                    let row = g * GROUP + offset + i;
+                    let own = self.own(row);
+                    let (best_d, best_i) = (&mut self.best_d[row], &mut self.best_i[row]);
+                    for j in 0..AB {
+                        let a = (b * AB + j) as u32;
+                        let dd = (self.norms[row] + anchor_norms[j] - 2.0 * acc[j]).max(0.0);
+                        let dd = if a == own { f32::INFINITY } else { dd };
+                        let better = dd < best_d[j];
+                        best_d[j] = if better { dd } else { best_d[j] };
+                        best_i[j] = if better { a } else { best_i[j] };
+                    }
                 }
+            }
+        }
+    }
+}
+
+/// Dot products of rows `offset..offset + P` of a packed group with the 16
+/// anchors of a transposed block, summed in `k` order without fusing (the
+/// baseline target may have no FMA instruction, and `mul_add` would be a
+/// slow library call).
+fn dots_baseline<const P: usize>(group: &[f32], offset: usize, at: &[f32]) -> [[f32; AB]; P] {
+    let mut acc = [[0.0f32; AB]; P];
+    for (x, c) in group.chunks_exact(GROUP).zip(at.chunks_exact(AB)) {
+        for (acc, x) in acc.iter_mut().zip(&x[offset..offset + P]) {
+            for (acc, c) in acc.iter_mut().zip(c) {
+                *acc += x * c;
             }
         }
     }
     acc
 }
 
-/// # Safety
-/// The CPU must support AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn dots_avx512(rows: &[f32], count: usize, d: usize, at: &[f32]) -> [[f32; AB]; PB] {
-    dots_generic::<true>(rows, count, d, at)
+/// One anchor's share of a step: its members' rows summed in point order
+/// (f64), their distances summed, and the anchor moved toward their mean.
+struct AnchorUpdate<'a> {
+    points: &'a [f32],
+    dist: &'a [f32],
+    /// Point indices grouped by anchor, as in [`CpuEngine`].
+    members: &'a [u32],
+    starts: &'a [usize],
+    d: usize,
+    eta: f32,
 }
 
-/// # Safety
-/// The CPU must support AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dots_avx2(rows: &[f32], count: usize, d: usize, at: &[f32]) -> [[f32; AB]; PB] {
-    dots_generic::<true>(rows, count, d, at)
+impl AnchorUpdate<'_> {
+    /// Moves `anchor` (anchor `j`) toward the mean of its members; returns
+    /// the sum of their distances. `sums` is scratch of `d` values.
+    fn apply(&self, isa: Isa, j: usize, anchor: &mut [f32], sums: &mut [f64]) -> f64 {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx512` comes from `Isa::available`, which
+            // checked that the CPU has AVX-512F.
+            Isa::Avx512 => unsafe { self.apply_avx512(j, anchor, sums) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx2` comes from `Isa::available`, which checked
+            // that the CPU has AVX2 and FMA.
+            Isa::Avx2 => unsafe { self.apply_avx2(j, anchor, sums) },
+            Isa::Baseline => self.apply_any(j, anchor, sums),
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn apply_avx512(&self, j: usize, anchor: &mut [f32], sums: &mut [f64]) -> f64 {
+        self.apply_any(j, anchor, sums)
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn apply_avx2(&self, j: usize, anchor: &mut [f32], sums: &mut [f64]) -> f64 {
+        self.apply_any(j, anchor, sums)
+    }
+
+    #[inline(always)]
+    fn apply_any(&self, j: usize, anchor: &mut [f32], sums: &mut [f64]) -> f64 {
+        let d = self.d;
+        let (start, end) = (self.starts[j], self.starts[j + 1]);
+        sums.fill(0.0);
+        let mut sumsq = 0.0f64;
+        for &i in &self.members[start..end] {
+            let i = i as usize;
+            sumsq += f64::from(self.dist[i]);
+            for (s, v) in sums.iter_mut().zip(&self.points[i * d..(i + 1) * d]) {
+                *s += f64::from(*v);
+            }
+        }
+        if end > start {
+            let inv = 1.0 / (end - start) as f64;
+            for (c, s) in anchor.iter_mut().zip(sums.iter()) {
+                let mean = (s * inv) as f32;
+                *c += self.eta * (mean - *c);
+            }
+        }
+        sumsq
+    }
 }
 
 impl Engine for CpuEngine {
@@ -231,53 +459,37 @@ impl Engine for CpuEngine {
 
     fn step(&mut self, eta: f32) -> Result<f64, AnnealError> {
         let (d, m) = (self.d, self.m);
-        let (assign, dist) = self.nearest(&self.points, &self.norms, &self.anchors, m, false);
-        self.assign = assign;
-        self.dist = dist;
-        // Per-task partial sums, then a reduction in task order: the same
-        // result on every run.
-        // A few chunks per thread: each holds m × d partial sums.
-        let chunk = self.n.div_ceil(4 * rayon::current_num_threads()).max(TASK);
-        let partials: Vec<(Vec<f64>, Vec<u32>, Vec<f64>)> = self
-            .points
-            .par_chunks(chunk * d)
-            .zip(self.assign.par_chunks(chunk))
-            .zip(self.dist.par_chunks(chunk))
-            .map(|((rows, assign), dist)| {
-                let mut sums = vec![0.0f64; m * d];
-                let mut counts = vec![0u32; m];
-                let mut sumsq = vec![0.0f64; m];
-                for ((row, a), dd) in rows.chunks(d).zip(assign).zip(dist) {
-                    let a = *a as usize;
-                    counts[a] += 1;
-                    sumsq[a] += f64::from(*dd);
-                    for (s, v) in sums[a * d..(a + 1) * d].iter_mut().zip(row) {
-                        *s += f64::from(*v);
-                    }
-                }
-                (sums, counts, sumsq)
-            })
-            .collect();
-        let mut sums = vec![0.0f64; m * d];
-        let mut counts = vec![0u32; m];
+        self.packed.pack(&self.anchors, m, d);
+        let query = Query {
+            rows: &self.rows,
+            anchors: &self.packed,
+            exclude_self: false,
+        };
+        nearest(self.isa, &query, &mut self.assign, &mut self.dist);
+        let counts = self.group_members();
+        // Each anchor sums its members in point order: the same result on
+        // every run and with any number of threads.
+        let update = AnchorUpdate {
+            points: &self.points,
+            dist: &self.dist,
+            members: &self.members,
+            starts: &self.starts,
+            d,
+            eta,
+        };
+        let isa = self.isa;
         let mut sumsq = vec![0.0f64; m];
-        for (s, c, q) in &partials {
-            sums.iter_mut().zip(s).for_each(|(a, b)| *a += b);
-            counts.iter_mut().zip(c).for_each(|(a, b)| *a += b);
-            sumsq.iter_mut().zip(q).for_each(|(a, b)| *a += b);
-        }
+        self.anchors
+            .par_chunks_mut(d)
+            .zip(&mut sumsq)
+            .enumerate()
+            .for_each_init(
+                || vec![0.0f64; d],
+                |sums, (j, (anchor, sumsq))| {
+                    *sumsq = update.apply(isa, j, anchor, sums);
+                },
+            );
         let energy = self.dist.iter().map(|v| f64::from(*v)).sum::<f64>() / self.n as f64;
-        for j in 0..m {
-            if counts[j] == 0 {
-                continue;
-            }
-            let inv = 1.0 / f64::from(counts[j]);
-            for k in 0..d {
-                let c = &mut self.anchors[j * d + k];
-                let mean = (sums[j * d + k] * inv) as f32;
-                *c += eta * (mean - *c);
-            }
-        }
         self.stats = AnchorStats { counts, sumsq };
         Ok(energy)
     }
@@ -291,12 +503,19 @@ impl Engine for CpuEngine {
     }
 
     fn anchor_neighbors(&mut self) -> Result<(Vec<u32>, Vec<f32>), AnnealError> {
-        let norms: Vec<f32> = self
-            .anchors
-            .chunks(self.d)
-            .map(|r| r.iter().map(|v| v * v).sum())
-            .collect();
-        Ok(self.nearest(&self.anchors, &norms, &self.anchors, self.m, true))
+        let (d, m) = (self.d, self.m);
+        let mut rows = Rows::default();
+        rows.pack(&self.anchors, d);
+        self.packed.pack(&self.anchors, m, d);
+        let query = Query {
+            rows: &rows,
+            anchors: &self.packed,
+            exclude_self: true,
+        };
+        let mut neighbors = vec![0u32; m];
+        let mut dist = vec![0.0f32; m];
+        nearest(self.isa, &query, &mut neighbors, &mut dist);
+        Ok((neighbors, dist))
     }
 
     fn assignments(&mut self) -> Result<Vec<u32>, AnnealError> {
@@ -325,34 +544,223 @@ mod tests {
             .collect()
     }
 
+    /// The nearest anchor of every point, on `isa`.
+    fn nearest_on(isa: Isa, points: &[f32], anchors: &[f32], d: usize) -> (Vec<u32>, Vec<f32>) {
+        let mut rows = Rows::default();
+        rows.pack(points, d);
+        let mut packed = Packed::default();
+        packed.pack(anchors, anchors.len() / d, d);
+        let query = Query {
+            rows: &rows,
+            anchors: &packed,
+            exclude_self: false,
+        };
+        let mut assign = vec![0; rows.count];
+        let mut dist = vec![0.0; rows.count];
+        nearest(isa, &query, &mut assign, &mut dist);
+        (assign, dist)
+    }
+
+    /// Tiles of every size and remainders: n not a multiple of the tile or
+    /// the task, d of odd sizes, m leaving a partial block or an odd block.
+    const AWKWARD: [(usize, usize, usize); 7] = [
+        (1, 1, 1),
+        (7, 3, 5),
+        (300, 17, 33),
+        (513, 64, 40),
+        (97, 130, 16),
+        (205, 31, 49),
+        (1000, 128, 259),
+    ];
+
     #[test]
     fn blocked_assignment_matches_brute_force_for_awkward_shapes() {
         let mut rng = crate::Rng::new(11);
-        for (n, d, m) in [(1, 1, 1), (7, 3, 5), (300, 17, 33), (513, 64, 40)] {
+        for (n, d, m) in AWKWARD {
             let points = rng.f32s(n * d);
             let anchors = rng.f32s(m * d);
-            let mut engine = CpuEngine::new(Points::F32(&points), n, d);
+            let expected = brute(&points, &anchors, d);
+            for isa in Isa::available() {
+                let (assign, dist) = nearest_on(isa, &points, &anchors, d);
+                for (i, (a, dd)) in expected.iter().copied().enumerate() {
+                    let what = format!("{isa:?} n={n} d={d} m={m} point {i}");
+                    assert!((dist[i] - dd).abs() <= 1e-4 * dd.max(1.0), "{what}");
+                    if assign[i] != a {
+                        // A near tie may go either way under different rounding.
+                        let other = brute(
+                            &points[i * d..(i + 1) * d],
+                            &anchors[assign[i] as usize * d..][..d],
+                            d,
+                        )[0]
+                        .1;
+                        assert!((other - dd).abs() <= 1e-4 * dd.max(1.0), "{what}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn simd_paths_agree_with_the_scalar_fallback() {
+        let mut rng = crate::Rng::new(12);
+        for (n, d, m) in AWKWARD {
+            let points = rng.f32s(n * d);
+            let anchors = rng.f32s(m * d);
+            let (base_assign, base_dist) = nearest_on(Isa::Baseline, &points, &anchors, d);
+            let mut fused = None;
+            for isa in Isa::available() {
+                let (assign, dist) = nearest_on(isa, &points, &anchors, d);
+                for i in 0..n {
+                    let what = format!("{isa:?} n={n} d={d} m={m} point {i}");
+                    let tol = 1e-5 * base_dist[i].max(1.0);
+                    assert!((dist[i] - base_dist[i]).abs() <= tol, "{what}");
+                    if assign[i] != base_assign[i] {
+                        let a = assign[i] as usize;
+                        let (assign_b, dist_b) = nearest_on(
+                            Isa::Baseline,
+                            &points[i * d..][..d],
+                            &anchors[a * d..][..d],
+                            d,
+                        );
+                        assert_eq!(assign_b, [0]);
+                        assert!((dist_b[0] - base_dist[i]).abs() <= tol, "{what}: not a tie");
+                    }
+                }
+                // The fused paths sum in the same order with the same
+                // rounding, whatever their tile: bit for bit equal.
+                if isa != Isa::Baseline {
+                    match &fused {
+                        None => fused = Some((assign, dist)),
+                        Some(first) => {
+                            assert_eq!(first, &(assign, dist), "{isa:?} n={n} d={d} m={m}")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ties_go_to_the_lowest_anchor() {
+        let d = 3;
+        // Anchors 2, 19 and 40 are the same point; 19 and 40 sit in other
+        // lanes and blocks than 2.
+        let mut anchors: Vec<f32> = (0..50 * d).map(|i| 10.0 + i as f32).collect();
+        for a in [2, 19, 40] {
+            anchors[a * d..(a + 1) * d].copy_from_slice(&[0.5, -0.25, 1.0]);
+        }
+        let points: Vec<f32> = [0.5, -0.25, 1.0].repeat(30);
+        for isa in Isa::available() {
+            let (assign, dist) = nearest_on(isa, &points, &anchors, d);
+            assert!(assign.iter().all(|&a| a == 2), "{isa:?}: {assign:?}");
+            assert!(dist.iter().all(|&v| v == 0.0), "{isa:?}");
+        }
+    }
+
+    #[test]
+    fn anchor_neighbors_exclude_the_anchor_itself() {
+        let mut rng = crate::Rng::new(13);
+        for (m, d) in [(1, 4), (2, 1), (37, 9), (130, 20)] {
+            let anchors = rng.f32s(m * d);
+            for isa in Isa::available() {
+                let mut engine = CpuEngine::with_isa(Points::F32(&anchors), m, d, isa);
+                engine.set_anchors(&anchors, m).unwrap();
+                let (nn, nn_dist) = engine.anchor_neighbors().unwrap();
+                for j in 0..m {
+                    let what = format!("{isa:?} m={m} d={d} anchor {j}");
+                    let others: Vec<(usize, f32)> = anchors
+                        .chunks(d)
+                        .enumerate()
+                        .filter(|(i, _)| *i != j)
+                        .map(|(i, c)| (i, brute(&anchors[j * d..][..d], c, d)[0].1))
+                        .collect();
+                    match others.iter().min_by(|a, b| a.1.total_cmp(&b.1)) {
+                        None => assert_eq!(nn[j], u32::MAX, "{what}"),
+                        Some(&(_, best)) => {
+                            assert_ne!(nn[j] as usize, j, "{what}");
+                            let got = others.iter().find(|(i, _)| *i == nn[j] as usize).unwrap();
+                            assert!((got.1 - best).abs() <= 1e-4 * best.max(1.0), "{what}");
+                            assert!((nn_dist[j] - best).abs() <= 1e-4 * best.max(1.0), "{what}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn step_stats_and_update_match_a_direct_computation() {
+        let (n, d, m) = (777, 13, 21);
+        let points = super::super::synthetic_points(n, d, 8, 0.3, 4);
+        let anchors = super::super::initial_anchors(Points::F32(&points), n, d, m, 4);
+        let eta = 0.6;
+        for isa in Isa::available() {
+            let mut engine = CpuEngine::with_isa(Points::F32(&points), n, d, isa);
             engine.set_anchors(&anchors, m).unwrap();
-            let (assign, dist) = engine.nearest(&engine.points, &engine.norms, &anchors, m, false);
-            for (i, (a, dd)) in brute(&points, &anchors, d).into_iter().enumerate() {
-                assert!(
-                    (dist[i] - dd).abs() <= 1e-4 * dd.max(1.0),
-                    "n={n} d={d} m={m} point {i}"
+            let energy = engine.step(eta).unwrap();
+            let assign = engine.assignments().unwrap();
+            let stats = engine.stats().unwrap();
+            let moved = engine.anchors().unwrap();
+            let (_, dist) = nearest_on(isa, &points, &anchors, d);
+            let expected = dist.iter().map(|v| f64::from(*v)).sum::<f64>() / n as f64;
+            assert_eq!(energy, expected, "{isa:?}");
+            for j in 0..m {
+                let members: Vec<usize> = (0..n).filter(|&i| assign[i] as usize == j).collect();
+                assert_eq!(
+                    stats.counts[j] as usize,
+                    members.len(),
+                    "{isa:?} anchor {j}"
                 );
-                if assign[i] != a {
-                    // A near tie may go either way under different rounding.
-                    let other = brute(
-                        &points[i * d..(i + 1) * d],
-                        &anchors[assign[i] as usize * d..][..d],
-                        d,
-                    )[0]
-                    .1;
+                let sumsq: f64 = members.iter().map(|&i| f64::from(dist[i])).sum();
+                assert_eq!(stats.sumsq[j], sumsq, "{isa:?} anchor {j}");
+                for k in 0..d {
+                    let c = anchors[j * d + k];
+                    let want = if members.is_empty() {
+                        c
+                    } else {
+                        let sum: f64 = members.iter().map(|&i| f64::from(points[i * d + k])).sum();
+                        let mean = (sum / members.len() as f64) as f32;
+                        c + eta * (mean - c)
+                    };
+                    let got = moved[j * d + k];
                     assert!(
-                        (other - dd).abs() <= 1e-4 * dd.max(1.0),
-                        "n={n} d={d} m={m} point {i}"
+                        (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+                        "{isa:?} anchor {j} dim {k}"
                     );
                 }
             }
         }
+    }
+
+    #[test]
+    fn runs_do_not_depend_on_the_thread_count() {
+        let (n, d, m) = (3001, 37, 131);
+        let points = super::super::synthetic_points(n, d, 60, 0.25, 2);
+        let params = super::super::Params {
+            seed: 2,
+            ..Default::default()
+        };
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let mut engine = CpuEngine::new(Points::F32(&points), n, d);
+                super::super::run_with(
+                    &mut engine,
+                    Points::F32(&points),
+                    n,
+                    d,
+                    m,
+                    &params,
+                    &mut |_, _, _| {},
+                )
+                .unwrap()
+            })
+        };
+        let one = run(1);
+        assert_eq!(one, run(3));
+        assert_eq!(one, run(4));
     }
 }
