@@ -3,10 +3,8 @@
 //! from memory straight into its FMAs, and an epilogue of masked compares
 //! and moves.
 
-// The AVX-512 intrinsics are stable since Rust 1.89, the release that also
-// stabilized the `avx512f` target feature this engine dispatches to; the
-// workspace's `rust-version` predates both.
-#![allow(clippy::incompatible_msrv)]
+// The AVX-512 intrinsics and the `avx512f` target feature are stable since
+// Rust 1.89, the workspace's `rust-version`.
 
 use std::arch::x86_64::*;
 
