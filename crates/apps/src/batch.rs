@@ -192,7 +192,7 @@ impl BatchInput {
 }
 
 fn check_counts(xyz_len: usize, structures: usize) -> Result<(u32, u32), BatchError> {
-    if xyz_len % 3 != 0 {
+    if !xyz_len.is_multiple_of(3) {
         return Err(BatchError::XyzNotTriples { len: xyz_len });
     }
     let atoms = xyz_len / 3;
@@ -553,7 +553,7 @@ pub fn random_input(rng: &mut Rng, n_structures: usize) -> BatchInput {
     let mut xyz = Vec::new();
     let mut descs = Vec::with_capacity(n_structures);
     for s in 0..n_structures {
-        if rng.next_u64() % 4 == 0 {
+        if rng.next_u64().is_multiple_of(4) {
             // A few atoms that no structure owns.
             let gap = 1 + rng.next_u64() % 5;
             xyz.extend(rng.f32s(3 * gap as usize).iter().map(|v| v * 100.0));

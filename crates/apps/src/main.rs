@@ -212,7 +212,7 @@ fn anneal_on(
     let started = Instant::now();
     let long = n * d * m > 1 << 28;
     let mut progress = |it: u32, energy: f64, anchors: usize| {
-        if long && (it == 1 || it % 5 == 0) {
+        if long && (it == 1 || it.is_multiple_of(5)) {
             println!(
                 "  iteration {it:>3}: energy {energy:.6}, {anchors} anchors, {:.2} s",
                 started.elapsed().as_secs_f64()

@@ -165,7 +165,8 @@ pub(crate) fn alloc_pinned(
 /// the caller).
 pub(crate) fn pinned_as_slice<T: GpuRepr>(bytes: &[u8], len: usize) -> Option<&[T]> {
     let needed = len.checked_mul(std::mem::size_of::<T>())?;
-    if bytes.len() < needed || (bytes.as_ptr() as usize) % std::mem::align_of::<T>() != 0 {
+    if bytes.len() < needed || !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>())
+    {
         return None;
     }
     // SAFETY: size and alignment were checked above; the bytes are initialized
@@ -178,7 +179,8 @@ pub(crate) fn pinned_as_slice<T: GpuRepr>(bytes: &[u8], len: usize) -> Option<&[
 /// Mutable version of [`pinned_as_slice`].
 pub(crate) fn pinned_as_mut_slice<T: GpuRepr>(bytes: &mut [u8], len: usize) -> Option<&mut [T]> {
     let needed = len.checked_mul(std::mem::size_of::<T>())?;
-    if bytes.len() < needed || (bytes.as_ptr() as usize) % std::mem::align_of::<T>() != 0 {
+    if bytes.len() < needed || !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>())
+    {
         return None;
     }
     // SAFETY: as in `pinned_as_slice`; the unique borrow of `bytes` makes the

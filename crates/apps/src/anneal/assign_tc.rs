@@ -176,7 +176,7 @@ pub fn tc_wanted(arch: u32, env: Option<&str>) -> bool {
 /// `eps(d)` of the bound (module docs), as `anneal_tc.cu`'s `tc_eps`
 /// computes it in f32.
 pub fn eps(d: u32) -> f32 {
-    let steps = (d / 8 + u32::from(d % 8 != 0)) as f32;
+    let steps = (d / 8 + u32::from(!d.is_multiple_of(8))) as f32;
     2f32.powi(-9) + steps * 2f32.powi(-17) + (d as f32 + 8.0) * 2f32.powi(-23)
 }
 
