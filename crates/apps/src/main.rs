@@ -339,17 +339,21 @@ fn run_anneal(args: &[String]) -> Result<()> {
             anneal_on(Target::One(&cpu), points, n, d, m, &params)?,
             anneal_on(Target::Gpus(devices.backends()), points, n, d, m, &params)?,
         ],
-        (None, true) => vec![
-            anneal_on(Target::One(&cpu), points, n, d, m, &params)?,
-            anneal_on(
-                Target::One(&select_backend(Some("cuda"))?),
-                points,
-                n,
-                d,
-                m,
-                &params,
-            )?,
-        ],
+        (None, true) => {
+            let gpu = Backend::auto(cuda_sys::modules::ALL)?;
+            match gpu.cpu_reason() {
+                None => vec![
+                    anneal_on(Target::One(&cpu), points, n, d, m, &params)?,
+                    anneal_on(Target::One(&gpu), points, n, d, m, &params)?,
+                ],
+                Some(reason) => {
+                    println!(
+                        "--compare: no GPU to compare with ({reason}); running the CPU side only"
+                    );
+                    vec![anneal_on(Target::One(&cpu), points, n, d, m, &params)?]
+                }
+            }
+        }
         (None, false) => {
             // `--gpus all` with no GPU lands here too: the CPU.
             let backend = if gpus.is_some() {
