@@ -220,77 +220,52 @@ impl Shard {
         let n = self.n;
         let md = m as usize * d as usize;
         let s = &self.stream;
+        // The same arguments for either point type and either kernel.
+        macro_rules! tc_job {
+            ($points:expr) => {
+                TcJob {
+                    x: $points.view(),
+                    x_norms: self.point_norms.view(),
+                    n,
+                    d,
+                    anchors: self.anchors.slice(0..md)?,
+                    anchor_norms: self.anchor_norms.slice(0..m as usize)?,
+                    m,
+                    flags: COUNT,
+                    control: self.control.view(),
+                    assign: self.assign.view_mut(),
+                    dist: self.dist.view_mut(),
+                    counts: self.counts.slice_mut(0..m as usize)?,
+                }
+            };
+        }
+        macro_rules! simt_args {
+            ($points:expr) => {
+                (
+                    $points.view(),
+                    self.point_norms.view(),
+                    n,
+                    d,
+                    self.anchors.slice(0..md)?,
+                    self.anchor_norms.view(),
+                    m,
+                    COUNT,
+                    self.control.view(),
+                    self.assign.view_mut(),
+                    self.dist.view_mut(),
+                    self.counts.view_mut(),
+                )
+            };
+        }
         match (&self.points, &mut self.tc) {
-            (ShardPoints::F32(points, _, _), Some(tc)) => tc.launch(
-                s,
-                TcJob {
-                    x: points.view(),
-                    x_norms: self.point_norms.view(),
-                    n,
-                    d,
-                    anchors: self.anchors.slice(0..md)?,
-                    anchor_norms: self.anchor_norms.slice(0..m as usize)?,
-                    m,
-                    flags: COUNT,
-                    control: self.control.view(),
-                    assign: self.assign.view_mut(),
-                    dist: self.dist.view_mut(),
-                    counts: self.counts.slice_mut(0..m as usize)?,
-                },
-            )?,
-            (ShardPoints::F16(points, _, _), Some(tc)) => tc.launch(
-                s,
-                TcJob {
-                    x: points.view(),
-                    x_norms: self.point_norms.view(),
-                    n,
-                    d,
-                    anchors: self.anchors.slice(0..md)?,
-                    anchor_norms: self.anchor_norms.slice(0..m as usize)?,
-                    m,
-                    flags: COUNT,
-                    control: self.control.view(),
-                    assign: self.assign.view_mut(),
-                    dist: self.dist.view_mut(),
-                    counts: self.counts.slice_mut(0..m as usize)?,
-                },
-            )?,
-            (ShardPoints::F32(points, assign, _), None) => s.launch(
-                assign,
-                assign_config(n),
-                (
-                    points.view(),
-                    self.point_norms.view(),
-                    n,
-                    d,
-                    self.anchors.slice(0..md)?,
-                    self.anchor_norms.view(),
-                    m,
-                    COUNT,
-                    self.control.view(),
-                    self.assign.view_mut(),
-                    self.dist.view_mut(),
-                    self.counts.view_mut(),
-                ),
-            )?,
-            (ShardPoints::F16(points, assign, _), None) => s.launch(
-                assign,
-                assign_config(n),
-                (
-                    points.view(),
-                    self.point_norms.view(),
-                    n,
-                    d,
-                    self.anchors.slice(0..md)?,
-                    self.anchor_norms.view(),
-                    m,
-                    COUNT,
-                    self.control.view(),
-                    self.assign.view_mut(),
-                    self.dist.view_mut(),
-                    self.counts.view_mut(),
-                ),
-            )?,
+            (ShardPoints::F32(points, _, _), Some(tc)) => tc.launch(s, tc_job!(points))?,
+            (ShardPoints::F16(points, _, _), Some(tc)) => tc.launch(s, tc_job!(points))?,
+            (ShardPoints::F32(points, assign, _), None) => {
+                s.launch(assign, assign_config(n), simt_args!(points))?
+            }
+            (ShardPoints::F16(points, assign, _), None) => {
+                s.launch(assign, assign_config(n), simt_args!(points))?
+            }
         }
         let single_block = LaunchConfig {
             grid: (1, 1, 1),
@@ -326,37 +301,28 @@ impl Shard {
             ),
         )?;
         let partial_len = md + m as usize;
+        macro_rules! reduce_args {
+            ($points:expr) => {
+                (
+                    $points.view(),
+                    self.order.view(),
+                    self.offsets.view(),
+                    self.dist.view(),
+                    m,
+                    d,
+                    self.control.view(),
+                    self.members.view_mut(),
+                    self.partial.view_mut(),
+                )
+            };
+        }
         match &self.points {
-            ShardPoints::F32(points, _, reduce) => s.launch(
-                reduce,
-                per_anchor(m),
-                (
-                    points.view(),
-                    self.order.view(),
-                    self.offsets.view(),
-                    self.dist.view(),
-                    m,
-                    d,
-                    self.control.view(),
-                    self.members.view_mut(),
-                    self.partial.view_mut(),
-                ),
-            )?,
-            ShardPoints::F16(points, _, reduce) => s.launch(
-                reduce,
-                per_anchor(m),
-                (
-                    points.view(),
-                    self.order.view(),
-                    self.offsets.view(),
-                    self.dist.view(),
-                    m,
-                    d,
-                    self.control.view(),
-                    self.members.view_mut(),
-                    self.partial.view_mut(),
-                ),
-            )?,
+            ShardPoints::F32(points, _, reduce) => {
+                s.launch(reduce, per_anchor(m), reduce_args!(points))?
+            }
+            ShardPoints::F16(points, _, reduce) => {
+                s.launch(reduce, per_anchor(m), reduce_args!(points))?
+            }
         }
         sum_f32(
             s,

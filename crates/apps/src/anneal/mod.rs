@@ -479,14 +479,20 @@ pub fn run(
     params: &Params,
     progress: Progress<'_>,
 ) -> Result<Output, AnnealError> {
-    let max_anchors = validate(points, n, d, m, params)?;
     if backend.kind() == gpu_core::BackendKind::Cuda {
-        let mut engine = gpu::GpuEngine::new(backend, points, n, d, max_anchors)?;
-        run_with(&mut engine, points, n, d, m, params, progress)
-    } else {
-        let mut engine = cpu::CpuEngine::new(points, n, d);
-        run_with(&mut engine, points, n, d, m, params, progress)
+        return run_sharded(
+            std::slice::from_ref(backend),
+            points,
+            n,
+            d,
+            m,
+            params,
+            progress,
+        );
     }
+    validate(points, n, d, m, params)?;
+    let mut engine = cpu::CpuEngine::new(points, n, d);
+    run_with(&mut engine, points, n, d, m, params, progress)
 }
 
 /// `n × d` points from a seeded mixture of `clusters` Gaussian-ish blobs
