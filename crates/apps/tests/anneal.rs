@@ -209,8 +209,13 @@ fn device_side_convergence_stops_where_the_host_test_does() {
         );
         assert_eq!(a.iterations, b.iterations, "{what}");
         assert_eq!(a.m, b.m, "{what}");
+        // Two GPU runs are not bit-identical: the member lists are built
+        // with atomics, so each anchor's sums add in arrival order. 1e-4 is
+        // the sharded-engine bound of the multi-GPU issue; on the H100 one
+        // run in three showed an intermediate iteration 1.04e-5 apart (and
+        // the same final energy), so 1e-5 was tighter than the GPU is.
         for (x, y) in a.history.iter().zip(&b.history) {
-            assert!((x - y).abs() <= 1e-5 * y, "{what}: history {x} vs {y}");
+            assert!((x - y).abs() <= 1e-4 * y, "{what}: history {x} vs {y}");
         }
         // The outputs are those of the last iteration run, not of one
         // enqueued after convergence (which must have returned at once).
