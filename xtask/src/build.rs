@@ -108,7 +108,7 @@ pub(crate) fn build_workspace(root: &Path, spec: Option<&str>, release: bool) ->
     let out_dir = cuda_sys_out_dir(&String::from_utf8_lossy(&output.stdout))
         .context("cargo did not report cuda-sys's build script output")?;
     Ok(Manifest::read(
-        &out_dir.join(cuda_build::manifest::MANIFEST_FILE),
+        &out_dir.join(cuda_build::manifest::file_name("KILN")),
     )?)
 }
 
@@ -124,7 +124,7 @@ pub(crate) fn cuda_sys_out_dir(messages: &str) -> Option<PathBuf> {
                 .is_some_and(|id| id.contains("cuda-sys"))
         })
         .filter_map(|msg| msg["out_dir"].as_str().map(PathBuf::from))
-        .find(|dir| dir.join(cuda_build::manifest::MANIFEST_FILE).exists())
+        .find(|dir| dir.join(cuda_build::manifest::file_name("KILN")).exists())
 }
 
 /// cuobjdump, to read back what a fat binary holds.

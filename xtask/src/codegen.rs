@@ -23,6 +23,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     };
     point_bindgen_at_libclang(root);
     let text = Codegen::new(root.join("kernels/include"))
+        .include_dir(cuda_build::header::include_dir())
         .new_type_alias("kiln_cuda_error_t")
         .generate()
         .with_context(|| {

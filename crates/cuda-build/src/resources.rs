@@ -65,6 +65,44 @@ pub fn parse_ptxas_output(text: &str) -> Vec<KernelResources> {
     out
 }
 
+/// Parses nvlink's verbose output (`nvcc -dlink --resource-usage`, for
+/// separately compiled modules): `Function properties for 'k': (target:
+/// sm_80)` then `used 24 registers, used 0 barriers, 0 stack, 0 bytes smem,
+/// ...`. `single_arch` names the target where nvlink does not (one arch).
+pub(crate) fn parse_nvlink_output(text: &str, single_arch: &str) -> Vec<KernelResources> {
+    let mut out: Vec<KernelResources> = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.trim().strip_prefix("nvlink info    : ") else {
+            continue;
+        };
+        let (body, arch) = match rest.rsplit_once(" (target: ") {
+            Some((body, arch)) => (body, arch.trim_end_matches(')').to_string()),
+            None => (rest, single_arch.to_string()),
+        };
+        if let Some(name) = body.strip_prefix("Function properties for '") {
+            out.push(KernelResources {
+                kernel: name
+                    .trim_end_matches(':')
+                    .trim_end_matches('\'')
+                    .to_string(),
+                arch,
+                registers: 0,
+                stack_bytes: 0,
+                spill_store_bytes: 0,
+                spill_load_bytes: 0,
+                shared_bytes: 0,
+                barriers: 0,
+            });
+        } else if let (Some(k), true) = (out.last_mut(), body.starts_with("used ")) {
+            k.registers = number_before(body, "registers");
+            k.barriers = number_before(body, "barriers");
+            k.stack_bytes = number_before(body, "stack");
+            k.shared_bytes = number_before(body, "bytes smem");
+        }
+    }
+    out
+}
+
 /// The integer just before `label` in `line` (0 when absent).
 fn number_before(line: &str, label: &str) -> u32 {
     line.find(label)
@@ -76,6 +114,31 @@ fn number_before(line: &str, label: &str) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_nvlink_resource_usage() {
+        let text = "nvlink info    : 0 bytes gmem (target: sm_80)
+nvlink info    : Function properties for 'ak': (target: sm_80)
+nvlink info    : used 24 registers, used 1 barriers, 16 stack, 64 bytes smem, 360 bytes cmem[0], 0 bytes lmem (target: sm_80)
+nvlink info    : Function properties for 'ak': (target: sm_90)
+nvlink info    : used 22 registers, used 0 barriers, 0 stack, 0 bytes smem, 536 bytes cmem[0], 0 bytes lmem (target: sm_90)
+";
+        let r = parse_nvlink_output(text, "sm_80");
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            (
+                r[0].kernel.as_str(),
+                r[0].arch.as_str(),
+                r[0].registers,
+                r[0].barriers
+            ),
+            ("ak", "sm_80", 24, 1)
+        );
+        assert_eq!((r[0].stack_bytes, r[0].shared_bytes), (16, 64));
+        assert_eq!((r[1].arch.as_str(), r[1].registers), ("sm_90", 22));
+        let single = "nvlink info    : Function properties for 'k':\nnvlink info    : used 8 registers, used 0 barriers, 0 stack, 0 bytes smem\n";
+        assert_eq!(parse_nvlink_output(single, "sm_86")[0].arch, "sm_86");
+    }
 
     #[test]
     fn parses_entries_for_each_arch() {

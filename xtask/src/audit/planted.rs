@@ -275,7 +275,7 @@ fn existing_kiln_build(root: &Path) -> Result<Manifest, String> {
             let file = dir
                 .path()
                 .join("out")
-                .join(cuda_build::manifest::MANIFEST_FILE);
+                .join(cuda_build::manifest::file_name("KILN"));
             let (Ok(meta), Ok(manifest)) = (std::fs::metadata(&file), Manifest::read(&file)) else {
                 continue;
             };
