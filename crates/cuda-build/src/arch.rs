@@ -293,6 +293,10 @@ impl ArchSpec {
 }
 
 fn parse_item(item: &str) -> Option<Item> {
+    // Every accepted form is ASCII; slicing below relies on it.
+    if !item.is_ascii() {
+        return None;
+    }
     match item.to_ascii_lowercase().as_str() {
         "native" => return Some(Item::Native),
         "all-major" => return Some(Item::AllMajor),
@@ -327,6 +331,9 @@ fn parse_item(item: &str) -> Option<Item> {
 
 /// `90`, `90a`, `100f`, `8.6`, `9.0a` -> an arch.
 fn parse_arch_body(body: &str) -> Option<Arch> {
+    if !body.is_ascii() {
+        return None;
+    }
     let (digits, variant) = match body.as_bytes().last()? {
         b'a' => (&body[..body.len() - 1], Variant::ArchSpecific),
         b'f' => (&body[..body.len() - 1], Variant::Family),
@@ -475,6 +482,15 @@ mod tests {
     #[track_caller]
     fn check(spec: &str, expected: &str) {
         assert_eq!(resolve(spec).as_deref(), Ok(expected), "spec {spec:?}");
+    }
+
+    /// Found by tests/properties.rs: `+PTX` was cut off by byte count.
+    #[test]
+    fn non_ascii_items_are_refused_not_sliced_mid_char() {
+        for text in ["k🡔ਫ਼", "é", "sm_9é", "🡔+PTX"] {
+            let err = ArchSpec::parse(text, "test").unwrap_err();
+            assert!(matches!(err, ArchError::Syntax { .. }), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -199,6 +199,7 @@ impl KernelBuild {
             Some(dir) => dir.clone(),
             None => PathBuf::from(std::env::var_os("OUT_DIR").ok_or(Error::NoOutDir)?),
         };
+        io(&out_dir, std::fs::create_dir_all(&out_dir))?;
         let vars = self.vars();
         let mut cargo = self.watch_directives(&vars);
         let inputs = self.read_inputs(&vars, &mut cargo)?;
