@@ -79,7 +79,7 @@ impl ModulePlan {
     /// A module compiled in one nvcc call to one fat binary keeps today's
     /// file names (`NAME.fatbin`, `NAME.d`, `NAME.stamp`); every other shape
     /// compiles each source into `NAME.objs/` and links.
-    pub(crate) fn new(module: Module, archs: ArchList, cx: &Context<'_>) -> Result<Self, Error> {
+    pub(crate) fn new(module: Module, archs: ArchList, cx: &Context<'_>) -> Self {
         let out = cx.out_dir;
         let name = module.name.clone();
         let mut include_dirs = module.include_dirs.clone();
@@ -120,7 +120,7 @@ impl ModulePlan {
                 false,
             );
             let output = u.output.clone();
-            return Ok(Self {
+            return Self {
                 units: vec![u],
                 link_steps: Vec::new(),
                 link_stamp: out.join(format!("{name}.link.stamp")),
@@ -128,16 +128,7 @@ impl ModulePlan {
                 output,
                 module,
                 archs,
-            });
-        }
-        if module.rdc && archs.sass.is_empty() {
-            return Err(Error::Config {
-                path: cx.kernels_dir.to_path_buf(),
-                message: format!(
-                    "module `{name}` uses rdc but its archs hold no real arch; the device link \
-                     keeps SASS only, so add one (e.g. sm_90)"
-                ),
-            });
+            };
         }
         let (mode, pic) = match (module.rdc, module.link) {
             (true, link) => (CompileMode::Relocatable, link == LinkMode::Static),
@@ -182,7 +173,7 @@ impl ModulePlan {
                 output
             }
         };
-        Ok(Self {
+        Self {
             units,
             link_steps,
             link_stamp: objs.join("link.stamp"),
@@ -190,7 +181,7 @@ impl ModulePlan {
             output,
             module,
             archs,
-        })
+        }
     }
 
     /// Device-links and archives when a unit was compiled, the output is

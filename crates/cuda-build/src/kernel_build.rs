@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::arch::{Arch, ArchSpec, SupportedArchs};
+use crate::arch::{Arch, ArchList, ArchSpec, SupportedArchs};
 use crate::compile::{static_lib_name, Context, ModulePlan};
 use crate::config::{KernelConfig, LinkMode};
 use crate::driver::{nvcc_from_env, HOST_COMPILER_VARS, NVCC_OWN_VARS};
@@ -57,6 +57,8 @@ pub struct BuildReport {
 
 /// What the config and the environment ask for, checked.
 struct Inputs {
+    /// The config file, for errors (it need not exist).
+    config_path: PathBuf,
     spec: ArchSpec,
     /// Where `spec` came from.
     origin: String,
@@ -278,6 +280,7 @@ impl KernelBuild {
             }
         }
         Ok(Inputs {
+            config_path,
             spec,
             origin,
             modules,
@@ -307,11 +310,15 @@ impl KernelBuild {
             });
         }
         let builtin = SupportedArchs::cuda_13_0_builtin();
-        inputs
+        let archs = inputs
             .spec
             .resolve(&builtin, &inputs.origin, || Ok(Vec::new()))?;
-        for (spec, origin) in inputs.specs.iter().flatten() {
-            spec.resolve(&builtin, origin, || Ok(Vec::new()))?;
+        for (module, own) in inputs.modules.iter().zip(&inputs.specs) {
+            let archs = match own {
+                Some((spec, origin)) => spec.resolve(&builtin, origin, || Ok(Vec::new()))?,
+                None => archs.clone(),
+            };
+            check_rdc_archs(module, &archs, &inputs.config_path)?;
         }
         let reason = format!("no CUDA toolkit found (looked at {looked_at})");
         cargo.push(format!(
@@ -363,7 +370,8 @@ impl KernelBuild {
                 Some((spec, origin)) => spec.resolve(&supported, &origin, probe_native_archs)?,
                 None => archs.clone(),
             };
-            plans.push(ModulePlan::new(module, archs, &cx)?);
+            check_rdc_archs(&module, &archs, &inputs.config_path)?;
+            plans.push(ModulePlan::new(module, archs, &cx));
         }
         let entries = bring_up_to_date(&plans, &cx)?;
         let libraries: Vec<String> = entries
@@ -447,6 +455,21 @@ fn bring_up_to_date(plans: &[ModulePlan], cx: &Context<'_>) -> Result<Vec<Module
         let results = std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()));
         plan.finish(results, cx)
     })
+}
+
+/// A device link keeps SASS only: an `rdc` module needs a real arch.
+fn check_rdc_archs(module: &Module, archs: &ArchList, config_path: &Path) -> Result<(), Error> {
+    if module.rdc && archs.sass.is_empty() {
+        return Err(Error::Config {
+            path: config_path.to_path_buf(),
+            message: format!(
+                "[modules.{}] uses rdc but its archs hold no real arch; the device link \
+                 keeps SASS only, so add one (e.g. sm_90)",
+                module.name
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn names(archs: &[Arch], name: fn(Arch) -> String) -> Vec<String> {

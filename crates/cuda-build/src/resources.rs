@@ -25,6 +25,22 @@ pub struct KernelResources {
     pub barriers: u32,
 }
 
+impl KernelResources {
+    /// A kernel whose figures are still to be read (all zero).
+    fn unmeasured(kernel: String, arch: String) -> Self {
+        Self {
+            kernel,
+            arch,
+            registers: 0,
+            stack_bytes: 0,
+            spill_store_bytes: 0,
+            spill_load_bytes: 0,
+            shared_bytes: 0,
+            barriers: 0,
+        }
+    }
+}
+
 /// Parses ptxas's verbose output. Lines for device functions that are not
 /// entry points (`Function properties for helper`) without a preceding
 /// `Compiling entry function` are ignored.
@@ -38,16 +54,7 @@ pub fn parse_ptxas_output(text: &str) -> Vec<KernelResources> {
             let mut parts = rest.split('\'');
             let kernel = parts.next().unwrap_or_default().to_string();
             let arch = parts.nth(1).unwrap_or_default().to_string();
-            current = Some(KernelResources {
-                kernel,
-                arch,
-                registers: 0,
-                stack_bytes: 0,
-                spill_store_bytes: 0,
-                spill_load_bytes: 0,
-                shared_bytes: 0,
-                barriers: 0,
-            });
+            current = Some(KernelResources::unmeasured(kernel, arch));
             continue;
         }
         let Some(k) = current.as_mut() else { continue };
@@ -80,19 +87,8 @@ pub(crate) fn parse_nvlink_output(text: &str, single_arch: &str) -> Vec<KernelRe
             None => (rest, single_arch.to_string()),
         };
         if let Some(name) = body.strip_prefix("Function properties for '") {
-            out.push(KernelResources {
-                kernel: name
-                    .trim_end_matches(':')
-                    .trim_end_matches('\'')
-                    .to_string(),
-                arch,
-                registers: 0,
-                stack_bytes: 0,
-                spill_store_bytes: 0,
-                spill_load_bytes: 0,
-                shared_bytes: 0,
-                barriers: 0,
-            });
+            let kernel = name.trim_end_matches(':').trim_end_matches('\'');
+            out.push(KernelResources::unmeasured(kernel.to_string(), arch));
         } else if let (Some(k), true) = (out.last_mut(), body.starts_with("used ")) {
             k.registers = number_before(body, "registers");
             k.barriers = number_before(body, "barriers");

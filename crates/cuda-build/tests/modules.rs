@@ -11,8 +11,8 @@ mod support;
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use support::{
-    assert_failure, assert_success, build_script_errors, build_script_warnings, stderr,
-    workspace_root, Fixture, COMMON_CUH, MODULE_SOURCES,
+    assert_failure, assert_fatbin, assert_success, build_script_errors, build_script_warnings,
+    installed_nvcc, stderr, Fixture, COMMON_CUH, MODULE_SOURCES,
 };
 
 /// Every step of a first build, as the fake nvcc logs them.
@@ -212,6 +212,14 @@ fn a_module_name_that_matches_nothing_fails_at_once_naming_kiln_toml() {
             format!("{}: line 11 in [modules.pairlib]: unknown field `nvcc-flags`", toml.display()),
         ),
         (
+            original.replace("rdc = true\nlink", "rdc = true\narchs = \"90-virtual\"\nlink"),
+            format!(
+                "{}: [modules.pairlib] uses rdc but its archs hold no real arch; the device link \
+                 keeps SASS only, so add one (e.g. sm_90)",
+                toml.display()
+            ),
+        ),
+        (
             original.replace("\"pairlib/b.cu\"", "\"pairlib/c.cu\""),
             format!(
                 "{}: [modules.pairlib] source `pairlib/c.cu` does not exist under {}; fix the path or remove it",
@@ -397,14 +405,9 @@ fn nvcc_bin_false_is_reported_by_the_path_given() {
 /// has put one in `target/cuda-toolkit`.
 #[test]
 fn real_nvcc_builds_every_module_shape() {
-    let nvcc = workspace_root().join("target/cuda-toolkit/cuda/bin/nvcc");
-    if !nvcc.is_file() {
-        eprintln!(
-            "skipped: no CUDA toolkit at {} (run cargo xtask toolkit install)",
-            nvcc.display()
-        );
+    let Some(nvcc) = installed_nvcc() else {
         return;
-    }
+    };
     let fixture = Fixture::with_real_nvcc("real-modules", "realmod", MODULE_SOURCES, &nvcc);
     // One arch keeps the real compiles short (only90 keeps its own sm_90a).
     let env = [("FIXTURE_CUDA_ARCHS", "sm_80")];
@@ -412,14 +415,7 @@ fn real_nvcc_builds_every_module_shape() {
 
     let out = fixture.out_dir();
     for module in ["pair", "single", "only90"] {
-        let image =
-            std::fs::read(out.join(format!("{module}.fatbin"))).expect("reading a fat binary");
-        // A fat binary's header starts with its magic, 0xBA55ED50.
-        assert_eq!(
-            image.get(..4),
-            Some(&[0x50, 0xed, 0x55, 0xba][..]),
-            "{module}"
-        );
+        assert_fatbin(&out.join(format!("{module}.fatbin")));
     }
     let manifest = fixture.manifest();
     let pair = manifest

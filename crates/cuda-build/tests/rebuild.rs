@@ -16,8 +16,8 @@ use std::process::Output;
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use support::{
-    assert_failure, assert_success, build_script_errors, build_script_warnings, compiles, stderr,
-    workspace_root, Fixture, C_ONLY_H, KERNEL_SOURCES, SHARED_H,
+    assert_failure, assert_fatbin, assert_success, build_script_errors, build_script_warnings,
+    compiles, installed_nvcc, stderr, Fixture, C_ONLY_H, KERNEL_SOURCES, SHARED_H,
 };
 
 /// The fake-nvcc fixture and what its first build did.
@@ -411,14 +411,9 @@ fn compile_error_surfaces_and_is_retried() {
 
 #[test]
 fn real_nvcc_rebuilds_exactly_what_changed() {
-    let nvcc = workspace_root().join("target/cuda-toolkit/cuda/bin/nvcc");
-    if !nvcc.is_file() {
-        eprintln!(
-            "skipped: no CUDA toolkit at {} (run cargo xtask toolkit install)",
-            nvcc.display()
-        );
+    let Some(nvcc) = installed_nvcc() else {
         return;
-    }
+    };
     let fixture = Fixture::with_real_nvcc("real", "realfix", KERNEL_SOURCES, &nvcc);
     // One arch keeps the real compiles short.
     let env = [("FIXTURE_CUDA_ARCHS", "sm_80")];
@@ -426,14 +421,7 @@ fn real_nvcc_rebuilds_exactly_what_changed() {
     let (_, calls) = build_ok(&fixture, &env, "first build");
     assert_eq!(calls, compiles(&["a", "b", "c"]), "first build");
     for module in ["a", "b", "c"] {
-        let fatbin = std::fs::read(fixture.out_dir().join(format!("{module}.fatbin")))
-            .expect("reading a fat binary");
-        // A fat binary's header starts with its magic, 0xBA55ED50.
-        assert_eq!(
-            fatbin.get(..4),
-            Some(&[0x50, 0xed, 0x55, 0xba][..]),
-            "{module}"
-        );
+        assert_fatbin(&fixture.out_dir().join(format!("{module}.fatbin")));
     }
     let generated = fixture.generated_modules();
     assert!(

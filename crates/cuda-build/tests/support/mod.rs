@@ -459,7 +459,7 @@ impl Fixture {
         dirs.into_iter().next().expect("checked above")
     }
 
-    /// The Rust cuda-build generated (`kiln_modules.rs`).
+    /// The Rust cuda-build generated (`fixture_modules.rs`).
     pub(crate) fn generated_modules(&self) -> String {
         read(&self.out_dir().join("fixture_modules.rs"))
     }
@@ -494,6 +494,33 @@ impl Fixture {
     pub(crate) fn root_path(&self, relative: &str) -> PathBuf {
         self.root.join(relative)
     }
+}
+
+/// The nvcc `cargo xtask toolkit install` put in this checkout, or `None`
+/// after printing why a test that needs it is skipped.
+pub(crate) fn installed_nvcc() -> Option<PathBuf> {
+    let nvcc = workspace_root().join("target/cuda-toolkit/cuda/bin/nvcc");
+    if nvcc.is_file() {
+        return Some(nvcc);
+    }
+    eprintln!(
+        "skipped: no CUDA toolkit at {} (run cargo xtask toolkit install)",
+        nvcc.display()
+    );
+    None
+}
+
+/// Panics unless `path` is a fat binary: its header starts with the magic
+/// 0xBA55ED50.
+#[track_caller]
+pub(crate) fn assert_fatbin(path: &Path) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    assert_eq!(
+        bytes.get(..4),
+        Some(&[0x50, 0xed, 0x55, 0xba][..]),
+        "{}",
+        path.display()
+    );
 }
 
 /// `compile a.cu` lines for these modules, as [`Fixture::nvcc_calls`] returns
