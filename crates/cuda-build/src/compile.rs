@@ -67,6 +67,11 @@ pub(crate) struct ModulePlan {
     link_steps: Vec<(PathBuf, Vec<OsString>)>,
     link_stamp: PathBuf,
     link_log: PathBuf,
+    /// The stamp of the module's other shape (one-call fat binary or linked
+    /// objects), which writes the same output: removed when this shape
+    /// writes it, so that switching back cannot reuse an output it did not
+    /// make.
+    other_stamp: PathBuf,
     pub(crate) output: PathBuf,
 }
 
@@ -125,6 +130,7 @@ impl ModulePlan {
                 link_steps: Vec::new(),
                 link_stamp: out.join(format!("{name}.link.stamp")),
                 link_log: out.join(format!("{name}.link.log")),
+                other_stamp: objs.join("link.stamp"),
                 output,
                 module,
                 archs,
@@ -178,6 +184,7 @@ impl ModulePlan {
             link_steps,
             link_stamp: objs.join("link.stamp"),
             link_log: objs.join("link.log"),
+            other_stamp: out.join(format!("{name}.stamp")),
             output,
             module,
             archs,
@@ -216,6 +223,9 @@ impl ModulePlan {
             linked = true;
         } else if !self.link_steps.is_empty() {
             link_log = std::fs::read_to_string(&self.link_log).unwrap_or_default();
+        }
+        if linked || (self.link_steps.is_empty() && compiled_any) {
+            let _ = std::fs::remove_file(&self.other_stamp);
         }
         let link_ms = linked.then(|| elapsed_ms(started));
         let ms = results

@@ -455,3 +455,33 @@ fn real_nvcc_builds_every_module_shape() {
         Vec::<String>::new()
     );
 }
+
+/// `single.fatbin` is written by one `-fatbin` compile, or (with `rdc`) by a
+/// device link: switching back and forth never reuses the other's output.
+#[test]
+fn switching_a_module_to_rdc_and_back_rebuilds_its_image_each_time() {
+    let shared = fixture();
+    let fixture = &shared.0;
+    up_to_date(fixture);
+    let toml = std::fs::read_to_string(fixture.path("kernels/kiln.toml")).expect("kiln.toml");
+    let with_rdc = format!("{toml}\n[modules.single]\nrdc = true\n");
+
+    fixture.write("kernels/kiln.toml", &with_rdc);
+    assert_eq!(
+        steps(fixture, &[], "single made rdc"),
+        sorted(&["compile single.cu", "dlink single.fatbin"])
+    );
+    fixture.write("kernels/kiln.toml", &toml);
+    assert_eq!(
+        steps(fixture, &[], "single back to one call"),
+        ["compile single.cu"]
+    );
+    fixture.write("kernels/kiln.toml", &with_rdc);
+    assert_eq!(
+        steps(fixture, &[], "single rdc again"),
+        ["dlink single.fatbin"],
+        "its object is still up to date; the image is linked again"
+    );
+    fixture.write("kernels/kiln.toml", &toml);
+    assert_eq!(steps(fixture, &[], "and back again"), ["compile single.cu"]);
+}
