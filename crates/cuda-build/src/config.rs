@@ -1,7 +1,7 @@
 //! The kernels' config file (kiln's is `kernels/kiln.toml`): the default arch
 //! spec, nvcc flags for every module, and `[modules.NAME]` entries (sources,
 //! flags, defines, include dirs, archs, link mode, separate compilation).
-//! Parsing only; [`crate::modules`] matches the entries against the files.
+//! Parsing only; the build matches the entries against the files.
 
 use std::collections::BTreeMap;
 use std::path::Path;

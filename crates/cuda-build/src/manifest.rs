@@ -24,7 +24,7 @@ pub(crate) const FORMAT: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Manifest {
-    /// [`FORMAT`].
+    /// The format version (1); bumped on incompatible changes.
     pub format: u32,
     /// Whether GPU code was built.
     pub cuda_enabled: bool,
