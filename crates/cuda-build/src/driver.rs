@@ -117,8 +117,8 @@ mod tests {
             find_program("no-such-compiler-anywhere", &path).unwrap_err(),
             "not found on PATH"
         );
-        let dir = std::env::temp_dir().join(format!("cuda-build-driver-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let plain = dir.join("cxx");
         std::fs::write(&plain, "").unwrap();
         assert_eq!(
@@ -129,6 +129,5 @@ mod tests {
             find_program(dir.to_str().unwrap(), &path).unwrap_err(),
             "is not a file"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

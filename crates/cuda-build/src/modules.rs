@@ -213,17 +213,14 @@ fn top_level_sources(dir: &Path) -> Result<Vec<(String, PathBuf)>, Error> {
 mod tests {
     use super::*;
 
-    /// A kernels dir with these files (empty), under Cargo's target dir.
-    fn tree(name: &str, files: &[&str]) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("cuda-build-modules-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+    /// A kernels dir with these files (empty), removed when dropped.
+    fn tree(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
         for file in files {
-            let path = dir.join(file);
+            let path = dir.path().join(file);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, "").unwrap();
         }
-        std::fs::create_dir_all(&dir).unwrap();
         dir
     }
 
@@ -252,39 +249,37 @@ mod tests {
 
     #[test]
     fn without_entries_each_top_level_cu_is_a_module() {
-        let dir = tree("plain", &["a.cu", "b.cu", "sub/c.cu", "include/h.h"]);
-        let modules = resolve_text(&dir, "nvcc-flags = [\"-O3\"]").unwrap();
+        let tmp = tree(&["a.cu", "b.cu", "sub/c.cu", "include/h.h"]);
+        let dir = tmp.path();
+        let modules = resolve_text(dir, "nvcc-flags = [\"-O3\"]").unwrap();
         assert_eq!(
-            summary(&modules, &dir),
+            summary(&modules, dir),
             [
                 "a Fatbin rdc=false [a.cu] [\"-O3\"]",
                 "b Fatbin rdc=false [b.cu] [\"-O3\"]"
             ]
         );
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn entries_claim_sources_and_the_rest_stay_modules() {
-        let dir = tree(
-            "entries",
-            &[
-                "reduce.cu",
-                "lone.cu",
-                "family/f32.cu",
-                "family/f64.cu",
-                "family/inc/h.cuh",
-                "x/y.cu",
-            ],
-        );
+        let tmp = tree(&[
+            "reduce.cu",
+            "lone.cu",
+            "family/f32.cu",
+            "family/f64.cu",
+            "family/inc/h.cuh",
+            "x/y.cu",
+        ]);
+        let dir = tmp.path();
         let toml = "nvcc-flags = [\"-O3\"]\n\
                     [modules.reduce]\nlink = \"static\"\n\
                     [modules.family]\nsources = [\"family/*.cu\"]\nrdc = true\nflags = [\"-G\"]\n\
                     defines = [\"N=4\"]\ninclude-dirs = [\"family/inc\"]\narchs = \"sm_90a\"\n\
                     [modules.deep]\nsources = [\"x/y.cu\"]\n";
-        let modules = resolve_text(&dir, toml).unwrap();
+        let modules = resolve_text(dir, toml).unwrap();
         assert_eq!(
-            summary(&modules, &dir),
+            summary(&modules, dir),
             [
                 "deep Fatbin rdc=false [x/y.cu] [\"-O3\"]",
                 "family Fatbin rdc=true [family/f32.cu family/f64.cu] [\"-O3\", \"-G\", \"-DN=4\"]",
@@ -297,12 +292,12 @@ mod tests {
             modules[1].archs,
             Some(("sm_90a".into(), "kiln.toml [modules.family] archs".into()))
         );
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn mistakes_are_one_line_naming_the_entry_and_the_fix() {
-        let dir = tree("mistakes", &["reduce.cu", "a/one.cu", "a/two.cu"]);
+        let tmp = tree(&["reduce.cu", "a/one.cu", "a/two.cu"]);
+        let dir = tmp.path();
         let d = dir.display();
         let cases = [
             (
@@ -343,8 +338,7 @@ mod tests {
             ),
         ];
         for (toml, expected) in cases {
-            assert_eq!(resolve_text(&dir, toml).unwrap_err(), expected, "{toml}");
+            assert_eq!(resolve_text(dir, toml).unwrap_err(), expected, "{toml}");
         }
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

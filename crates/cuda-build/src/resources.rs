@@ -1,6 +1,6 @@
 //! Per-kernel, per-arch resource usage from `ptxas -v` (nvcc
 //! `--resource-usage`): registers, spills, stack (local memory), shared
-//! memory. Kept in the build manifest for `cargo xtask ptx-audit`.
+//! memory. Kept in the build manifest for tools that audit kernels.
 
 use serde::{Deserialize, Serialize};
 

@@ -468,7 +468,8 @@ mod tests {
 
     #[test]
     fn a_dir_without_nvcc_or_headers_is_reported_as_such() {
-        let dir = std::env::temp_dir().join(format!("kiln-tk-probe-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         std::fs::create_dir_all(dir.join("bin")).unwrap();
         let root = dir.to_str().unwrap();
         let env: &[(&str, &str)] = &[("CUDA_PATH", root), ("PATH", "")];
@@ -478,12 +479,12 @@ mod tests {
         std::fs::write(dir.join("bin/nvcc"), "").unwrap();
         let d = discover(env, &[]);
         assert_eq!(d.probes[1].outcome, ProbeOutcome::NoHeaders(dir.clone()));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn nvcc_may_be_any_executable_beside_no_toolkit() {
-        let dir = std::env::temp_dir().join(format!("kiln-tk-wrapper-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let toolkit = dir.join("toolkit");
         std::fs::create_dir_all(toolkit.join("include")).unwrap();
         std::fs::write(toolkit.join("include/cuda_runtime.h"), "").unwrap();
@@ -505,7 +506,6 @@ mod tests {
         let env: &[(&str, &str)] = &[("NVCC", given), ("CUDA_PATH", root), ("PATH", "")];
         let probe = discover(env, &[]).probes[0].to_string();
         assert!(probe.starts_with(&format!("NVCC={given} (")), "{probe}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -514,7 +514,8 @@ mod tests {
             println!("skipped: no /bin/false on this system");
             return;
         }
-        let dir = std::env::temp_dir().join(format!("kiln-tk-false-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         std::fs::create_dir_all(dir.join("include")).unwrap();
         std::fs::write(dir.join("include/cuda_runtime.h"), "").unwrap();
         let env: &[(&str, &str)] = &[
@@ -531,6 +532,5 @@ mod tests {
             "{probe}"
         );
         assert!(d.misconfigured().any(|p| p.place == "NVCC"));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
