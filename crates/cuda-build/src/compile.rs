@@ -80,53 +80,111 @@ pub(crate) fn static_lib_name(prefix: &str, module: &str) -> String {
     format!("{prefix}_{module}").replace('-', "_")
 }
 
+/// What every unit of one module shares.
+struct Units<'a> {
+    cx: &'a Context<'a>,
+    module: &'a Module,
+    archs: &'a ArchList,
+    /// The module's own `-I` dirs, then the build's.
+    include_dirs: Vec<PathBuf>,
+}
+
+impl Units<'_> {
+    /// The compile of `source` into `stem.ext`, beside `stem.d`, `stem.stamp`
+    /// and `stem.log`. Host code of a static library is position-independent.
+    fn unit(&self, source: &Path, stem: PathBuf, ext: &str, mode: CompileMode) -> Unit {
+        let file = |e: &str| PathBuf::from(format!("{}.{e}", stem.display()));
+        let (output, depfile) = (file(ext), file("d"));
+        let args = CompileCommand {
+            nvcc: self.cx.nvcc,
+            mode,
+            source,
+            output: &output,
+            depfile: &depfile,
+            include_dirs: &self.include_dirs,
+            archs: self.archs,
+            flags: &self.module.flags,
+            pic: self.module.link == LinkMode::Static,
+        }
+        .args();
+        Unit {
+            module: self.module.name.clone(),
+            source: source.to_path_buf(),
+            stamp: file("stamp"),
+            log: file("log"),
+            output,
+            depfile,
+            args,
+        }
+    }
+}
+
+/// The steps after the compiles, each with its output, and the module's
+/// output: a device link into a fat binary; or, for a static library, the
+/// device link of `rdc` objects into `dlink.o`, then `nvcc -lib`.
+fn link_steps(
+    module: &Module,
+    archs: &ArchList,
+    mut objects: Vec<PathBuf>,
+    objs: &Path,
+    cx: &Context<'_>,
+) -> (Vec<(PathBuf, Vec<OsString>)>, PathBuf) {
+    let device_link = |output: &Path, fatbin: bool, objects: &[PathBuf]| {
+        DeviceLinkCommand {
+            nvcc: cx.nvcc,
+            objects,
+            output,
+            archs,
+            fatbin,
+        }
+        .args()
+    };
+    let mut steps = Vec::new();
+    match module.link {
+        LinkMode::Fatbin => {
+            let output = cx.out_dir.join(format!("{}.fatbin", module.name));
+            steps.push((output.clone(), device_link(&output, true, &objects)));
+            (steps, output)
+        }
+        LinkMode::Static => {
+            if module.rdc {
+                let dlink = objs.join("dlink.o");
+                steps.push((dlink.clone(), device_link(&dlink, false, &objects)));
+                objects.push(dlink);
+            }
+            let lib_name = static_lib_name(cx.lib_prefix, &module.name);
+            let output = cx.out_dir.join(format!("lib{lib_name}.a"));
+            steps.push((output.clone(), library_args(&objects, &output)));
+            (steps, output)
+        }
+    }
+}
+
 impl ModulePlan {
     /// A module compiled in one nvcc call to one fat binary keeps today's
     /// file names (`NAME.fatbin`, `NAME.d`, `NAME.stamp`); every other shape
     /// compiles each source into `NAME.objs/` and links.
     pub(crate) fn new(module: Module, archs: ArchList, cx: &Context<'_>) -> Self {
-        let out = cx.out_dir;
-        let name = module.name.clone();
+        let (out, name) = (cx.out_dir, module.name.clone());
+        let objs = out.join(format!("{name}.objs"));
         let mut include_dirs = module.include_dirs.clone();
         include_dirs.extend(cx.include_dirs.iter().cloned());
-        let single = module.sources.len() == 1 && !module.rdc && module.link == LinkMode::Fatbin;
-        let objs = out.join(format!("{name}.objs"));
-        let unit = |source: &Path, stem: PathBuf, ext: &str, mode, pic| {
-            let file = |e: &str| PathBuf::from(format!("{}.{e}", stem.display()));
-            let (output, depfile) = (file(ext), file("d"));
-            let args = CompileCommand {
-                nvcc: cx.nvcc,
-                mode,
-                source,
-                output: &output,
-                depfile: &depfile,
-                include_dirs: &include_dirs,
-                archs: &archs,
-                flags: &module.flags,
-                pic,
-            }
-            .args();
-            Unit {
-                module: name.clone(),
-                source: source.to_path_buf(),
-                stamp: file("stamp"),
-                log: file("log"),
-                output,
-                depfile,
-                args,
-            }
+        let units = Units {
+            cx,
+            module: &module,
+            archs: &archs,
+            include_dirs,
         };
-        if single {
-            let u = unit(
+        if module.sources.len() == 1 && !module.rdc && module.link == LinkMode::Fatbin {
+            let unit = units.unit(
                 &module.sources[0],
                 out.join(&name),
                 "fatbin",
                 CompileMode::Fatbin,
-                false,
             );
-            let output = u.output.clone();
+            let output = unit.output.clone();
             return Self {
-                units: vec![u],
+                units: vec![unit],
                 link_steps: Vec::new(),
                 link_stamp: out.join(format!("{name}.link.stamp")),
                 link_log: out.join(format!("{name}.link.log")),
@@ -136,9 +194,10 @@ impl ModulePlan {
                 archs,
             };
         }
-        let (mode, pic) = match (module.rdc, module.link) {
-            (true, link) => (CompileMode::Relocatable, link == LinkMode::Static),
-            (false, _) => (CompileMode::Object, true),
+        let mode = if module.rdc {
+            CompileMode::Relocatable
+        } else {
+            CompileMode::Object
         };
         let units: Vec<Unit> = module
             .sources
@@ -146,39 +205,11 @@ impl ModulePlan {
             .map(|source| {
                 let relative = source.strip_prefix(cx.kernels_dir).unwrap_or(source);
                 let key = relative.display().to_string().replace(['/', '\\'], "__");
-                unit(source, objs.join(key), "o", mode, pic)
+                units.unit(source, objs.join(key), "o", mode)
             })
             .collect();
-        let mut objects: Vec<PathBuf> = units.iter().map(|u| u.output.clone()).collect();
-        let mut link_steps = Vec::new();
-        let device_link = |output: &Path, fatbin: bool, objects: &[PathBuf]| {
-            DeviceLinkCommand {
-                nvcc: cx.nvcc,
-                objects,
-                output,
-                archs: &archs,
-                fatbin,
-            }
-            .args()
-        };
-        let output = match module.link {
-            LinkMode::Fatbin => {
-                let output = out.join(format!("{name}.fatbin"));
-                link_steps.push((output.clone(), device_link(&output, true, &objects)));
-                output
-            }
-            LinkMode::Static => {
-                if module.rdc {
-                    let dlink = objs.join("dlink.o");
-                    link_steps.push((dlink.clone(), device_link(&dlink, false, &objects)));
-                    objects.push(dlink);
-                }
-                let lib_name = static_lib_name(cx.lib_prefix, &name);
-                let output = out.join(format!("lib{lib_name}.a"));
-                link_steps.push((output.clone(), library_args(&objects, &output)));
-                output
-            }
-        };
+        let objects: Vec<PathBuf> = units.iter().map(|u| u.output.clone()).collect();
+        let (link_steps, output) = link_steps(&module, &archs, objects, &objs, cx);
         Self {
             units,
             link_steps,
