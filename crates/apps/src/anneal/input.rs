@@ -161,10 +161,11 @@ fn check_coordinates(points: Points<'_>, d: usize) -> Result<(), AnnealError> {
             .enumerate()
             .find_map_first(|(c, chunk)| chunk.iter().position(&bad).map(|i| c * CHUNK + i))
     }
+    // NaN is neither finite nor within the bound.
+    let out = |x: f32| !x.is_finite() || x.abs() > bound;
     let bad = match points {
-        // NaN fails `<=` too.
-        Points::F32(v) => first(v, |x| !(x.abs() <= bound)),
-        Points::F16(v) => first(v, |b| !(half::f16::from_bits(*b).to_f32().abs() <= bound)),
+        Points::F32(v) => first(v, |x| out(*x)),
+        Points::F16(v) => first(v, |b| out(half::f16::from_bits(*b).to_f32())),
     };
     let Some(i) = bad else {
         return Ok(());

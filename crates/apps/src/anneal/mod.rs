@@ -47,7 +47,7 @@ pub use input::{check_sizes, coordinate_bound, device_bytes, host_bytes, validat
 
 use std::fmt;
 
-use crate::Rng;
+use crate::rng::Rng;
 
 /// Points to compress: row-major `n × d`, f32 or f16 (raw IEEE half bits).
 #[derive(Debug, Clone, Copy)]

@@ -161,3 +161,52 @@ fn initial_anchors_are_distinct_points_and_seeded() {
     assert_eq!(firsts.len(), 10, "distinct");
     assert_ne!(a, initial_anchors(Points::F32(&points), 50, 2, 10, 8));
 }
+
+#[test]
+fn coordinates_at_the_bound_run_and_beyond_it_are_refused() {
+    for d in [1, 4, 128, 1000] {
+        let bound = coordinate_bound(d);
+        // Two points at opposite corners: the largest squared distance the
+        // bound allows, 4 d B², must be finite through the whole run.
+        let mut points = vec![bound; d];
+        points.extend(vec![-bound; d]);
+        let problem = validate(Points::F32(&points), 2, d, 1, &Params::default()).unwrap();
+        let out = run(&gpu_core::Backend::cpu(), &problem, &mut |_, _, _| {}).unwrap();
+        assert!(
+            out.energy.is_finite() && out.energy > 0.0,
+            "d = {d}: {}",
+            out.energy
+        );
+        let over = bound * 1.01;
+        points[d + d / 2] = -over;
+        let err = validate(Points::F32(&points), 2, d, 1, &Params::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "point 1 has coordinate {:e} at dimension {}",
+                -over,
+                d / 2
+            )),
+            "{err}"
+        );
+        assert!(err.contains(&format!("±{bound:.3e}")), "{err}");
+    }
+    // The values of issue 13: ±1e19 panicked in the CPU engine, ±1e20 gave
+    // energy 0.
+    for big in [1e19f32, -1e19, 1e20, -1e20] {
+        let points = [0.5, big, 0.25, 0.0, 1.0, 2.0];
+        let err = validate(Points::F32(&points), 3, 2, 1, &Params::default()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                AnnealError::OutOfRange {
+                    point: 0,
+                    dim: 1,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+}

@@ -16,7 +16,8 @@ use gpu_core::{Backend, BackendKind, Error};
 use serde::Serialize;
 
 use crate::anneal::{self, cpu::CpuEngine, gpu::GpuEngine, AnnealError, Params, Points};
-use crate::{batch, vadd, Rng};
+use crate::rng::Rng;
+use crate::{batch, vadd};
 
 pub use launch::LaunchOverhead;
 

@@ -52,7 +52,7 @@ const AWKWARD: [(usize, usize, usize); 7] = [
 
 #[test]
 fn blocked_assignment_matches_brute_force_for_awkward_shapes() {
-    let mut rng = crate::Rng::new(11);
+    let mut rng = crate::rng::Rng::new(11);
     for (n, d, m) in AWKWARD {
         let points = rng.f32s(n * d);
         let anchors = rng.f32s(m * d);
@@ -79,7 +79,7 @@ fn blocked_assignment_matches_brute_force_for_awkward_shapes() {
 
 #[test]
 fn simd_paths_agree_with_the_scalar_fallback() {
-    let mut rng = crate::Rng::new(12);
+    let mut rng = crate::rng::Rng::new(12);
     for (n, d, m) in AWKWARD {
         let points = rng.f32s(n * d);
         let anchors = rng.f32s(m * d);
@@ -136,7 +136,7 @@ fn ties_go_to_the_lowest_anchor() {
 
 #[test]
 fn anchor_neighbors_exclude_the_anchor_itself() {
-    let mut rng = crate::Rng::new(13);
+    let mut rng = crate::rng::Rng::new(13);
     for (m, d) in [(1, 4), (2, 1), (37, 9), (130, 20)] {
         let anchors = rng.f32s(m * d);
         for isa in Isa::available() {
@@ -239,7 +239,7 @@ fn overflowing_distances_never_give_an_index_out_of_range() {
     // stats pass indexed with it); ±1e20 made them NaN.
     for big in [1e19f32, -1e19, 1e20, f32::MAX, f32::INFINITY, f32::NAN] {
         let (n, d, m) = (30, 8, 5);
-        let mut points = crate::Rng::new(3).f32s(n * d);
+        let mut points = crate::rng::Rng::new(3).f32s(n * d);
         for v in points.iter_mut().step_by(3) {
             *v *= big;
         }

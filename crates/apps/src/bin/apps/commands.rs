@@ -153,6 +153,20 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
             }
             let (n, d, m) = args.shape.unwrap_or((4_000_000, 128, 2048));
             let (n, d, m) = (n as usize, d as usize, m as usize);
+            let what = format!("--shape {n}x{d}x{m}");
+            let params = apps::anneal::Params::default();
+            let max_anchors = apps::anneal::check_sizes(n, d, m, &params)
+                .map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
+            memory::check_host(
+                &what,
+                apps::anneal::host_bytes(n, d, max_anchors, false, false),
+            )?;
+            for backend in devices.backends() {
+                if let Some(dev) = backend.device() {
+                    let needed = apps::anneal::device_bytes(n, d, max_anchors, false, 1);
+                    memory::check(&what, "device", needed, memory::device_free(dev.ordinal))?;
+                }
+            }
             let reps = if args.quick { 1 } else { 3 };
             apps::bench::run_multi(devices.backends(), n, d, m, reps, &mut print)?
         }
