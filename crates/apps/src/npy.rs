@@ -137,14 +137,9 @@ impl fmt::Display for NpyError {
     }
 }
 
-impl std::error::Error for NpyError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Io(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+// An I/O error's text is already in the message: no `source`, so that a
+// report of the chain does not repeat it.
+impl std::error::Error for NpyError {}
 
 fn shape_text(shape: &[u64]) -> String {
     match shape {
@@ -470,7 +465,17 @@ fn checked_shape(text: &str) -> Result<Vec<u64>, NpyError> {
     let value: Value = text
         .trim_end()
         .parse()
-        .map_err(|e: py_literal::ParseError| bad_header(&e))?;
+        .map_err(|e: py_literal::ParseError| {
+            // pest's report spans lines and repeats the header: its position
+            // is what helps.
+            let at = e
+                .to_string()
+                .split_whitespace()
+                .skip_while(|w| *w != "-->")
+                .nth(1)
+                .map_or(String::new(), |pos| format!(" at line:column {pos}"));
+            NpyError::BadHeader(format!("it is not a Python dict literal{at}"))
+        })?;
     let Value::Dict(entries) = value else {
         return Err(NpyError::BadHeader("it is not a dict".into()));
     };

@@ -76,10 +76,10 @@ pub(crate) struct BackendArg {
 #[derive(Debug, Args)]
 pub(crate) struct VaddArgs {
     /// Elements per vector (1 to 2^32 - 1)
-    #[arg(long, default_value = "16777216", value_parser = count::<1, { u32::MAX as u64 }>)]
+    #[arg(long, default_value = "16777216", value_parser = count::<1, { u32::MAX as u64 }>, allow_negative_numbers = true)]
     pub(crate) n: u64,
     /// Timed runs (1 to 100000)
-    #[arg(long, default_value = "20", value_parser = count::<1, 100_000>)]
+    #[arg(long, default_value = "20", value_parser = count::<1, 100_000>, allow_negative_numbers = true)]
     pub(crate) reps: u64,
     #[command(flatten)]
     pub(crate) backend: BackendArg,
@@ -95,22 +95,22 @@ pub(crate) struct AnnealArgs {
     #[arg(long)]
     pub(crate) large: bool,
     /// Points (overrides the shape; 1 to 2^32 - 1)
-    #[arg(long, value_parser = count::<1, { u32::MAX as u64 }>, conflicts_with = "npy")]
+    #[arg(long, value_parser = count::<1, { u32::MAX as u64 }>, allow_negative_numbers = true, conflicts_with = "npy")]
     pub(crate) n: Option<u64>,
     /// Dimensions (overrides the shape; 1 to 2^32 - 1)
-    #[arg(long, value_parser = count::<1, { u32::MAX as u64 }>, conflicts_with = "npy")]
+    #[arg(long, value_parser = count::<1, { u32::MAX as u64 }>, allow_negative_numbers = true, conflicts_with = "npy")]
     pub(crate) d: Option<u64>,
     /// Initial anchors (overrides the shape; 1 to n)
-    #[arg(long, value_parser = count::<1, { u32::MAX as u64 }>)]
+    #[arg(long, value_parser = count::<1, { u32::MAX as u64 }>, allow_negative_numbers = true)]
     pub(crate) m: Option<u64>,
     /// Iterations at most (1 to 1000000)
-    #[arg(long, default_value = "30", value_parser = count::<1, 1_000_000>)]
+    #[arg(long, default_value = "30", value_parser = count::<1, 1_000_000>, allow_negative_numbers = true)]
     pub(crate) iters: u64,
     /// Stop when the relative energy change is below this (finite, >= 0)
     #[arg(long, default_value = "1e-4", value_parser = tolerance, allow_negative_numbers = true)]
     pub(crate) tol: f64,
     /// Seed of the synthetic points and the initial anchors (0 to 2^64 - 1)
-    #[arg(long, default_value = "42", value_parser = count::<0, { u64::MAX }>)]
+    #[arg(long, default_value = "42", value_parser = count::<0, { u64::MAX }>, allow_negative_numbers = true)]
     pub(crate) seed: u64,
     /// Read the points from this .npy file: an (n, d) float32 or float16
     /// matrix in C order (pipes and FIFOs work, e.g. /dev/stdin)
@@ -130,10 +130,10 @@ pub(crate) struct AnnealArgs {
 #[derive(Debug, Args)]
 pub(crate) struct BatchArgs {
     /// Structures in the batch (1 to 1000000: atom indices are 32-bit)
-    #[arg(long, default_value = "10000", value_parser = count::<1, 1_000_000>)]
+    #[arg(long, default_value = "10000", value_parser = count::<1, 1_000_000>, allow_negative_numbers = true)]
     pub(crate) structures: u64,
     /// Seed of the batch (0 to 2^64 - 1)
-    #[arg(long, default_value = "42", value_parser = count::<0, { u64::MAX }>)]
+    #[arg(long, default_value = "42", value_parser = count::<0, { u64::MAX }>, allow_negative_numbers = true)]
     pub(crate) seed: u64,
     #[command(flatten)]
     pub(crate) backend: BackendArg,

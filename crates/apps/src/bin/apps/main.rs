@@ -60,20 +60,30 @@ fn main() {
 /// lists them (clap's own rendering spreads over several lines).
 pub(crate) fn one_line_clap_error(e: &clap::Error) -> String {
     let rendered = e.render().to_string();
-    let first = rendered
+    // The message is the first paragraph (a missing argument's name is on
+    // its second line); usage and tips follow after a blank line.
+    let message = rendered
         .lines()
-        .next()
-        .unwrap_or("error: bad command line")
-        .trim();
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let message = if message.is_empty() {
+        "error: bad command line".to_string()
+    } else {
+        message
+    };
     let valid = match e.get(ContextKind::ValidValue) {
-        Some(ContextValue::Strings(values)) => format!(" (possible values: {})", values.join(", ")),
+        Some(ContextValue::Strings(values)) => {
+            format!(" (possible values: {})", values.join(", "))
+        }
         _ => String::new(),
     };
     let usage = match e.kind() {
         ErrorKind::InvalidValue | ErrorKind::ValueValidation => "",
         _ => "; see `apps --help`",
     };
-    format!("{first}{valid}{usage}")
+    format!("{message}{valid}{usage}")
 }
 
 /// The backend `--backend` asks for; `auto` (or none) honours KILN_BACKEND,
@@ -99,13 +109,20 @@ pub(crate) fn select_backend(choice: Option<BackendChoice>) -> anyhow::Result<Ba
     match choice {
         BackendChoice::Auto => Ok(Backend::select(modules, Some(""))?),
         BackendChoice::Cpu => Ok(Backend::cpu()),
-        BackendChoice::Cuda => Backend::cuda(0, modules).map_err(|e| {
+        BackendChoice::Cuda => Backend::select(modules, Some("cuda")).map_err(|e| {
             let to_cpu = if source == "--backend" {
                 "use --backend cpu or auto"
             } else {
                 "unset KILN_BACKEND or set it to cpu"
             };
-            anyhow::anyhow!("{source} cuda: the cuda backend cannot run ({e}); {to_cpu}")
+            match e {
+                gpu_core::Error::CudaUnavailable { reason } => {
+                    anyhow::anyhow!(
+                        "{source} cuda: the cuda backend cannot run ({reason}); {to_cpu}"
+                    )
+                }
+                other => anyhow::anyhow!("{source} cuda: {other}"),
+            }
         }),
     }
 }

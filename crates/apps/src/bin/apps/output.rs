@@ -10,7 +10,8 @@ use anyhow::{Context, Result};
 /// `println!` that returns write errors instead of panicking.
 macro_rules! out {
     ($($arg:tt)*) => {
-        writeln!(std::io::stdout().lock(), $($arg)*)?
+        writeln!(std::io::stdout().lock(), $($arg)*)
+            .map_err(|e| anyhow::Error::new(e).context("writing to stdout"))?
     };
 }
 pub(crate) use out;
