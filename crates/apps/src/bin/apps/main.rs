@@ -115,13 +115,16 @@ pub(crate) fn select_backend(choice: Option<BackendChoice>) -> anyhow::Result<Ba
             } else {
                 "unset KILN_BACKEND or set it to cpu"
             };
+            let setting = if source == "--backend" {
+                "--backend cuda".to_string()
+            } else {
+                format!("{source}=cuda")
+            };
             match e {
                 gpu_core::Error::CudaUnavailable { reason } => {
-                    anyhow::anyhow!(
-                        "{source} cuda: the cuda backend cannot run ({reason}); {to_cpu}"
-                    )
+                    anyhow::anyhow!("{setting}: the cuda backend cannot run ({reason}); {to_cpu}")
                 }
-                other => anyhow::anyhow!("{source} cuda: {other}"),
+                other => anyhow::anyhow!("{setting}: {other}"),
             }
         }),
     }
