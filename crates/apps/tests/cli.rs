@@ -29,6 +29,12 @@ fn refused(args: &[&str], code: i32, says: &str) {
     assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
 }
 
+/// [`refused`] for a command line of plain words.
+#[track_caller]
+fn refused_line(args: &str, code: i32, says: &str) {
+    refused(&args.split_whitespace().collect::<Vec<_>>(), code, says);
+}
+
 /// An `(n, d)` float32 .npy file.
 fn npy_f32(n: usize, d: usize, values: &[f32]) -> Vec<u8> {
     let dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({n}, {d}), }}");
@@ -45,69 +51,46 @@ fn npy_f32(n: usize, d: usize, values: &[f32]) -> Vec<u8> {
 
 #[test]
 fn sizes_are_refused_before_anything_is_allocated() {
-    refused(&["anneal", "--n", "100000000000"], 2, "--n <N>");
-    refused(
-        &["anneal", "--n", "1", "--d", "4294967296", "--m", "1"],
-        2,
-        "--d <D>",
-    );
-    refused(&["vadd", "--n", "18446744073709551615"], 2, "--n <N>");
-    refused(&["vadd", "--n", "1e11"], 2, "out of range");
-    refused(&["batch", "--structures", "1e11"], 2, "--structures");
-    refused(&["vadd", "--n", "-1"], 2, "'-1'");
-    refused(&["vadd", "--n", "2.5e3"], 2, "not a whole number");
-    refused(&["vadd", "--reps", "0"], 2, "--reps <REPS>");
-    refused(&["anneal", "--iters", "0"], 2, "--iters");
-    refused(&["anneal", "--tol", "nan"], 2, "--tol");
-    refused(&["anneal", "--tol", "-1"], 2, "--tol");
-    refused(&["anneal", "--gpus", "0"], 2, "--gpus");
-    refused(&["bench", "--shape", "1x1"], 2, "--shape");
-    refused(
-        &["anneal", "--m", "2000", "--backend", "cpu"],
-        1,
-        "more anchors (2000) than points (1000)",
-    );
-    // Sizes within the flags' ranges that need more memory than any host here has.
-    refused(
-        &[
-            "anneal",
-            "--backend",
-            "cpu",
-            "--n",
-            "4000000000",
-            "--d",
-            "4000000000",
-            "--m",
-            "1",
-        ],
-        1,
-        "do not fit in memory addresses",
-    );
-    refused(
-        &[
-            "anneal",
-            "--backend",
-            "cpu",
-            "--n",
-            "4000000000",
-            "--d",
-            "1000",
-            "--m",
-            "1",
-        ],
-        1,
-        "of host memory but",
-    );
-    refused(
-        &["vadd", "--backend", "cpu", "--n", "4294967295"],
-        1,
-        "of host memory but",
-    );
+    // The last three are within the flags' ranges but need more memory
+    // (or address space) than any host here has.
+    for (args, code, says) in [
+        ("anneal --n 100000000000", 2, "--n <N>"),
+        ("anneal --n 1 --d 4294967296 --m 1", 2, "--d <D>"),
+        ("vadd --n 18446744073709551615", 2, "--n <N>"),
+        ("vadd --n 1e11", 2, "out of range"),
+        ("batch --structures 1e11", 2, "--structures"),
+        ("vadd --n -1", 2, "'-1'"),
+        ("vadd --n 2.5e3", 2, "not a whole number"),
+        ("vadd --reps 0", 2, "--reps <REPS>"),
+        ("anneal --iters 0", 2, "--iters"),
+        ("anneal --tol nan", 2, "--tol"),
+        ("anneal --tol -1", 2, "--tol"),
+        ("anneal --gpus 0", 2, "--gpus"),
+        ("bench --shape 1x1", 2, "--shape"),
+        (
+            "anneal --m 2000 --backend cpu",
+            1,
+            "more anchors (2000) than points (1000)",
+        ),
+        (
+            "anneal --backend cpu --n 4000000000 --d 4000000000 --m 1",
+            1,
+            "do not fit in memory addresses",
+        ),
+        (
+            "anneal --backend cpu --n 4000000000 --d 1000 --m 1",
+            1,
+            "of host memory but",
+        ),
+        ("vadd --backend cpu --n 4294967295", 1, "of host memory but"),
+    ] {
+        refused_line(args, code, says);
+    }
 }
 
 #[test]
 fn bad_names_name_the_flag_or_variable_set() {
-    refused(&["anneal", "--backend", "garbage"], 2, "--backend");
+    refused_line("anneal --backend garbage", 2, "--backend");
     let out = apps()
         .args(["vadd", "--n", "1000"])
         .env("KILN_BACKEND", "garbage")
@@ -119,14 +102,10 @@ fn bad_names_name_the_flag_or_variable_set() {
         "{stderr}"
     );
     assert_eq!(out.status.code(), Some(1));
-    refused(&["vadd", "--bogus"], 2, "--bogus");
-    refused(&["frobnicate"], 2, "frobnicate");
-    refused(&["anneal", "--npy", "/"], 1, "--npy /: is a directory");
-    refused(
-        &["anneal", "--npy", "/nonexistent.npy"],
-        1,
-        "--npy /nonexistent.npy",
-    );
+    refused_line("vadd --bogus", 2, "--bogus");
+    refused_line("frobnicate", 2, "frobnicate");
+    refused_line("anneal --npy /", 1, "--npy /: is a directory");
+    refused_line("anneal --npy /nonexistent.npy", 1, "--npy /nonexistent.npy");
 }
 
 #[test]
@@ -289,15 +268,8 @@ fn a_closed_stdout_ends_the_program_quietly() {
 
 #[test]
 fn bench_checks_its_output_path_first_and_writes_it_whole() {
-    refused(
-        &[
-            "bench",
-            "--quick",
-            "--backend",
-            "cpu",
-            "--json",
-            "/nonexistent/dir/out.json",
-        ],
+    refused_line(
+        "bench --quick --backend cpu --json /nonexistent/dir/out.json",
         1,
         "does not exist",
     );
