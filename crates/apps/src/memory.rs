@@ -83,8 +83,12 @@ pub fn check(
     }
 }
 
-/// Free memory of CUDA device `ordinal`, as the driver reports it.
+/// Free memory of CUDA device `ordinal`, as the driver reports it (`None`
+/// without a driver: cudarc's loader must not be asked then).
 pub fn device_free(ordinal: usize) -> Option<u64> {
+    if !gpu_core::driver_present() {
+        return None;
+    }
     let ctx = cudarc::driver::CudaContext::new(ordinal).ok()?;
     let (free, _total) = ctx.mem_get_info().ok()?;
     Some(free as u64)
