@@ -52,6 +52,14 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
     ),
     ("crates/apps/src/anneal/cpu/**", "AVX2 / AVX-512 intrinsics"),
     (
+        "crates/apps/src/anneal/gpu/sum.rs",
+        "the CUB sum: host fns of a static-library module over the C ABI",
+    ),
+    (
+        "crates/apps/src/bench/launch.rs",
+        "the raw cudarc launch that gpu-core's typed launch is measured against",
+    ),
+    (
         "crates/cuda-build/src/kernels.rs",
         "`jobserver::Client::from_env` (cargo's jobserver fds)",
     ),
