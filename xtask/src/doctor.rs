@@ -51,7 +51,25 @@ fn toolkit_problems(discovery: Option<&Discovery>) -> Vec<String> {
     let mut problems = Vec::new();
     let install_dir = crate::workspace::default_toolkit_dir();
     let repair = "run `cargo xtask toolkit install` to repair it";
-    if let Some(tk) = discovery.and_then(|d| d.toolkit.as_ref()) {
+    // The project-local install is verified file by file against its pins.
+    if install_dir.exists() {
+        match toolkit::Pins::load() {
+            Ok(pins) => {
+                if let Err(damage) = toolkit::verify(&install_dir, &pins) {
+                    problems.push(format!(
+                        "{}: {damage}; {repair}",
+                        crate::workspace::display(&install_dir)
+                    ));
+                }
+            }
+            Err(e) => problems.push(format!("{e:#}")),
+        }
+    }
+    // Any other toolkit, for the files a build needs.
+    let other = discovery
+        .and_then(|d| d.toolkit.as_ref())
+        .filter(|tk| problems.is_empty() || !tk.root.starts_with(&install_dir));
+    if let Some(tk) = other {
         let missing = toolkit::missing_essentials(&tk.root);
         if !missing.is_empty() {
             let named: Vec<String> = missing
@@ -64,7 +82,7 @@ fn toolkit_problems(discovery: Option<&Discovery>) -> Vec<String> {
                     format!("{file} ({why})")
                 })
                 .collect();
-            let advice = if tk.root.starts_with(&install_dir) || tk.found_by == "project-local" {
+            let advice = if tk.root.starts_with(&install_dir) {
                 repair.to_string()
             } else {
                 format!(
@@ -78,18 +96,6 @@ fn toolkit_problems(discovery: Option<&Discovery>) -> Vec<String> {
                 tk.found_by,
                 named.join(", ")
             ));
-        }
-    }
-    if install_dir.exists() {
-        match toolkit::Pins::load() {
-            Ok(pins) => match toolkit::verify(&install_dir, &pins) {
-                Ok(_) => {}
-                Err(damage) => problems.push(format!(
-                    "{}: {damage}; {repair}",
-                    crate::workspace::display(&install_dir)
-                )),
-            },
-            Err(e) => problems.push(format!("{e:#}")),
         }
     }
     problems

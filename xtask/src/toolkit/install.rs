@@ -6,6 +6,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -14,6 +15,7 @@ use super::pins::{normalise_name, split_pin};
 use super::{
     nvcc_release, sibling, verify, Installed, Pins, Record, CUDA_LINK, LIBCLANG_LINK, RECORD_FILE,
 };
+use crate::cli::usage_error;
 use crate::workspace;
 
 /// Oldest python3 the install is supported on.
@@ -24,9 +26,9 @@ const MIN_PYTHON: (u32, u32) = (3, 9);
 pub(super) fn install(dir: &Path) -> Result<()> {
     let pins = Pins::load()?;
     let shown = workspace::display(dir);
-    let parent = dir
-        .parent()
-        .context("the toolkit dir must not be the filesystem root; pass another --dir")?;
+    let parent = dir.parent().ok_or_else(|| {
+        usage_error!("the toolkit dir must not be the filesystem root; pass another --dir")
+    })?;
     std::fs::create_dir_all(parent)
         .with_context(|| format!("cannot create {}", parent.display()))?;
     // Held until the install is in place: a second install waits, then finds
@@ -46,6 +48,7 @@ pub(super) fn install(dir: &Path) -> Result<()> {
         Err(why) => why,
     };
     check_replaceable(dir)?;
+    stop_on_interrupt();
     println!(
         "toolkit: {why}; installing CUDA {} into {shown}",
         pins.cuda.version
@@ -65,12 +68,14 @@ pub(super) fn install(dir: &Path) -> Result<()> {
         .status()
         .context("cannot run python3; install python3 (>= 3.9) with its venv module")?;
     if !status.success() {
+        check_interrupted()?;
         bail!(
             "`python3 -m venv` failed ({status}); see its output above (if it names ensurepip, install python3-venv)"
         );
     }
 
     let requirements = pins.requirements();
+    check_interrupted()?;
     println!(
         "[2/4] installing {} pinned packages with pip: {}",
         requirements.len(),
@@ -78,6 +83,7 @@ pub(super) fn install(dir: &Path) -> Result<()> {
     );
     pip_install(&venv, &requirements)?;
 
+    check_interrupted()?;
     println!("[3/4] linking cuda and libclang; checking nvcc");
     let site = verify::site_packages(tmp).with_context(|| {
         format!(
@@ -117,6 +123,7 @@ pub(super) fn install(dir: &Path) -> Result<()> {
     std::fs::write(tmp.join(RECORD_FILE), record.to_toml()?)
         .with_context(|| format!("cannot write {RECORD_FILE} in {}", tmp.display()))?;
 
+    check_interrupted()?;
     println!("[4/4] moving into place at {shown}");
     staging.commit(
         dir,
@@ -146,6 +153,34 @@ pub(super) fn install(dir: &Path) -> Result<()> {
 fn up_to_date(dir: &Path, pins: &Pins) -> Result<String, String> {
     verify(dir, pins).map_err(|damage| damage.to_string())?;
     nvcc_release(&dir.join(CUDA_LINK)).map_err(|e| format!("{e:#}"))
+}
+
+/// Set by the signal handler: the user pressed Ctrl-C (or the install got
+/// SIGTERM).
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Turns Ctrl-C and SIGTERM into an error at the next step, so the staging
+/// dir is dropped (removed) on the way out instead of left behind. pip and
+/// python, in the same process group, get the signal too and fail their step.
+fn stop_on_interrupt() {
+    // Fails only if a handler is already set: then it is this one.
+    // No "second signal exits at once": `timeout` and shells deliver one
+    // Ctrl-C twice (to the process, then its group), and every step ends
+    // soon anyway, its child having got the signal too.
+    let _ = ctrlc::set_handler(|| {
+        if !INTERRUPTED.swap(true, Ordering::SeqCst) {
+            eprintln!(
+                "toolkit: interrupted; stopping after this step and removing the partial install"
+            );
+        }
+    });
+}
+
+fn check_interrupted() -> Result<()> {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        bail!("interrupted; the partial install was removed and the old one (if any) kept");
+    }
+    Ok(())
 }
 
 /// Removes what an interrupted install left beside DIR (the caller holds
@@ -212,13 +247,15 @@ fn check_replaceable(dir: &Path) -> Result<()> {
         return Ok(());
     }
     let empty = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none());
-    if empty || dir.join(RECORD_FILE).is_file() {
+    // An install whose record was lost still has its venv and cuda link.
+    let ours = dir.join("venv").is_dir() && dir.join(CUDA_LINK).is_symlink();
+    if empty || ours || dir.join(RECORD_FILE).is_file() {
         return Ok(());
     }
-    bail!(
+    Err(usage_error!(
         "{} exists and is not a toolkit install (no {RECORD_FILE}); remove it or pass another --dir",
         dir.display()
-    )
+    ))
 }
 
 /// Checks python3 is there, new enough and has venv; returns its version.
@@ -281,6 +318,7 @@ fn pip_install(venv: &Path, requirements: &[&str]) -> Result<()> {
     if status.success() {
         return Ok(());
     }
+    check_interrupted()?;
     let hint = "PyPI (https://pypi.org) must be reachable, or set PIP_INDEX_URL to a mirror";
     match pip_failure(&stderr_text, requirements) {
         Some((package, reason)) => {
@@ -390,9 +428,18 @@ impl StagingDir {
 
 impl Drop for StagingDir {
     fn drop(&mut self) {
-        if !self.committed {
-            // Best effort: the next install removes leftovers anyway.
-            let _ = std::fs::remove_dir_all(&self.path);
+        if self.committed {
+            return;
+        }
+        // On Ctrl-C a grandchild (venv's ensurepip) may still be writing
+        // into the dir for a moment, making one removal fail with "not
+        // empty"; a few tries outlast it. Best effort: the next install
+        // removes leftovers anyway.
+        for _ in 0..20 {
+            if std::fs::remove_dir_all(&self.path).is_ok() || !self.path.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
         }
     }
 }

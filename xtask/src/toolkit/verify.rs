@@ -114,8 +114,7 @@ pub(crate) fn verify(dir: &Path, pins: &Pins) -> Result<usize, Damage> {
                 (Err(_), _) => false,
             };
             if !whole {
-                let shown = prefix.join(&file).display().to_string();
-                broken.push((shown, requirement.to_string()));
+                broken.push((shown(&prefix.join(&file), &record), requirement.to_string()));
             }
         }
     }
@@ -130,6 +129,15 @@ pub(crate) fn verify(dir: &Path, pins: &Pins) -> Result<usize, Damage> {
         Ok(total)
     } else {
         Err(Damage::Files { broken, total })
+    }
+}
+
+/// `file` (relative to DIR) as the user reaches it: through DIR's `cuda`
+/// link when it is under the toolkit root.
+fn shown(file: &Path, record: &Record) -> String {
+    match file.strip_prefix(&record.installed.toolkit_root) {
+        Ok(rest) => Path::new(super::CUDA_LINK).join(rest).display().to_string(),
+        Err(_) => file.display().to_string(),
     }
 }
 
@@ -252,7 +260,7 @@ mod tests {
         assert_eq!(
             damage.to_string(),
             "damaged: 1 of the 9 files the pins promise missing or changed: \
-             venv/lib/python3.11/site-packages/nvidia/cu13/nvvm/bin/cicc (nvidia-nvvm==13.0.88)"
+             cuda/nvvm/bin/cicc (nvidia-nvvm==13.0.88)"
         );
         assert_eq!(
             missing_essentials(&cu13)[..2],
