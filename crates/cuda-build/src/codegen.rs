@@ -4,18 +4,44 @@
 //! libclang; [`crate::bindings::header_fingerprint`] (no libclang) tells a test
 //! when a header changed and the committed file did not.
 //!
+//! The headers are read as nvcc reads them, as C++ (`-x c++ -std=c++17`, with
+//! `KILN_BINDGEN` defined and `__CUDACC__` not), after the preprocessor: a
+//! kernel family written by a macro is seen kernel by kernel. clang is given
+//! the toolkit's headers and the compiler's builtin headers
+//! ([`Codegen::toolkit`], `includes`), and a libclang walk (`scan`) reads
+//! what bindgen does not expose: the header each declaration expands in, and
+//! whether a prototype was written with `KILN_HOST_API`.
+//!
 //! The output has three modules:
-//! - `types`: the headers' structs and typedefs, with bindgen's compile-time
-//!   size/align/offset asserts, and a `GpuRepr` impl for every struct whose
-//!   fields are all plain numbers (or arrays or structs of them);
+//! - `types`: the headers' structs, enums and typedefs, with bindgen's
+//!   compile-time size/align/offset asserts (and ours for enums), and a
+//!   `GpuRepr` + `AbiParam` impl for every struct whose fields are all plain
+//!   numbers (or arrays, enums or structs of them) and for every enum;
 //! - `kernels`: one marker type per `KILN_KERNEL(name, ...)` declaration,
 //!   implementing `KernelDecl` with the C parameter types;
-//! - `host`: the `extern "C"` host functions (static-library modules).
+//! - `host`: the prototypes written with `KILN_HOST_API` (host functions of
+//!   static-library modules).
+//!
+//! Types: `size_t`/`ptrdiff_t` become `usize`/`isize` (a kernel taking one
+//! asserts at compile time that the target's is as wide as clang's, so a
+//! 32-bit target fails to compile), `__half`/`half` `::half::f16`,
+//! `__nv_bfloat16`/`nv_bfloat16` `::half::bf16` (the generated code then needs
+//! the `half` crate). C enums become bindgen's newtype consts (a
+//! `#[repr(transparent)]` struct over the enum's underlying integer, the
+//! enumerators as associated consts), not Rust enums: a C enum may hold any
+//! value of its type (flags, values added by a newer header), and `GpuRepr`
+//! promises that every bit pattern read back from the GPU is valid, which a
+//! Rust enum breaks.
+//!
+//! A prototype that is neither a kernel nor written with `KILN_HOST_API` gets
+//! no binding and a warning naming it ([`Generated::warnings`]): nothing
+//! promises that a static-library module defines it.
 
-use std::fmt::Write as _;
+mod assemble;
+mod includes;
+mod scan;
+
 use std::path::{Path, PathBuf};
-
-use quote::ToTokens;
 
 use crate::bindings::{header_fingerprint, list_headers, FINGERPRINT_PREFIX};
 use crate::error::Error;
@@ -23,14 +49,38 @@ use crate::error::Error;
 /// The prefix `KILN_KERNEL` gives kernel prototypes under `KILN_BINDGEN`.
 const KERNEL_PREFIX: &str = "kiln_kernel__";
 
+/// The name of the header that includes every header of the include dir.
+const WRAPPER: &str = "kiln_codegen_wrapper.h";
+
+/// C type names (from `cuda_fp16.h`, `cuda_bf16.h`) and the Rust types that
+/// stand for them.
+const HALF_TYPES: [(&str, &str); 4] = [
+    ("__half", "::half::f16"),
+    ("half", "::half::f16"),
+    ("__nv_bfloat16", "::half::bf16"),
+    ("nv_bfloat16", "::half::bf16"),
+];
+
 /// What to generate bindings from, and for which crate.
 #[derive(Debug, Clone)]
 pub struct Codegen {
     include_dir: PathBuf,
     extra_include_dirs: Vec<PathBuf>,
+    toolkit: Option<PathBuf>,
     command: String,
     abi_path: String,
     new_type_aliases: Vec<String>,
+}
+
+/// The generated file, and what codegen warns about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Generated {
+    /// The formatted Rust file.
+    pub text: String,
+    /// One line per declaration that got no binding, naming it and its header
+    /// (a build script prints each as `cargo::warning=`).
+    pub warnings: Vec<String>,
 }
 
 impl Codegen {
@@ -41,6 +91,7 @@ impl Codegen {
         Self {
             include_dir: include_dir.into(),
             extra_include_dirs: Vec::new(),
+            toolkit: None,
             command: "cargo xtask codegen".into(),
             abi_path: "crate::abi".into(),
             new_type_aliases: Vec::new(),
@@ -63,6 +114,15 @@ impl Codegen {
         self
     }
 
+    /// The CUDA toolkit whose headers (`<root>/include`, and
+    /// `<root>/include/cccl` where it exists) clang sees. Default: the
+    /// toolkit a kernel build finds (`NVCC`, `CUDA_PATH`, ..., `PATH`); with
+    /// none, headers that include CUDA's fail with clang's "file not found".
+    pub fn toolkit(mut self, root: impl Into<PathBuf>) -> Self {
+        self.toolkit = Some(root.into());
+        self
+    }
+
     /// The command that regenerates the file, named in its `@generated`
     /// line (default `cargo xtask codegen`, kiln's own).
     pub fn regenerate_with(mut self, command: &str) -> Self {
@@ -77,8 +137,9 @@ impl Codegen {
         self
     }
 
-    /// Runs bindgen and returns the formatted file.
-    pub fn generate(&self) -> Result<String, Error> {
+    /// Runs bindgen and the libclang walk, and returns the formatted file
+    /// with the warnings.
+    pub fn generate(&self) -> Result<Generated, Error> {
         let headers = list_headers(&self.include_dir)?;
         let wrapper: String = headers
             .iter()
@@ -89,19 +150,73 @@ impl Codegen {
                 )
             })
             .collect();
+        let libclang = scan::load_libclang().map_err(|e| {
+            codegen_error(format!(
+                "cannot load libclang ({e}); set LIBCLANG_PATH to the directory holding libclang.so"
+            ))
+        })?;
+        let toolkit = self.toolkit.clone().or_else(includes::discovered_toolkit);
+        let args = self.clang_args(toolkit.as_deref(), &libclang);
+        let raw = self.bindgen(&wrapper, &args).map_err(|e| {
+            let hint = if toolkit.is_none() && e.contains("file not found") {
+                " (no CUDA toolkit was found for its headers: set CUDA_PATH or call Codegen::toolkit)"
+            } else {
+                ""
+            };
+            codegen_error(format!("bindgen failed: {e}{hint}"))
+        })?;
+        let mut file = syn::parse_file(&raw)
+            .map_err(|e| codegen_error(format!("bindgen output does not parse: {e}")))?;
+        assemble::map_half_types(&mut file);
+        let scan =
+            scan::scan(WRAPPER, &wrapper, &args, &self.include_dir).map_err(codegen_error)?;
+        let fingerprint = header_fingerprint(&self.include_dir)?;
+        let (text, warnings) = assemble::assemble(&file, &scan, &self.abi_path)?;
+        let formatted = syn::parse_file(&text)
+            .map_err(|e| codegen_error(format!("generated code does not parse: {e}")))?;
+        Ok(Generated {
+            text: format!(
+                "// @generated by `{}` from {}/*.h. Do not edit.\n{FINGERPRINT_PREFIX}{fingerprint}\n{}",
+                self.command,
+                last_components(&self.include_dir),
+                prettyplease::unparse(&formatted)
+            ),
+            warnings,
+        })
+    }
+
+    /// clang's command line: C++ as nvcc reads the headers, our include dirs,
+    /// then the toolkit's and the builtin headers as system headers.
+    fn clang_args(&self, toolkit: Option<&Path>, libclang: &Path) -> Vec<String> {
+        let mut args: Vec<String> = ["-x", "c++", "-std=c++17", "-DKILN_BINDGEN"]
+            .map(String::from)
+            .to_vec();
+        args.push(format!("-I{}", self.include_dir.display()));
+        args.extend(
+            self.extra_include_dirs
+                .iter()
+                .map(|dir| format!("-I{}", dir.display())),
+        );
+        let system = toolkit
+            .map(includes::toolkit_include_dirs)
+            .unwrap_or_default()
+            .into_iter()
+            .chain(includes::builtin_include_dir(libclang));
+        for dir in system {
+            args.push("-isystem".into());
+            args.push(dir.display().to_string());
+        }
+        args
+    }
+
+    fn bindgen(&self, wrapper: &str, args: &[String]) -> Result<String, String> {
         let include_regex = format!(
             "{}/.*",
             regex_escape(&self.include_dir.display().to_string())
         );
         let mut builder = bindgen::Builder::default()
-            .header_contents("kiln_codegen_wrapper.h", &wrapper)
-            .clang_args(["-x", "c", "-std=c11", "-DKILN_BINDGEN"])
-            .clang_arg(format!("-I{}", self.include_dir.display()))
-            .clang_args(
-                self.extra_include_dirs
-                    .iter()
-                    .map(|dir| format!("-I{}", dir.display())),
-            )
+            .header_contents(WRAPPER, wrapper)
+            .clang_args(args)
             .allowlist_file(&include_regex)
             .use_core()
             .derive_default(true)
@@ -109,243 +224,28 @@ impl Codegen {
             .derive_partialeq(true)
             .layout_tests(true)
             .generate_comments(true)
+            .size_t_is_usize(true)
+            .default_enum_style(bindgen::EnumVariation::NewType {
+                is_bitfield: false,
+                is_global: false,
+            })
+            .prepend_enum_name(false)
             .formatter(bindgen::Formatter::None);
+        for (c_name, _) in HALF_TYPES {
+            builder = builder.blocklist_type(c_name);
+        }
         for alias in &self.new_type_aliases {
             builder = builder.new_type_alias(alias);
         }
-        let raw = builder
+        builder
             .generate()
-            .map_err(|e| Error::Codegen {
-                message: format!("bindgen failed: {e}"),
-            })?
-            .to_string();
-        let file = syn::parse_file(&raw).map_err(|e| Error::Codegen {
-            message: format!("bindgen output does not parse: {e}"),
-        })?;
-        let fingerprint = header_fingerprint(&self.include_dir)?;
-        let text = self.assemble(file, &headers)?;
-        let formatted = syn::parse_file(&text).map_err(|e| Error::Codegen {
-            message: format!("generated code does not parse: {e}"),
-        })?;
-        Ok(format!(
-            "// @generated by `{}` from {}/*.h. Do not edit.\n{FINGERPRINT_PREFIX}{fingerprint}\n{}",
-            self.command,
-            last_components(&self.include_dir),
-            prettyplease::unparse(&formatted)
-        ))
-    }
-
-    fn assemble(&self, file: syn::File, headers: &[PathBuf]) -> Result<String, Error> {
-        let abi = &self.abi_path;
-        let mut types = String::new();
-        let mut kernels = String::new();
-        let mut kernel_names: Vec<String> = Vec::new();
-        let mut host = String::new();
-        let mut plain_structs: Vec<String> = Vec::new();
-        let mut structs: Vec<&syn::ItemStruct> = Vec::new();
-        for item in &file.items {
-            match item {
-                syn::Item::ForeignMod(foreign) => {
-                    for f in &foreign.items {
-                        let syn::ForeignItem::Fn(func) = f else {
-                            host.push_str(&f.to_token_stream().to_string());
-                            continue;
-                        };
-                        let name = func.sig.ident.to_string();
-                        match name.strip_prefix(KERNEL_PREFIX) {
-                            Some(kernel) => {
-                                kernels.push_str(&kernel_decl(kernel, func, headers, abi)?);
-                                kernel_names.push(kernel.to_string());
-                            }
-                            None => {
-                                let _ =
-                                    writeln!(host, "extern \"C\" {{ {} }}", func.to_token_stream());
-                            }
-                        }
-                    }
-                }
-                syn::Item::Struct(s) => {
-                    structs.push(s);
-                    types.push_str(&item.to_token_stream().to_string());
-                    types.push('\n');
-                }
-                other => {
-                    types.push_str(&other.to_token_stream().to_string());
-                    types.push('\n');
-                }
-            }
-        }
-        // A struct is plain when every field is a number, an array of plain
-        // values, or a plain struct; settle the order by iterating.
-        loop {
-            let before = plain_structs.len();
-            for s in &structs {
-                let name = s.ident.to_string();
-                if !plain_structs.contains(&name) && is_plain_struct(s, &plain_structs) {
-                    plain_structs.push(name);
-                }
-            }
-            if plain_structs.len() == before {
-                break;
-            }
-        }
-        for s in structs
-            .iter()
-            .filter(|s| plain_structs.contains(&s.ident.to_string()))
-        {
-            types.push_str(&gpu_repr_impl(s, abi));
-        }
-        let infos: Vec<String> = kernel_names
-            .iter()
-            .map(|k| format!("{abi}::KernelInfo::of::<{k}>()"))
-            .collect();
-        let _ = write!(
-            kernels,
-            "/// Every kernel declared in the headers.\npub static ALL: &[{abi}::KernelInfo] = &[{}];",
-            infos.join(", ")
-        );
-        Ok(format!(
-            "#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code, unreachable_pub, clippy::all, clippy::undocumented_unsafe_blocks)]\n\
-             /// `#[repr(C)]` types and typedefs from the headers.\n\
-             ///\n\
-             /// SAFETY of every `GpuRepr` impl here: bindgen generated the type\n\
-             /// `#[repr(C)]` from the header and asserts its size, alignment and\n\
-             /// field offsets against clang's at compile time (the `const _` blocks);\n\
-             /// an impl is generated only when every field is a plain number or an\n\
-             /// array or struct of them, so every bit pattern is a valid value.\n\
-             pub mod types {{ {types} }}\n\
-             /// One marker type per kernel declared with `KILN_KERNEL`.\n\
-             ///\n\
-             /// SAFETY of every `KernelDecl` impl here: `NAME` and `Params` come from\n\
-             /// the `KILN_KERNEL` line in the header, which under nvcc is the kernel's\n\
-             /// own `extern \"C\"` declaration, so its definition must match it.\n\
-             pub mod kernels {{ #[allow(unused_imports)] use super::types::*; {kernels} }}\n\
-             /// Host functions of static-library modules.\n\
-             pub mod host {{ #[allow(unused_imports)] use super::types::*; {host} }}\n"
-        ))
+            .map(|bindings| bindings.to_string())
+            .map_err(|e| e.to_string())
     }
 }
 
-fn kernel_decl(
-    kernel: &str,
-    func: &syn::ForeignItemFn,
-    headers: &[PathBuf],
-    abi: &str,
-) -> Result<String, Error> {
-    let mut names = Vec::new();
-    let mut types = Vec::new();
-    for input in &func.sig.inputs {
-        let syn::FnArg::Typed(arg) = input else {
-            continue;
-        };
-        names.push(format!("{:?}", arg.pat.to_token_stream().to_string()));
-        types.push(arg.ty.to_token_stream().to_string());
-    }
-    let header = header_declaring(kernel, headers)?;
-    let params = match types.len() {
-        1 => format!("({},)", types[0]),
-        _ => format!("({})", types.join(", ")),
-    };
-    let layout: Vec<String> = types
-        .iter()
-        .map(|t| format!("(::core::mem::size_of::<{t}>(), ::core::mem::align_of::<{t}>())"))
-        .collect();
-    Ok(format!(
-        "#[doc = \" `{kernel}` from `{header}`.\"]\n#[derive(Debug, Clone, Copy)]\npub struct {kernel};\n\
-         unsafe impl {abi}::KernelDecl for {kernel} {{\n\
-         const NAME: &'static str = {kernel:?};\n\
-         const HEADER: &'static str = {header:?};\n\
-         const PARAM_NAMES: &'static [&'static str] = &[{}];\n\
-         const PARAM_LAYOUT: &'static [(usize, usize)] = &[{}];\n\
-         type Params = {params};\n}}\n",
-        names.join(", "),
-        layout.join(", ")
-    ))
-}
-
-/// The header whose text declares `KILN_KERNEL(kernel, ...)`.
-fn header_declaring(kernel: &str, headers: &[PathBuf]) -> Result<String, Error> {
-    for header in headers {
-        let text = std::fs::read_to_string(header).map_err(|source| Error::Io {
-            path: header.clone(),
-            source,
-        })?;
-        let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-        if compact.contains(&format!("KILN_KERNEL({kernel},"))
-            || compact.contains(&format!("KILN_KERNEL({kernel})"))
-        {
-            return Ok(header
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned());
-        }
-    }
-    Err(Error::Codegen {
-        message: format!("kernel `{kernel}` is declared by no header in the include dir"),
-    })
-}
-
-fn is_plain_type(ty: &syn::Type, plain_structs: &[String]) -> bool {
-    match ty {
-        syn::Type::Array(a) => is_plain_type(&a.elem, plain_structs),
-        syn::Type::Path(p) => {
-            let name = p
-                .path
-                .segments
-                .last()
-                .map(|s| s.ident.to_string())
-                .unwrap_or_default();
-            matches!(
-                name.as_str(),
-                "u8" | "i8" | "u16" | "i16" | "u32" | "i32" | "u64" | "i64" | "f32" | "f64"
-            ) || plain_structs.contains(&name)
-        }
-        _ => false,
-    }
-}
-
-fn is_plain_struct(s: &syn::ItemStruct, plain_structs: &[String]) -> bool {
-    let syn::Fields::Named(fields) = &s.fields else {
-        return false;
-    };
-    !fields.named.is_empty()
-        && fields.named.iter().all(|f| {
-            let name = f
-                .ident
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default();
-            !name.starts_with("_unused") && is_plain_type(&f.ty, plain_structs)
-        })
-}
-
-fn gpu_repr_impl(s: &syn::ItemStruct, abi: &str) -> String {
-    let name = s.ident.to_string();
-    let syn::Fields::Named(fields) = &s.fields else {
-        return String::new();
-    };
-    let offsets: Vec<String> = fields
-        .named
-        .iter()
-        .filter_map(|f| f.ident.as_ref())
-        .filter(|f| !f.to_string().starts_with("__bindgen"))
-        .map(|f| {
-            format!(
-                "({:?}, ::core::mem::offset_of!({name}, {f}))",
-                f.to_string()
-            )
-        })
-        .collect();
-    format!(
-        "unsafe impl {abi}::GpuRepr for {name} {{\n\
-         const C_NAME: &'static str = {name:?};\n\
-         const SIZE: usize = ::core::mem::size_of::<{name}>();\n\
-         const ALIGN: usize = ::core::mem::align_of::<{name}>();\n\
-         const FIELD_OFFSETS: &'static [(&'static str, usize)] = &[{}];\n}}\n\
-         impl {abi}::AbiParam for {name} {{ type Kind = {abi}::param_kind::ByValue<{name}>; }}\n",
-        offsets.join(", ")
-    )
+fn codegen_error(message: String) -> Error {
+    Error::Codegen { message }
 }
 
 /// `kernels/include` for `/ws/kernels/include`: stable across checkouts.
