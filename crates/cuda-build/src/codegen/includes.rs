@@ -73,3 +73,33 @@ fn ask(program: &Path, flag: &str) -> Option<PathBuf> {
     let path = PathBuf::from(text.trim());
     path.is_absolute().then_some(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llvm_layout_gives_the_newest_resource_dir_with_builtins() {
+        let lib = std::env::temp_dir().join(format!("kiln-includes-{}", std::process::id()));
+        for (version, builtins) in [("17", true), ("18", true), ("19", false)] {
+            let include = lib.join("clang").join(version).join("include");
+            std::fs::create_dir_all(&include).unwrap();
+            if builtins {
+                std::fs::write(include.join("stddef.h"), "").unwrap();
+            }
+        }
+        std::fs::write(lib.join("libclang.so"), "").unwrap();
+        assert_eq!(
+            builtin_include_dir(&lib.join("libclang.so")),
+            Some(lib.join("clang/18/include")),
+            "19 has no stddef.h"
+        );
+        std::fs::create_dir_all(lib.join("cuda/include")).unwrap();
+        assert_eq!(
+            toolkit_include_dirs(&lib.join("cuda")),
+            [lib.join("cuda/include")],
+            "no cccl dir before CUDA 13"
+        );
+        std::fs::remove_dir_all(&lib).unwrap();
+    }
+}
