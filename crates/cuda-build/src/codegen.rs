@@ -33,9 +33,13 @@
 //! promises that every bit pattern read back from the GPU is valid, which a
 //! Rust enum breaks.
 //!
-//! A prototype that is neither a kernel nor written with `KILN_HOST_API` gets
-//! no binding and a warning naming it ([`Generated::warnings`]): nothing
-//! promises that a static-library module defines it.
+//! The rule for prototypes in the include dir: `KILN_KERNEL` makes a kernel;
+//! one written with `KILN_HOST_API` (directly, or through a macro whose
+//! definition uses it) a host function; a `__device__` one is device code
+//! (separate compilation) and gets no binding; any other, including a
+//! `__global__` one declared without `KILN_KERNEL`, gets no binding and a
+//! warning naming it ([`Generated::warnings`]): nothing promises that a
+//! static-library module defines it.
 
 mod assemble;
 mod includes;
@@ -51,6 +55,22 @@ const KERNEL_PREFIX: &str = "kiln_kernel__";
 
 /// The name of the header that includes every header of the include dir.
 const WRAPPER: &str = "kiln_codegen_wrapper.h";
+
+/// The top of the wrapper. nvcc predefines CUDA's keywords; outside nvcc a
+/// header that uses them without including a CUDA header would not parse.
+/// They are defined here as the toolkit's `crt/host_defines.h` defines them
+/// outside nvcc (it keeps a definition it finds), except that `__device__`
+/// and `__global__` leave a mark the libclang walk reads.
+const PRELUDE: &str = "#define __host__\n\
+#define __device__ __attribute__((annotate(\"kiln_codegen:device\")))\n\
+#define __global__ __attribute__((annotate(\"kiln_codegen:global\")))\n\
+#define __shared__\n\
+#define __constant__\n\
+#define __managed__\n\
+#define __grid_constant__\n\
+#define __launch_bounds__(...)\n\
+#define __forceinline__ __inline__ __attribute__((always_inline))\n\
+#define __align__(n) __attribute__((aligned(n)))\n";
 
 /// C type names (from `cuda_fp16.h`, `cuda_bf16.h`) and the Rust types that
 /// stand for them.
@@ -141,14 +161,13 @@ impl Codegen {
     /// with the warnings.
     pub fn generate(&self) -> Result<Generated, Error> {
         let headers = list_headers(&self.include_dir)?;
-        let wrapper: String = headers
-            .iter()
-            .map(|h| {
+        let wrapper: String = std::iter::once(PRELUDE.to_string())
+            .chain(headers.iter().map(|h| {
                 format!(
                     "#include \"{}\"\n",
                     h.file_name().unwrap_or_default().to_string_lossy()
                 )
-            })
+            }))
             .collect();
         let libclang = scan::load_libclang().map_err(|e| {
             codegen_error(format!(

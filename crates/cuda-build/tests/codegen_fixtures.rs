@@ -106,14 +106,18 @@ fn structs_and_enums_by_value() {
 
 #[test]
 fn plain_prototype_is_a_warning_and_gets_no_binding() {
-    let warning = "launch.h:20: `launch_saxpy_unchecked` is a plain prototype, neither a kernel \
-                   (KILN_KERNEL) nor a host function (KILN_HOST_API), so it gets no binding; \
-                   declare it with KILN_HOST_API if a static-library module defines it, or \
-                   move it out of the include dir";
-    let Some(text) = check("plain_prototype", &[warning]) else {
+    let plain = "launch.h:23: `launch_saxpy_unchecked` is a plain prototype, neither a kernel \
+                 (KILN_KERNEL) nor a host function (KILN_HOST_API), so it gets no binding; \
+                 declare it with KILN_HOST_API if a static-library module defines it, or move \
+                 it out of the include dir";
+    let global = "launch.h:25: `scale_raw` is declared __global__ without KILN_KERNEL, so it \
+                  gets no typed launch; declare it with KILN_KERNEL(scale_raw, params...)";
+    let Some(text) = check("plain_prototype", &[plain, global]) else {
         return;
     };
-    assert!(!text.contains("launch_saxpy_unchecked"));
+    for unbound in ["launch_saxpy_unchecked", "scale_raw", "fixture_"] {
+        assert!(!text.contains(unbound), "{unbound} has a binding");
+    }
     assert!(text.contains("pub fn saxpy_launch(") && text.contains("pub fn sum_launch("));
 }
 

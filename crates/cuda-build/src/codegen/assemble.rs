@@ -64,6 +64,11 @@ pub(super) fn assemble(
                         (_, Some(p)) if p.role == Role::HostApi => {
                             let _ = writeln!(host, "extern \"C\" {{ {} }}", without_link_name(func));
                         }
+                        (_, Some(p)) if p.role == Role::Device => {} // device code, by design
+                        (_, Some(p)) if p.role == Role::Global => warnings.push(format!(
+                            "{}:{}: `{name}` is declared __global__ without KILN_KERNEL, so it gets no typed launch; declare it with KILN_KERNEL({name}, params...)",
+                            p.header, p.line
+                        )),
                         (_, Some(p)) => warnings.push(format!(
                             "{}:{}: `{name}` is a plain prototype, neither a kernel (KILN_KERNEL) nor a host function (KILN_HOST_API), so it gets no binding; declare it with KILN_HOST_API if a static-library module defines it, or move it out of the include dir",
                             p.header, p.line

@@ -23,11 +23,11 @@ use clang_sys::{
     clang_getTokenKind, clang_getTokenSpelling, clang_getTranslationUnitCursor,
     clang_getTypedefDeclUnderlyingType, clang_parseTranslationUnit2, clang_tokenize,
     clang_visitChildren, CXChildVisitResult, CXChildVisit_Continue, CXChildVisit_Recurse,
-    CXClientData, CXCursor, CXCursor_EnumDecl, CXCursor_FunctionDecl, CXCursor_LinkageSpec,
-    CXCursor_MacroDefinition, CXCursor_MacroExpansion, CXCursor_TypedefDecl, CXError_Success,
-    CXFile, CXSourceLocation, CXString, CXToken, CXToken_Identifier, CXTranslationUnit,
-    CXTranslationUnit_DetailedPreprocessingRecord, CXTranslationUnit_SkipFunctionBodies, CXType,
-    CXType_Enum, CXUnsavedFile, CX_SC_Static,
+    CXClientData, CXCursor, CXCursor_AnnotateAttr, CXCursor_EnumDecl, CXCursor_FunctionDecl,
+    CXCursor_LinkageSpec, CXCursor_MacroDefinition, CXCursor_MacroExpansion, CXCursor_TypedefDecl,
+    CXError_Success, CXFile, CXSourceLocation, CXString, CXToken, CXToken_Identifier,
+    CXTranslationUnit, CXTranslationUnit_DetailedPreprocessingRecord,
+    CXTranslationUnit_SkipFunctionBodies, CXType, CXType_Enum, CXUnsavedFile, CX_SC_Static,
 };
 
 /// The macro that marks a host function of a static-library module.
@@ -40,9 +40,17 @@ pub(super) enum Role {
     Kernel,
     /// Written with `KILN_HOST_API`.
     HostApi,
-    /// Neither: a plain prototype.
+    /// A `__device__` function (not callable from the host; no binding).
+    Device,
+    /// A `__global__` function declared without `KILN_KERNEL`.
+    Global,
+    /// None of these: a plain prototype.
     Plain,
 }
+
+/// The marks [`PRELUDE`](super::PRELUDE) gives `__device__` and `__global__`.
+pub(super) const DEVICE_MARK: &str = "kiln_codegen:device";
+pub(super) const GLOBAL_MARK: &str = "kiln_codegen:global";
 
 /// A function prototype declared in a header of the include dir.
 #[derive(Debug, Clone)]
@@ -259,8 +267,13 @@ impl Walk {
                 size_of_type(ty)
             })
             .collect();
+        let marks = annotations(cursor);
         let role = if name.starts_with(super::KERNEL_PREFIX) {
             Role::Kernel
+        } else if marks.iter().any(|m| m == GLOBAL_MARK) {
+            Role::Global
+        } else if marks.iter().any(|m| m == DEVICE_MARK) {
+            Role::Device
         } else {
             Role::Plain // settled in `finish`, once every macro is known
         };
@@ -380,6 +393,24 @@ impl Walk {
         }
         self.scan
     }
+}
+
+/// The `annotate("...")` attributes of a declaration.
+fn annotations(cursor: CXCursor) -> Vec<String> {
+    extern "C" fn collect(child: CXCursor, _: CXCursor, data: CXClientData) -> CXChildVisitResult {
+        // SAFETY: `data` is the `Vec` that `annotations` passed, alive for the walk.
+        let found = unsafe { &mut *data.cast::<Vec<String>>() };
+        // SAFETY: the child belongs to the live unit.
+        if unsafe { clang_getCursorKind(child) } == CXCursor_AnnotateAttr {
+            found.push(spelling(child));
+        }
+        CXChildVisit_Continue
+    }
+    let mut found: Vec<String> = Vec::new();
+    // SAFETY: the cursor belongs to the live unit; `found` outlives the call
+    // and is touched only by the visitor meanwhile.
+    unsafe { clang_visitChildren(cursor, collect, ptr::from_mut(&mut found).cast::<c_void>()) };
+    found
 }
 
 fn size_of_type(ty: CXType) -> Option<u64> {
