@@ -2,8 +2,9 @@
 //! pattern under `tests/fixtures/codegen/`: a macro-generated dtype family
 //! with `size_t`/`ptrdiff_t` and CUDA's half types (`dtypes`), structs and
 //! enums by value (`by_value`), host functions beside a plain prototype
-//! (`plain_prototype`). Each generated file is pinned by an insta snapshot,
-//! and all of them are compiled together in a scratch crate against the ABI
+//! (`plain_prototype`), an enum from a toolkit header (`toolkit_enum`). Each
+//! generated file but the last is pinned by an insta snapshot, and all of
+//! them are compiled together in a scratch crate against the ABI
 //! vocabulary (`generated_code_compiles`).
 //!
 //! Needs libclang and the CUDA toolkit's headers: `LIBCLANG_PATH` and
@@ -19,7 +20,7 @@ use std::sync::OnceLock;
 use cuda_build::codegen::{Codegen, Generated};
 
 /// The fixtures, by dir name.
-const FIXTURES: [&str; 3] = ["dtypes", "by_value", "plain_prototype"];
+const FIXTURES: [&str; 4] = ["dtypes", "by_value", "plain_prototype", "toolkit_enum"];
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -121,6 +122,25 @@ fn plain_prototype_is_a_warning_and_gets_no_binding() {
     assert!(text.contains("pub fn saxpy_launch(") && text.contains("pub fn sum_launch("));
 }
 
+/// Not a snapshot: the enumerators follow the toolkit's version.
+#[test]
+fn enum_from_a_toolkit_header_by_value() {
+    let Some(generated) = generate("toolkit_enum") else {
+        return;
+    };
+    assert_eq!(generated.warnings, Vec::<String>::new());
+    let text = generated.text;
+    for expected in [
+        "pub struct cudaDataType_t(pub ::core::ffi::c_uint);",
+        "pub const CUDA_R_16BF: cudaDataType_t = cudaDataType_t(14);",
+        "unsafe impl crate::abi::GpuRepr for cudaDataType_t {",
+        "impl crate::abi::AbiParam for cudaDataType_t {",
+        "const HEADER: &'static str = \"convert.h\";",
+    ] {
+        assert!(text.contains(expected), "no `{expected}` in:\n{text}");
+    }
+}
+
 /// The generated files compile, with every const layout assert evaluated,
 /// and the parameter types are the Rust types the C types promise.
 #[test]
@@ -154,7 +174,7 @@ fn generated_code_compiles() {
     write(
         &krate.join("src/lib.rs"),
         &format!(
-            "#[path = {:?}]\npub mod abi;\n{local_impls}\npub mod dtypes;\npub mod by_value;\npub mod plain_prototype;\n{TYPE_CHECKS}",
+            "#[path = {:?}]\npub mod abi;\n{local_impls}\npub mod dtypes;\npub mod by_value;\npub mod plain_prototype;\npub mod toolkit_enum;\n{TYPE_CHECKS}",
             abi.canonicalize().unwrap()
         ),
     );
@@ -257,6 +277,17 @@ pub fn checks() {
     by_value::<fixture_params>();
     by_value::<fixture_boundary>();
     by_value::<fixture_precision>();
+    by_value::<toolkit_enum::types::cudaDataType>();
+    let _: (*const core::ffi::c_void, toolkit_enum::types::cudaDataType) = {
+        let p = params::<toolkit_enum::kernels::convert>((
+            core::ptr::null(),
+            toolkit_enum::types::cudaDataType::CUDA_R_16F,
+            core::ptr::null_mut(),
+            toolkit_enum::types::cudaDataType::CUDA_R_32F,
+            0,
+        ));
+        (p.0, p.1)
+    };
     assert_eq!(plain_prototype::kernels::ALL.len(), 1);
 }
 "#;

@@ -2,7 +2,7 @@
 //! translation unit: for every prototype in the include dir, the header whose
 //! text declares it after macro expansion, whether it was written with
 //! `KILN_HOST_API` (directly or through a macro whose definition uses it), and
-//! clang's size of each kernel parameter; and the size of every enum.
+//! clang's size of each kernel parameter; and the size of every top-level enum.
 //!
 //! All of it comes from source locations, so a kernel family written by a
 //! user's macro (`ELEMENTWISE(float, f32)` expanding to `KILN_KERNEL(...)`) is
@@ -67,7 +67,7 @@ pub(super) struct Prototype {
     pub(super) param_sizes: Vec<Option<u64>>,
 }
 
-/// clang's size and alignment of an enum declared in the include dir.
+/// clang's size and alignment of an enum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Layout {
     pub(super) size: u64,
@@ -79,7 +79,7 @@ pub(super) struct Layout {
 pub(super) struct Scan {
     /// Every prototype in the include dir, in source order.
     pub(super) prototypes: Vec<Prototype>,
-    /// Every enum (by tag or typedef name) in the include dir.
+    /// Every enum (by tag or typedef name) declared at the top level.
     pub(super) enums: HashMap<String, Layout>,
 }
 
@@ -216,6 +216,12 @@ impl Walk {
             }
             return CXChildVisit_Continue;
         }
+        if kind == CXCursor_EnumDecl || kind == CXCursor_TypedefDecl {
+            // Wherever declared: bindgen binds an enum from a toolkit header
+            // when a kernel in the include dir takes it.
+            self.enum_layout(cursor, kind);
+            return CXChildVisit_Continue;
+        }
         let Some((file, offset, line)) = file_location(
             // SAFETY: as above.
             unsafe { clang_getCursorLocation(cursor) },
@@ -229,8 +235,6 @@ impl Walk {
             self.expansions.insert((file, offset), spelling(cursor));
         } else if kind == CXCursor_FunctionDecl {
             self.function(cursor, parent, header, line);
-        } else if kind == CXCursor_EnumDecl || kind == CXCursor_TypedefDecl {
-            self.enum_layout(cursor, kind);
         }
         CXChildVisit_Continue
     }
