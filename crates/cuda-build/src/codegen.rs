@@ -302,3 +302,15 @@ pub fn write_if_changed(path: &Path, text: &str) -> Result<bool, Error> {
     })?;
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prelude_marks_are_the_ones_the_walk_reads() {
+        for mark in [scan::DEVICE_MARK, scan::GLOBAL_MARK] {
+            assert!(PRELUDE.contains(&format!("annotate(\"{mark}\")")), "{mark}");
+        }
+    }
+}
