@@ -30,7 +30,7 @@
 //!
 //! # For tools
 //! What a build reads and writes, for tools that report on or check builds
-//! (kiln's `xtask`): [`toolkit`] (discovery and where it looked), [`arch`]
+//! (kiln's own build tooling uses these): [`toolkit`] (discovery and where it looked), [`arch`]
 //! (the arch grammar), [`config`] (the config file), [`manifest`] and
 //! [`resources`] (what a build produced), and, without libclang, the
 //! committed-bindings check in [`bindings`]; `codegen` (feature `codegen`)
