@@ -77,7 +77,7 @@ pub(crate) fn build_workspace(root: &Path, spec: Option<&str>, release: bool) ->
     let out_dir = cuda_sys_out_dir(&output.stdout)
         .context("cargo did not report cuda-sys's build script output")?;
     Ok(Manifest::read(
-        &out_dir.join(cuda_build::manifest::MANIFEST_FILE),
+        &out_dir.join(cuda_build::manifest::file_name("KILN")),
     )?)
 }
 
@@ -91,7 +91,7 @@ pub(crate) fn cuda_sys_out_dir(messages: &[u8]) -> Option<PathBuf> {
         })
         .filter(|script| script.package_id.repr.contains("cuda-sys"))
         .map(|script| script.out_dir.into_std_path_buf())
-        .find(|dir| dir.join(cuda_build::manifest::MANIFEST_FILE).exists())
+        .find(|dir| dir.join(cuda_build::manifest::file_name("KILN")).exists())
 }
 
 /// cuobjdump, to read back what a fat binary holds.

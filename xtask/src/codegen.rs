@@ -17,6 +17,7 @@ pub(crate) fn run(root: &Path, args: &CodegenArgs) -> Result<()> {
     let check = args.check;
     point_bindgen_at_libclang(root);
     let generated = Codegen::new(root.join("kernels/include"))
+        .include_dir(cuda_build::header::include_dir())
         .new_type_alias("kiln_cuda_error_t")
         .regenerate_with("cargo xtask codegen")
         .generate()

@@ -285,7 +285,7 @@ fn build_kiln_kernels(root: &Path) -> Manifest {
     );
     let out_dir = crate::build::cuda_sys_out_dir(&output.stdout)
         .expect("cargo reports cuda-sys's build script output");
-    Manifest::read(&out_dir.join(cuda_build::manifest::MANIFEST_FILE)).unwrap()
+    Manifest::read(&out_dir.join(cuda_build::manifest::file_name("KILN"))).unwrap()
 }
 
 /// Audits a fresh build, so a kernel change is audited by the next test

@@ -60,7 +60,7 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
         "the raw cudarc launch that gpu-core's typed launch is measured against",
     ),
     (
-        "crates/cuda-build/src/kernels.rs",
+        "crates/cuda-build/src/parallel.rs",
         "`jobserver::Client::from_env` (cargo's jobserver fds)",
     ),
     (
