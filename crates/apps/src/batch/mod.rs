@@ -1,7 +1,7 @@
 //! batch_stats: many molecular structures packed in one atom array, each
 //! described by a `BatchStructureDesc`; one launch computes every structure's
 //! centroid and radius of gyration. Inputs are validated before any launch
-//! ([`input`]); the CPU reference is in [`reference`].
+//! (`input`); the CPU reference is in `reference`.
 
 mod input;
 mod random;

@@ -52,7 +52,7 @@ fn reference_one(atoms: &[f32]) -> BatchStats {
 /// radius of gyration by at most about `(2k + 30) u M` (the centroid's error
 /// enters it at most once more, plus its own summation). That is under
 /// `1e-5 M` while `k <= 70`, i.e. for structures of up to ~18,000 atoms;
-/// [`random_input`] stays under 4,100. The bound is relative to `M`, not to
+/// `random_input` stays under 4,100. The bound is relative to `M`, not to
 /// the value itself, because a centroid near 0 is the difference of large
 /// sums and has no relative accuracy to speak of.
 pub const REL_TOL: f32 = 1e-5;

@@ -5,7 +5,7 @@
 //! engine reads its results back at each maintenance pass and at the end,
 //! so the clock waits for the GPU). Writes the results as JSON for
 //! `cargo xtask bench`, with the typed launch's overhead over raw cudarc
-//! ([`launch`]).
+//! (`launch`).
 
 mod launch;
 
