@@ -24,6 +24,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     point_bindgen_at_libclang(root);
     let text = Codegen::new(root.join("kernels/include"))
         .new_type_alias("kiln_cuda_error_t")
+        .abi_path("::kiln_abi")
         .generate()
         .with_context(|| {
             "generating bindings failed (bindgen loads libclang: `cargo xtask toolkit install` \

@@ -26,13 +26,7 @@ use gpu_core::{Backend, DeviceBuffer, DeviceView, Kernel, LaunchConfig, Stream};
 const SIMT_TOL: f64 = 1e-5;
 
 fn tc_device_or_skip() -> Option<Backend> {
-    let backend = match Backend::select(cuda_sys::modules::ALL, Some("cuda")) {
-        Ok(backend) => backend,
-        Err(e) => {
-            println!("skipped: no CUDA backend ({e})");
-            return None;
-        }
-    };
+    let backend = gpu_core::testing::cuda_backend(cuda_sys::modules::ALL)?;
     let arch = backend.device().map_or(0, |d| d.arch());
     let env = std::env::var(assign_tc::ENV).ok();
     if !assign_tc::tc_wanted(arch, env.as_deref()) {

@@ -14,15 +14,6 @@ use cuda_build::KernelBuild;
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let workspace = cuda_build::depfile::normalize(&manifest_dir.join("../.."));
-    let kernels_feature = std::env::var_os("CARGO_FEATURE_KERNELS").is_some();
-    if !kernels_feature {
-        // gpu-core alone (a downstream user's build): none of kiln's kernels.
-        for line in cuda_build::kernels::cfg_directives(None) {
-            println!("{line}");
-        }
-        println!("cargo::metadata=enabled=0");
-        return;
-    }
     let build = KernelBuild::new(workspace.join("kernels"))
         .env_prefix("KILN")
         .image_type("crate::FatbinImage")
