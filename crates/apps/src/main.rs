@@ -36,7 +36,27 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
+        let gpu_error = e.chain().find_map(|c| c.downcast_ref::<gpu_core::Error>());
+        if let Some(hint) = gpu_error.and_then(kiln_hint) {
+            eprintln!("hint: {hint}");
+        }
         std::process::exit(1);
+    }
+}
+
+/// What to run in kiln's repository for a gpu-core error, whose own message
+/// names no kiln tool.
+fn kiln_hint(error: &gpu_core::Error) -> Option<String> {
+    use gpu_core::Error as E;
+    match error {
+        E::ModuleNotBuilt { .. } => {
+            Some("`cargo xtask toolkit install` installs the pinned toolkit; then rebuild".into())
+        }
+        E::NoBinaryForDevice { device_arch, .. } => {
+            Some(format!("`cargo xtask build --arch sm_{device_arch}`"))
+        }
+        E::NcclUnavailable(_) => Some("or run with `--gpus 1`".into()),
+        _ => None,
     }
 }
 
