@@ -14,10 +14,11 @@
 //! checked against the driver's parameter info ([`Stream::launch_by_name`]).
 //!
 //! # Unsafe contract
-//! `unsafe` appears in exactly these files: `src/ffi/mod.rs`,
-//! `src/ffi/driver.rs`, `src/ffi/nccl.rs` (the driver and NCCL calls) and
-//! `src/launch/marshal.rs` (kernel argument marshalling: the `FfiParam` and
-//! `LaunchParams` impls and the launch of a checked argument list). Every
+//! `unsafe` code (outside doc comments and their examples) is in exactly
+//! these files: `src/ffi/mod.rs`, `src/ffi/driver.rs`, `src/ffi/nccl.rs` (the
+//! driver and NCCL calls) and `src/launch/marshal.rs` (kernel argument
+//! marshalling: the `FfiParam` and `LaunchParams` impls and the launch of a
+//! checked argument list). Every
 //! `unsafe fn` and `unsafe trait` has a `# Safety` section, every `unsafe`
 //! block a `// SAFETY:` comment.
 //!

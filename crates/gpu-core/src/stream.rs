@@ -71,7 +71,7 @@ impl<T: GpuRepr> DeviceView<'_, T> {
     /// C++ (a static-library module) that enqueues work on `stream`; `None` on
     /// the CPU backend or for a stream of another backend.
     ///
-    /// Using the address is the caller's `unsafe` business: the memory stays
+    /// Nothing checks how the address is used: the memory stays
     /// valid while this view lives, and the work must go on `stream` (kiln
     /// records no use of the memory for other streams).
     pub fn raw_device_ptr(&self, stream: &Stream) -> Option<u64> {
@@ -122,7 +122,7 @@ impl Stream {
 
     /// The raw `CUstream` (the CUDA runtime's `cudaStream_t`), for host-side
     /// CUDA C++ in a static-library module; `None` on the CPU backend. Using it
-    /// is the caller's `unsafe` business; see [`DeviceView::raw_device_ptr`].
+    /// is unchecked; see [`DeviceView::raw_device_ptr`].
     pub fn raw_stream(&self) -> Option<*mut std::ffi::c_void> {
         self.cuda.as_ref().map(|s| s.cu_stream().cast())
     }

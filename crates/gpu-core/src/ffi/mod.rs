@@ -1,10 +1,10 @@
 //! The lowest layer of gpu-core: thin functions over the CUDA driver (through
 //! cudarc's `sys` and `result` layers) and over libnccl, loaded at run time.
 //!
-//! Everything here takes raw handles or cudarc's own types and returns
-//! `Result` with a driver- or NCCL-level error; nothing here names a gpu-core
-//! type from the modules above, which turn these errors into
-//! [`Error`](crate::Error)s with context. Each `unsafe fn` states its contract
+//! Everything here takes raw handles or cudarc's own types, and what can
+//! fail returns `Result` with a driver- or NCCL-level error; nothing here
+//! names a gpu-core type from the modules above, which turn these errors into
+//! gpu-core's `Error`s with context. Each `unsafe fn` states its contract
 //! under `# Safety`, each `unsafe` block why it holds under `// SAFETY:`.
 
 pub(crate) mod driver;

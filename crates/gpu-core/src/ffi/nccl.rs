@@ -13,8 +13,7 @@ use cudarc::driver::{CudaStream, CudaViewMut, DevicePtrMut, DeviceSlice, DriverE
 use cudarc::nccl::sys::{cudaStream_t, ncclComm_t, ncclDataType_t, ncclRedOp_t};
 
 /// Why libnccl could not be used; NCCL is loaded at run time, so a missing
-/// library is an error of [`Collective::new`](crate::Collective::new), not of
-/// the build.
+/// library is an error of `Collective::new`, not of the build.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum NcclUnavailable {
