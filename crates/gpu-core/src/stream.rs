@@ -308,6 +308,9 @@ impl Stream {
                 what: "a kernel from another backend",
             });
         };
+        // Before the launch is recorded, so that a rejected list is never
+        // named as the source of a later asynchronous error.
+        args.check(kernel)?;
         self.record_launch(LaunchSite {
             kernel: kernel.name(),
             module: kernel.module(),

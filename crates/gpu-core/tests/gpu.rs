@@ -246,6 +246,11 @@ fn launch_by_name_checks_the_arguments_before_the_gpu_sees_them() {
         [-1.0; 4],
         "a rejected launch must not run"
     );
+    assert_eq!(
+        stream.last_launch(),
+        None,
+        "nor be named as the last launch"
+    );
 
     // SAFETY: as above, with every size right.
     let right = unsafe {
