@@ -10,7 +10,9 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceSlice, SyncOnDrop};
+use cudarc::driver::{
+    sys, CudaFunction, CudaStream, CudaView, CudaViewMut, DeviceSlice, SyncOnDrop,
+};
 use kiln_abi::param_kind::{ByValue, ConstPtr, MutPtr};
 use kiln_abi::{AbiParam, GpuRepr};
 
@@ -127,6 +129,34 @@ pub struct PointerParam<'a> {
     _record: SyncOnDrop<'a>,
 }
 
+impl<'a> PointerParam<'a> {
+    /// The device pointer of a read-only view, for a launch on `stream`.
+    fn of_view(view: CudaView<'a, u8>, stream: &'a Arc<CudaStream>) -> Result<Self, Error> {
+        same_context(view.stream(), stream)?;
+        let (ptr, record) = view.view_ptr(stream);
+        Ok(Self {
+            ptr,
+            _record: record,
+        })
+    }
+
+    /// The device pointer of a view the kernel may write, for a launch on
+    /// `stream`.
+    fn of_view_mut(view: CudaViewMut<'a, u8>, stream: &'a Arc<CudaStream>) -> Result<Self, Error> {
+        same_context(view.stream(), stream)?;
+        let (ptr, record) = view.view_ptr_mut(stream);
+        Ok(Self {
+            ptr,
+            _record: record,
+        })
+    }
+
+    /// Where the driver reads the parameter: the `CUdeviceptr` itself.
+    fn param_ptr(&self) -> *mut c_void {
+        (&self.ptr as *const sys::CUdeviceptr).cast_mut().cast()
+    }
+}
+
 /// `Err` unless `a` and `b` share a context (a buffer of another device).
 fn same_context(a: &CudaStream, b: &CudaStream) -> Result<(), Error> {
     if Arc::ptr_eq(a.context(), b.context()) {
@@ -135,6 +165,20 @@ fn same_context(a: &CudaStream, b: &CudaStream) -> Result<(), Error> {
         Err(Error::BackendMismatch {
             what: "a buffer from another device's context",
         })
+    }
+}
+
+/// A buffer of the CPU backend handed to a CUDA launch.
+fn host_on_cuda() -> Error {
+    Error::BackendMismatch {
+        what: "a host buffer passed to a cuda launch",
+    }
+}
+
+/// A buffer of the CUDA backend handed to a CPU launch.
+fn cuda_on_host() -> Error {
+    Error::BackendMismatch {
+        what: "a cuda buffer passed to a cpu launch",
     }
 }
 
@@ -153,31 +197,18 @@ unsafe impl<T: GpuRepr> FfiParam for ConstPtr<T> {
         stream: OnStream<'a>,
     ) -> Result<Self::Marshalled<'a>, Error> {
         match arg.inner {
-            ViewRef::Cuda(view) => {
-                same_context(view.stream(), stream.0)?;
-                let (ptr, record) = view.view_ptr(stream.0);
-                Ok(PointerParam {
-                    ptr,
-                    _record: record,
-                })
-            }
-            ViewRef::Host(_) => Err(Error::BackendMismatch {
-                what: "a host buffer passed to a cuda launch",
-            }),
+            ViewRef::Cuda(view) => PointerParam::of_view(view, stream.0),
+            ViewRef::Host(_) => Err(host_on_cuda()),
         }
     }
 
     #[inline]
     fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut c_void {
-        (&marshalled.ptr as *const sys::CUdeviceptr)
-            .cast_mut()
-            .cast()
+        marshalled.param_ptr()
     }
 
     fn to_host<'a>(arg: Self::Arg<'a>) -> Result<Self::HostArg<'a>, Error> {
-        arg.as_host().ok_or(Error::BackendMismatch {
-            what: "a cuda buffer passed to a cpu launch",
-        })
+        arg.as_host().ok_or_else(cuda_on_host)
     }
 }
 
@@ -194,33 +225,20 @@ unsafe impl<T: GpuRepr> FfiParam for MutPtr<T> {
         stream: OnStream<'a>,
     ) -> Result<Self::Marshalled<'a>, Error> {
         match arg.inner {
-            ViewMutRef::Cuda(view) => {
-                same_context(view.stream(), stream.0)?;
-                let (ptr, record) = view.view_ptr_mut(stream.0);
-                Ok(PointerParam {
-                    ptr,
-                    _record: record,
-                })
-            }
-            ViewMutRef::Host(_) => Err(Error::BackendMismatch {
-                what: "a host buffer passed to a cuda launch",
-            }),
+            ViewMutRef::Cuda(view) => PointerParam::of_view_mut(view, stream.0),
+            ViewMutRef::Host(_) => Err(host_on_cuda()),
         }
     }
 
     #[inline]
     fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut c_void {
-        (&marshalled.ptr as *const sys::CUdeviceptr)
-            .cast_mut()
-            .cast()
+        marshalled.param_ptr()
     }
 
     fn to_host<'a>(arg: Self::Arg<'a>) -> Result<Self::HostArg<'a>, Error> {
         match arg.inner {
             ViewMutRef::Host(s) => Ok(s),
-            ViewMutRef::Cuda(_) => Err(Error::BackendMismatch {
-                what: "a cuda buffer passed to a cpu launch",
-            }),
+            ViewMutRef::Cuda(_) => Err(cuda_on_host()),
         }
     }
 }
@@ -326,10 +344,7 @@ impl<'a> Args<'a> {
 /// A marshalled argument of a launch by name: a device pointer with the
 /// guard that records the launch as its memory's user, or a boxed value.
 enum Marshalled<'a> {
-    Pointer {
-        ptr: sys::CUdeviceptr,
-        _record: SyncOnDrop<'a>,
-    },
+    Pointer(PointerParam<'a>),
     Value(Box<dyn ValueArg>),
 }
 
@@ -343,37 +358,20 @@ pub(crate) fn launch_by_name(
     args: Args<'_>,
 ) -> Result<(), Error> {
     args.check(kernel)?;
-    let host = || Error::BackendMismatch {
-        what: "a host buffer passed to a cuda launch",
-    };
     let marshalled = args
         .args
         .into_iter()
         .map(|arg| match arg {
-            ArgInner::Const(view) => {
-                same_context(view.stream(), stream)?;
-                let (ptr, guard) = view.view_ptr(stream);
-                Ok(Marshalled::Pointer {
-                    ptr,
-                    _record: guard,
-                })
-            }
-            ArgInner::Mut(view) => {
-                same_context(view.stream(), stream)?;
-                let (ptr, guard) = view.view_ptr_mut(stream);
-                Ok(Marshalled::Pointer {
-                    ptr,
-                    _record: guard,
-                })
-            }
+            ArgInner::Const(view) => PointerParam::of_view(view, stream).map(Marshalled::Pointer),
+            ArgInner::Mut(view) => PointerParam::of_view_mut(view, stream).map(Marshalled::Pointer),
             ArgInner::Value(value) => Ok(Marshalled::Value(value)),
-            ArgInner::Host => Err(host()),
+            ArgInner::Host => Err(host_on_cuda()),
         })
         .collect::<Result<Vec<_>, Error>>()?;
     let mut params: Vec<*mut c_void> = marshalled
         .iter()
         .map(|m| match m {
-            Marshalled::Pointer { ptr, .. } => (ptr as *const sys::CUdeviceptr).cast_mut().cast(),
+            Marshalled::Pointer(pointer) => pointer.param_ptr(),
             Marshalled::Value(value) => value.ptr(),
         })
         .collect();
