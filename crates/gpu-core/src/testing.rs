@@ -3,11 +3,13 @@
 //! that the test can return early; where a GPU is required, the skip becomes a
 //! failure instead.
 //!
-//! - `KILN_REQUIRE_GPU=N` (a whole number from 1): a test that needs at most
-//!   `N` GPUs panics with one line, `KILN_REQUIRE_GPU=N but no usable GPU:
-//!   <reason>`, where it would have skipped. Tests that need more than `N`
-//!   GPUs still skip. Set it on machines that have GPUs, so that a broken
-//!   driver or build cannot pass as a run of skipped tests.
+//! - `KILN_REQUIRE_GPU=N` (a whole number from 1, the GPUs the host has): a
+//!   test that needs at most `N` GPUs panics with one line,
+//!   `KILN_REQUIRE_GPU=N but no usable GPU: <reason>`, where it would have
+//!   skipped. A test that needs more than `N` is out of this host's scope: it
+//!   prints `not run: needs M GPUs, KILN_REQUIRE_GPU=N (<reason>)` and
+//!   returns. Set it on machines that have GPUs, so that a broken driver or
+//!   build cannot pass as a run of skipped tests.
 //! - `KILN_REQUIRE_NCCL=1`: a test that needs libnccl panics, not skips,
 //!   where it cannot be loaded.
 //!
@@ -70,13 +72,13 @@ impl Requirement {
     /// `None` after printing the skip, or a panic when `needed` GPUs are
     /// required.
     fn skip_gpu<T>(self, needed: usize, reason: impl Display) -> Option<T> {
-        if self.gpus > 0 && needed <= self.gpus {
-            panic!(
-                "{REQUIRE_GPU_ENV}={} but no usable GPU: {reason}",
-                self.gpus
-            );
+        match self.gpus {
+            0 => println!("skipped: {reason}"),
+            gpus if needed <= gpus => {
+                panic!("{REQUIRE_GPU_ENV}={gpus} but no usable GPU: {reason}")
+            }
+            gpus => println!("not run: needs {needed} GPUs, {REQUIRE_GPU_ENV}={gpus} ({reason})"),
         }
-        println!("skipped: {reason}");
         None
     }
 
@@ -189,7 +191,7 @@ mod tests {
             message,
             "KILN_REQUIRE_GPU=1 but no usable GPU: no CUDA device (no driver)"
         );
-        // A test that needs more GPUs than required still skips.
+        // A test that needs more GPUs than the host has is not run, not failed.
         assert_eq!(one.skip_gpu::<()>(2, "needs 2 GPUs"), None);
         assert_eq!(
             Requirement::parse("", "").skip_gpu::<()>(1, "no device"),
