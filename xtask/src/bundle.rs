@@ -104,8 +104,8 @@ pub(crate) fn run(root: &Path, args: &ArchArg) -> Result<()> {
         "--message-format=json-render-diagnostics",
     ]);
     binaries.extend(executables(apps, false, &["apps"])?);
-    // Apart from apps: built together, xtask's cuda-sys would get apps'
-    // `kernels` feature and carry every fat binary a second time.
+    // Apart from apps, as it was when cuda-sys had a `kernels` feature that
+    // only apps turned on; cuda-sys now always embeds kiln's fat binaries.
     let mut xtask = cargo(root, arch.as_deref());
     xtask.args([
         "build",

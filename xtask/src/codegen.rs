@@ -19,6 +19,7 @@ pub(crate) fn run(root: &Path, args: &CodegenArgs) -> Result<()> {
     let generated = Codegen::new(root.join("kernels/include"))
         .include_dir(cuda_build::header::include_dir())
         .new_type_alias("kiln_cuda_error_t")
+        .abi_path("::kiln_abi")
         .regenerate_with("cargo xtask codegen")
         .generate()
         .with_context(|| {

@@ -7,13 +7,7 @@ use apps::anneal::{self, Params, Points};
 use gpu_core::Backend;
 
 fn cuda_or_skip() -> Option<Backend> {
-    match Backend::select(cuda_sys::modules::ALL, Some("cuda")) {
-        Ok(backend) => Some(backend),
-        Err(e) => {
-            println!("skipped: no CUDA backend ({e})");
-            None
-        }
-    }
+    gpu_core::testing::cuda_backend(cuda_sys::modules::ALL)
 }
 
 #[track_caller]
@@ -206,25 +200,15 @@ fn device_side_convergence_stops_where_the_host_test_does() {
 
 #[test]
 fn sharded_over_gpus_matches_one_gpu() {
-    let devices = match gpu_core::Devices::open(cuda_sys::modules::ALL, gpu_core::GpuCount::All) {
-        Ok(devices) if devices.len() >= 2 && gpu_core::nccl_available() => devices,
-        Ok(devices) => {
-            println!(
-                "skipped: {} GPU(s), NCCL {}",
-                devices.len(),
-                if gpu_core::nccl_available() {
-                    "available"
-                } else {
-                    "missing"
-                }
-            );
-            return;
-        }
-        Err(e) => {
-            println!("skipped: no GPUs ({e})");
-            return;
-        }
+    let Some(devices) = gpu_core::testing::devices(cuda_sys::modules::ALL, 2) else {
+        return;
     };
+    // The collective needs libnccl: skip (or fail, under KILN_REQUIRE_NCCL=1)
+    // without it.
+    let Some(probe) = gpu_core::testing::collective(&devices.default_streams()) else {
+        return;
+    };
+    drop(probe);
     let all = devices.backends();
     // Shard sizes that do not divide evenly, f32 and f16, maintenance on.
     for (n, d, m, f16) in [

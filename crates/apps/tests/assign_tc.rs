@@ -23,13 +23,7 @@ use gpu_core::{Backend, Kernel, LaunchConfig};
 use tc_harness::*;
 
 fn tc_device_or_skip() -> Option<Backend> {
-    let backend = match Backend::select(cuda_sys::modules::ALL, Some("cuda")) {
-        Ok(backend) => backend,
-        Err(e) => {
-            println!("skipped: no CUDA backend ({e})");
-            return None;
-        }
-    };
+    let backend = gpu_core::testing::cuda_backend(cuda_sys::modules::ALL)?;
     let arch = backend.device().map_or(0, |d| d.arch());
     let env = std::env::var(assign_tc::ENV).ok();
     if !assign_tc::tc_wanted(arch, env.as_deref()) {

@@ -5,13 +5,7 @@ use apps::{vadd, Rng};
 use gpu_core::{Backend, BackendKind};
 
 fn cuda_or_skip() -> Option<Backend> {
-    match Backend::select(cuda_sys::modules::ALL, Some("cuda")) {
-        Ok(backend) => Some(backend),
-        Err(e) => {
-            println!("skipped: no CUDA backend ({e})");
-            None
-        }
-    }
+    gpu_core::testing::cuda_backend(cuda_sys::modules::ALL)
 }
 
 #[test]

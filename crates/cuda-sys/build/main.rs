@@ -21,15 +21,6 @@ fn main() {
         .parent()
         .and_then(Path::parent)
         .expect("cuda-sys lies in <workspace>/crates/cuda-sys");
-    let kernels_feature = std::env::var_os("CARGO_FEATURE_KERNELS").is_some();
-    if !kernels_feature {
-        // gpu-core alone (a downstream user's build): none of kiln's kernels.
-        for line in cuda_build::cpu_only_directives() {
-            println!("{line}");
-        }
-        println!("cargo::metadata=enabled=0");
-        return;
-    }
     let build = KernelBuild::new(workspace.join("kernels"))
         .env_prefix("KILN")
         .include_dir(cuda_build::header::include_dir())

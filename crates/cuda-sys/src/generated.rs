@@ -122,7 +122,7 @@ pub mod types {
             "Offset of field: BatchStats::radius_of_gyration",
         ][::core::mem::offset_of!(BatchStats, radius_of_gyration) - 12usize];
     };
-    unsafe impl crate::abi::GpuRepr for AnnealControl {
+    unsafe impl ::kiln_abi::GpuRepr for AnnealControl {
         const C_NAME: &'static str = "AnnealControl";
         const SIZE: usize = ::core::mem::size_of::<AnnealControl>();
         const ALIGN: usize = ::core::mem::align_of::<AnnealControl>();
@@ -134,10 +134,10 @@ pub mod types {
             ("pad", ::core::mem::offset_of!(AnnealControl, pad)),
         ];
     }
-    impl crate::abi::AbiParam for AnnealControl {
-        type Kind = crate::abi::param_kind::ByValue<AnnealControl>;
+    impl ::kiln_abi::AbiParam for AnnealControl {
+        type Kind = ::kiln_abi::param_kind::ByValue<AnnealControl>;
     }
-    unsafe impl crate::abi::GpuRepr for BatchStructureDesc {
+    unsafe impl ::kiln_abi::GpuRepr for BatchStructureDesc {
         const C_NAME: &'static str = "BatchStructureDesc";
         const SIZE: usize = ::core::mem::size_of::<BatchStructureDesc>();
         const ALIGN: usize = ::core::mem::align_of::<BatchStructureDesc>();
@@ -151,10 +151,10 @@ pub mod types {
             ("_pad", ::core::mem::offset_of!(BatchStructureDesc, _pad)),
         ];
     }
-    impl crate::abi::AbiParam for BatchStructureDesc {
-        type Kind = crate::abi::param_kind::ByValue<BatchStructureDesc>;
+    impl ::kiln_abi::AbiParam for BatchStructureDesc {
+        type Kind = ::kiln_abi::param_kind::ByValue<BatchStructureDesc>;
     }
-    unsafe impl crate::abi::GpuRepr for BatchStats {
+    unsafe impl ::kiln_abi::GpuRepr for BatchStats {
         const C_NAME: &'static str = "BatchStats";
         const SIZE: usize = ::core::mem::size_of::<BatchStats>();
         const ALIGN: usize = ::core::mem::align_of::<BatchStats>();
@@ -166,8 +166,8 @@ pub mod types {
             ),
         ];
     }
-    impl crate::abi::AbiParam for BatchStats {
-        type Kind = crate::abi::param_kind::ByValue<BatchStats>;
+    impl ::kiln_abi::AbiParam for BatchStats {
+        type Kind = ::kiln_abi::param_kind::ByValue<BatchStats>;
     }
 }
 /// One marker type per kernel declared with `KILN_KERNEL`.
@@ -181,7 +181,7 @@ pub mod kernels {
     /// `anneal_norms_f32` from `anneal.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct anneal_norms_f32;
-    unsafe impl crate::abi::KernelDecl for anneal_norms_f32 {
+    unsafe impl ::kiln_abi::KernelDecl for anneal_norms_f32 {
         const NAME: &'static str = "anneal_norms_f32";
         const HEADER: &'static str = "anneal.h";
         const PARAM_NAMES: &'static [&'static str] = &["x", "n", "d", "norms"];
@@ -199,7 +199,7 @@ pub mod kernels {
     /// `anneal_norms_f16` from `anneal.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct anneal_norms_f16;
-    unsafe impl crate::abi::KernelDecl for anneal_norms_f16 {
+    unsafe impl ::kiln_abi::KernelDecl for anneal_norms_f16 {
         const NAME: &'static str = "anneal_norms_f16";
         const HEADER: &'static str = "anneal.h";
         const PARAM_NAMES: &'static [&'static str] = &["x", "n", "d", "norms"];
@@ -217,7 +217,7 @@ pub mod kernels {
     /// `anneal_assign_f32` from `anneal.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct anneal_assign_f32;
-    unsafe impl crate::abi::KernelDecl for anneal_assign_f32 {
+    unsafe impl ::kiln_abi::KernelDecl for anneal_assign_f32 {
         const NAME: &'static str = "anneal_assign_f32";
         const HEADER: &'static str = "anneal.h";
         const PARAM_NAMES: &'static [&'static str] = &[
@@ -281,7 +281,7 @@ pub mod kernels {
     /// `anneal_assign_f16` from `anneal.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct anneal_assign_f16;
-    unsafe impl crate::abi::KernelDecl for anneal_assign_f16 {
+    unsafe impl ::kiln_abi::KernelDecl for anneal_assign_f16 {
         const NAME: &'static str = "anneal_assign_f16";
         const HEADER: &'static str = "anneal.h";
         const PARAM_NAMES: &'static [&'static str] = &[
@@ -345,7 +345,7 @@ pub mod kernels {
     /// `anneal_scan` from `anneal.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct anneal_scan;
-    unsafe impl crate::abi::KernelDecl for anneal_scan {
+    unsafe impl ::kiln_abi::KernelDecl for anneal_scan {
         const NAME: &'static str = "anneal_scan";
         const HEADER: &'static str = "anneal.h";
         const PARAM_NAMES: &'static [&'static str] = &[
@@ -370,7 +370,7 @@ pub mod kernels {
     /// `anneal_scatter` from `anneal.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct anneal_scatter;
-    unsafe impl crate::abi::KernelDecl for anneal_scatter {
+    unsafe impl ::kiln_abi::KernelDecl for anneal_scatter {
         const NAME: &'static str = "anneal_scatter";
         const HEADER: &'static str = "anneal.h";
         const PARAM_NAMES: &'static [&'static str] = &[
@@ -410,7 +410,7 @@ pub mod kernels {
     /// `anneal_reduce_f32` from `anneal.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct anneal_reduce_f32;
-    unsafe impl crate::abi::KernelDecl for anneal_reduce_f32 {
+    unsafe impl ::kiln_abi::KernelDecl for anneal_reduce_f32 {
         const NAME: &'static str = "anneal_reduce_f32";
         const HEADER: &'static str = "anneal.h";
         const PARAM_NAMES: &'static [&'static str] = &[
@@ -465,7 +465,7 @@ pub mod kernels {
     /// `anneal_reduce_f16` from `anneal.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct anneal_reduce_f16;
-    unsafe impl crate::abi::KernelDecl for anneal_reduce_f16 {
+    unsafe impl ::kiln_abi::KernelDecl for anneal_reduce_f16 {
         const NAME: &'static str = "anneal_reduce_f16";
         const HEADER: &'static str = "anneal.h";
         const PARAM_NAMES: &'static [&'static str] = &[
@@ -520,7 +520,7 @@ pub mod kernels {
     /// `anneal_update` from `anneal.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct anneal_update;
-    unsafe impl crate::abi::KernelDecl for anneal_update {
+    unsafe impl ::kiln_abi::KernelDecl for anneal_update {
         const NAME: &'static str = "anneal_update";
         const HEADER: &'static str = "anneal.h";
         const PARAM_NAMES: &'static [&'static str] = &[
@@ -566,7 +566,7 @@ pub mod kernels {
     /// `anneal_finish` from `anneal.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct anneal_finish;
-    unsafe impl crate::abi::KernelDecl for anneal_finish {
+    unsafe impl ::kiln_abi::KernelDecl for anneal_finish {
         const NAME: &'static str = "anneal_finish";
         const HEADER: &'static str = "anneal.h";
         const PARAM_NAMES: &'static [&'static str] = &[
@@ -609,7 +609,7 @@ pub mod kernels {
     /// `anneal_assign_tc_f32` from `anneal_tc.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct anneal_assign_tc_f32;
-    unsafe impl crate::abi::KernelDecl for anneal_assign_tc_f32 {
+    unsafe impl ::kiln_abi::KernelDecl for anneal_assign_tc_f32 {
         const NAME: &'static str = "anneal_assign_tc_f32";
         const HEADER: &'static str = "anneal_tc.h";
         const PARAM_NAMES: &'static [&'static str] = &[
@@ -679,7 +679,7 @@ pub mod kernels {
     /// `anneal_assign_tc_f16` from `anneal_tc.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct anneal_assign_tc_f16;
-    unsafe impl crate::abi::KernelDecl for anneal_assign_tc_f16 {
+    unsafe impl ::kiln_abi::KernelDecl for anneal_assign_tc_f16 {
         const NAME: &'static str = "anneal_assign_tc_f16";
         const HEADER: &'static str = "anneal_tc.h";
         const PARAM_NAMES: &'static [&'static str] = &[
@@ -749,7 +749,7 @@ pub mod kernels {
     /// `anneal_assign_list_f32` from `anneal_tc.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct anneal_assign_list_f32;
-    unsafe impl crate::abi::KernelDecl for anneal_assign_list_f32 {
+    unsafe impl ::kiln_abi::KernelDecl for anneal_assign_list_f32 {
         const NAME: &'static str = "anneal_assign_list_f32";
         const HEADER: &'static str = "anneal_tc.h";
         const PARAM_NAMES: &'static [&'static str] = &[
@@ -822,7 +822,7 @@ pub mod kernels {
     /// `anneal_assign_list_f16` from `anneal_tc.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct anneal_assign_list_f16;
-    unsafe impl crate::abi::KernelDecl for anneal_assign_list_f16 {
+    unsafe impl ::kiln_abi::KernelDecl for anneal_assign_list_f16 {
         const NAME: &'static str = "anneal_assign_list_f16";
         const HEADER: &'static str = "anneal_tc.h";
         const PARAM_NAMES: &'static [&'static str] = &[
@@ -895,7 +895,7 @@ pub mod kernels {
     /// `batch_stats` from `batch.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct batch_stats;
-    unsafe impl crate::abi::KernelDecl for batch_stats {
+    unsafe impl ::kiln_abi::KernelDecl for batch_stats {
         const NAME: &'static str = "batch_stats";
         const HEADER: &'static str = "batch.h";
         const PARAM_NAMES: &'static [&'static str] = &[
@@ -926,7 +926,7 @@ pub mod kernels {
     /// `f32_to_bf16` from `convert.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct f32_to_bf16;
-    unsafe impl crate::abi::KernelDecl for f32_to_bf16 {
+    unsafe impl ::kiln_abi::KernelDecl for f32_to_bf16 {
         const NAME: &'static str = "f32_to_bf16";
         const HEADER: &'static str = "convert.h";
         const PARAM_NAMES: &'static [&'static str] = &["in_", "out", "n"];
@@ -943,7 +943,7 @@ pub mod kernels {
     /// `vector_add` from `vector_add.h`.
     #[derive(Debug, Clone, Copy)]
     pub struct vector_add;
-    unsafe impl crate::abi::KernelDecl for vector_add {
+    unsafe impl ::kiln_abi::KernelDecl for vector_add {
         const NAME: &'static str = "vector_add";
         const HEADER: &'static str = "vector_add.h";
         const PARAM_NAMES: &'static [&'static str] = &["a", "b", "c", "n"];
@@ -962,24 +962,24 @@ pub mod kernels {
         type Params = (*const f32, *const f32, *mut f32, u32);
     }
     /// Every kernel declared in the headers.
-    pub static ALL: &[crate::abi::KernelInfo] = &[
-        crate::abi::KernelInfo::of::<anneal_norms_f32>(),
-        crate::abi::KernelInfo::of::<anneal_norms_f16>(),
-        crate::abi::KernelInfo::of::<anneal_assign_f32>(),
-        crate::abi::KernelInfo::of::<anneal_assign_f16>(),
-        crate::abi::KernelInfo::of::<anneal_scan>(),
-        crate::abi::KernelInfo::of::<anneal_scatter>(),
-        crate::abi::KernelInfo::of::<anneal_reduce_f32>(),
-        crate::abi::KernelInfo::of::<anneal_reduce_f16>(),
-        crate::abi::KernelInfo::of::<anneal_update>(),
-        crate::abi::KernelInfo::of::<anneal_finish>(),
-        crate::abi::KernelInfo::of::<anneal_assign_tc_f32>(),
-        crate::abi::KernelInfo::of::<anneal_assign_tc_f16>(),
-        crate::abi::KernelInfo::of::<anneal_assign_list_f32>(),
-        crate::abi::KernelInfo::of::<anneal_assign_list_f16>(),
-        crate::abi::KernelInfo::of::<batch_stats>(),
-        crate::abi::KernelInfo::of::<f32_to_bf16>(),
-        crate::abi::KernelInfo::of::<vector_add>(),
+    pub static ALL: &[::kiln_abi::KernelInfo] = &[
+        ::kiln_abi::KernelInfo::of::<anneal_norms_f32>(),
+        ::kiln_abi::KernelInfo::of::<anneal_norms_f16>(),
+        ::kiln_abi::KernelInfo::of::<anneal_assign_f32>(),
+        ::kiln_abi::KernelInfo::of::<anneal_assign_f16>(),
+        ::kiln_abi::KernelInfo::of::<anneal_scan>(),
+        ::kiln_abi::KernelInfo::of::<anneal_scatter>(),
+        ::kiln_abi::KernelInfo::of::<anneal_reduce_f32>(),
+        ::kiln_abi::KernelInfo::of::<anneal_reduce_f16>(),
+        ::kiln_abi::KernelInfo::of::<anneal_update>(),
+        ::kiln_abi::KernelInfo::of::<anneal_finish>(),
+        ::kiln_abi::KernelInfo::of::<anneal_assign_tc_f32>(),
+        ::kiln_abi::KernelInfo::of::<anneal_assign_tc_f16>(),
+        ::kiln_abi::KernelInfo::of::<anneal_assign_list_f32>(),
+        ::kiln_abi::KernelInfo::of::<anneal_assign_list_f16>(),
+        ::kiln_abi::KernelInfo::of::<batch_stats>(),
+        ::kiln_abi::KernelInfo::of::<f32_to_bf16>(),
+        ::kiln_abi::KernelInfo::of::<vector_add>(),
     ];
 }
 /// Host functions of static-library modules.

@@ -23,14 +23,14 @@
 //! pass pointers to live device allocations of at least the documented length,
 //! on the stream's context. Nothing here checks that: `gpu-core` and `apps` do.
 
-pub mod abi;
 #[rustfmt::skip]
 mod generated;
 
-pub use abi::{param_kind, AbiParam, FatbinImage, GpuRepr, KernelDecl, KernelInfo};
 /// `#[repr(C)]` types from `kernels/include/*.h`, with compile-time layout
 /// asserts.
 pub use generated::types;
+/// The ABI vocabulary the generated code implements, from `kiln-abi`.
+pub use kiln_abi::{param_kind, AbiParam, FatbinImage, GpuRepr, KernelDecl, KernelInfo};
 
 /// Kernel declarations from `kernels/include/*.h`: one marker type per kernel.
 pub use generated::kernels;
@@ -45,11 +45,7 @@ pub use generated::host;
 /// The fat binaries embedded in this crate, one per `kernels/*.cu` module that
 /// is built in fat-binary mode.
 pub mod modules {
-    #[cfg(feature = "kernels")]
     include!(concat!(env!("OUT_DIR"), "/kiln_modules.rs"));
-    /// Every embedded module (empty without the `kernels` feature).
-    #[cfg(not(feature = "kernels"))]
-    pub static ALL: &[&crate::FatbinImage] = &[];
 }
 
 /// Whether this build carries GPU code (`cuda_enabled`).

@@ -3,28 +3,18 @@
 //!
 //! `KILN_BACKEND=cpu|cuda` forces one; forcing CUDA where it cannot run is an
 //! error, never a silent fallback. Loaded modules and functions are cached per
-//! backend (one primary context per device).
+//! backend (one primary context per device). Streams are made from a backend
+//! in `stream.rs`, which builds on this module.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 
-use crate::device::{self, DeviceInfo};
+use crate::device::{self, BackendKind, DeviceInfo};
 use crate::error::{driver, CpuReason, Error};
-use crate::launch::{CpuKernel, Kernel, LaunchParams};
-use crate::stream::Stream;
+use crate::launch::{CpuKernel, Kernel, KernelByName, LaunchParams};
 use crate::{module, FatbinImage, KernelDecl};
-
-/// Which backend runs the work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BackendKind {
-    /// A CUDA device through the driver API.
-    Cuda,
-    /// Host memory and plain Rust kernel bodies.
-    Cpu,
-}
 
 /// The environment variable that forces a backend.
 pub const BACKEND_ENV: &str = "KILN_BACKEND";
@@ -141,17 +131,6 @@ impl Backend {
         }
     }
 
-    /// The context's default stream (the CPU backend's only stream).
-    pub fn default_stream(&self) -> Stream {
-        Stream::new_default(self.clone())
-    }
-
-    /// A new stream; on the CPU, work is done when called, so every stream is
-    /// the same.
-    pub fn new_stream(&self) -> Result<Stream, Error> {
-        Stream::new_nondefault(self.clone())
-    }
-
     /// Blocks until all work on the device is done, returning the first
     /// asynchronous error.
     pub fn synchronize(&self) -> Result<(), Error> {
@@ -162,7 +141,7 @@ impl Backend {
                 sync.and(deferred).map_err(|source| Error::Async {
                     kernel: None,
                     module: None,
-                    source,
+                    source: source.into(),
                 })
             }
             None => Ok(()),
@@ -181,6 +160,26 @@ impl Backend {
                 Kernel::cuda(func, module, &c.device.limits)
             }
             None => Err(Error::NoCpuKernel { kernel: K::NAME }),
+        }
+    }
+
+    /// The function `name` from the modules handed in, for launches with a
+    /// runtime argument list ([`Stream::launch_by_name`](crate::Stream::launch_by_name)),
+    /// checked against the parameter sizes the driver reports for it.
+    ///
+    /// For kernels without a header to generate a typed declaration from.
+    /// Needs the CUDA backend ([`Error::ByNameNeedsCuda`] on the CPU), and a
+    /// driver of CUDA 12.4 or later ([`Error::ParamInfoUnavailable`]).
+    pub fn kernel_by_name(&self, name: &str) -> Result<KernelByName, Error> {
+        match self.cuda_state() {
+            Some(c) => {
+                let name = intern(name);
+                let (func, module) = c.function(name)?;
+                KernelByName::cuda(func, name, module, &c.device.limits)
+            }
+            None => Err(Error::ByNameNeedsCuda {
+                kernel: name.to_owned(),
+            }),
         }
     }
 
@@ -205,7 +204,8 @@ impl CudaBackend {
         require_code: bool,
     ) -> Result<Self, CpuReason> {
         device::init_driver()?;
-        let count = cudarc::driver::result::device::get_count().map_err(CpuReason::DriverInit)?;
+        let count = cudarc::driver::result::device::get_count()
+            .map_err(|e| CpuReason::DriverInit(e.into()))?;
         if usize::try_from(count).unwrap_or(0) <= ordinal {
             return Err(CpuReason::NoDevice);
         }
@@ -268,4 +268,21 @@ impl CudaBackend {
             modules: self.modules.iter().map(|(m, _)| m.name).collect(),
         })
     }
+}
+
+/// `name` with a `'static` lifetime, leaked once per distinct name: kernel
+/// names looked up at run time are few, and the function cache, launch sites
+/// and errors keep `&'static str`s.
+fn intern(name: &str) -> &'static str {
+    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    // A poisoned lock only means another thread panicked while inserting; the
+    // set is still valid.
+    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    let names = names.get_or_insert_with(HashSet::new);
+    if let Some(&known) = names.get(name) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.insert(leaked);
+    leaked
 }

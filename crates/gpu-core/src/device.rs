@@ -1,5 +1,5 @@
-//! Device enumeration and properties read from device attributes, plus the
-//! driver's and toolkit's versions.
+//! Device enumeration and properties read from device attributes, the
+//! driver's version, and which kind of backend runs the work.
 //!
 //! Memory bandwidth comes from `MEMORY_CLOCK_RATE` and `GLOBAL_MEMORY_BUS_WIDTH`
 //! attributes (the `cudaDeviceProp` fields were removed in CUDA 13); an
@@ -8,10 +8,19 @@
 use cudarc::driver::{result, sys};
 
 use crate::error::{driver, CpuReason, Error};
-use crate::raw;
-use crate::FatbinImage;
+use crate::ffi::driver as ffi;
 
 use sys::CUdevice_attribute as Attr;
+
+/// Which backend runs the work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendKind {
+    /// A CUDA device through the driver API.
+    Cuda,
+    /// Host memory and plain Rust kernel bodies.
+    Cpu,
+}
 
 /// What a CUDA device is and what it can do.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,14 +86,15 @@ impl DeviceInfo {
     }
 
     pub(crate) fn query(ordinal: usize) -> Result<Self, Error> {
-        let index = i32::try_from(ordinal).map_err(|_| Error::Driver {
-            op: "cuDeviceGet",
-            source: cudarc::driver::DriverError(sys::CUresult::CUDA_ERROR_INVALID_DEVICE),
+        let index = i32::try_from(ordinal).map_err(|_| {
+            driver("cuDeviceGet")(cudarc::driver::DriverError(
+                sys::CUresult::CUDA_ERROR_INVALID_DEVICE,
+            ))
         })?;
         let dev = result::device::get(index).map_err(driver("cuDeviceGet"))?;
-        let attr = |a: Attr| raw::device_attribute(dev, a).map_err(driver("cuDeviceGetAttribute"));
+        let attr = |a: Attr| ffi::device_attribute(dev, a).map_err(driver("cuDeviceGetAttribute"));
         let optional = |a: Attr| {
-            raw::device_attribute(dev, a)
+            ffi::device_attribute(dev, a)
                 .ok()
                 .and_then(|v| u32::try_from(v).ok())
                 .filter(|&v| v > 0)
@@ -98,7 +108,7 @@ impl DeviceInfo {
                 as_u32(attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?),
             ),
             sm_count: as_u32(attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?),
-            total_memory: raw::device_total_mem(dev).map_err(driver("cuDeviceTotalMem"))?,
+            total_memory: ffi::device_total_mem(dev).map_err(driver("cuDeviceTotalMem"))?,
             l2_cache_bytes: optional(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE),
             memory_clock_khz: optional(Attr::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
             memory_bus_width_bits: optional(Attr::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
@@ -126,25 +136,25 @@ impl DeviceInfo {
 
 /// Whether `libcuda` can be loaded on this machine.
 pub fn driver_present() -> bool {
-    raw::driver_present()
+    ffi::driver_present()
 }
 
 /// Loads and initializes the driver, or says why it cannot be used.
 pub(crate) fn init_driver() -> Result<(), CpuReason> {
-    if !raw::driver_present() {
+    if !ffi::driver_present() {
         return Err(CpuReason::NoDriver);
     }
     match result::init() {
         Ok(()) => Ok(()),
         Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => Err(CpuReason::NoDevice),
-        Err(e) => Err(CpuReason::DriverInit(e)),
+        Err(e) => Err(CpuReason::DriverInit(e.into())),
     }
 }
 
 /// The driver's CUDA version, `(major, minor)` (`(13, 0)`).
 pub fn driver_version() -> Result<(u32, u32), Error> {
     init_driver().map_err(|reason| Error::CudaUnavailable { reason })?;
-    raw::driver_version().map_err(driver("cuDriverGetVersion"))
+    ffi::driver_version().map_err(driver("cuDriverGetVersion"))
 }
 
 /// Every CUDA device the driver sees; an error saying why when the driver
@@ -159,14 +169,4 @@ pub fn devices() -> Result<Vec<DeviceInfo>, Error> {
     (0..usize::try_from(count).unwrap_or(0))
         .map(DeviceInfo::query)
         .collect()
-}
-
-/// The newest toolkit among the built modules, `(major, minor)`; `None` when
-/// none carries GPU code.
-pub fn toolkit_version(modules: &[&FatbinImage]) -> Option<(u32, u32)> {
-    modules
-        .iter()
-        .filter(|m| m.is_built())
-        .map(|m| m.toolkit)
-        .max()
 }

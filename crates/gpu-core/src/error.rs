@@ -1,11 +1,44 @@
-//! The one error type of gpu-core, and the reasons the CPU backend was chosen.
+//! The one error type of gpu-core, the driver's error behind it, and the
+//! reasons the CPU backend was chosen.
 //!
 //! Variants carry context (module, kernel, archs, lengths) instead of strings;
-//! messages are lower-case and say what to do.
+//! messages are lower-case and say what to do in terms of gpu-core's API and
+//! environment variables. No cudarc type appears here: a driver failure is
+//! gpu-core's own [`DriverError`].
 
 use std::fmt;
 
-pub use cudarc::driver::DriverError;
+use crate::ffi::nccl::NcclCallFailed;
+pub use crate::ffi::nccl::{NcclError, NcclUnavailable};
+
+/// A CUDA driver call's failure: the `CUresult` by name and number.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name} ({code})")]
+#[non_exhaustive]
+pub struct DriverError {
+    /// The `CUresult` name (`CUDA_ERROR_OUT_OF_MEMORY`).
+    pub name: String,
+    /// The `CUresult` value (`2`).
+    pub code: u32,
+}
+
+impl DriverError {
+    /// Whether this is `CUDA_ERROR_OUT_OF_MEMORY`.
+    pub fn is_out_of_memory(&self) -> bool {
+        self.code == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY as u32
+    }
+}
+
+impl From<cudarc::driver::DriverError> for DriverError {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        // The name from the enum itself: cudarc's Display asks the driver
+        // (cuGetErrorString), which may be the thing that failed.
+        Self {
+            name: format!("{:?}", e.0),
+            code: e.0 as u32,
+        }
+    }
+}
 
 /// `sm_XX` list as `sm_80,sm_90`.
 pub(crate) struct Archs<'a>(pub(crate) &'a [u32]);
@@ -25,21 +58,35 @@ impl fmt::Display for Archs<'_> {
     }
 }
 
+/// Every arch of a module, SASS and PTX together, sorted: `sm_80,sm_90`.
+fn all_archs(sass: &[u32], ptx: &[u32]) -> String {
+    let mut all: Vec<u32> = sass.iter().chain(ptx).copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    Archs(&all).to_string()
+}
+
 /// Why [`Backend::auto`](crate::Backend::auto) chose the CPU.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CpuReason {
     /// `KILN_BACKEND=cpu`, or [`Backend::cpu`](crate::Backend::cpu).
+    #[error("cpu backend requested")]
     Forced,
     /// No module handed in carries GPU code (built without a CUDA toolkit).
+    #[error("no toolkit at build time")]
     NoGpuCode,
     /// `libcuda` could not be loaded.
+    #[error("no driver")]
     NoDriver,
     /// The driver loaded but `cuInit` failed.
+    #[error("driver failed to initialize ({0})")]
     DriverInit(DriverError),
     /// The driver reports no CUDA device.
+    #[error("no device")]
     NoDevice,
     /// A module has neither SASS nor PTX the device can run.
+    #[error("fat binary has {}, device is sm_{device_arch}", all_archs(sass, ptx))]
     ArchMismatch {
         /// The module's name.
         module: &'static str,
@@ -51,44 +98,19 @@ pub enum CpuReason {
         device_arch: u32,
     },
     /// Creating the context or loading a module failed.
+    #[error("device unusable: {0}")]
     Unusable(Box<Error>),
 }
 
-impl fmt::Display for CpuReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Forced => f.write_str("cpu backend requested"),
-            Self::NoGpuCode => f.write_str("no toolkit at build time"),
-            Self::NoDriver => f.write_str("no driver"),
-            Self::DriverInit(e) => write!(f, "driver failed to initialize ({e})"),
-            Self::NoDevice => f.write_str("no device"),
-            Self::ArchMismatch {
-                sass,
-                ptx,
-                device_arch,
-                ..
-            } => {
-                let mut all: Vec<u32> = sass.iter().chain(ptx.iter()).copied().collect();
-                all.sort_unstable();
-                all.dedup();
-                write!(
-                    f,
-                    "fat binary has {}, device is sm_{device_arch}",
-                    Archs(&all)
-                )
-            }
-            Self::Unusable(e) => write!(f, "device unusable: {e}"),
-        }
-    }
-}
-
 /// Which launch limit a [`LaunchConfig`](crate::LaunchConfig) broke.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LaunchLimit {
     /// A grid or block dimension is zero.
+    #[error("a grid or block dimension is zero; use at least 1")]
     ZeroDimension,
     /// `block.0 * block.1 * block.2` is over the kernel's limit.
+    #[error("{requested} threads per block, the kernel allows {max}; use smaller blocks")]
     ThreadsPerBlock {
         /// Threads asked for.
         requested: u64,
@@ -96,6 +118,7 @@ pub enum LaunchLimit {
         max: u32,
     },
     /// A block dimension is over the device's limit.
+    #[error("block.{} is {requested}, the device allows {max}", axis_name(*axis))]
     BlockDim {
         /// Axis: 0 = x, 1 = y, 2 = z.
         axis: u8,
@@ -105,6 +128,7 @@ pub enum LaunchLimit {
         max: u32,
     },
     /// A grid dimension is over the device's limit.
+    #[error("grid.{} is {requested}, the device allows {max}", axis_name(*axis))]
     GridDim {
         /// Axis: 0 = x, 1 = y, 2 = z.
         axis: u8,
@@ -114,6 +138,9 @@ pub enum LaunchLimit {
         max: u32,
     },
     /// Dynamic shared memory is over what the kernel may use.
+    #[error(
+        "{requested} bytes of dynamic shared memory, the kernel may use {max}; use less or opt in with the function attribute"
+    )]
     SharedMemory {
         /// Bytes asked for.
         requested: u32,
@@ -122,191 +149,57 @@ pub enum LaunchLimit {
     },
 }
 
-impl fmt::Display for LaunchLimit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const AXES: [&str; 3] = ["x", "y", "z"];
-        match *self {
-            Self::ZeroDimension => f.write_str("a grid or block dimension is zero; use at least 1"),
-            Self::ThreadsPerBlock { requested, max } => {
-                write!(f, "{requested} threads per block, the kernel allows {max}; use smaller blocks")
-            }
-            Self::BlockDim { axis, requested, max } => {
-                let axis = AXES[usize::from(axis).min(2)];
-                write!(f, "block.{axis} is {requested}, the device allows {max}")
-            }
-            Self::GridDim { axis, requested, max } => {
-                let axis = AXES[usize::from(axis).min(2)];
-                write!(f, "grid.{axis} is {requested}, the device allows {max}")
-            }
-            Self::SharedMemory { requested, max } => write!(
-                f,
-                "{requested} bytes of dynamic shared memory, the kernel may use {max}; use less or opt in with the function attribute"
-            ),
-        }
-    }
+fn axis_name(axis: u8) -> &'static str {
+    ["x", "y", "z"][usize::from(axis).min(2)]
 }
 
-/// A `#[repr(C)]` type's Rust layout differs from the C compiler's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How the argument list of a launch by name differs from the parameters
+/// the driver reports for the kernel; nothing was launched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum LayoutMismatch {
-    /// `size_of` differs.
+pub enum ArgMismatch {
+    /// Another number of arguments than parameters.
+    #[error("{got} arguments for {expected} parameters")]
+    Count {
+        /// Parameters of the kernel.
+        expected: usize,
+        /// Arguments given.
+        got: usize,
+    },
+    /// An argument of another size than its parameter.
+    #[error("argument {index} is {got} bytes but the kernel's parameter {index} is {expected}")]
     Size {
-        /// The C type's name.
-        type_name: &'static str,
-        /// Rust's value.
-        rust: usize,
-        /// The C compiler's value.
-        c: usize,
-    },
-    /// `align_of` differs.
-    Align {
-        /// The C type's name.
-        type_name: &'static str,
-        /// Rust's value.
-        rust: usize,
-        /// The C compiler's value.
-        c: usize,
-    },
-    /// A field's offset differs.
-    FieldOffset {
-        /// The C type's name.
-        type_name: &'static str,
-        /// The field.
-        field: String,
-        /// Rust's offset.
-        rust: usize,
-        /// The C compiler's offset.
-        c: usize,
-    },
-    /// A field is on one side only.
-    MissingField {
-        /// The C type's name.
-        type_name: &'static str,
-        /// The field.
-        field: String,
-        /// Whether Rust has it (otherwise only C does).
-        in_rust: bool,
+        /// The parameter's index, from 0.
+        index: usize,
+        /// The parameter's size in bytes, as the driver reports it.
+        expected: usize,
+        /// The argument's size in bytes.
+        got: usize,
     },
 }
-
-impl fmt::Display for LayoutMismatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const FIX: &str = "regenerate the bindings with `cargo xtask codegen` or fix the struct";
-        match self {
-            Self::Size { type_name, rust, c } => {
-                write!(
-                    f,
-                    "`{type_name}` is {rust} bytes in rust but {c} in c; {FIX}"
-                )
-            }
-            Self::Align { type_name, rust, c } => {
-                write!(
-                    f,
-                    "`{type_name}` is aligned to {rust} in rust but {c} in c; {FIX}"
-                )
-            }
-            Self::FieldOffset {
-                type_name,
-                field,
-                rust,
-                c,
-            } => write!(
-                f,
-                "`{type_name}.{field}` is at offset {rust} in rust but {c} in c; {FIX}"
-            ),
-            Self::MissingField {
-                type_name,
-                field,
-                in_rust,
-            } => {
-                let (has, lacks) = if *in_rust {
-                    ("rust", "c")
-                } else {
-                    ("c", "rust")
-                };
-                write!(
-                    f,
-                    "`{type_name}.{field}` exists in {has} but not in {lacks}; {FIX}"
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for LayoutMismatch {}
-
-/// Why libnccl could not be used; NCCL is loaded at run time, so a missing
-/// library is an error of [`Collective::new`](crate::Collective::new), not of
-/// the build.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum NcclUnavailable {
-    /// No library of these names could be loaded.
-    NotFound {
-        /// The names tried, in order (sonames, looked up on the loader path).
-        tried: &'static [&'static str],
-        /// What the loader said about the first name.
-        loader: String,
-    },
-    /// The library lacks a function gpu-core calls.
-    MissingSymbol {
-        /// The library loaded.
-        library: &'static str,
-        /// The function it lacks.
-        symbol: &'static str,
-    },
-}
-
-impl fmt::Display for NcclUnavailable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const FIX: &str = "or run with --gpus 1";
-        match self {
-            Self::NotFound { tried, loader } => write!(
-                f,
-                "cannot load {} ({}); install NCCL 2 or put its lib dir on LD_LIBRARY_PATH, {FIX}",
-                tried.join(" or "),
-                loader.replace('\n', " ")
-            ),
-            Self::MissingSymbol { library, symbol } => write!(
-                f,
-                "{library} has no `{symbol}`; install a current NCCL 2, {FIX}"
-            ),
-        }
-    }
-}
-
-/// An NCCL call's failure: its `ncclResult_t` and NCCL's description of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct NcclError {
-    /// The `ncclResult_t` value.
-    pub code: i32,
-    /// `ncclGetErrorString` of it.
-    pub message: String,
-}
-
-impl fmt::Display for NcclError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "nccl error {} ({})", self.code, self.message)
-    }
-}
-
-impl std::error::Error for NcclError {}
 
 /// Ranks, streams or buffers handed to a [`Collective`](crate::Collective)
 /// that do not fit together; nothing was enqueued.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CollectiveMismatch {
     /// No stream was given.
+    #[error("no stream given; pass one stream per device")]
     NoRanks,
     /// A rank's stream is on the CPU backend.
+    #[error(
+        "rank {rank}'s stream is on the cpu backend; give each rank a cuda stream (from `Devices`)"
+    )]
     CpuStream {
         /// The rank.
         rank: usize,
     },
     /// Two ranks' streams are on the same device (NCCL hangs on that).
+    #[error(
+        "ranks {} and {} are both on gpu {ordinal}; give each rank a stream on its own device",
+        ranks.0,
+        ranks.1
+    )]
     SameDevice {
         /// The device.
         ordinal: usize,
@@ -314,6 +207,7 @@ pub enum CollectiveMismatch {
         ranks: (usize, usize),
     },
     /// A call passed another number of buffers than there are ranks.
+    #[error("{got} buffers for {expected} ranks; pass one buffer per rank, in rank order")]
     RankCount {
         /// Ranks of the collective.
         expected: usize,
@@ -321,6 +215,9 @@ pub enum CollectiveMismatch {
         got: usize,
     },
     /// A rank's buffer has another length than rank 0's.
+    #[error(
+        "rank {rank}'s buffer has {len} elements but rank 0's has {expected}; make them the same length"
+    )]
     BufferLength {
         /// The rank.
         rank: usize,
@@ -330,11 +227,15 @@ pub enum CollectiveMismatch {
         expected: usize,
     },
     /// A rank's buffer is host memory (from the CPU backend).
+    #[error("rank {rank}'s buffer is host memory; allocate it on the rank's stream")]
     HostBuffer {
         /// The rank.
         rank: usize,
     },
     /// A rank's buffer is on another device than its stream.
+    #[error(
+        "rank {rank}'s buffer is on gpu {buffer} but its stream on gpu {stream}; allocate it on the rank's stream"
+    )]
     BufferDevice {
         /// The rank.
         rank: usize,
@@ -343,55 +244,35 @@ pub enum CollectiveMismatch {
         /// The stream's device.
         stream: usize,
     },
-}
-
-impl fmt::Display for CollectiveMismatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Self::NoRanks => f.write_str("no stream given; pass one stream per device"),
-            Self::CpuStream { rank } => write!(
-                f,
-                "rank {rank}'s stream is on the cpu backend; give each rank a cuda stream (from `Devices`)"
-            ),
-            Self::SameDevice { ordinal, ranks: (a, b) } => write!(
-                f,
-                "ranks {a} and {b} are both on gpu {ordinal}; give each rank a stream on its own device"
-            ),
-            Self::RankCount { expected, got } => write!(
-                f,
-                "{got} buffers for {expected} ranks; pass one buffer per rank, in rank order"
-            ),
-            Self::BufferLength { rank, len, expected } => write!(
-                f,
-                "rank {rank}'s buffer has {len} elements but rank 0's has {expected}; make them the same length"
-            ),
-            Self::HostBuffer { rank } => write!(
-                f,
-                "rank {rank}'s buffer is host memory; allocate it on the rank's stream"
-            ),
-            Self::BufferDevice { rank, buffer, stream } => write!(
-                f,
-                "rank {rank}'s buffer is on gpu {buffer} but its stream on gpu {stream}; allocate it on the rank's stream"
-            ),
-        }
-    }
+    /// Found by the last check before NCCL is called (the checks above
+    /// normally catch it first).
+    #[error("{what}; pass one buffer per rank, on the rank's stream, all of one length")]
+    Other {
+        /// What does not fit.
+        what: &'static str,
+    },
 }
 
 /// Everything that can go wrong in gpu-core.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// `KILN_BACKEND` holds something other than `cpu` or `cuda`.
+    #[error("KILN_BACKEND is `{value}`; set it to `cpu`, `cuda` or leave it unset")]
     InvalidBackendEnv {
         /// The value found.
         value: String,
     },
     /// CUDA was forced (`KILN_BACKEND=cuda` or [`Backend::cuda`](crate::Backend::cuda)) but cannot run.
+    #[error(
+        "cuda backend requested but it cannot run: {reason}; unset KILN_BACKEND to fall back to the cpu"
+    )]
     CudaUnavailable {
         /// Why not.
         reason: CpuReason,
     },
     /// A driver call failed.
+    #[error("{op} failed: {source}")]
     Driver {
         /// What gpu-core was doing (`"cuMemcpyHtoDAsync"`, `"create stream"`).
         op: &'static str,
@@ -399,6 +280,9 @@ pub enum Error {
         source: DriverError,
     },
     /// The device is out of memory.
+    #[error(
+        "out of device memory allocating {bytes} bytes ({source}); free buffers or use smaller batches"
+    )]
     OutOfMemory {
         /// Bytes requested.
         bytes: usize,
@@ -406,6 +290,7 @@ pub enum Error {
         source: DriverError,
     },
     /// `len * size_of::<T>()` does not fit in `usize`.
+    #[error("{len} elements of {elem_size} bytes overflow usize; allocate fewer elements")]
     SizeOverflow {
         /// Elements requested.
         len: usize,
@@ -413,6 +298,9 @@ pub enum Error {
         elem_size: usize,
     },
     /// Source and destination lengths differ; nothing was copied.
+    #[error(
+        "{op}: source has {src} elements but destination {dst}; nothing was copied, make the lengths equal"
+    )]
     LengthMismatch {
         /// The operation.
         op: &'static str,
@@ -422,6 +310,7 @@ pub enum Error {
         dst: usize,
     },
     /// A view's range is outside its buffer.
+    #[error("range {start}..{end} is out of bounds for a buffer of {len} elements")]
     OutOfBounds {
         /// Range start, in elements.
         start: usize,
@@ -431,16 +320,38 @@ pub enum Error {
         len: usize,
     },
     /// A CUDA object was used with the CPU backend or the other way round.
+    #[error("{what} belongs to another backend; create it from the same `Backend`")]
     BackendMismatch {
         /// What was mixed up.
         what: &'static str,
     },
+    /// A `GpuRepr` impl claims another size than the Rust type has (a
+    /// hand-written impl that lies).
+    #[error(
+        "`{type_name}` is {rust} bytes in rust but its `GpuRepr` impl says {c}; generate the impl from the header or fix it"
+    )]
+    ReprSize {
+        /// The C type's name.
+        type_name: &'static str,
+        /// `size_of` in Rust.
+        rust: usize,
+        /// `GpuRepr::SIZE`.
+        c: usize,
+    },
     /// A module was handed in without GPU code.
+    #[error(
+        "module `{module}` has no gpu code (built without a cuda toolkit); install one, or point CUDA_PATH at it, and rebuild"
+    )]
     ModuleNotBuilt {
         /// The module's name.
         module: &'static str,
     },
     /// A module has neither SASS nor PTX the device can run.
+    #[error(
+        "module `{module}` has sass for {} and ptx for {}, device is sm_{device_arch}; rebuild the kernels with sm_{device_arch} among their archs",
+        Archs(sass),
+        Archs(ptx)
+    )]
     NoBinaryForDevice {
         /// The module's name.
         module: &'static str,
@@ -452,6 +363,10 @@ pub enum Error {
         device_arch: u32,
     },
     /// The module's PTX is newer than the driver can JIT.
+    #[error(
+        "module `{module}` has ptx from toolkit {}.{} but the driver supports cuda {}.{}; update the driver or build sass for this device",
+        toolkit.0, toolkit.1, driver.0, driver.1
+    )]
     PtxTooNew {
         /// The module's name.
         module: &'static str,
@@ -461,6 +376,7 @@ pub enum Error {
         driver: (u32, u32),
     },
     /// Loading a module failed for another reason.
+    #[error("loading module `{module}` failed: {source}")]
     ModuleLoad {
         /// The module's name.
         module: &'static str,
@@ -468,6 +384,10 @@ pub enum Error {
         source: DriverError,
     },
     /// No module handed to the backend has the kernel.
+    #[error(
+        "kernel `{kernel}` is in none of the modules handed in ({}); pass the module that defines it",
+        modules.join(", ")
+    )]
     KernelNotFound {
         /// The kernel's name.
         kernel: &'static str,
@@ -475,11 +395,47 @@ pub enum Error {
         modules: Vec<&'static str>,
     },
     /// The CPU backend has no implementation of the kernel.
+    #[error(
+        "kernel `{kernel}` has no cpu implementation; load it with `Backend::kernel_with_cpu`"
+    )]
     NoCpuKernel {
         /// The kernel's name.
         kernel: &'static str,
     },
+    /// A kernel was asked for by name on the CPU backend, which has no body
+    /// to run for it.
+    #[error(
+        "kernel `{kernel}` was asked for by name, which needs the cuda backend; declare it in a header with KILN_KERNEL to give it a cpu body"
+    )]
+    ByNameNeedsCuda {
+        /// The name asked for.
+        kernel: String,
+    },
+    /// The driver cannot report a kernel's parameters (`cuFuncGetParamInfo`,
+    /// CUDA 12.4 and later), so a launch by name cannot be checked.
+    #[error(
+        "the driver (cuda {}.{}) cannot report the parameters of `{kernel}`; update the driver to cuda 12.4 or later, or declare the kernel in a header",
+        driver.0, driver.1
+    )]
+    ParamInfoUnavailable {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The driver's CUDA version.
+        driver: (u32, u32),
+    },
+    /// The argument list of a launch by name does not fit the kernel's
+    /// parameters; nothing was launched.
+    #[error(
+        "launch of `{kernel}` rejected: {mismatch}; pass one argument per parameter, each of its size"
+    )]
+    LaunchArgs {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// How the list differs.
+        mismatch: ArgMismatch,
+    },
     /// The launch configuration breaks a device or kernel limit; nothing was launched.
+    #[error("launch of `{kernel}` rejected: {limit}")]
     InvalidLaunch {
         /// The kernel's name.
         kernel: &'static str,
@@ -487,6 +443,7 @@ pub enum Error {
         limit: LaunchLimit,
     },
     /// A launch failed when enqueued.
+    #[error("launch of `{kernel}` (module `{module}`) failed: {source}")]
     Launch {
         /// The kernel's name.
         kernel: &'static str,
@@ -497,6 +454,10 @@ pub enum Error {
     },
     /// An asynchronous error surfaced at a synchronization point; it came from
     /// earlier work on the stream, not from the call that returned it.
+    #[error(
+        "asynchronous error {source} surfaced at synchronization{}",
+        last_launch(kernel, module)
+    )]
     Async {
         /// The last kernel launched on the stream, when known.
         kernel: Option<&'static str>,
@@ -505,15 +466,15 @@ pub enum Error {
         /// The driver's error.
         source: DriverError,
     },
-    /// A struct's layout differs between Rust and C.
-    Layout(LayoutMismatch),
     /// A GPU count is neither `all` nor a whole number of at least 1.
+    #[error("`{value}` is not a gpu count; use `all` or a whole number from 1 up")]
     InvalidGpuCount {
         /// The value given.
         value: String,
     },
     /// [`Devices::open`](crate::Devices::open) found no GPU to open (`ordinal`
     /// is `None`), or device `ordinal` cannot run the modules handed in.
+    #[error("{}", gpus_unavailable(*ordinal, reason))]
     GpusUnavailable {
         /// The device that failed, when one did.
         ordinal: Option<usize>,
@@ -521,6 +482,9 @@ pub enum Error {
         reason: CpuReason,
     },
     /// More GPUs were asked for than are visible.
+    #[error(
+        "{requested} gpus requested but {available} visible; ask for at most {available}, or `all`"
+    )]
     NotEnoughGpus {
         /// GPUs asked for.
         requested: usize,
@@ -528,8 +492,10 @@ pub enum Error {
         available: usize,
     },
     /// libnccl cannot be loaded (or is too old); one GPU still works.
+    #[error(transparent)]
     NcclUnavailable(NcclUnavailable),
     /// An NCCL call failed.
+    #[error("{op} failed: {source}; rerun with NCCL_DEBUG=WARN for nccl's reason")]
     Nccl {
         /// The call (`"ncclCommInitAll"`, `"ncclGroupEnd"`).
         op: &'static str,
@@ -537,129 +503,40 @@ pub enum Error {
         source: NcclError,
     },
     /// A collective's ranks, streams or buffers do not fit together.
+    #[error("invalid collective: {0}")]
     InvalidCollective(CollectiveMismatch),
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::InvalidBackendEnv { value } => {
-                write!(f, "KILN_BACKEND is `{value}`; set it to `cpu`, `cuda` or leave it unset")
-            }
-            Self::CudaUnavailable { reason } => write!(
-                f,
-                "cuda backend requested but it cannot run: {reason}; unset KILN_BACKEND to fall back to the cpu"
-            ),
-            Self::Driver { op, source } => write!(f, "{op} failed: {source}"),
-            Self::OutOfMemory { bytes, source } => write!(
-                f,
-                "out of device memory allocating {bytes} bytes ({source}); free buffers or use smaller batches"
-            ),
-            Self::SizeOverflow { len, elem_size } => write!(
-                f,
-                "{len} elements of {elem_size} bytes overflow usize; allocate fewer elements"
-            ),
-            Self::LengthMismatch { op, src, dst } => write!(
-                f,
-                "{op}: source has {src} elements but destination {dst}; nothing was copied, make the lengths equal"
-            ),
-            Self::OutOfBounds { start, end, len } => {
-                write!(f, "range {start}..{end} is out of bounds for a buffer of {len} elements")
-            }
-            Self::BackendMismatch { what } => write!(
-                f,
-                "{what} belongs to another backend; create it from the same `Backend`"
-            ),
-            Self::ModuleNotBuilt { module } => write!(
-                f,
-                "module `{module}` has no gpu code (built without a toolkit); run `cargo xtask toolkit install` and rebuild"
-            ),
-            Self::NoBinaryForDevice { module, sass, ptx, device_arch } => write!(
-                f,
-                "module `{module}` has sass for {} and ptx for {}, device is sm_{device_arch}; run `cargo xtask build --arch sm_{device_arch}`",
-                Archs(sass),
-                Archs(ptx)
-            ),
-            Self::PtxTooNew { module, toolkit, driver } => write!(
-                f,
-                "module `{module}` has ptx from toolkit {}.{} but the driver supports cuda {}.{}; update the driver or build sass for this device",
-                toolkit.0, toolkit.1, driver.0, driver.1
-            ),
-            Self::ModuleLoad { module, source } => {
-                write!(f, "loading module `{module}` failed: {source}")
-            }
-            Self::KernelNotFound { kernel, modules } => write!(
-                f,
-                "kernel `{kernel}` is in none of the modules handed in ({}); pass the module that defines it",
-                modules.join(", ")
-            ),
-            Self::NoCpuKernel { kernel } => write!(
-                f,
-                "kernel `{kernel}` has no cpu implementation; load it with `Backend::kernel_with_cpu`"
-            ),
-            Self::InvalidLaunch { kernel, limit } => write!(f, "launch of `{kernel}` rejected: {limit}"),
-            Self::Launch { kernel, module, source } => {
-                write!(f, "launch of `{kernel}` (module `{module}`) failed: {source}")
-            }
-            Self::Async { kernel, module, source } => match (kernel, module) {
-                (Some(k), Some(m)) => write!(
-                    f,
-                    "asynchronous error {source} surfaced at synchronization; the last launch on the stream was `{k}` (module `{m}`)"
-                ),
-                _ => write!(
-                    f,
-                    "asynchronous error {source} surfaced at synchronization, from earlier work on the stream"
-                ),
-            },
-            Self::Layout(m) => m.fmt(f),
-            Self::InvalidGpuCount { value } => write!(
-                f,
-                "`{value}` is not a gpu count; use `all` or a whole number from 1 up"
-            ),
-            Self::GpusUnavailable { ordinal: None, reason } => write!(
-                f,
-                "no gpu to open ({reason}); install the driver on a machine with a cuda device, or run on the cpu"
-            ),
-            Self::GpusUnavailable { ordinal: Some(i), reason } => write!(
-                f,
-                "gpu {i} cannot be used ({reason}); ask for fewer gpus or hide it with CUDA_VISIBLE_DEVICES"
-            ),
-            Self::NotEnoughGpus { requested, available } => write!(
-                f,
-                "{requested} gpus requested but {available} visible; ask for at most {available}, or `all`"
-            ),
-            Self::NcclUnavailable(reason) => reason.fmt(f),
-            Self::Nccl { op, source } => write!(
-                f,
-                "{op} failed: {source}; rerun with NCCL_DEBUG=WARN for nccl's reason"
-            ),
-            Self::InvalidCollective(m) => write!(f, "invalid collective: {m}"),
-        }
+fn last_launch(kernel: &Option<&'static str>, module: &Option<&'static str>) -> String {
+    match (kernel, module) {
+        (Some(k), Some(m)) => format!("; the last launch on the stream was `{k}` (module `{m}`)"),
+        _ => ", from earlier work on the stream".into(),
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Driver { source, .. }
-            | Self::OutOfMemory { source, .. }
-            | Self::ModuleLoad { source, .. }
-            | Self::Launch { source, .. }
-            | Self::Async { source, .. } => Some(source),
-            Self::Layout(m) => Some(m),
-            Self::Nccl { source, .. } => Some(source),
-            _ => None,
-        }
+fn gpus_unavailable(ordinal: Option<usize>, reason: &CpuReason) -> String {
+    match ordinal {
+        None => format!(
+            "no gpu to open ({reason}); install the driver on a machine with a cuda device, or run on the cpu"
+        ),
+        Some(i) => format!(
+            "gpu {i} cannot be used ({reason}); ask for fewer gpus or hide it with CUDA_VISIBLE_DEVICES"
+        ),
     }
 }
 
-impl From<LayoutMismatch> for Error {
-    fn from(m: LayoutMismatch) -> Self {
-        Self::Layout(m)
+/// `map_err` helper: a failed NCCL call as an [`Error::Nccl`].
+pub(crate) fn nccl_failed(failed: NcclCallFailed) -> Error {
+    Error::Nccl {
+        op: failed.op,
+        source: failed.source,
     }
 }
 
 /// `map_err` helper: a driver call's error with what gpu-core was doing.
-pub(crate) fn driver(op: &'static str) -> impl FnOnce(DriverError) -> Error {
-    move |source| Error::Driver { op, source }
+pub(crate) fn driver(op: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
+    move |source| Error::Driver {
+        op,
+        source: source.into(),
+    }
 }

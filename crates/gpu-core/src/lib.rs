@@ -8,8 +8,30 @@
 //! - [`Devices`] opens one backend per GPU, and [`Collective`] all-reduces
 //!   buffers across them through NCCL, loaded at run time.
 //!
-//! All `unsafe` lives in `raw.rs`. gpu-core never names one of kiln's kernels:
-//! callers hand in the [`FatbinImage`]s to load.
+//! gpu-core never names one of kiln's kernels: callers hand in the
+//! [`FatbinImage`]s to load. Kernels without a header are looked up by name
+//! ([`Backend::kernel_by_name`]) and launched with a runtime argument list
+//! checked against the driver's parameter info ([`Stream::launch_by_name`]).
+//!
+//! # Unsafe contract
+//! `unsafe` code (outside doc comments and their examples) is in exactly
+//! these files: `src/ffi/mod.rs`, `src/ffi/driver.rs`, `src/ffi/nccl.rs` (the
+//! driver and NCCL calls) and `src/launch/marshal.rs` (kernel argument
+//! marshalling: the `FfiParam` and `LaunchParams` impls and the launch of a
+//! checked argument list). Every
+//! `unsafe fn` and `unsafe trait` has a `# Safety` section, every `unsafe`
+//! block a `// SAFETY:` comment.
+//!
+//! The `ffi` layer takes raw handles and cudarc's own types only and never
+//! imports from the modules above it; its safe functions check what they rely
+//! on (lengths, contexts) before the driver sees a pointer. Everything else is
+//! safe code, which keeps these invariants: device memory is reached only
+//! through live views of buffers on the stream's context; a kernel's
+//! arguments are typed by its [`KernelDecl`] (an `unsafe trait`: generated
+//! code promises the C parameter types) or, launched by name, promised by
+//! the caller of the `unsafe fn` [`Args::new`] and checked for count and
+//! size; host memory is read back only as [`GpuRepr`] types, valid for every
+//! bit pattern.
 //!
 //! # From your own crate
 //! Depend on gpu-core, and on `cuda-build` as a build-dependency to compile
@@ -62,36 +84,24 @@
 
 mod backend;
 mod device;
-mod error;
+pub mod error;
+mod ffi;
 mod launch;
-mod layout;
 mod memory;
 mod module;
 mod multi;
-mod pool;
-mod raw;
 mod stream;
+#[cfg(feature = "testing")]
+pub mod testing;
 
-pub use backend::{Backend, BackendKind, BACKEND_ENV};
-pub use cuda_sys::{param_kind, AbiParam, FatbinImage, GpuRepr, KernelDecl, KernelInfo};
-pub use device::{
-    devices, driver_present, driver_version, toolkit_version, DeviceInfo, DeviceLimits,
-};
-pub use error::{
-    CollectiveMismatch, CpuReason, DriverError, Error, LaunchLimit, LayoutMismatch, NcclError,
-    NcclUnavailable,
-};
+pub use backend::{Backend, BACKEND_ENV};
+pub use device::{devices, driver_present, driver_version, BackendKind, DeviceInfo, DeviceLimits};
+pub use error::{CpuReason, Error};
+pub use kiln_abi::{gpu_repr, param_kind, AbiParam, FatbinImage, GpuRepr, KernelDecl, KernelInfo};
 pub use launch::{
-    CpuKernel, FfiParam, Kernel, KernelLimits, LaunchConfig, LaunchParams, LaunchSite,
+    Arg, Args, CpuKernel, FfiParam, Kernel, KernelByName, KernelLimits, LaunchConfig, LaunchParams,
+    LaunchSite,
 };
-pub use layout::check_layout;
-pub use memory::{DeviceBuffer, DeviceView, DeviceViewMut, PinnedBuffer};
-pub use module::{code_for_arch, CodeChoice};
+pub use memory::{DeviceBuffer, DeviceView, DeviceViewMut};
 pub use multi::{nccl_available, nccl_version, Collective, CollectiveElem, Devices, GpuCount};
-pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
 pub use stream::{Event, Stream};
-
-#[doc(hidden)]
-pub mod __private {
-    pub use cudarc::driver::CudaStream;
-}

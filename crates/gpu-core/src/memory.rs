@@ -1,5 +1,5 @@
-//! Owned device buffers, borrowed views by range, and pinned host buffers,
-//! each backed by CUDA device memory or, on the CPU backend, host memory.
+//! Owned device buffers and borrowed views by range, each backed by CUDA
+//! device memory or, on the CPU backend, host memory.
 //!
 //! One enum per type (`Cuda` / `Host` storage) rather than a generic backend
 //! parameter: apps write their buffer and launch code once and pick the backend
@@ -10,11 +10,11 @@
 use std::marker::PhantomData;
 use std::ops::{Bound, Range, RangeBounds};
 
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, PinnedHostSlice};
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
 
-use crate::error::{Error, LayoutMismatch};
-use crate::raw;
-use crate::{BackendKind, GpuRepr};
+use crate::device::BackendKind;
+use crate::error::Error;
+use crate::GpuRepr;
 
 /// `len * size_of::<T>()`, or [`Error::SizeOverflow`].
 pub(crate) fn byte_len<T>(len: usize) -> Result<usize, Error> {
@@ -28,12 +28,11 @@ pub(crate) fn byte_len<T>(len: usize) -> Result<usize, Error> {
 /// hand-written impl could lie); element sizes are used for byte arithmetic.
 pub(crate) fn check_repr<T: GpuRepr>() -> Result<(), Error> {
     if std::mem::size_of::<T>() != T::SIZE {
-        return Err(LayoutMismatch::Size {
+        return Err(Error::ReprSize {
             type_name: T::C_NAME,
             rust: std::mem::size_of::<T>(),
             c: T::SIZE,
-        }
-        .into());
+        });
     }
     Ok(())
 }
@@ -73,7 +72,7 @@ pub(crate) enum Storage<T> {
 #[derive(Debug)]
 pub struct DeviceBuffer<T: GpuRepr> {
     pub(crate) storage: Storage<T>,
-    /// Elements in use; the storage may hold more (pooled buffers).
+    /// Elements in the buffer (the CUDA storage holds at least one byte).
     pub(crate) len: usize,
 }
 
@@ -86,14 +85,6 @@ impl<T: GpuRepr> DeviceBuffer<T> {
     /// Whether the buffer has no element.
     pub fn is_empty(&self) -> bool {
         self.len == 0
-    }
-
-    /// Elements the allocation could hold.
-    pub fn capacity(&self) -> usize {
-        match &self.storage {
-            Storage::Cuda(s) => s.len() / std::mem::size_of::<T>().max(1),
-            Storage::Host(v) => v.len(),
-        }
     }
 
     /// Which backend's memory this is.
@@ -185,21 +176,6 @@ pub struct DeviceView<'a, T: GpuRepr> {
 }
 
 impl<'a, T: GpuRepr> DeviceView<'a, T> {
-    /// The device address of the first element, for passing to host-side CUDA
-    /// C++ (a static-library module) that enqueues work on `stream`; `None` on
-    /// the CPU backend or for a stream of another backend.
-    ///
-    /// Using the address is the caller's `unsafe` business: the memory stays
-    /// valid while this view lives, and the work must go on `stream` (kiln
-    /// records no use of the memory for other streams).
-    pub fn raw_device_ptr(&self, stream: &crate::Stream) -> Option<u64> {
-        use cudarc::driver::DevicePtr;
-        match (&self.inner, stream.cuda_stream()) {
-            (ViewRef::Cuda(view), Some(cuda)) => Some(view.device_ptr(cuda).0),
-            _ => None,
-        }
-    }
-
     /// Elements in the view.
     pub fn len(&self) -> usize {
         self.len
@@ -268,16 +244,6 @@ pub struct DeviceViewMut<'a, T: GpuRepr> {
 }
 
 impl<T: GpuRepr> DeviceViewMut<'_, T> {
-    /// The device address of the first element, for host-side CUDA C++ that
-    /// writes it on `stream`; see [`DeviceView::raw_device_ptr`].
-    pub fn raw_device_ptr(&mut self, stream: &crate::Stream) -> Option<u64> {
-        use cudarc::driver::DevicePtrMut;
-        match (&mut self.inner, stream.cuda_stream()) {
-            (ViewMutRef::Cuda(view), Some(cuda)) => Some(view.device_ptr_mut(cuda).0),
-            _ => None,
-        }
-    }
-
     /// Elements in the view.
     pub fn len(&self) -> usize {
         self.len
@@ -340,93 +306,6 @@ impl<T: GpuRepr> DeviceViewMut<'_, T> {
         match &mut self.inner {
             ViewMutRef::Host(s) => Some(s),
             ViewMutRef::Cuda(_) => None,
-        }
-    }
-}
-
-#[derive(Debug)]
-pub(crate) enum PinnedStorage<T> {
-    Cuda(PinnedHostSlice<u8>),
-    Host(Vec<T>),
-}
-
-/// Page-locked host memory for asynchronous copies (plain host memory on the
-/// CPU backend). Reading, writing or dropping it waits for copies in flight.
-#[derive(Debug)]
-pub struct PinnedBuffer<T: GpuRepr> {
-    pub(crate) storage: PinnedStorage<T>,
-    pub(crate) len: usize,
-    /// Recorded after the last async copy into or out of this buffer. cudarc
-    /// tracks such copies only in its multi-stream mode, so the buffer waits
-    /// on its own event before the host touches the memory (a read before the
-    /// copy landed was seen on an H100).
-    pub(crate) pending: std::sync::Mutex<Option<cudarc::driver::CudaEvent>>,
-}
-
-impl<T: GpuRepr> PinnedBuffer<T> {
-    /// Elements in the buffer.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the buffer has no element.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Records that an async copy into or out of the buffer was enqueued on
-    /// `stream`: host access waits for it from now on.
-    pub(crate) fn mark_pending(&self, stream: &cudarc::driver::CudaStream) -> Result<(), Error> {
-        let event = stream
-            .record_event(None)
-            .map_err(crate::error::driver("cuEventRecord"))?;
-        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(event);
-        Ok(())
-    }
-
-    /// Blocks until the last async copy into or out of the buffer is done.
-    fn wait_pending(&self) -> Result<(), Error> {
-        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        match pending.as_ref() {
-            Some(event) => event
-                .synchronize()
-                .map_err(crate::error::driver("wait for pinned memory")),
-            None => Ok(()),
-        }
-    }
-
-    /// The elements, once copies in flight are done.
-    pub fn as_slice(&self) -> Result<&[T], Error> {
-        self.wait_pending()?;
-        match &self.storage {
-            PinnedStorage::Host(v) => Ok(v),
-            PinnedStorage::Cuda(p) => {
-                let bytes = p
-                    .as_slice()
-                    .map_err(crate::error::driver("wait for pinned memory"))?;
-                raw::pinned_as_slice(bytes, self.len).ok_or(Error::SizeOverflow {
-                    len: self.len,
-                    elem_size: std::mem::size_of::<T>(),
-                })
-            }
-        }
-    }
-
-    /// The elements, mutably, once copies in flight are done.
-    pub fn as_mut_slice(&mut self) -> Result<&mut [T], Error> {
-        self.wait_pending()?;
-        let len = self.len;
-        match &mut self.storage {
-            PinnedStorage::Host(v) => Ok(v),
-            PinnedStorage::Cuda(p) => {
-                let bytes = p
-                    .as_mut_slice()
-                    .map_err(crate::error::driver("wait for pinned memory"))?;
-                raw::pinned_as_mut_slice(bytes, len).ok_or(Error::SizeOverflow {
-                    len,
-                    elem_size: std::mem::size_of::<T>(),
-                })
-            }
         }
     }
 }

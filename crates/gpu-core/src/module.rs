@@ -15,8 +15,7 @@ use crate::FatbinImage;
 
 /// What a device will run from a module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CodeChoice {
+pub(crate) enum CodeChoice {
     /// SASS compiled for this real arch.
     Sass(u32),
     /// PTX for this virtual arch, JIT-compiled by the driver.
@@ -26,7 +25,7 @@ pub enum CodeChoice {
 /// The code the driver will pick from `image` for a device of arch
 /// `device_arch` (`major * 10 + minor`): the newest SASS of the same major
 /// arch not newer than the device, else the newest PTX not newer than it.
-pub fn code_for_arch(image: &FatbinImage, device_arch: u32) -> Option<CodeChoice> {
+pub(crate) fn code_for_arch(image: &FatbinImage, device_arch: u32) -> Option<CodeChoice> {
     let sass = image
         .sass
         .iter()
@@ -80,7 +79,7 @@ fn load_error(image: &'static FatbinImage, device_arch: u32, source: DriverError
         R::CUDA_ERROR_UNSUPPORTED_PTX_VERSION => Error::PtxTooNew {
             module: image.name,
             toolkit: image.toolkit,
-            driver: crate::raw::driver_version().unwrap_or((0, 0)),
+            driver: crate::ffi::driver::driver_version().unwrap_or((0, 0)),
         },
         R::CUDA_ERROR_NO_BINARY_FOR_GPU => Error::NoBinaryForDevice {
             module: image.name,
@@ -90,11 +89,11 @@ fn load_error(image: &'static FatbinImage, device_arch: u32, source: DriverError
         },
         R::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfMemory {
             bytes: image.image.len(),
-            source,
+            source: source.into(),
         },
         _ => Error::ModuleLoad {
             module: image.name,
-            source,
+            source: source.into(),
         },
     }
 }
@@ -137,7 +136,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "module `m` has sass for sm_80,sm_90 and ptx for sm_90, device is sm_75; \
-             run `cargo xtask build --arch sm_75`"
+             rebuild the kernels with sm_75 among their archs"
         );
     }
 

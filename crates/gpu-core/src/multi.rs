@@ -12,11 +12,14 @@ use std::sync::Mutex;
 use cudarc::driver::DeviceSlice;
 use cudarc::nccl::sys::ncclDataType_t;
 
+use crate::backend::Backend;
 use crate::device;
-use crate::error::{driver, CollectiveMismatch, CpuReason, Error};
+use crate::error::{driver, nccl_failed, CollectiveMismatch, CpuReason, Error};
+use crate::ffi::driver::can_access_peer;
+use crate::ffi::nccl::{self, AllReduceError};
 use crate::memory::ViewMutRef;
-use crate::raw;
-use crate::{Backend, DeviceViewMut, FatbinImage, GpuRepr, Stream};
+use crate::stream::Stream;
+use crate::{DeviceViewMut, FatbinImage, GpuRepr};
 
 /// How many GPUs a caller asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,7 +137,7 @@ impl Devices {
             .collect();
         let can = |i: usize, j: usize| match (handles[i], handles[j]) {
             _ if i == j => true,
-            (Some(a), Some(b)) => raw::can_access_peer(a, b).unwrap_or(false),
+            (Some(a), Some(b)) => can_access_peer(a, b).unwrap_or(false),
             _ => false,
         };
         (0..handles.len())
@@ -175,13 +178,13 @@ impl fmt::Display for Devices {
 /// Whether libnccl can be loaded (probes without panicking; the library is
 /// loaded once and kept).
 pub fn nccl_available() -> bool {
-    raw::nccl().is_ok()
+    nccl::nccl().is_ok()
 }
 
 /// The loaded NCCL's version, `(major, minor, patch)`; `None` when libnccl
 /// cannot be loaded.
 pub fn nccl_version() -> Option<(u32, u32, u32)> {
-    raw::nccl().ok().and_then(|nccl| nccl.version())
+    nccl::nccl().ok().and_then(|nccl| nccl.version())
 }
 
 mod sealed {
@@ -217,7 +220,7 @@ impl CollectiveElem for u32 {}
 pub struct Collective {
     /// Dropped (communicators destroyed) before `streams`, whose contexts
     /// they live in.
-    comms: Mutex<Vec<raw::NcclComm>>,
+    comms: Mutex<Vec<nccl::NcclComm>>,
     streams: Vec<Stream>,
 }
 
@@ -245,13 +248,13 @@ impl Collective {
             }
             ordinals.push(device.ordinal);
         }
-        let nccl = raw::nccl().map_err(Error::NcclUnavailable)?;
+        let nccl = nccl::nccl().map_err(Error::NcclUnavailable)?;
         // Device ordinals come from `int`s (cuDeviceGet).
         let ordinals: Vec<i32> = ordinals
             .iter()
             .map(|&o| i32::try_from(o).unwrap_or(i32::MAX))
             .collect();
-        let comms = nccl.comm_init_all(&ordinals)?;
+        let comms = nccl.comm_init_all(&ordinals).map_err(nccl_failed)?;
         Ok(Self {
             comms: Mutex::new(comms),
             streams: streams.to_vec(),
@@ -319,7 +322,14 @@ impl Collective {
         // A poisoned lock only means another thread panicked between NCCL
         // calls; the communicators are still valid.
         let comms = self.comms.lock().unwrap_or_else(|p| p.into_inner());
-        raw::nccl_all_reduce_sum(&comms, &streams, &mut views, count, T::NCCL_TYPE)
+        nccl::all_reduce_sum(&comms, &streams, &mut views, count, T::NCCL_TYPE).map_err(|e| match e
+        {
+            AllReduceError::Invalid(what) => {
+                Error::InvalidCollective(CollectiveMismatch::Other { what })
+            }
+            AllReduceError::Driver(source) => driver("bind context")(source),
+            AllReduceError::Nccl(failed) => nccl_failed(failed),
+        })
     }
 }
 
@@ -364,26 +374,26 @@ mod tests {
     }
 
     /// One line, naming the library and ending with the fallback.
-    fn check_nccl_message(reason: crate::NcclUnavailable, starts: &str) {
+    fn check_nccl_message(reason: crate::error::NcclUnavailable, starts: &str) {
         let message = Error::NcclUnavailable(reason).to_string();
         println!("{message}");
         assert!(!message.contains('\n'), "{message}");
         assert!(message.starts_with(starts), "{message}");
-        assert!(message.ends_with("or run with --gpus 1"), "{message}");
+        assert!(message.ends_with("or use one gpu"), "{message}");
     }
 
     #[test]
     fn missing_nccl_is_one_line_naming_the_fix() {
-        match raw::nccl() {
+        match nccl::nccl() {
             Ok(_) => println!("libnccl loads here"),
-            Err(reason @ crate::NcclUnavailable::NotFound { .. }) => check_nccl_message(
+            Err(reason @ crate::error::NcclUnavailable::NotFound { .. }) => check_nccl_message(
                 reason,
                 "cannot load libnccl.so.2 or libnccl.so (libnccl.so.2",
             ),
             Err(reason) => check_nccl_message(reason, "libnccl.so"),
         }
-        let not_found = crate::NcclUnavailable::NotFound {
-            tried: raw::NCCL_LIBRARIES,
+        let not_found = crate::error::NcclUnavailable::NotFound {
+            tried: nccl::NCCL_LIBRARIES,
             loader: "libnccl.so.2: cannot open shared object file: No such file or directory"
                 .into(),
         };
@@ -391,7 +401,7 @@ mod tests {
             not_found,
             "cannot load libnccl.so.2 or libnccl.so (libnccl.so.2: cannot open",
         );
-        let too_old = crate::NcclUnavailable::MissingSymbol {
+        let too_old = crate::error::NcclUnavailable::MissingSymbol {
             library: "libnccl.so.2",
             symbol: "ncclGroupEnd",
         };
@@ -401,15 +411,15 @@ mod tests {
     #[test]
     fn element_types_match_their_nccl_types() {
         use sealed::Sealed;
-        assert_eq!(raw::nccl_type_size(f32::NCCL_TYPE), Some(4));
-        assert_eq!(raw::nccl_type_size(u32::NCCL_TYPE), Some(4));
+        assert_eq!(nccl::nccl_type_size(f32::NCCL_TYPE), Some(4));
+        assert_eq!(nccl::nccl_type_size(u32::NCCL_TYPE), Some(4));
     }
 
     #[test]
     fn nccl_version_codes_decode() {
-        assert_eq!(raw::decode_nccl_version(22703), Some((2, 27, 3)));
-        assert_eq!(raw::decode_nccl_version(2804), Some((2, 8, 4)));
-        assert_eq!(raw::decode_nccl_version(0), None);
+        assert_eq!(nccl::decode_nccl_version(22703), Some((2, 27, 3)));
+        assert_eq!(nccl::decode_nccl_version(2804), Some((2, 8, 4)));
+        assert_eq!(nccl::decode_nccl_version(0), None);
     }
 
     #[test]

@@ -10,11 +10,14 @@ use std::time::Instant;
 
 use cudarc::driver::{sys, CudaEvent, CudaStream, DevicePtr, DevicePtrMut};
 
+use crate::backend::Backend;
 use crate::error::{driver, Error};
-use crate::launch::{Kernel, KernelImpl, LaunchConfig, LaunchParams, LaunchSite};
-use crate::memory::{byte_len, check_repr, PinnedStorage, Storage, ViewMutRef, ViewRef};
-use crate::raw;
-use crate::{Backend, DeviceBuffer, DeviceView, DeviceViewMut, GpuRepr, KernelDecl, PinnedBuffer};
+use crate::ffi;
+use crate::launch::{
+    Args, CudaLaunch, Kernel, KernelByName, KernelImpl, LaunchConfig, LaunchParams, LaunchSite,
+};
+use crate::memory::{byte_len, check_repr, Storage, ViewMutRef, ViewRef};
+use crate::{DeviceBuffer, DeviceView, DeviceViewMut, GpuRepr, KernelDecl};
 
 /// An ordered queue of device work.
 #[derive(Debug, Clone)]
@@ -26,7 +29,8 @@ pub struct Stream {
 
 fn oom_or(op: &'static str, bytes: usize) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
     move |source| {
-        if source.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        let source = crate::error::DriverError::from(source);
+        if source.is_out_of_memory() {
             Error::OutOfMemory { bytes, source }
         } else {
             Error::Driver { op, source }
@@ -48,6 +52,46 @@ const HOST_ON_CUDA: Error = Error::BackendMismatch {
 const CUDA_ON_HOST: Error = Error::BackendMismatch {
     what: "device memory used on the cpu backend",
 };
+
+impl Backend {
+    /// The context's default stream (the CPU backend's only stream).
+    pub fn default_stream(&self) -> Stream {
+        Stream::new_default(self.clone())
+    }
+
+    /// A new stream; on the CPU, work is done when called, so every stream is
+    /// the same.
+    pub fn new_stream(&self) -> Result<Stream, Error> {
+        Stream::new_nondefault(self.clone())
+    }
+}
+
+impl<T: GpuRepr> DeviceView<'_, T> {
+    /// The device address of the first element, for passing to host-side CUDA
+    /// C++ (a static-library module) that enqueues work on `stream`; `None` on
+    /// the CPU backend or for a stream of another backend.
+    ///
+    /// Nothing checks how the address is used: the memory stays
+    /// valid while this view lives, and the work must go on `stream` (kiln
+    /// records no use of the memory for other streams).
+    pub fn raw_device_ptr(&self, stream: &Stream) -> Option<u64> {
+        match (&self.inner, stream.cuda_stream()) {
+            (ViewRef::Cuda(view), Some(cuda)) => Some(view.device_ptr(cuda).0),
+            _ => None,
+        }
+    }
+}
+
+impl<T: GpuRepr> DeviceViewMut<'_, T> {
+    /// The device address of the first element, for host-side CUDA C++ that
+    /// writes it on `stream`; see [`DeviceView::raw_device_ptr`].
+    pub fn raw_device_ptr(&mut self, stream: &Stream) -> Option<u64> {
+        match (&mut self.inner, stream.cuda_stream()) {
+            (ViewMutRef::Cuda(view), Some(cuda)) => Some(view.device_ptr_mut(cuda).0),
+            _ => None,
+        }
+    }
+}
 
 impl Stream {
     pub(crate) fn new_default(backend: Backend) -> Self {
@@ -78,7 +122,7 @@ impl Stream {
 
     /// The raw `CUstream` (the CUDA runtime's `cudaStream_t`), for host-side
     /// CUDA C++ in a static-library module; `None` on the CPU backend. Using it
-    /// is the caller's `unsafe` business; see [`DeviceView::raw_device_ptr`].
+    /// is unchecked; see [`DeviceView::raw_device_ptr`].
     pub fn raw_stream(&self) -> Option<*mut std::ffi::c_void> {
         self.cuda.as_ref().map(|s| s.cu_stream().cast())
     }
@@ -91,7 +135,7 @@ impl Stream {
             }
             (ViewMutRef::Host(slice), None) => {
                 for value in slice.iter_mut() {
-                    *value = crate::raw::zeroed();
+                    *value = ffi::zeroed();
                 }
                 Ok(())
             }
@@ -120,7 +164,7 @@ impl Stream {
                 s.alloc_zeros::<u8>(bytes.max(1))
                     .map_err(oom_or("cuMemAlloc", bytes))?,
             ),
-            None => Storage::Host(vec![raw::zeroed::<T>(); len]),
+            None => Storage::Host(vec![ffi::zeroed::<T>(); len]),
         };
         Ok(DeviceBuffer { storage, len })
     }
@@ -142,12 +186,7 @@ impl Stream {
         length_check("copy to device", src.len(), dst.len())?;
         match (&mut dst.inner, &self.cuda) {
             (ViewMutRef::Cuda(view), Some(stream)) => {
-                let (ptr, _record) = view.device_ptr_mut(stream);
-                // SAFETY: `ptr` is the start of a live device view on this
-                // stream's context of `dst.len() == src.len()` elements, and its
-                // other users were waited for (`device_ptr_mut`); the driver
-                // stages pageable `src` before returning.
-                unsafe { raw::copy_htod(src, ptr, stream) }.map_err(driver("cuMemcpyHtoDAsync"))
+                ffi::driver::copy_htod(src, view, stream).map_err(driver("cuMemcpyHtoDAsync"))
             }
             (ViewMutRef::Host(d), None) => {
                 d.copy_from_slice(src);
@@ -168,16 +207,11 @@ impl Stream {
         length_check("copy to host", src.len(), dst.len())?;
         match (&src.inner, &self.cuda) {
             (ViewRef::Cuda(view), Some(stream)) => {
-                {
-                    let (ptr, _record) = view.device_ptr(stream);
-                    // SAFETY: `ptr` is the start of a live device view of
-                    // `src.len() == dst.len()` elements on this context; `dst`
-                    // is borrowed mutably until the stream is synchronized
-                    // below.
-                    unsafe { raw::copy_dtoh(ptr, dst, stream) }
-                        .map_err(driver("cuMemcpyDtoHAsync"))?;
+                match ffi::driver::copy_dtoh(view, dst, stream) {
+                    Ok(()) => self.synchronize(),
+                    Err(ffi::driver::CopyError::Enqueue(e)) => Err(driver("cuMemcpyDtoHAsync")(e)),
+                    Err(ffi::driver::CopyError::Wait(e)) => Err(self.async_error(e)),
                 }
-                self.synchronize()
             }
             (ViewRef::Host(s), None) => {
                 dst.copy_from_slice(s);
@@ -190,7 +224,7 @@ impl Stream {
 
     /// A `Vec` holding a copy of `src`.
     pub fn to_host<T: GpuRepr>(&self, src: &DeviceView<'_, T>) -> Result<Vec<T>, Error> {
-        let mut out = vec![raw::zeroed::<T>(); src.len()];
+        let mut out = vec![ffi::zeroed::<T>(); src.len()];
         self.copy_to_host(src, &mut out)?;
         Ok(out)
     }
@@ -202,89 +236,12 @@ impl Stream {
         dst: &mut DeviceViewMut<'_, T>,
     ) -> Result<(), Error> {
         length_check("copy on device", src.len(), dst.len())?;
-        let bytes = byte_len::<T>(src.len())?;
         match (&src.inner, &mut dst.inner, &self.cuda) {
-            (ViewRef::Cuda(s), ViewMutRef::Cuda(d), Some(stream)) => {
-                let (src_ptr, _read) = s.device_ptr(stream);
-                let (dst_ptr, _write) = d.device_ptr_mut(stream);
-                // SAFETY: both are live device views of `bytes` bytes on this
-                // context; a shared and a mutable view cannot overlap (the
-                // mutable one borrows its buffer uniquely).
-                unsafe { raw::copy_dtod(src_ptr, dst_ptr, bytes, stream) }
-                    .map_err(driver("cuMemcpyDtoDAsync"))
-            }
+            // Equal lengths of one `T`: equal byte lengths, as cudarc checks.
+            (ViewRef::Cuda(s), ViewMutRef::Cuda(d), Some(stream)) => stream
+                .memcpy_dtod(s, d)
+                .map_err(driver("cuMemcpyDtoDAsync")),
             (ViewRef::Host(s), ViewMutRef::Host(d), None) => {
-                d.copy_from_slice(s);
-                Ok(())
-            }
-            (_, _, Some(_)) => Err(HOST_ON_CUDA),
-            (_, _, None) => Err(CUDA_ON_HOST),
-        }
-    }
-
-    /// Page-locked host memory of `len` zeroed elements.
-    pub fn alloc_pinned<T: GpuRepr>(&self, len: usize) -> Result<PinnedBuffer<T>, Error> {
-        check_repr::<T>()?;
-        let bytes = byte_len::<T>(len)?;
-        let storage = match &self.cuda {
-            Some(s) => PinnedStorage::Cuda(
-                raw::alloc_pinned(s, bytes).map_err(oom_or("cuMemHostAlloc", bytes))?,
-            ),
-            None => PinnedStorage::Host(vec![raw::zeroed::<T>(); len]),
-        };
-        Ok(PinnedBuffer {
-            storage,
-            len,
-            pending: std::sync::Mutex::new(None),
-        })
-    }
-
-    /// Enqueues a copy of `src` into `dst` and returns at once; `src` cannot be
-    /// changed or freed before the copy is done (its accessors wait for it).
-    pub fn copy_to_device_async<T: GpuRepr>(
-        &self,
-        src: &PinnedBuffer<T>,
-        dst: &mut DeviceViewMut<'_, T>,
-    ) -> Result<(), Error> {
-        length_check("async copy to device", src.len(), dst.len())?;
-        let bytes = byte_len::<T>(src.len())?;
-        match (&src.storage, &mut dst.inner, &self.cuda) {
-            (PinnedStorage::Cuda(p), ViewMutRef::Cuda(d), Some(stream)) => {
-                let (ptr, _record) = d.device_ptr_mut(stream);
-                // SAFETY: `ptr` is a live device view of `bytes` bytes on this
-                // context whose other users were waited for.
-                unsafe { raw::copy_pinned_htod(p, bytes, ptr, stream) }
-                    .map_err(driver("cuMemcpyHtoDAsync"))?;
-                src.mark_pending(stream)
-            }
-            (PinnedStorage::Host(s), ViewMutRef::Host(d), None) => {
-                d.copy_from_slice(s);
-                Ok(())
-            }
-            (_, _, Some(_)) => Err(HOST_ON_CUDA),
-            (_, _, None) => Err(CUDA_ON_HOST),
-        }
-    }
-
-    /// Enqueues a copy of `src` into `dst` and returns at once; reading `dst`
-    /// waits for the copy.
-    pub fn copy_to_host_async<T: GpuRepr>(
-        &self,
-        src: &DeviceView<'_, T>,
-        dst: &mut PinnedBuffer<T>,
-    ) -> Result<(), Error> {
-        length_check("async copy to host", src.len(), dst.len())?;
-        let bytes = byte_len::<T>(src.len())?;
-        match (&src.inner, &mut dst.storage, &self.cuda) {
-            (ViewRef::Cuda(s), PinnedStorage::Cuda(p), Some(stream)) => {
-                let (ptr, _record) = s.device_ptr(stream);
-                // SAFETY: `ptr` is a live device view of `bytes` bytes on this
-                // context.
-                unsafe { raw::copy_dtoh_pinned(ptr, p, bytes, stream) }
-                    .map_err(driver("cuMemcpyDtoHAsync"))?;
-                dst.mark_pending(stream)
-            }
-            (ViewRef::Host(s), PinnedStorage::Host(d), None) => {
                 d.copy_from_slice(s);
                 Ok(())
             }
@@ -314,10 +271,9 @@ impl Stream {
             })?;
         match (&kernel.imp, &self.cuda) {
             (KernelImpl::Cuda { func, site }, Some(stream)) => {
-                if let Ok(mut last) = self.last_launch.lock() {
-                    *last = Some(*site);
-                }
-                <K::Params as LaunchParams>::launch_cuda(args, stream, func, &config, *site)
+                self.record_launch(*site);
+                let target = CudaLaunch::new(stream, func, config, *site);
+                <K::Params as LaunchParams>::launch_cuda(args, target)
             }
             (KernelImpl::Cpu(body), None) => {
                 let host = <K::Params as LaunchParams>::to_host(args)?;
@@ -330,23 +286,62 @@ impl Stream {
         }
     }
 
+    /// Launches the kernel looked up by name with `args`, after checking
+    /// them against the parameter count and sizes the driver reports for it
+    /// (and the configuration against its limits): a list that does not fit
+    /// is an [`Error::LaunchArgs`] naming the parameter and both sizes, and
+    /// never reaches the GPU. See [`Args::new`] for what cannot be checked.
+    pub fn launch_by_name(
+        &self,
+        kernel: &KernelByName,
+        config: LaunchConfig,
+        args: Args<'_>,
+    ) -> Result<(), Error> {
+        config
+            .validate(kernel.limits())
+            .map_err(|limit| Error::InvalidLaunch {
+                kernel: kernel.name(),
+                limit,
+            })?;
+        let Some(stream) = &self.cuda else {
+            return Err(Error::BackendMismatch {
+                what: "a kernel from another backend",
+            });
+        };
+        // Before the launch is recorded, so that a rejected list is never
+        // named as the source of a later asynchronous error.
+        args.check(kernel)?;
+        self.record_launch(LaunchSite {
+            kernel: kernel.name(),
+            module: kernel.module(),
+        });
+        crate::launch::launch_by_name(stream, kernel, config, args)
+    }
+
+    fn record_launch(&self, site: LaunchSite) {
+        *self.last_launch.lock().unwrap_or_else(|p| p.into_inner()) = Some(site);
+    }
+
+    /// An asynchronous error, naming the last kernel launched on the stream.
+    fn async_error(&self, source: cudarc::driver::DriverError) -> Error {
+        let last = self.last_launch();
+        Error::Async {
+            kernel: last.map(|s| s.kernel),
+            module: last.map(|s| s.module),
+            source: source.into(),
+        }
+    }
+
     /// Waits for all work on the stream. An error here came from earlier
     /// asynchronous work: it names the last kernel launched on the stream.
     pub fn synchronize(&self) -> Result<(), Error> {
         let Some(stream) = &self.cuda else {
             return Ok(());
         };
-        let result = stream
+        stream
             .synchronize()
-            .and_then(|()| stream.context().check_err());
-        result.map_err(|source| {
-            let last = self.last_launch();
-            Error::Async {
-                kernel: last.map(|s| s.kernel),
-                module: last.map(|s| s.module),
-                source,
-            }
-        })
+            .and_then(|()| stream.context().check_err())
+            .map_err(|source| self.async_error(source))
     }
 
     /// Records an event at this point of the stream, with timing.

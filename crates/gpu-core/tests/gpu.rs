@@ -1,10 +1,12 @@
 //! Tests that need a CUDA device; each prints `skipped: no CUDA device
-//! (<reason>)` and returns when there is none.
+//! (<reason>)` and returns when there is none (and fails instead under
+//! `KILN_REQUIRE_GPU=1`).
 
 mod common;
 
 use common::{add_f32, cuda_or_skip, TEST_MODULE};
-use gpu_core::{Backend, BackendKind, Error, LaunchConfig};
+use gpu_core::error::ArgMismatch;
+use gpu_core::{Arg, Args, Backend, BackendKind, Error, LaunchConfig};
 
 #[test]
 fn device_properties_are_read_from_attributes() {
@@ -85,6 +87,17 @@ fn unknown_kernel_names_the_modules_searched() {
     assert!(
         matches!(&err, Error::KernelNotFound { kernel: "not_there", modules } if modules == &["gpu_core_test"])
     );
+    let by_name = backend.kernel_by_name("not_there").unwrap_err();
+    assert!(
+        matches!(
+            &by_name,
+            Error::KernelNotFound {
+                kernel: "not_there",
+                ..
+            }
+        ),
+        "{by_name}"
+    );
 }
 
 #[test]
@@ -102,18 +115,9 @@ fn out_of_memory_is_an_error_and_small_allocations_work_after() {
 
 #[test]
 fn kiln_vector_add_from_cuda_sys_when_built() {
-    let Some(_) = cuda_or_skip() else { return };
-    let modules = cuda_sys::modules::ALL;
-    if !modules
-        .iter()
-        .any(|m| m.is_built() && m.has_kernel("vector_add"))
-    {
-        println!(
-            "skipped: this test binary was built without kiln's kernels (no toolkit at build time)"
-        );
+    let Some(backend) = gpu_core::testing::cuda_backend(cuda_sys::modules::ALL) else {
         return;
-    }
-    let backend = Backend::cuda(0, modules).unwrap();
+    };
     let stream = backend.default_stream();
     let kernel = backend.kernel::<cuda_sys::kernels::vector_add>().unwrap();
     let a: Vec<f32> = (0..4096).map(|i| i as f32).collect();
@@ -167,67 +171,97 @@ fn kernels_on_two_streams_see_each_others_writes_after_a_wait() {
     assert_eq!(second.last_launch().unwrap().kernel, "add_f32");
 }
 
-/// Prints gpu-core's launch overhead over a raw cudarc `launch_builder`
-/// launch of the same function. Not a pass/fail timing: the budget (< 0.5 µs)
-/// is checked by reading the output on the GPU machine.
 #[test]
-fn launch_overhead_against_raw_cudarc() {
-    use cudarc::driver::{CudaContext, LaunchConfig as RawConfig, PushKernelArg};
+fn launch_by_name_checks_the_arguments_before_the_gpu_sees_them() {
     let Some(backend) = cuda_or_skip() else {
         return;
     };
+    let kernel = match backend.kernel_by_name("add_f32") {
+        Ok(kernel) => kernel,
+        Err(err @ Error::ParamInfoUnavailable { .. }) => {
+            // A driver before CUDA 12.4: the lookup itself says so.
+            let (major, minor) = gpu_core::driver_version().unwrap();
+            assert!((major, minor) < (12, 4), "{err}");
+            assert!(err.to_string().contains("cuda 12.4 or later"), "{err}");
+            return;
+        }
+        Err(err) => panic!("{err}"),
+    };
+    assert_eq!(kernel.param_sizes(), [8, 8, 8, 4]);
     let stream = backend.default_stream();
-    let kernel = backend.kernel::<add_f32>().unwrap();
-    let a = stream.alloc_zeros::<f32>(256).unwrap();
-    let mut c = stream.alloc_zeros::<f32>(256).unwrap();
-    let cfg = LaunchConfig::for_elements(256, 256);
-    const N: u32 = 20_000;
-    let mut ours = || {
-        let t = std::time::Instant::now();
-        for _ in 0..N {
-            stream
-                .launch(&kernel, cfg, (a.view(), a.view(), c.view_mut(), 256))
-                .unwrap();
-        }
-        let e = t.elapsed();
-        stream.synchronize().unwrap();
-        e
-    };
+    let a = stream.to_device(&[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let mut c = stream.to_device(&[-1.0f32; 4]).unwrap();
+    let cfg = LaunchConfig::for_elements(4, 32);
 
-    let ctx = CudaContext::new(0).unwrap();
-    let raw_stream = ctx.default_stream();
-    let module = ctx
-        .load_module(cudarc::nvrtc::Ptx::from_src(common::ADD_PTX))
-        .unwrap();
-    let func = module.load_function("add_f32").unwrap();
-    let ra = raw_stream.alloc_zeros::<f32>(256).unwrap();
-    let mut rc = raw_stream.alloc_zeros::<f32>(256).unwrap();
-    let n = 256u32;
-    let raw_cfg = RawConfig {
-        grid_dim: (1, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
+    // add_f32 takes `const float *a, const float *b, float *c, unsigned n`.
+    // SAFETY: views of f32 where it takes pointers, holding the 4 elements
+    // it touches; one argument is missing, which the launch checks.
+    let too_few = unsafe {
+        Args::new([
+            Arg::view(a.view()),
+            Arg::view(a.view()),
+            Arg::view_mut(c.view_mut()),
+        ])
     };
-    let mut raw = || {
-        let t = std::time::Instant::now();
-        for _ in 0..N {
-            let mut b = raw_stream.launch_builder(&func);
-            b.arg(&ra).arg(&ra).arg(&mut rc).arg(&n);
-            // SAFETY: add_f32 takes (const float*, const float*, float*, uint)
-            // and all buffers hold 256 floats.
-            unsafe { b.launch(raw_cfg) }.unwrap();
-        }
-        let e = t.elapsed();
-        raw_stream.synchronize().unwrap();
-        e
-    };
-    let (_, _) = (ours(), raw()); // warm up
-    let (t_ours, t_raw) = (ours(), raw());
-    let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / f64::from(N);
-    println!(
-        "launch: gpu-core {:.3} µs, raw cudarc {:.3} µs, overhead {:+.3} µs",
-        per(t_ours),
-        per(t_raw),
-        per(t_ours) - per(t_raw)
+    let err = stream.launch_by_name(&kernel, cfg, too_few).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::LaunchArgs {
+                kernel: "add_f32",
+                mismatch: ArgMismatch::Count {
+                    expected: 4,
+                    got: 3
+                }
+            }
+        ),
+        "{err}"
     );
+    // SAFETY: as above; the count is a u64 where the kernel takes 4 bytes.
+    let too_wide = unsafe {
+        Args::new([
+            Arg::view(a.view()),
+            Arg::view(a.view()),
+            Arg::view_mut(c.view_mut()),
+            Arg::value(4u64),
+        ])
+    };
+    let err = stream.launch_by_name(&kernel, cfg, too_wide).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::LaunchArgs {
+                kernel: "add_f32",
+                mismatch: ArgMismatch::Size {
+                    index: 3,
+                    expected: 4,
+                    got: 8
+                }
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        stream.to_host(&c.view()).unwrap(),
+        [-1.0; 4],
+        "a rejected launch must not run"
+    );
+    assert_eq!(
+        stream.last_launch(),
+        None,
+        "nor be named as the last launch"
+    );
+
+    // SAFETY: as above, with every size right.
+    let right = unsafe {
+        Args::new([
+            Arg::view(a.view()),
+            Arg::view(a.view()),
+            Arg::view_mut(c.view_mut()),
+            Arg::value(4u32),
+        ])
+    };
+    stream.launch_by_name(&kernel, cfg, right).unwrap();
+    assert_eq!(stream.to_host(&c.view()).unwrap(), [2.0, 4.0, 6.0, 8.0]);
+    assert_eq!(stream.last_launch().unwrap().kernel, "add_f32");
 }

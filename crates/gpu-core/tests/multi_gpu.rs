@@ -1,11 +1,14 @@
 //! Several GPUs and NCCL: `Devices`, the peer-access matrix and
 //! `Collective::all_reduce_sum`, checked against sums on the host. A test that
 //! needs more GPUs than there are, or libnccl where there is none, prints
-//! `skipped: ...` and returns; the errors that need neither run everywhere.
+//! `skipped: ...` and returns (through `gpu_core::testing`, which fails
+//! instead under `KILN_REQUIRE_GPU` / `KILN_REQUIRE_NCCL`); the errors that
+//! need neither run everywhere.
 
+use gpu_core::error::CollectiveMismatch;
 use gpu_core::{
-    driver_present, nccl_available, Backend, Collective, CollectiveElem, CollectiveMismatch,
-    CpuReason, DeviceBuffer, Devices, Error, FatbinImage, GpuCount, Stream,
+    driver_present, nccl_available, Backend, Collective, CollectiveElem, CpuReason, DeviceBuffer,
+    Devices, Error, FatbinImage, GpuCount, Stream,
 };
 
 /// `assert!(matches!(..))` that prints the error when it does not match.
@@ -18,38 +21,17 @@ macro_rules! assert_error {
 /// At least `min` devices (memory only, no module), or `None` after printing
 /// why the test is skipped.
 fn devices_or_skip(min: usize) -> Option<Devices> {
-    match Devices::open(&[], GpuCount::All) {
-        Ok(devices) if devices.len() >= min => {
-            println!("{devices}");
-            Some(devices)
-        }
-        Ok(devices) => {
-            println!("skipped: needs {min} GPUs, {devices}");
-            None
-        }
-        Err(Error::GpusUnavailable { reason, .. }) => {
-            println!("skipped: no CUDA device ({reason})");
-            None
-        }
-        Err(e) => panic!("CUDA devices are present but unusable: {e}"),
-    }
+    let devices = gpu_core::testing::devices(&[], min)?;
+    println!("{devices}");
+    Some(devices)
 }
 
 /// A collective over `streams`, or `None` after printing why the test is
 /// skipped (no libnccl).
 fn collective_or_skip(streams: &[Stream]) -> Option<Collective> {
-    match Collective::new(streams) {
-        Ok(collective) => {
-            println!("nccl {:?}", gpu_core::nccl_version());
-            Some(collective)
-        }
-        Err(Error::NcclUnavailable(reason)) => {
-            assert!(!nccl_available());
-            println!("skipped: no NCCL ({reason})");
-            None
-        }
-        Err(e) => panic!("NCCL is present but the collective failed: {e}"),
-    }
+    let collective = gpu_core::testing::collective(streams)?;
+    println!("nccl {:?}", gpu_core::nccl_version());
+    Some(collective)
 }
 
 /// A collective over a new stream on each device, when there are at least
@@ -324,7 +306,17 @@ fn more_gpus_than_visible_is_an_error_naming_the_count() {
 fn no_driver_is_a_clear_error() {
     let result = Devices::open(&[], GpuCount::All);
     if driver_present() {
-        println!("skipped: a driver is present ({result:?})");
+        // The converse: with a driver, "no driver" is never the reason.
+        assert!(
+            !matches!(
+                result,
+                Err(Error::GpusUnavailable {
+                    reason: CpuReason::NoDriver,
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
         return;
     }
     let err = result.unwrap_err();

@@ -1,24 +1,15 @@
 //! The kernel against the CPU reference, on every backend present: the CPU
 //! always, CUDA where a device runs this crate's fat binary (skipped, with the
-//! reason, elsewhere).
+//! reason, elsewhere; a failure under `KILN_REQUIRE_GPU=1`).
 
 use downstream::{kernel, modules, reference, saxpy};
 use gpu_core::Backend;
 
-/// The CPU backend, and CUDA when it can run here.
+/// The CPU backend, and CUDA when it can run here (`gpu_core::testing`
+/// prints why not, or fails under `KILN_REQUIRE_GPU=1`).
 fn backends() -> Vec<Backend> {
     let mut all = vec![Backend::cpu()];
-    if !modules::SAXPY.is_built() {
-        println!("skipped on CUDA: built without a CUDA toolkit (CPU-only build)");
-        return all;
-    }
-    match Backend::cuda(0, modules::ALL) {
-        Ok(cuda) => all.push(cuda),
-        Err(gpu_core::Error::CudaUnavailable { reason }) => {
-            println!("skipped on CUDA: no usable device ({reason})");
-        }
-        Err(e) => panic!("a CUDA device is present but unusable: {e}"),
-    }
+    all.extend(gpu_core::testing::cuda_backend(modules::ALL));
     all
 }
 

@@ -261,9 +261,8 @@ fn planted_param_mismatch_fails_abi() {
     );
 }
 
-/// Builds kiln's kernels for `sm_80,sm_90` (cuda-sys with its `kernels`
-/// feature) in a target dir of this test's own: the `cargo test` running it
-/// holds the workspace's. Rebuilds only what changed since the last run.
+/// Builds kiln's kernels for `sm_80,sm_90` (cuda-sys) in a target dir of
+/// this test's own: the `cargo test` running it holds the workspace's. Rebuilds only what changed since the last run.
 fn build_kiln_kernels(root: &Path) -> Manifest {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| root.join("target"), PathBuf::from)
@@ -273,7 +272,7 @@ fn build_kiln_kernels(root: &Path) -> Manifest {
         .env("CARGO_TARGET_DIR", &target)
         .env("KILN_CUDA_ARCHS", "sm_80,sm_90")
         .env("KILN_REQUIRE_CUDA", "1")
-        .args(["build", "-p", "cuda-sys", "--features", "kernels"])
+        .args(["build", "-p", "cuda-sys"])
         .arg("--message-format=json-render-diagnostics")
         .stderr(std::process::Stdio::inherit())
         .output()

@@ -1,6 +1,7 @@
 //! Shared by the integration tests: a tiny kernel as hand-written PTX (so that
 //! GPU tests launch real code even when built without a toolkit), its typed
-//! declaration and CPU body, and the skip helper.
+//! declaration and CPU body, and the backends to run on (the skip helper is
+//! `gpu_core::testing`).
 #![allow(dead_code, non_camel_case_types)]
 
 use gpu_core::{Backend, FatbinImage, KernelDecl, LaunchConfig};
@@ -130,16 +131,9 @@ pub(crate) fn add_f32_cpu(config: &LaunchConfig, (a, b, c, n): (&[f32], &[f32], 
 }
 
 /// The CUDA backend with the test module, or `None` after printing why the
-/// test is skipped.
+/// test is skipped (a failure under `KILN_REQUIRE_GPU`).
 pub(crate) fn cuda_or_skip() -> Option<Backend> {
-    match Backend::cuda(0, &[&TEST_MODULE]) {
-        Ok(b) => Some(b),
-        Err(gpu_core::Error::CudaUnavailable { reason }) => {
-            println!("skipped: no CUDA device ({reason})");
-            None
-        }
-        Err(e) => panic!("a CUDA device is present but unusable: {e}"),
-    }
+    gpu_core::testing::cuda_backend(&[&TEST_MODULE])
 }
 
 /// Every backend present on this machine: the CPU always, CUDA when it runs.

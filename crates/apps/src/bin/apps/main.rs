@@ -50,9 +50,29 @@ fn main() {
         if output::is_broken_pipe(&e) {
             std::process::exit(0);
         }
-        let message = format!("{e:#}").replace('\n', " ");
+        let mut message = format!("{e:#}").replace('\n', " ");
+        let gpu_error = e.chain().find_map(|c| c.downcast_ref::<gpu_core::Error>());
+        if let Some(hint) = gpu_error.and_then(kiln_hint) {
+            message = format!("{message}; {hint}");
+        }
         let _ = writeln!(io::stderr(), "error: {message}");
         std::process::exit(1);
+    }
+}
+
+/// What to run in kiln's repository for a gpu-core error, whose own message
+/// names no kiln tool.
+fn kiln_hint(error: &gpu_core::Error) -> Option<String> {
+    use gpu_core::Error as E;
+    match error {
+        E::ModuleNotBuilt { .. } => {
+            Some("in kiln, `cargo xtask toolkit install` installs the pinned toolkit".into())
+        }
+        E::NoBinaryForDevice { device_arch, .. } => Some(format!(
+            "in kiln, `cargo xtask build --arch sm_{device_arch}` builds it"
+        )),
+        E::NcclUnavailable(_) => Some("or run with `--gpus 1`".into()),
+        _ => None,
     }
 }
 

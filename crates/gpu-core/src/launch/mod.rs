@@ -8,19 +8,27 @@
 //! | `*mut T` | [`DeviceViewMut<'_, T>`] | `&mut [T]` |
 //! | scalar or `GpuRepr` struct `T` | `T` | `T` |
 //!
-//! The tuple impls (arity 0 to 16) live in `raw.rs`, the module that owns
-//! `unsafe`; a launch is allocation-free (parameters are marshalled on the
-//! stack) and the `CudaFunction` is resolved once, when the [`Kernel`] is made.
+//! The argument marshalling ([`FfiParam`], [`LaunchParams`] and their impls
+//! for tuples of arity 0 to 16) lives beside, in `marshal.rs`; a launch is
+//! allocation-free (parameters are marshalled on the stack) and the function
+//! is resolved once, when the [`Kernel`] is made. Kernels without a header
+//! are looked up and launched by name (`by_name.rs`), their argument list
+//! checked at run time against the driver's parameter info.
 
-use std::ffi::c_void;
+mod by_name;
+mod marshal;
+
 use std::marker::PhantomData;
-use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaFunction, CudaStream};
+use cudarc::driver::{sys, CudaFunction};
 
 use crate::device::DeviceLimits;
-use crate::error::{Error, LaunchLimit};
-use crate::{DeviceView, DeviceViewMut, KernelDecl};
+use crate::error::{driver, Error, LaunchLimit};
+use crate::KernelDecl;
+
+pub use by_name::{Arg, Args, KernelByName};
+pub(crate) use marshal::{launch_by_name, CudaLaunch};
+pub use marshal::{FfiParam, LaunchParams};
 
 /// Grid, block and dynamic shared memory of a launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,52 +122,6 @@ impl KernelLimits {
     }
 }
 
-/// Maps one kind of C parameter ([`param_kind`](crate::param_kind): a
-/// `const T*`, a `T*`, or a value) to the argument a launch takes.
-///
-/// # Safety
-/// `marshal` must produce a value of exactly the C parameter's type and size
-/// for `param_ptr` to point to (a `CUdeviceptr` of a live allocation for
-/// pointers; the value itself for scalars and `#[repr(C)]` structs whose
-/// layout matches the C type), alive as long as the returned `Marshalled`.
-pub unsafe trait FfiParam {
-    /// What a launch takes for this parameter.
-    type Arg<'a>;
-    /// What a CPU kernel body gets for this parameter.
-    type HostArg<'a>;
-    #[doc(hidden)]
-    type Marshalled<'a>;
-    #[doc(hidden)]
-    fn marshal<'a>(
-        arg: Self::Arg<'a>,
-        stream: &'a Arc<CudaStream>,
-    ) -> Result<Self::Marshalled<'a>, Error>;
-    #[doc(hidden)]
-    fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut c_void;
-    #[doc(hidden)]
-    fn to_host<'a>(arg: Self::Arg<'a>) -> Result<Self::HostArg<'a>, Error>;
-}
-
-/// A kernel's whole parameter tuple: implemented for tuples of
-/// [`AbiParam`](crate::AbiParam) types whose kinds are [`FfiParam`], arity 0
-/// to 16.
-pub trait LaunchParams {
-    /// The tuple of launch arguments.
-    type Args<'a>;
-    /// The tuple a CPU kernel body gets.
-    type HostArgs<'a>;
-    #[doc(hidden)]
-    fn launch_cuda<'a>(
-        args: Self::Args<'a>,
-        stream: &'a Arc<CudaStream>,
-        func: &CudaFunction,
-        config: &LaunchConfig,
-        site: LaunchSite,
-    ) -> Result<(), Error>;
-    #[doc(hidden)]
-    fn to_host<'a>(args: Self::Args<'a>) -> Result<Self::HostArgs<'a>, Error>;
-}
-
 /// Which kernel of which module a launch was: kept per stream so that an
 /// asynchronous error can name where it probably came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,15 +205,7 @@ where
         module: &'static str,
         device: &DeviceLimits,
     ) -> Result<Self, Error> {
-        use sys::CUfunction_attribute as A;
-        let attr = |a| {
-            crate::raw::function_attribute(&func, a)
-                .map(|v| u32::try_from(v).unwrap_or(0))
-                .map_err(crate::error::driver("cuFuncGetAttribute"))
-        };
-        let mut limits = KernelLimits::from_device(device);
-        limits.max_threads_per_block = attr(A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
-        limits.max_dynamic_shared_bytes = attr(A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)?;
+        let limits = function_limits(&func, device)?;
         Ok(Self {
             imp: KernelImpl::Cuda {
                 func,
@@ -284,9 +238,24 @@ where
     }
 }
 
+/// A loaded function's limits: the device's, narrowed by the function's own
+/// thread and dynamic shared memory attributes.
+fn function_limits(func: &CudaFunction, device: &DeviceLimits) -> Result<KernelLimits, Error> {
+    use sys::CUfunction_attribute as A;
+    let attr = |a| {
+        func.get_attribute(a)
+            .map(|v| u32::try_from(v).unwrap_or(0))
+            .map_err(driver("cuFuncGetAttribute"))
+    };
+    let mut limits = KernelLimits::from_device(device);
+    limits.max_threads_per_block = attr(A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
+    limits.max_dynamic_shared_bytes = attr(A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)?;
+    Ok(limits)
+}
+
 // Keeps the table in the module docs honest about the argument types.
 #[allow(dead_code)]
-fn _arg_types<'a>(view: DeviceView<'a, f32>, view_mut: DeviceViewMut<'a, f32>) {
+fn _arg_types<'a>(view: crate::DeviceView<'a, f32>, view_mut: crate::DeviceViewMut<'a, f32>) {
     let _: <<*const f32 as crate::AbiParam>::Kind as FfiParam>::Arg<'a> = view;
     let _: <<*mut f32 as crate::AbiParam>::Kind as FfiParam>::Arg<'a> = view_mut;
     let _: <<u32 as crate::AbiParam>::Kind as FfiParam>::Arg<'a> = 0u32;
