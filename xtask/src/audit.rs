@@ -10,73 +10,45 @@
 mod budgets;
 mod checks;
 mod facts;
+mod model;
 mod ptx;
 mod report;
+mod rows;
 mod sass;
 
 #[cfg(test)]
 mod planted;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
 use crate::build::{build_workspace, validate_spec_or_exit, Cuobjdump};
+use crate::cli::AuditArgs;
+use crate::output;
 use budgets::Budgets;
 use report::Report;
 
 /// The budgets file, relative to the workspace root.
 pub(crate) const BUDGETS_FILE: &str = "ci/budgets.toml";
 
-const USAGE: &str = "usage: cargo xtask ptx-audit [--arch SPEC] [--json FILE]";
-
-#[derive(Debug, Default)]
-struct Args {
-    arch: Option<String>,
-    json: Option<PathBuf>,
-}
-
-fn parse_args(args: &[String]) -> Result<Args> {
-    let mut parsed = Args::default();
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| iter.next().cloned())
-                .ok_or_else(|| crate::cli::usage_error!("{flag} needs a value; {USAGE}"))
-        };
-        match flag {
-            "--arch" => parsed.arch = Some(value()?),
-            "--json" => parsed.json = Some(PathBuf::from(value()?)),
-            other => {
-                return Err(crate::cli::usage_error!(
-                    "unknown argument `{other}`; {USAGE}"
-                ))
-            }
-        }
-    }
-    Ok(parsed)
-}
-
 /// Runs the command.
-pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
-    let args = parse_args(args)?;
-    if let Some(spec) = &args.arch {
+pub(crate) fn run(root: &Path, args: &AuditArgs) -> Result<()> {
+    let arch = args.arch.arch.as_deref();
+    if let Some(spec) = arch {
         validate_spec_or_exit(root, spec, "--arch");
     }
+    // Checked before the build, so a bad path costs seconds, not the audit.
+    if let Some(path) = &args.json {
+        output::check_file(path, "--json")?;
+    }
     let budgets = Budgets::read(&root.join(BUDGETS_FILE), BUDGETS_FILE)?;
-    let manifest = build_workspace(root, args.arch.as_deref(), false)?;
+    let manifest = build_workspace(root, arch, false)?;
     let report = audit_build(root, &manifest, &budgets)?;
     print!("{}", report.render());
     if let Some(path) = &args.json {
-        let json = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, json + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        let json = serde_json::to_string_pretty(&report)? + "\n";
+        output::write_atomic(path, json.as_bytes())?;
     }
     if !report.passed() {
         bail!(
@@ -102,19 +74,4 @@ fn audit_build(root: &Path, manifest: &cuda_build::Manifest, budgets: &Budgets) 
         budgets,
         cuda_sys::kernels::ALL,
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn args() {
-        let a = parse_args(&["--arch".into(), "sm_80".into(), "--json=r.json".into()]).unwrap();
-        assert_eq!(a.arch.as_deref(), Some("sm_80"));
-        assert_eq!(a.json, Some(PathBuf::from("r.json")));
-        let e = parse_args(&["--jsn".into()]).unwrap_err();
-        assert!(e.is::<crate::cli::UsageError>());
-        assert!(parse_args(&["--json".into()]).is_err());
-    }
 }

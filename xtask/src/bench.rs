@@ -12,15 +12,12 @@ mod report;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cli::{usage_error, Args};
+use crate::cli::{usage_error, BenchArgs};
+use crate::output::{self, write_atomic};
 use report::{AppsReport, BenchFile, TorchFigures};
-
-const USAGE: &str = "cargo xtask bench [--apps PATH] [--torch-json FILE | --torch-script FILE] \
-                     [--out DIR] [--quick] [--plot-only]";
 
 /// What `--out` holds after a run.
 const APPS_JSON: &str = "apps.json";
@@ -47,53 +44,39 @@ struct Options {
     plot_only: bool,
 }
 
-fn parse(root: &Path, mut args: Args) -> Result<Options> {
-    let plot_only = args.flag("--plot-only");
-    let quick = args.flag("--quick");
-    let apps = args.value("--apps")?.map(PathBuf::from);
-    let torch_json = args.value("--torch-json")?.map(PathBuf::from);
-    let torch_script = args.value("--torch-script")?.map(PathBuf::from);
-    let out = args.value("--out")?.map(PathBuf::from);
-    args.finish(USAGE)?;
-    let torch = match (torch_json, torch_script) {
-        (Some(_), Some(_)) => {
-            return Err(usage_error!(
-                "give `--torch-json` or `--torch-script`, not both; usage: {USAGE}"
-            ))
-        }
-        (Some(json), None) => Torch::Json(json),
-        (None, Some(script)) => Torch::Script(script),
+/// The options of one run; clap has already refused conflicting flags.
+fn options(root: &Path, args: &BenchArgs) -> Options {
+    let torch = match (&args.torch_json, &args.torch_script) {
+        (Some(json), _) => Torch::Json(json.clone()),
+        (None, Some(script)) => Torch::Script(script.clone()),
         (None, None) => Torch::None,
     };
-    if plot_only && (apps.is_some() || quick || torch != Torch::None) {
-        return Err(usage_error!(
-            "`--plot-only` runs nothing: give it only `--out DIR` (the folder holding bench.json)"
-        ));
-    }
     // Inside the workspace, beside the other build outputs; elsewhere (the
     // bundle on a GPU host) in the current directory.
-    let out = out.unwrap_or_else(|| {
+    let out = args.out.clone().unwrap_or_else(|| {
         if root.join("Cargo.toml").is_file() {
             root.join("target/bench")
         } else {
             PathBuf::from("bench")
         }
     });
-    Ok(Options {
-        apps,
+    Options {
+        apps: args.apps.clone(),
         torch,
         out,
-        quick,
-        plot_only,
-    })
+        quick: args.quick,
+        plot_only: args.plot_only,
+    }
 }
 
 /// Runs the command.
-pub(crate) fn run(root: &Path, args: Args, argv: &[String]) -> Result<()> {
-    let opts = parse(root, args)?;
+pub(crate) fn run(root: &Path, args: &BenchArgs, argv: &[String]) -> Result<()> {
+    let opts = options(root, args);
     if opts.plot_only {
         return plot_only(&opts.out);
     }
+    // The folder first: a run takes minutes, and its results must land.
+    output::check_dir(&opts.out, "--out")?;
     // Everything that can be checked before the long run is.
     let saved_torch = match &opts.torch {
         Torch::Json(path) => Some(read_torch(path)?),
@@ -115,8 +98,6 @@ pub(crate) fn run(root: &Path, args: Args, argv: &[String]) -> Result<()> {
         }
         None => build_apps(root)?,
     };
-    std::fs::create_dir_all(&opts.out)
-        .with_context(|| format!("cannot create {}", opts.out.display()))?;
 
     let report = run_apps(&apps, &opts.out, opts.quick)?;
     let mut written = vec![opts.out.join(APPS_JSON)];
@@ -206,14 +187,6 @@ fn list(paths: &[PathBuf]) -> String {
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Writes beside `path` and renames, so a reader never sees half a file.
-fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
-    let partial = partial_path(path);
-    std::fs::write(&partial, contents)
-        .and_then(|()| std::fs::rename(&partial, path))
-        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// `DIR/.NAME.partial`.
@@ -344,78 +317,71 @@ fn run_torch(script: &Path) -> Result<(TorchFigures, String)> {
 
 /// Today's UTC date, `YYYY-MM-DD`.
 fn today() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
-/// (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    jiff::Timestamp::now().strftime("%Y-%m-%d").to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parse_args(v: &[&str]) -> Result<Options> {
-        let args = Args::new("bench", v.iter().map(|s| s.to_string()).collect());
-        parse(Path::new("/nonexistent-workspace"), args)
+    use crate::cli::{Cli, Command as Sub};
+    use clap::Parser as _;
+
+    const NO_WORKSPACE: &str = "/nonexistent-workspace";
+
+    fn bench_args(v: &[&str]) -> BenchArgs {
+        let argv = ["xtask", "bench"].iter().chain(v);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Sub::Bench(args) => args,
+            other => panic!("parsed as {other:?}"),
+        }
     }
 
-    /// A fresh empty folder for one test.
-    fn scratch(test: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("xtask-bench-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A fresh empty folder for one test, removed when dropped.
+    fn scratch() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
     }
 
     #[test]
-    fn dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(59), (1970, 3, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(civil_from_days(20_000), (2024, 10, 4));
-        assert_eq!(civil_from_days(-1), (1969, 12, 31));
-        assert_eq!(today().len(), 10);
+    fn today_is_an_iso_date() {
+        let date = today();
+        let parsed: jiff::civil::Date = date.parse().unwrap();
+        assert_eq!(parsed.to_string(), date);
+        assert!(parsed.year() >= 2024, "{date}");
     }
 
     #[test]
     fn flags() {
-        let o = parse_args(&["--apps", "bin/apps", "--torch-script=t.py", "--quick"]).unwrap();
+        let args = bench_args(&["--apps", "bin/apps", "--torch-script=t.py", "--quick"]);
+        let o = options(Path::new(NO_WORKSPACE), &args);
         assert_eq!(o.apps.as_deref(), Some(Path::new("bin/apps")));
         assert_eq!(o.torch, Torch::Script("t.py".into()));
         assert!(o.quick && !o.plot_only);
         // Outside a workspace the default folder is in the current directory.
         assert_eq!(o.out, Path::new("bench"));
-        let bad = [
-            &["--torch-json", "a", "--torch-script", "b"][..],
-            &["--plot-only", "--quick"],
-            &["--plot-only", "--apps", "x"],
-            &["--bogus"],
-        ];
-        for args in bad {
-            let err = parse_args(args).unwrap_err();
-            assert!(err.is::<crate::cli::UsageError>(), "{args:?}: {err}");
-        }
+    }
+
+    #[test]
+    fn an_unwritable_out_is_refused_before_apps_runs() {
+        let dir = scratch();
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "").unwrap();
+        // apps would fail loudly if it ran (exit 9); the check comes first.
+        let args = bench_args(&[
+            "--apps",
+            "/bin/false",
+            "--out",
+            file.join("out").to_str().unwrap(),
+        ]);
+        let err = run(Path::new(NO_WORKSPACE), &args, &[]).unwrap_err();
+        assert!(err.is::<crate::cli::UsageError>(), "{err}");
+        assert!(err.to_string().starts_with("`--out "), "{err}");
     }
 
     #[test]
     fn outputs_are_written_whole_and_plot_only_reads_them_back() {
-        let dir = scratch("test");
+        let tmp = scratch();
+        let dir = tmp.path().to_path_buf();
         let bench = report::fixture();
         let written = write_outputs(&bench, &dir).unwrap();
         assert_eq!(written, [dir.join(BENCH_JSON), dir.join(SPEEDUP_SVG)]);
@@ -432,7 +398,6 @@ mod tests {
         std::fs::remove_file(dir.join(SPEEDUP_SVG)).unwrap();
         plot_only(&dir).unwrap();
         assert!(dir.join(SPEEDUP_SVG).is_file());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A whole run, `apps` played by a script that writes the fixture
@@ -442,7 +407,8 @@ mod tests {
     #[test]
     fn a_run_writes_every_file_from_the_apps_report() {
         use std::os::unix::fs::PermissionsExt as _;
-        let dir = scratch("run");
+        let tmp = scratch();
+        let dir = tmp.path();
         let fixture = dir.join("fixture.json");
         std::fs::write(&fixture, include_str!("bench/fixtures/apps.json")).unwrap();
         let apps = dir.join("apps");
@@ -458,18 +424,16 @@ mod tests {
         // A torch.json of an earlier run must not survive a run without one.
         std::fs::create_dir_all(&out).unwrap();
         std::fs::write(out.join(TORCH_JSON), "{}").unwrap();
-        let argv: Vec<String> = [
+        let argv = [
             "--apps",
             apps.to_str().unwrap(),
             "--torch-script",
             torch_script.to_str().unwrap(),
             "--out",
             out.to_str().unwrap(),
-        ]
-        .map(String::from)
-        .to_vec();
-        let root = Path::new("/nonexistent-workspace");
-        run(root, Args::new("bench", argv.clone()), &argv).unwrap();
+        ];
+        let owned = argv.map(String::from);
+        run(Path::new(NO_WORKSPACE), &bench_args(&argv), &owned).unwrap();
 
         let bench =
             report::parse_bench(&std::fs::read_to_string(out.join(BENCH_JSON)).unwrap()).unwrap();
@@ -486,16 +450,14 @@ mod tests {
         );
         assert_eq!(bench.torch.is_none(), bench.torch_skipped.is_some());
         assert!(out.join(APPS_JSON).is_file() && out.join(SPEEDUP_SVG).is_file());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_failed_apps_run_leaves_nothing() {
-        let dir = scratch("fail");
-        let err = run_apps(Path::new("/bin/false"), &dir, false).unwrap_err();
+        let dir = scratch();
+        let err = run_apps(Path::new("/bin/false"), dir.path(), false).unwrap_err();
         assert!(err.to_string().contains("failed"), "{err}");
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
     #[test]

@@ -7,42 +7,11 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use cargo_metadata::Message;
 use cuda_build::{ArchSpec, Manifest, SupportedArchs};
 
+use crate::cli::BuildArgs;
 use crate::discovery::kiln_discovery;
-
-/// Parsed arguments.
-#[derive(Debug, Default)]
-struct Args {
-    arch: Option<String>,
-    release: bool,
-}
-
-fn parse_args(args: &[String]) -> Result<Args> {
-    let mut parsed = Args::default();
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        match arg.as_str() {
-            "--release" => parsed.release = true,
-            "--arch" => {
-                parsed.arch = Some(
-                    iter.next()
-                        .context("--arch needs a value, e.g. --arch sm_86")?
-                        .clone(),
-                )
-            }
-            other if other.starts_with("--arch=") => {
-                parsed.arch = Some(other["--arch=".len()..].to_string())
-            }
-            other => {
-                return Err(crate::cli::usage_error!(
-                    "unknown argument `{other}`; usage: cargo xtask build [--arch SPEC] [--release]"
-                ))
-            }
-        }
-    }
-    Ok(parsed)
-}
 
 /// Checks an arch spec before anything is built: against the toolkit that
 /// would be used, or CUDA 13.0's list when there is none. Exits 2 with one
@@ -68,13 +37,13 @@ pub(crate) fn validate_spec_or_exit(root: &Path, spec: &str, origin: &str) {
 }
 
 /// Runs the command.
-pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
-    let args = parse_args(args)?;
-    if let Some(spec) = &args.arch {
+pub(crate) fn run(root: &Path, args: &BuildArgs) -> Result<()> {
+    let arch = args.arch.arch.as_deref();
+    if let Some(spec) = arch {
         validate_spec_or_exit(root, spec, "--arch");
     }
     let started = Instant::now();
-    let manifest = build_workspace(root, args.arch.as_deref(), args.release)?;
+    let manifest = build_workspace(root, arch, args.release)?;
     print!("{}", report(&manifest, &Cuobjdump::find(root)));
     println!("built in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
@@ -105,26 +74,24 @@ pub(crate) fn build_workspace(root: &Path, spec: Option<&str>, release: bool) ->
     if !output.status.success() {
         bail!("cargo build failed ({})", output.status);
     }
-    let out_dir = cuda_sys_out_dir(&String::from_utf8_lossy(&output.stdout))
+    let out_dir = cuda_sys_out_dir(&output.stdout)
         .context("cargo did not report cuda-sys's build script output")?;
     Ok(Manifest::read(
-        &out_dir.join(cuda_build::manifest::MANIFEST_FILE),
+        &out_dir.join(cuda_build::manifest::file_name("KILN")),
     )?)
 }
 
 /// The OUT_DIR of cuda-sys's build script, from cargo's JSON messages.
-pub(crate) fn cuda_sys_out_dir(messages: &str) -> Option<PathBuf> {
-    messages
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|msg| msg["reason"] == "build-script-executed")
-        .filter(|msg| {
-            msg["package_id"]
-                .as_str()
-                .is_some_and(|id| id.contains("cuda-sys"))
+pub(crate) fn cuda_sys_out_dir(messages: &[u8]) -> Option<PathBuf> {
+    Message::parse_stream(messages)
+        .map_while(Result::ok)
+        .filter_map(|msg| match msg {
+            Message::BuildScriptExecuted(script) => Some(script),
+            _ => None,
         })
-        .filter_map(|msg| msg["out_dir"].as_str().map(PathBuf::from))
-        .find(|dir| dir.join(cuda_build::manifest::MANIFEST_FILE).exists())
+        .filter(|script| script.package_id.repr.contains("cuda-sys"))
+        .map(|script| script.out_dir.into_std_path_buf())
+        .find(|dir| dir.join(cuda_build::manifest::file_name("KILN")).exists())
 }
 
 /// cuobjdump, to read back what a fat binary holds.

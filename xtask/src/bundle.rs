@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
+use cargo_metadata::{Message, TargetKind};
 
 use crate::build::validate_spec_or_exit;
-use crate::cli::Args;
+use crate::cli::ArchArg;
+use crate::output;
 
 /// The bundle's size limit: what one device call can carry with room to spare.
 const MAX_BYTES: u64 = 60 << 20;
@@ -56,15 +58,24 @@ const SANITIZER_SKIPS: &str =
     "--skip out_of_memory_is_an_error --skip launch_overhead_against_raw_cudarc";
 
 /// Runs the command.
-pub(crate) fn run(root: &Path, mut args: Args) -> Result<()> {
-    let arch = args.value("--arch")?;
-    args.finish("cargo xtask gpu-bundle [--arch SPEC]")?;
+pub(crate) fn run(root: &Path, args: &ArchArg) -> Result<()> {
+    let arch = args.arch.clone();
     if let Some(spec) = &arch {
         validate_spec_or_exit(root, spec, "--arch");
     }
-    let bundle = root.join("target/gpu-bundle");
-    let staging = root.join("target/.gpu-bundle.partial");
-    let _ = std::fs::remove_dir_all(&staging);
+    let target = root.join("target");
+    // Checked before the builds, which take minutes.
+    output::check_dir(&target, "the bundle's folder")?;
+    let bundle = target.join("gpu-bundle");
+    // Removed on drop unless renamed into place: a failed run leaves nothing.
+    let staging_dir = tempfile::Builder::new()
+        .prefix(".gpu-bundle.")
+        .suffix(".partial")
+        .tempdir_in(&target)
+        .with_context(|| format!("cannot create a staging folder in {}", target.display()))?;
+    let staging = staging_dir.path();
+    // tempfile makes it private (0700); the bundle is read by others too.
+    std::fs::set_permissions(staging, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
     std::fs::create_dir_all(staging.join("bin"))?;
 
     println!("[1/3] building release test binaries, apps and xtask (KILN_REQUIRE_CUDA=1)");
@@ -121,8 +132,12 @@ pub(crate) fn run(root: &Path, mut args: Args) -> Result<()> {
     if total > MAX_BYTES {
         bail!("the bundle is {} MiB, over the {} MiB a device call carries; drop a crate from GPU_CRATES", total >> 20, MAX_BYTES >> 20);
     }
-    let _ = std::fs::remove_dir_all(&bundle);
-    std::fs::rename(&staging, &bundle)?;
+    if bundle.exists() {
+        std::fs::remove_dir_all(&bundle)
+            .with_context(|| format!("cannot remove the old {}", bundle.display()))?;
+    }
+    std::fs::rename(staging, &bundle)
+        .with_context(|| format!("cannot move the bundle into {}", bundle.display()))?;
     println!(
         "[3/3] {} ({:.1} MiB): run `bash target/gpu-bundle/run.sh` on the GPU host",
         bundle.display(),
@@ -196,39 +211,40 @@ fn executables(
         );
     }
     let mut found = Vec::new();
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+    for msg in Message::parse_stream(output.stdout.as_slice()) {
+        let Message::CompilerArtifact(artifact) = msg.context("cannot read cargo's output")? else {
             continue;
         };
-        let Some(path) = msg["executable"].as_str() else {
+        let Some(path) = artifact.executable else {
             continue;
         };
-        if msg["profile"]["test"].as_bool() != Some(tests) {
+        if artifact.profile.test != tests {
             continue;
         }
-        let target = msg["target"]["name"].as_str().unwrap_or("bin");
-        let krate = msg["package_id"]
-            .as_str()
-            .and_then(|id| {
-                crates
-                    .iter()
-                    .find(|c| id.contains(&format!("/{c}#")) || id.contains(&format!("{c}@")))
-            })
-            .copied()
-            .unwrap_or("unknown");
-        let kind = msg["target"]["kind"][0].as_str().unwrap_or("");
-        let name = if tests && kind == "bin" {
+        let target = &artifact.target.name;
+        let krate = package_name(&artifact.package_id.repr, crates).unwrap_or("unknown");
+        let is_bin = artifact.target.kind.first() == Some(&TargetKind::Bin);
+        let name = if tests && is_bin {
             format!("{krate}__bin_{target}")
         } else if tests {
             format!("{krate}__{target}")
         } else {
-            target.to_string()
+            target.clone()
         };
         if !NOT_BUNDLED.contains(&name.as_str()) {
-            found.push((name, PathBuf::from(path)));
+            found.push((name, path.into_std_path_buf()));
         }
     }
     Ok(found)
+}
+
+/// Which of `crates` a cargo package id names: `path+file:///…/gpu-core#0.1.0`
+/// (the folder's name) or `…#apps@0.1.0` (a name that differs from it).
+fn package_name(id: &str, crates: &[&'static str]) -> Option<&'static str> {
+    crates
+        .iter()
+        .find(|c| id.contains(&format!("/{c}#")) || id.contains(&format!("#{c}@")))
+        .copied()
 }
 
 /// The script the GPU host runs.
@@ -250,17 +266,28 @@ fn run_script(binaries: &[(String, PathBuf)]) -> String {
 # sits beside this script; bench.json and speedup.svg in ${{OUT:-.}}/bench),
 # and the suite under compute-sanitizer (memcheck with leak check, racecheck,
 # initcheck, synccheck), with memcheck's positive control.
+# This host has the GPU, so a test that skips for want of one fails: the
+# tests see KILN_REQUIRE_GPU=1, and a test binary that prints `skipped:`
+# counts as a failure here even when it exits 0.
 # Usage: bash run.sh [tests|bench|sanitize|all]   (default: all)
 set -uo pipefail
 cd "$(dirname "$0")"
+export KILN_REQUIRE_GPU=1
 what="${{1:-all}}"
 passed=0; failed=0
 step() {{ local name="$1"; shift; echo "==> $name: $*"; if "$@"; then passed=$((passed+1)); echo "<== $name: pass"; else failed=$((failed+1)); echo "<== $name: FAIL"; fi; }}
+# Runs a test binary; fails when it fails or when any of its tests skipped.
+gpu_test() {{
+  local log rc; log=$(mktemp)
+  "$@" 2>&1 | tee "$log"; rc=${{PIPESTATUS[0]}}
+  if grep -q 'skipped:' "$log"; then echo "a test printed skipped: (above); on the GPU host that is a failure"; rc=1; fi
+  rm -f "$log"; return "$rc"
+}}
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader || true
 
 if [[ $what == all || $what == tests ]]; then
-  for t in {tests}; do step "$t" ./bin/$t --test-threads=1 --nocapture; done
+  for t in {tests}; do step "$t" gpu_test ./bin/$t --test-threads=1 --nocapture; done
   step "apps devices" ./bin/apps devices
 fi
 if [[ $what == all || $what == bench ]]; then
@@ -303,10 +330,10 @@ mod tests {
 
     #[test]
     fn run_script_is_valid_bash() {
-        let path = std::env::temp_dir().join(format!("xtask-run-sh-{}", std::process::id()));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.sh");
         std::fs::write(&path, script()).unwrap();
         let out = Command::new("bash").arg("-n").arg(&path).output().unwrap();
-        std::fs::remove_file(&path).unwrap();
         assert!(
             out.status.success(),
             "{}",
@@ -324,5 +351,60 @@ mod tests {
             .contains("if [[ -f torch_anchor.py ]]; then torch=(--torch-script torch_anchor.py)"));
         // Only test binaries run as tests.
         assert!(script.contains("for t in apps__anneal; do"));
+    }
+
+    /// The tests step run for real on fake binaries: a binary that prints
+    /// `skipped:` and exits 0 is a failure, and the tests see
+    /// `KILN_REQUIRE_GPU=1`.
+    #[test]
+    fn run_sh_counts_a_skip_as_a_failure_and_requires_the_gpu() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let fake = |name: &str, body: &str| {
+            let path = bin.join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            (name.to_string(), path)
+        };
+        let binaries = [
+            fake(
+                "gpu-core__gpu",
+                "echo 'test launch ... ok'; [ \"$KILN_REQUIRE_GPU\" = 1 ] || exit 7",
+            ),
+            fake(
+                "apps__anneal",
+                "echo 'skipped: no CUDA device (none)'; exit 0",
+            ),
+            fake("apps", "exit 0"),
+        ];
+        std::fs::write(dir.path().join("run.sh"), run_script(&binaries)).unwrap();
+        let out = Command::new("bash")
+            .args(["run.sh", "tests"])
+            .current_dir(dir.path())
+            .env_remove("KILN_REQUIRE_GPU")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{stdout}");
+        assert!(stdout.contains("<== gpu-core__gpu: pass"), "{stdout}");
+        assert!(stdout.contains("<== apps__anneal: FAIL"), "{stdout}");
+        assert_eq!(
+            stdout.lines().last(),
+            Some("gpu-bundle: 2 passed, 1 failed"),
+            "{stdout}"
+        );
+    }
+
+    #[test]
+    fn package_ids_name_their_crate() {
+        let crates = &["gpu-core", "apps"];
+        let id = "path+file:///w/kiln/crates/gpu-core#0.1.0";
+        assert_eq!(package_name(id, crates), Some("gpu-core"));
+        let id = "path+file:///w/kiln/crates/workloads#apps@0.1.0";
+        assert_eq!(package_name(id, crates), Some("apps"));
+        let id = "path+file:///w/kiln/crates/gpu-core-extra#0.1.0";
+        assert_eq!(package_name(id, crates), None);
     }
 }

@@ -14,23 +14,18 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use serde::Deserialize;
 
-use crate::cli::{usage_error, Args};
+use crate::cli::{usage_error, CiArgs};
 use crate::toolkit::{self, Found};
 use crate::{config, workspace};
-
-const USAGE: &str = "cargo xtask ci-cpu [--require-toolkit] [--only CELL]...";
 
 /// Why a toolkit cell does not run when there is no toolkit.
 const NO_TOOLKIT: &str = "no CUDA toolkit found (run `cargo xtask toolkit install`)";
 
 /// Entry point for `cargo xtask ci-cpu ...`.
-pub(crate) fn run(mut args: Args) -> Result<()> {
-    let require_toolkit = args.flag("--require-toolkit");
-    let only = args.values("--only")?;
-    args.finish(USAGE)?;
-
+pub(crate) fn run(args: &CiArgs) -> Result<()> {
+    let require_toolkit = args.require_toolkit;
     let matrix = Matrix::load()?;
-    let cells = matrix.select(&only)?;
+    let cells = matrix.select(&args.only)?;
     // The cells find the toolkit (and xtask codegen the libclang) the same
     // way on their own; nothing is injected, so no cell's environment differs
     // from a plain `cargo` run and nothing rebuilds for it.
@@ -274,12 +269,12 @@ fn command_line(cell: &Cell, env: &BTreeMap<String, String>) -> String {
 /// `word` quoted for a POSIX shell when it needs it, so headers can be
 /// pasted into a terminal.
 fn shell_word(word: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=,:@%+".contains(c);
-    if !word.is_empty() && word.chars().all(plain) {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
+    // With NULs allowed the quoter cannot fail; a NUL cannot reach a shell
+    // anyway, and the header is for reading.
+    shlex::Quoter::new()
+        .allow_nul(true)
+        .quote(word)
+        .map_or_else(|_| word.to_string(), std::borrow::Cow::into_owned)
 }
 
 /// Runs the cell's command with inherited stdout/stderr (live output).
@@ -597,7 +592,7 @@ mod tests {
         let all = env(&[("RUSTDOCFLAGS", "-D warnings")]);
         assert_eq!(
             command_line(&c, &all),
-            r"RUSTDOCFLAGS='-D warnings' cargo doc 'it'\''s'"
+            r#"RUSTDOCFLAGS='-D warnings' cargo doc "it's""#
         );
     }
 

@@ -1,11 +1,133 @@
-//! Command-line plumbing shared by the subcommands: a tiny flag parser and
-//! the error type that marks bad input (exit status 2 instead of 1).
-//!
-//! Hand-written rather than clap: xtask is rebuilt often on 2-core machines.
+//! The command line, declared once with clap's derive: every subcommand, its
+//! flags and its `--help`; and the error type that marks bad input found
+//! after parsing (exit status 2, like clap's own usage errors).
 
 use std::fmt;
+use std::path::PathBuf;
 
-/// Bad input from the user (unknown flag, unknown cell, malformed config).
+use clap::{Args, Parser, Subcommand};
+
+/// kiln's own tooling: toolkit provisioning, builds, audits, CI and benchmarks.
+#[derive(Debug, Parser)]
+#[command(name = "xtask", bin_name = "cargo xtask")]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The subcommands, in the order `--help` lists them.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Build with those archs; report what each fat binary holds.
+    Build(BuildArgs),
+    /// Release test binaries + apps + run.sh for a GPU host, in target/gpu-bundle.
+    GpuBundle(ArchArg),
+    /// Run apps bench (+ PyTorch); write bench.json and speedup.svg.
+    Bench(BenchArgs),
+    /// Regenerate (or check) the bindings from kernels/include/*.h.
+    Codegen(CodegenArgs),
+    /// Toolkit, archs, libclang, driver and GPUs; what the default build makes.
+    Doctor,
+    /// Build, then check every kernel's archs, budgets, PTX ISA, f64 and ABI.
+    PtxAudit(AuditArgs),
+    /// Report on, or install, the pinned CUDA toolkit.
+    Toolkit(ToolkitArgs),
+    /// Run the CPU CI matrix of ci/matrix.toml.
+    CiCpu(CiArgs),
+}
+
+/// `--arch SPEC`, shared by the commands that build kernels.
+#[derive(Debug, Args)]
+pub(crate) struct ArchArg {
+    /// Arch spec, as in kernels/kiln.toml (e.g. `sm_80,sm_90`); overrides it.
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) arch: Option<String>,
+}
+
+/// `cargo xtask build`.
+#[derive(Debug, Args)]
+pub(crate) struct BuildArgs {
+    #[command(flatten)]
+    pub(crate) arch: ArchArg,
+    /// Build in release mode.
+    #[arg(long)]
+    pub(crate) release: bool,
+}
+
+/// `cargo xtask codegen`.
+#[derive(Debug, Args)]
+pub(crate) struct CodegenArgs {
+    /// Fail when the committed bindings differ instead of rewriting them.
+    #[arg(long)]
+    pub(crate) check: bool,
+}
+
+/// `cargo xtask ptx-audit`.
+#[derive(Debug, Args)]
+pub(crate) struct AuditArgs {
+    #[command(flatten)]
+    pub(crate) arch: ArchArg,
+    /// Also write the report as JSON to FILE (checked writable before the build).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json: Option<PathBuf>,
+}
+
+/// `cargo xtask toolkit [install] [--dir DIR]`.
+#[derive(Debug, Args)]
+pub(crate) struct ToolkitArgs {
+    #[command(subcommand)]
+    pub(crate) action: Option<ToolkitAction>,
+    /// The install dir (default: target/cuda-toolkit).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub(crate) dir: Option<PathBuf>,
+}
+
+/// What `cargo xtask toolkit` does besides reporting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+pub(crate) enum ToolkitAction {
+    /// Install the pins of ci/toolkit.toml, or repair a damaged install.
+    Install,
+}
+
+/// `cargo xtask ci-cpu`.
+#[derive(Debug, Args)]
+pub(crate) struct CiArgs {
+    /// Fail (not skip) the cells that need a CUDA toolkit when none is found.
+    #[arg(long)]
+    pub(crate) require_toolkit: bool,
+    /// Run only this cell (repeatable); the cells keep the matrix's order.
+    #[arg(long, value_name = "CELL")]
+    pub(crate) only: Vec<String>,
+}
+
+/// `cargo xtask bench`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// The `apps` binary to run (default: build it in release).
+    #[arg(long, value_name = "PATH", conflicts_with = "plot_only")]
+    pub(crate) apps: Option<PathBuf>,
+    /// PyTorch's figures from an earlier run of the anchor script.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["torch_script", "plot_only"]
+    )]
+    pub(crate) torch_json: Option<PathBuf>,
+    /// Run PyTorch's anchor script (torch_anchor.py) after apps bench.
+    #[arg(long, value_name = "FILE", conflicts_with = "plot_only")]
+    pub(crate) torch_script: Option<PathBuf>,
+    /// Output folder (default: target/bench in the workspace, else ./bench).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
+    /// Fewer, smaller runs.
+    #[arg(long, conflicts_with = "plot_only")]
+    pub(crate) quick: bool,
+    /// Run nothing: redraw the chart and table from DIR/bench.json.
+    #[arg(long)]
+    pub(crate) plot_only: bool,
+}
+
+/// Bad input found after parsing (unknown cell, malformed config).
 /// `main` turns it into exit status 2; other errors exit 1.
 #[derive(Debug)]
 pub(crate) struct UsageError(pub(crate) String);
@@ -26,125 +148,147 @@ macro_rules! usage_error {
 }
 pub(crate) use usage_error;
 
-/// The arguments of one subcommand, consumed flag by flag.
-#[derive(Debug)]
-pub(crate) struct Args {
-    /// Used in error messages, e.g. `ci-cpu`.
-    command: String,
-    rest: Vec<String>,
-}
-
-impl Args {
-    pub(crate) fn new(command: &str, rest: Vec<String>) -> Self {
-        Self {
-            command: command.to_string(),
-            rest,
-        }
-    }
-
-    /// Removes every `--name` and reports whether there was one.
-    pub(crate) fn flag(&mut self, name: &str) -> bool {
-        let before = self.rest.len();
-        self.rest.retain(|a| a != name);
-        self.rest.len() != before
-    }
-
-    /// Removes every `--name VALUE` / `--name=VALUE` and returns the values in
-    /// order.
-    pub(crate) fn values(&mut self, name: &str) -> anyhow::Result<Vec<String>> {
-        let prefix = format!("{name}=");
-        let mut values = Vec::new();
-        let mut kept = Vec::new();
-        let mut args = std::mem::take(&mut self.rest).into_iter();
-        while let Some(arg) = args.next() {
-            if arg == name {
-                match args.next() {
-                    Some(v) if !v.starts_with("--") => values.push(v),
-                    _ => {
-                        return Err(usage_error!(
-                            "`{name}` needs a value: `cargo xtask {} {name} VALUE`",
-                            self.command
-                        ))
-                    }
-                }
-            } else if let Some(v) = arg.strip_prefix(&prefix) {
-                values.push(v.to_string());
-            } else {
-                kept.push(arg);
-            }
-        }
-        self.rest = kept;
-        Ok(values)
-    }
-
-    /// Like [`Args::values`], for a flag given at most once.
-    pub(crate) fn value(&mut self, name: &str) -> anyhow::Result<Option<String>> {
-        let mut values = self.values(name)?;
-        if values.len() > 1 {
-            return Err(usage_error!(
-                "`{name}` given {} times to `cargo xtask {}`; give it once",
-                values.len(),
-                self.command
-            ));
-        }
-        Ok(values.pop())
-    }
-
-    /// Takes the first argument if it is not a flag (a sub-subcommand).
-    pub(crate) fn positional(&mut self) -> Option<String> {
-        if self.rest.first().is_some_and(|a| !a.starts_with('-')) {
-            Some(self.rest.remove(0))
-        } else {
-            None
-        }
-    }
-
-    /// Fails on anything not consumed, naming what is accepted.
-    pub(crate) fn finish(self, usage: &str) -> anyhow::Result<()> {
-        match self.rest.first() {
-            None => Ok(()),
-            Some(arg) => Err(usage_error!(
-                "unexpected argument `{arg}` to `cargo xtask {}`; usage: {usage}",
-                self.command
-            )),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::error::ErrorKind;
+    use clap::CommandFactory as _;
+    use proptest::prelude::*;
 
-    fn args(v: &[&str]) -> Args {
-        Args::new("t", v.iter().map(|s| s.to_string()).collect())
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("xtask").chain(args.iter().copied()))
     }
 
     #[test]
-    fn values_take_both_spellings_in_order() {
-        let mut a = args(&["--only", "fmt", "--x", "--only=test"]);
-        assert_eq!(a.values("--only").unwrap(), ["fmt", "test"]);
-        assert!(a.flag("--x"));
-        a.finish("t").unwrap();
+    fn the_cli_is_well_formed() {
+        Cli::command().debug_assert();
     }
 
     #[test]
-    fn value_without_argument_is_a_usage_error() {
-        let err = args(&["--only"]).values("--only").unwrap_err();
-        assert!(err.is::<UsageError>());
+    fn every_command_and_subcommand_has_help() {
+        for name in [
+            "build",
+            "gpu-bundle",
+            "bench",
+            "codegen",
+            "doctor",
+            "ptx-audit",
+            "toolkit",
+            "ci-cpu",
+        ] {
+            let err = parse(&[name, "--help"]).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::DisplayHelp, "{name}");
+            assert!(err.to_string().contains("Usage: cargo xtask"), "{name}");
+        }
+        let err = parse(&["toolkit", "install", "--help"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::DisplayHelp);
     }
 
     #[test]
-    fn leftover_argument_is_a_usage_error() {
-        let err = args(&["--bogus"]).finish("t [--x]").unwrap_err();
-        assert!(err.is::<UsageError>());
-        assert!(err.to_string().contains("--bogus"));
+    fn flags_take_both_spellings() {
+        let cli = parse(&[
+            "ci-cpu",
+            "--only",
+            "fmt",
+            "--only=test",
+            "--require-toolkit",
+        ])
+        .unwrap();
+        let Command::CiCpu(a) = cli.command else {
+            panic!("not ci-cpu");
+        };
+        assert_eq!(a.only, ["fmt", "test"]);
+        assert!(a.require_toolkit);
+        let cli = parse(&["ptx-audit", "--arch=sm_80", "--json", "r.json"]).unwrap();
+        let Command::PtxAudit(a) = cli.command else {
+            panic!("not ptx-audit");
+        };
+        assert_eq!(a.arch.arch.as_deref(), Some("sm_80"));
+        assert_eq!(a.json, Some(PathBuf::from("r.json")));
     }
 
     #[test]
-    fn positional_does_not_take_flags() {
-        let mut a = args(&["--dir", "x"]);
-        assert_eq!(a.positional(), None);
-        let mut a = args(&["install", "--dir", "x"]);
-        assert_eq!(a.positional().as_deref(), Some("install"));
+    fn toolkit_dir_goes_before_or_after_install() {
+        for args in [
+            &["toolkit", "--dir", "d", "install"][..],
+            &["toolkit", "install", "--dir", "d"],
+        ] {
+            let Command::Toolkit(t) = parse(args).unwrap().command else {
+                panic!("not toolkit");
+            };
+            assert_eq!(t.action, Some(ToolkitAction::Install), "{args:?}");
+            assert_eq!(t.dir, Some(PathBuf::from("d")), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn bad_arguments_are_usage_errors() {
+        let bad = [
+            &["bench", "--torch-json", "a", "--torch-script", "b"][..],
+            &["bench", "--plot-only", "--quick"],
+            &["bench", "--plot-only", "--apps", "x"],
+            &["bench", "--bogus"],
+            &["ptx-audit", "--json"],
+            &["ptx-audit", "--jsn", "x"],
+            &["codegen", "extra"],
+            &["doctor", "--x"],
+            &["toolkit", "instal"],
+            &["frobnicate"],
+            &[],
+        ];
+        for args in bad {
+            let err = parse(args).unwrap_err();
+            // clap exits 2 for all of these (help and version exit 0).
+            assert_eq!(err.exit_code(), 2, "{args:?}: {err}");
+        }
+    }
+
+    proptest! {
+        /// Any argv at all parses or is refused; clap never panics. Words are
+        /// drawn from the real flags and subcommands as well as noise, so
+        /// the generator reaches past the first argument.
+        #[test]
+        fn parsing_never_panics(args in proptest::collection::vec(word(), 0..8)) {
+            let _ = parse(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+    }
+
+    fn word() -> impl Strategy<Value = String> {
+        const KNOWN: &[&str] = &[
+            "build",
+            "gpu-bundle",
+            "bench",
+            "codegen",
+            "doctor",
+            "ptx-audit",
+            "toolkit",
+            "install",
+            "ci-cpu",
+            "help",
+            "--arch",
+            "--arch=",
+            "--release",
+            "--check",
+            "--json",
+            "--dir",
+            "--require-toolkit",
+            "--only",
+            "--apps",
+            "--torch-json",
+            "--torch-script",
+            "--out",
+            "--quick",
+            "--plot-only",
+            "--help",
+            "-h",
+            "--",
+            "-",
+            "=",
+        ];
+        prop_oneof![
+            proptest::sample::select(KNOWN).prop_map(String::from),
+            any::<String>(),
+            "--[a-z-]{0,12}(=.{0,4})?",
+        ]
     }
 }

@@ -7,28 +7,28 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use cuda_build::codegen::{write_if_changed, Codegen};
 
+use crate::cli::CodegenArgs;
+
 /// The committed bindings, relative to the workspace root.
 pub(crate) const GENERATED: &str = "crates/cuda-sys/src/generated.rs";
 
 /// Runs the command.
-pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
-    let check = match args {
-        [] => false,
-        [flag] if flag == "--check" => true,
-        _ => {
-            return Err(crate::cli::usage_error!(
-                "usage: cargo xtask codegen [--check]"
-            ))
-        }
-    };
+pub(crate) fn run(root: &Path, args: &CodegenArgs) -> Result<()> {
+    let check = args.check;
     point_bindgen_at_libclang(root);
-    let text = Codegen::new(root.join("kernels/include"))
+    let generated = Codegen::new(root.join("kernels/include"))
+        .include_dir(cuda_build::header::include_dir())
         .new_type_alias("kiln_cuda_error_t")
+        .regenerate_with("cargo xtask codegen")
         .generate()
         .with_context(|| {
             "generating bindings failed (bindgen loads libclang: `cargo xtask toolkit install` \
              installs one, or set LIBCLANG_PATH)"
         })?;
+    for warning in &generated.warnings {
+        eprintln!("codegen: warning: {warning}");
+    }
+    let text = generated.text;
     let path = root.join(GENERATED);
     if check {
         let committed = std::fs::read_to_string(&path).unwrap_or_default();

@@ -6,11 +6,12 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use cuda_build::toolkit::Discovery;
 use cuda_build::{ArchSpec, KernelConfig, SupportedArchs};
 
 use crate::discovery::kiln_discovery;
+use crate::toolkit;
 
 /// Everything the report says, gathered first so the rendering is testable.
 #[derive(Debug)]
@@ -27,15 +28,77 @@ pub(crate) struct Findings {
     pub(crate) spec: (String, String),
     /// Kernel modules with their link modes.
     pub(crate) modules: Vec<(String, String)>,
+    /// What is broken, each with what to do (a damaged toolkit).
+    pub(crate) problems: Vec<String>,
 }
 
-/// Runs the command.
-pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
-    if !args.is_empty() {
-        return Err(crate::cli::usage_error!("usage: cargo xtask doctor"));
+/// Runs the command; fails when it finds a problem, after the report.
+pub(crate) fn run(root: &Path) -> Result<()> {
+    let findings = gather(root)?;
+    print!("{}", render(&findings));
+    if !findings.problems.is_empty() {
+        bail!(
+            "doctor: {} problem(s), listed above with what to do",
+            findings.problems.len()
+        );
     }
-    print!("{}", render(&gather(root)?));
     Ok(())
+}
+
+/// A toolkit that discovery finds but a build cannot use (files missing),
+/// and a damaged project-local install.
+fn toolkit_problems(discovery: Option<&Discovery>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let install_dir = crate::workspace::default_toolkit_dir();
+    let repair = "run `cargo xtask toolkit install` to repair it";
+    // The project-local install is verified file by file against its pins.
+    if install_dir.exists() {
+        match toolkit::Pins::load() {
+            Ok(pins) => {
+                if let Err(damage) = toolkit::verify(&install_dir, &pins) {
+                    problems.push(format!(
+                        "{}: {damage}; {repair}",
+                        crate::workspace::display(&install_dir)
+                    ));
+                }
+            }
+            Err(e) => problems.push(format!("{e:#}")),
+        }
+    }
+    // Any other toolkit, for the files a build needs.
+    let other = discovery
+        .and_then(|d| d.toolkit.as_ref())
+        .filter(|tk| problems.is_empty() || !tk.root.starts_with(&install_dir));
+    if let Some(tk) = other {
+        let missing = toolkit::missing_essentials(&tk.root);
+        if !missing.is_empty() {
+            let named: Vec<String> = missing
+                .iter()
+                .map(|file| {
+                    let why = toolkit::ESSENTIAL
+                        .iter()
+                        .find(|(f, _)| f == file)
+                        .map_or("", |(_, why)| why);
+                    format!("{file} ({why})")
+                })
+                .collect();
+            let advice = if tk.root.starts_with(&install_dir) {
+                repair.to_string()
+            } else {
+                format!(
+                    "reinstall that toolkit, or point {} elsewhere (`cargo xtask toolkit install` provides the pinned one)",
+                    tk.found_by
+                )
+            };
+            problems.push(format!(
+                "the toolkit at {} (found by {}) lacks {}; {advice}",
+                tk.root.display(),
+                tk.found_by,
+                named.join(", ")
+            ));
+        }
+    }
+    problems
 }
 
 fn gather(root: &Path) -> Result<Findings> {
@@ -64,6 +127,7 @@ fn gather(root: &Path) -> Result<Findings> {
         }
     }
     modules.sort();
+    let problems = toolkit_problems(discovery.as_ref());
     Ok(Findings {
         discovery,
         supported,
@@ -71,6 +135,7 @@ fn gather(root: &Path) -> Result<Findings> {
         gpus: query_gpus(),
         spec,
         modules,
+        problems,
     })
 }
 
@@ -218,6 +283,12 @@ pub(crate) fn render(f: &Findings) -> String {
     for (name, link) in &f.modules {
         let _ = writeln!(out, "  module {name}: {link}");
     }
+    if f.problems.is_empty() {
+        let _ = writeln!(out, "problems: none");
+    }
+    for problem in &f.problems {
+        let _ = writeln!(out, "problem: {problem}");
+    }
     out
 }
 
@@ -298,6 +369,7 @@ mod tests {
                 ("reduce".into(), "static".into()),
                 ("vector_add".into(), "fatbin".into()),
             ],
+            problems: vec![],
         }
     }
 
@@ -313,5 +385,41 @@ mod tests {
         f.supported = None;
         f.spec = ("sm_12".into(), "KILN_CUDA_ARCHS".into());
         insta::assert_snapshot!(render(&f));
+    }
+
+    #[test]
+    fn a_toolkit_without_cicc_is_a_problem_saying_what_to_do() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("cuda");
+        for file in toolkit::ESSENTIAL.iter().map(|(f, _)| f) {
+            let path = root.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
+        let mut f = fake_findings();
+        let d = f.discovery.as_mut().unwrap();
+        let tk = d.toolkit.as_mut().unwrap();
+        tk.root = root.clone();
+        tk.found_by = "CUDA_PATH".into();
+        assert_eq!(
+            toolkit_problems(f.discovery.as_ref())
+                .iter()
+                .filter(|p| p.contains("lacks"))
+                .count(),
+            0
+        );
+        std::fs::remove_dir_all(root.join("nvvm")).unwrap();
+        let problems = toolkit_problems(f.discovery.as_ref());
+        let lacks: Vec<&String> = problems.iter().filter(|p| p.contains("lacks")).collect();
+        assert_eq!(
+            lacks,
+            [&format!(
+                "the toolkit at {} (found by CUDA_PATH) lacks nvvm/bin/cicc (nvcc's CUDA front end); \
+                 reinstall that toolkit, or point CUDA_PATH elsewhere (`cargo xtask toolkit install` provides the pinned one)",
+                root.display()
+            )]
+        );
+        f.problems = problems;
+        assert!(render(&f).contains("\nproblem: the toolkit at "));
     }
 }

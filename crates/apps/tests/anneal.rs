@@ -54,21 +54,13 @@ fn gpu_matches_cpu_on_awkward_and_seed_shapes() {
         };
         let a = anneal::run(
             &cpu,
-            Points::F32(&points),
-            n,
-            d,
-            m,
-            &params,
+            &anneal::validate(Points::F32(&points), n, d, m, &params).unwrap(),
             &mut |_, _, _| {},
         )
         .unwrap();
         let b = anneal::run(
             &gpu,
-            Points::F32(&points),
-            n,
-            d,
-            m,
-            &params,
+            &anneal::validate(Points::F32(&points), n, d, m, &params).unwrap(),
             &mut |_, _, _| {},
         )
         .unwrap();
@@ -91,21 +83,13 @@ fn gpu_keeps_f16_points_and_agrees() {
     };
     let a = anneal::run(
         &Backend::cpu(),
-        Points::F16(&bits),
-        n,
-        d,
-        m,
-        &params,
+        &anneal::validate(Points::F16(&bits), n, d, m, &params).unwrap(),
         &mut |_, _, _| {},
     )
     .unwrap();
     let b = anneal::run(
         &gpu,
-        Points::F16(&bits),
-        n,
-        d,
-        m,
-        &params,
+        &anneal::validate(Points::F16(&bits), n, d, m, &params).unwrap(),
         &mut |_, _, _| {},
     )
     .unwrap();
@@ -118,17 +102,10 @@ fn bad_input_is_refused_on_every_backend() {
     backends.extend(cuda_or_skip());
     for backend in backends {
         let run = |points: &[f32], n, d, m| {
-            anneal::run(
-                &backend,
-                Points::F32(points),
-                n,
-                d,
-                m,
-                &Params::default(),
-                &mut |_, _, _| {},
-            )
-            .unwrap_err()
-            .to_string()
+            anneal::validate(Points::F32(points), n, d, m, &Params::default())
+                .and_then(|problem| anneal::run(&backend, &problem, &mut |_, _, _| {}))
+                .unwrap_err()
+                .to_string()
         };
         assert!(run(&[], 0, 3, 1).contains("n = 0"));
         assert!(run(&[1.0; 6], 2, 3, 3).contains("more anchors (3) than points (2)"));
@@ -176,33 +153,12 @@ fn device_side_convergence_stops_where_the_host_test_does() {
             maintain_every,
             ..Params::default()
         };
-        let max_anchors = anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
-        let mut device =
-            anneal::gpu::GpuEngine::new(&gpu, Points::F32(&points), n, d, max_anchors).unwrap();
-        let mut host = HostDriven(
-            anneal::gpu::GpuEngine::new(&gpu, Points::F32(&points), n, d, max_anchors).unwrap(),
-        );
+        let problem = anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
+        let mut device = anneal::gpu::GpuEngine::new(&gpu, &problem).unwrap();
+        let mut host = HostDriven(anneal::gpu::GpuEngine::new(&gpu, &problem).unwrap());
         let what = format!("tol {tol}, maintenance every {maintain_every}");
-        let a = anneal::run_with(
-            &mut device,
-            Points::F32(&points),
-            n,
-            d,
-            m,
-            &params,
-            &mut |_, _, _| {},
-        )
-        .unwrap();
-        let b = anneal::run_with(
-            &mut host,
-            Points::F32(&points),
-            n,
-            d,
-            m,
-            &params,
-            &mut |_, _, _| {},
-        )
-        .unwrap();
+        let a = anneal::run_with(&mut device, &problem, &mut |_, _, _| {}).unwrap();
+        let b = anneal::run_with(&mut host, &problem, &mut |_, _, _| {}).unwrap();
         println!(
             "{what}: iterations {} / {}, energy {:.7} / {:.7}",
             a.iterations, b.iterations, a.energy, b.energy
@@ -290,9 +246,9 @@ fn sharded_over_gpus_matches_one_gpu() {
             seed: 21,
             ..Params::default()
         };
-        let one =
-            anneal::run_sharded(&all[..1], points, n, d, m, &params, &mut |_, _, _| {}).unwrap();
-        let many = anneal::run_sharded(all, points, n, d, m, &params, &mut |_, _, _| {}).unwrap();
+        let problem = anneal::validate(points, n, d, m, &params).unwrap();
+        let one = anneal::run_sharded(&all[..1], &problem, &mut |_, _, _| {}).unwrap();
+        let many = anneal::run_sharded(all, &problem, &mut |_, _, _| {}).unwrap();
         let rel = (many.energy - one.energy).abs() / one.energy;
         println!(
             "{n}x{d}x{m} f16={f16} on 1 / {} GPUs: energy {:.7} / {:.7} ({rel:.2e}), iterations {} / {}, anchors {} / {}",

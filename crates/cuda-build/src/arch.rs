@@ -21,7 +21,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 /// The forms an arch spec accepts, for error messages.
-pub const ACCEPTED_FORMS: &str = "sm_86, 86, 8.6, compute_90, 90-real, 90-virtual, sm_90+PTX, \
+pub(crate) const ACCEPTED_FORMS: &str =
+    "sm_86, 86, 8.6, compute_90, 90-real, 90-virtual, sm_90+PTX, \
 sm_90a, native, all-major (lists separated by ',' or ';')";
 
 /// Architecture variants: portable, arch-specific (`a`) or family-specific (`f`).
@@ -48,7 +49,7 @@ pub struct Arch {
 
 impl Arch {
     /// A portable arch.
-    pub const fn new(major: u32, minor: u32) -> Self {
+    pub(crate) const fn new(major: u32, minor: u32) -> Self {
         Self {
             major,
             minor,
@@ -57,12 +58,12 @@ impl Arch {
     }
 
     /// `major * 10 + minor`: `90` for sm_90.
-    pub const fn number(self) -> u32 {
+    pub(crate) const fn number(self) -> u32 {
         self.major * 10 + self.minor
     }
 
     /// The same arch without an `a` / `f` suffix.
-    pub const fn portable(self) -> Self {
+    pub(crate) const fn portable(self) -> Self {
         Self::new(self.major, self.minor)
     }
 
@@ -85,7 +86,7 @@ impl Arch {
     }
 
     /// Parses `sm_90`, `compute_90a` or `90` as nvcc and cuobjdump print them.
-    pub fn from_nvcc_name(text: &str) -> Option<Self> {
+    pub(crate) fn from_nvcc_name(text: &str) -> Option<Self> {
         let body = text
             .strip_prefix("sm_")
             .or_else(|| text.strip_prefix("compute_"))
@@ -126,10 +127,13 @@ pub struct ArchSpec {
 
 /// Why an arch spec was refused. Its `Display` is one line that names the bad
 /// item, where it came from, and the accepted forms.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ArchError {
     /// An item that is not an arch in any accepted form.
+    #[error(
+        "invalid CUDA arch `{item}` in {origin}: not an arch; accepted forms: {ACCEPTED_FORMS}"
+    )]
     Syntax {
         /// The offending item, as written.
         item: String,
@@ -137,6 +141,10 @@ pub enum ArchError {
         origin: String,
     },
     /// A well-formed arch the toolkit cannot compile for.
+    #[error(
+        "unsupported CUDA arch `{item}` in {origin}: CUDA {toolkit} supports {supported}; \
+         accepted forms: {ACCEPTED_FORMS}"
+    )]
     Unsupported {
         /// The offending item, as written.
         item: String,
@@ -148,11 +156,16 @@ pub enum ArchError {
         supported: String,
     },
     /// The spec has no items.
+    #[error("empty CUDA arch list in {origin}; accepted forms: {ACCEPTED_FORMS}")]
     Empty {
         /// Where the spec came from.
         origin: String,
     },
     /// `native` was asked for and no GPU could be probed.
+    #[error(
+        "CUDA arch `native` in {origin} needs a GPU on this machine ({reason}); \
+         name the archs instead, e.g. sm_86"
+    )]
     NativeUnavailable {
         /// Where the spec came from.
         origin: String,
@@ -160,33 +173,6 @@ pub enum ArchError {
         reason: String,
     },
 }
-
-impl fmt::Display for ArchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ArchError::Syntax { item, origin } => write!(
-                f,
-                "invalid CUDA arch `{item}` in {origin}: not an arch; accepted forms: {ACCEPTED_FORMS}"
-            ),
-            ArchError::Unsupported { item, origin, toolkit, supported } => write!(
-                f,
-                "unsupported CUDA arch `{item}` in {origin}: CUDA {toolkit} supports {supported}; \
-                 accepted forms: {ACCEPTED_FORMS}"
-            ),
-            ArchError::Empty { origin } => write!(
-                f,
-                "empty CUDA arch list in {origin}; accepted forms: {ACCEPTED_FORMS}"
-            ),
-            ArchError::NativeUnavailable { origin, reason } => write!(
-                f,
-                "CUDA arch `native` in {origin} needs a GPU on this machine ({reason}); \
-                 name the archs instead, e.g. sm_86"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ArchError {}
 
 impl ArchSpec {
     /// Parses a spec. `origin` names where it came from, for errors.
@@ -307,6 +293,10 @@ impl ArchSpec {
 }
 
 fn parse_item(item: &str) -> Option<Item> {
+    // Every accepted form is ASCII; slicing below relies on it.
+    if !item.is_ascii() {
+        return None;
+    }
     match item.to_ascii_lowercase().as_str() {
         "native" => return Some(Item::Native),
         "all-major" => return Some(Item::AllMajor),
@@ -341,6 +331,9 @@ fn parse_item(item: &str) -> Option<Item> {
 
 /// `90`, `90a`, `100f`, `8.6`, `9.0a` -> an arch.
 fn parse_arch_body(body: &str) -> Option<Arch> {
+    if !body.is_ascii() {
+        return None;
+    }
     let (digits, variant) = match body.as_bytes().last()? {
         b'a' => (&body[..body.len() - 1], Variant::ArchSpecific),
         b'f' => (&body[..body.len() - 1], Variant::Family),
@@ -415,7 +408,7 @@ impl SupportedArchs {
     /// Whether `arch` can be compiled, as SASS or (`as_ptx`) as PTX. `a`
     /// variants exist from sm_90 on, `f` variants from sm_100 on, for archs
     /// whose portable variant is supported.
-    pub fn allows(&self, arch: Arch, as_ptx: bool) -> bool {
+    pub(crate) fn allows(&self, arch: Arch, as_ptx: bool) -> bool {
         let list = if as_ptx { &self.ptx } else { &self.sass };
         let base_ok = list.contains(&arch.portable());
         match arch.variant {
@@ -446,7 +439,7 @@ pub struct ArchList {
 
 impl ArchList {
     /// nvcc's `-gencode` flags, one per target.
-    pub fn gencode_flags(&self) -> Vec<String> {
+    pub(crate) fn gencode_flags(&self) -> Vec<String> {
         let sass = self
             .sass
             .iter()
@@ -461,8 +454,9 @@ impl ArchList {
         sass.chain(ptx).collect()
     }
 
-    /// `sm_80,sm_90+compute_90`: a short description for reports.
-    pub fn describe(&self) -> String {
+    /// `sm_80,sm_90+compute_90`: a short description, for the tests.
+    #[cfg(test)]
+    fn describe(&self) -> String {
         let sass: Vec<String> = self.sass.iter().map(|a| a.sm_name()).collect();
         let ptx: Vec<String> = self.ptx.iter().map(|a| a.compute_name()).collect();
         match (sass.is_empty(), ptx.is_empty()) {
@@ -488,6 +482,15 @@ mod tests {
     #[track_caller]
     fn check(spec: &str, expected: &str) {
         assert_eq!(resolve(spec).as_deref(), Ok(expected), "spec {spec:?}");
+    }
+
+    /// Found by tests/properties.rs: `+PTX` was cut off by byte count.
+    #[test]
+    fn non_ascii_items_are_refused_not_sliced_mid_char() {
+        for text in ["k🡔ਫ਼", "é", "sm_9é", "🡔+PTX"] {
+            let err = ArchSpec::parse(text, "test").unwrap_err();
+            assert!(matches!(err, ArchError::Syntax { .. }), "{text}: {err}");
+        }
     }
 
     #[test]

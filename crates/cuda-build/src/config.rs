@@ -1,5 +1,7 @@
 //! The kernels' config file (kiln's is `kernels/kiln.toml`): the default arch
-//! spec, extra nvcc flags, and which modules link as static libraries.
+//! spec, nvcc flags for every module, and `[modules.NAME]` entries (sources,
+//! flags, defines, include dirs, archs, link mode, separate compilation).
+//! Parsing only; the build matches the entries against the files.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -9,11 +11,12 @@ use serde::Deserialize;
 use crate::error::{io, Error};
 
 /// The arch spec used when neither the environment nor the config names one.
-pub const DEFAULT_ARCHS: &str = "sm_80,sm_90";
+pub(crate) const DEFAULT_ARCHS: &str = "sm_80,sm_90";
 
 /// The parsed config file.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct KernelConfig {
     /// Default arch spec (see [`crate::arch`]).
     #[serde(default = "default_archs")]
@@ -21,7 +24,7 @@ pub struct KernelConfig {
     /// Flags added to every nvcc command.
     #[serde(default)]
     pub nvcc_flags: Vec<String>,
-    /// Per-module settings, by `.cu` stem.
+    /// Per-module settings, by module name.
     #[serde(default)]
     pub modules: BTreeMap<String, ModuleConfig>,
 }
@@ -40,13 +43,33 @@ impl Default for KernelConfig {
     }
 }
 
-/// Settings for one module.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Settings for one module (`[modules.NAME]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ModuleConfig {
+    /// Files or globs under the kernels dir; empty means `NAME.cu`.
+    #[serde(default)]
+    pub sources: Vec<String>,
+    /// nvcc flags for this module, after the config's `nvcc-flags`.
+    #[serde(default)]
+    pub flags: Vec<String>,
+    /// `-D` defines (`"N=4"`, `"USE_FAST"`).
+    #[serde(default)]
+    pub defines: Vec<String>,
+    /// `-I` dirs, relative to the kernels dir, searched before the build's own.
+    #[serde(default)]
+    pub include_dirs: Vec<String>,
+    /// An arch spec that replaces the build's for this module.
+    #[serde(default)]
+    pub archs: Option<String>,
     /// How the module reaches the program.
     #[serde(default)]
     pub link: LinkMode,
+    /// Separate compilation: each source compiled with `-dc`, then
+    /// device-linked into one image.
+    #[serde(default)]
+    pub rdc: bool,
 }
 
 /// How a module reaches the program.
@@ -56,17 +79,18 @@ pub enum LinkMode {
     /// A fat binary embedded with `include_bytes!`, loaded through the driver.
     #[default]
     Fatbin,
-    /// Host-side CUDA C++ compiled by the `cc` crate's nvcc mode into a static
-    /// library, linked with the static CUDA runtime.
+    /// Host-side CUDA C++ compiled into a static library, linked with the
+    /// static CUDA runtime.
     Static,
 }
 
 impl KernelConfig {
-    /// Parses config text; `path` names the file in errors.
+    /// Parses config text; `path` names the file in errors, which are one
+    /// line: `kiln.toml:12 in [modules.x]: unknown field ...`.
     pub fn parse(text: &str, path: &Path) -> Result<Self, Error> {
         toml::from_str(text).map_err(|e| Error::Config {
             path: path.to_path_buf(),
-            message: e.to_string().lines().collect::<Vec<_>>().join(" "),
+            message: describe_toml_error(text, &e),
         })
     }
 
@@ -85,18 +109,34 @@ impl KernelConfig {
     }
 }
 
+/// `line 12 in [modules.x]: unknown field ...; fix`: toml's message made one
+/// line, with the table it is in.
+fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
+    let message = error.message().split_whitespace().collect::<Vec<_>>();
+    let message = message.join(" ");
+    let Some(span) = error.span() else {
+        return message;
+    };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let table = before
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|t| format!(" in {t}"))
+        .unwrap_or_default();
+    let fix = if message.starts_with("unknown field") {
+        "; remove it or use one of those"
+    } else {
+        ""
+    };
+    format!("line {line}{table}: {message}{fix}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_kilns_own_config() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels/kiln.toml");
-        let config = KernelConfig::load(&path).unwrap();
-        assert_eq!(config.link_mode("reduce"), LinkMode::Static);
-        assert_eq!(config.link_mode("vector_add"), LinkMode::Fatbin);
-        assert!(!config.archs.is_empty());
-    }
 
     #[test]
     fn defaults_and_errors() {
@@ -104,14 +144,49 @@ mod tests {
         assert_eq!(config, KernelConfig::default());
         let err = KernelConfig::parse("arch = \"sm_90\"", Path::new("k.toml")).unwrap_err();
         let msg = err.to_string();
-        assert!(msg.starts_with("invalid kernel config k.toml: "), "{msg}");
-        assert!(msg.contains("unknown field `arch`"), "{msg}");
+        assert!(
+            msg.starts_with("k.toml: line 1: unknown field `arch`"),
+            "{msg}"
+        );
         assert!(!msg.contains('\n'));
         let err = KernelConfig::parse("[modules.x]\nlink = \"dynamic\"", Path::new("k.toml"))
             .unwrap_err();
         assert!(
-            err.to_string().contains("unknown variant `dynamic`"),
+            err.to_string()
+                .starts_with("k.toml: line 2 in [modules.x]: unknown variant `dynamic`"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn unknown_module_key_names_the_entry_and_the_fix() {
+        let text = "archs = \"sm_80\"\n\n[modules.affine]\nnvcc-flags = [\"-O3\"]\n";
+        let err = KernelConfig::parse(text, Path::new("kernels/kiln.toml")).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(
+                "kernels/kiln.toml: line 4 in [modules.affine]: unknown field `nvcc-flags`, expected one of"
+            ) && msg.ends_with("; remove it or use one of those"),
+            "{msg}"
+        );
+        assert!(!msg.contains('\n'), "{msg}");
+    }
+
+    #[test]
+    fn module_keys() {
+        let text = "[modules.family]\nsources = [\"vendor/*.cu\"]\nflags = [\"-G\"]\n\
+                    defines = [\"N=4\"]\ninclude-dirs = [\"vendor/include\"]\n\
+                    archs = \"sm_90a\"\nlink = \"static\"\nrdc = true\n";
+        let config = KernelConfig::parse(text, Path::new("k.toml")).unwrap();
+        let module = &config.modules["family"];
+        assert_eq!(module.sources, ["vendor/*.cu"]);
+        assert_eq!(module.flags, ["-G"]);
+        assert_eq!(module.defines, ["N=4"]);
+        assert_eq!(module.include_dirs, ["vendor/include"]);
+        assert_eq!(module.archs.as_deref(), Some("sm_90a"));
+        assert_eq!(module.link, LinkMode::Static);
+        assert!(module.rdc);
+        assert_eq!(config.link_mode("family"), LinkMode::Static);
+        assert_eq!(config.link_mode("other"), LinkMode::Fatbin);
     }
 }

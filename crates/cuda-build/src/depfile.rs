@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 /// order, without duplicates. Handles `\`-newline continuations and `\ `
 /// escaped spaces. Relative paths are resolved against `base` (the directory
 /// nvcc ran in).
-pub fn parse(text: &str, base: &Path) -> Vec<PathBuf> {
+pub(crate) fn parse(text: &str, base: &Path) -> Vec<PathBuf> {
     let joined = text.replace("\\\r\n", " ").replace("\\\n", " ");
     let mut deps: Vec<PathBuf> = Vec::new();
     for line in joined.lines() {
@@ -59,13 +59,13 @@ fn split_words(text: &str) -> Vec<String> {
 
 /// Whether a dependency belongs to the system or the toolkit (not worth a
 /// `rerun-if-changed`: a toolkit change is caught by its version and path).
-pub fn is_system_header(path: &Path, toolkit_root: &Path) -> bool {
+pub(crate) fn is_system_header(path: &Path, toolkit_root: &Path) -> bool {
     let normalized = normalize(path);
     normalized.starts_with("/usr/") || normalized.starts_with(normalize(toolkit_root))
 }
 
 /// Removes `.` and `..` components lexically (nvcc writes `bin/..//include`).
-pub fn normalize(path: &Path) -> PathBuf {
+pub(crate) fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {

@@ -1,18 +1,24 @@
-//! The errors of `cuda-build`. A build script prints them as one line and
-//! fails; each message says what went wrong and, where it can, what to do.
+//! The errors of `cuda-build`. A build script prints the first line of one
+//! with `cargo::error=` and fails; each first line says what went wrong and,
+//! where it can, what to do. Later lines (nvcc's whole output, the command)
+//! are detail for stderr.
 
-use std::fmt;
 use std::path::PathBuf;
 
 use crate::arch::ArchError;
 
 /// Everything that can go wrong while building kernels.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// An arch spec was refused.
-    Arch(ArchError),
+    #[error(transparent)]
+    Arch(#[from] ArchError),
     /// A required CUDA toolkit was not found (`<PREFIX>_REQUIRE_CUDA=1`).
+    #[error(
+        "{var}=1 but no CUDA toolkit was found (looked at {looked_at}); \
+         {hint}, or unset {var} for a CPU-only build"
+    )]
     ToolkitRequired {
         /// The variable that asked for it.
         var: String,
@@ -21,7 +27,21 @@ pub enum Error {
         /// What to do about it ([`KernelBuild::toolkit_hint`](crate::KernelBuild::toolkit_hint)).
         hint: String,
     },
+    /// An environment variable names something unusable (a launcher or host
+    /// compiler that does not exist).
+    #[error("{var}={value}: {problem}; {fix}")]
+    Setting {
+        /// The variable (`CUDAHOSTCXX`, `KILN_NVCC_LAUNCHER`, ...).
+        var: String,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        problem: String,
+        /// What to do.
+        fix: String,
+    },
     /// A file could not be read or written.
+    #[error("cannot access {}: {source}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
@@ -29,6 +49,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A program could not be started.
+    #[error("cannot run {}: {source}", program.display())]
     Spawn {
         /// The program.
         program: PathBuf,
@@ -36,6 +57,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A tool ran and failed.
+    #[error("`{command}` failed ({status}): {stderr}")]
     ToolFailed {
         /// The command line, for copying into a shell.
         command: String,
@@ -44,96 +66,54 @@ pub enum Error {
         /// What it printed on stderr.
         stderr: String,
     },
-    /// nvcc failed on a module.
+    /// nvcc failed on a module. The first line carries nvcc's first
+    /// diagnostic; the whole output and the command follow.
+    #[error("nvcc failed on module `{module}`: {first_diagnostic}\n{output}\ncommand: {command}")]
     Compile {
-        /// The module (`.cu` stem).
+        /// The module.
         module: String,
+        /// nvcc's first diagnostic, as `file:line: error: message`.
+        first_diagnostic: String,
         /// The command line, for copying into a shell.
         command: String,
-        /// nvcc's diagnostics.
-        stderr: String,
+        /// Everything nvcc printed.
+        output: String,
     },
-    /// The kernels' config file is malformed.
+    /// nvcc refused the host compiler.
+    #[error(
+        "nvcc refuses the host compiler {compiler} ({origin}) for module `{module}`: \
+         {message}; set CUDAHOSTCXX to a compiler this CUDA supports, or add \
+         -allow-unsupported-compiler to the module's flags\ncommand: {command}"
+    )]
+    HostCompiler {
+        /// The module being compiled.
+        module: String,
+        /// The host compiler (`-ccbin`), or `c++` for nvcc's default.
+        compiler: String,
+        /// Where it came from (`CUDAHOSTCXX`, `NVCC_CCBIN`, `nvcc's default`).
+        origin: String,
+        /// nvcc's complaint, one line.
+        message: String,
+        /// The command line.
+        command: String,
+    },
+    /// The kernels' config file, or what it names, is wrong.
+    #[error("{}: {message}", path.display())]
     Config {
         /// The file.
         path: PathBuf,
-        /// What is wrong.
+        /// What is wrong and what to do, one line.
         message: String,
     },
+    /// `OUT_DIR` is not set and no output dir was given.
+    #[error("OUT_DIR is not set: run from a build script or give KernelBuild::out_dir")]
+    NoOutDir,
     /// Generating bindings failed.
+    #[error("codegen: {message}")]
     Codegen {
         /// What went wrong.
         message: String,
     },
-    /// The `cc` crate failed on a static-library module.
-    StaticLibrary {
-        /// The module.
-        module: String,
-        /// What `cc` said.
-        message: String,
-    },
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Arch(e) => e.fmt(f),
-            Error::ToolkitRequired {
-                var,
-                looked_at,
-                hint,
-            } => write!(
-                f,
-                "{var}=1 but no CUDA toolkit was found (looked at {looked_at}); \
-                 {hint}, or unset {var} for a CPU-only build"
-            ),
-            Error::Io { path, source } => write!(f, "cannot access {}: {source}", path.display()),
-            Error::Spawn { program, source } => {
-                write!(f, "cannot run {}: {source}", program.display())
-            }
-            Error::ToolFailed {
-                command,
-                status,
-                stderr,
-            } => {
-                write!(f, "`{command}` failed ({status}): {stderr}")
-            }
-            Error::Compile {
-                module,
-                command,
-                stderr,
-            } => write!(
-                f,
-                "nvcc failed on module `{module}`:\n{stderr}\ncommand: {command}"
-            ),
-            Error::Config { path, message } => {
-                write!(f, "invalid kernel config {}: {message}", path.display())
-            }
-            Error::Codegen { message } => write!(f, "codegen: {message}"),
-            Error::StaticLibrary { module, message } => {
-                write!(
-                    f,
-                    "building static-library module `{module}` failed: {message}"
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Arch(e) => Some(e),
-            Error::Io { source, .. } | Error::Spawn { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
-
-impl From<ArchError> for Error {
-    fn from(e: ArchError) -> Self {
-        Error::Arch(e)
-    }
 }
 
 /// `fs` calls with the path in the error.

@@ -1,52 +1,63 @@
-//! cuda-build: the build-time half of kiln, for build scripts (kiln's
-//! `cuda-sys` and downstream crates'), `cargo xtask` and tests.
+//! cuda-build: build-time CUDA for build scripts (kiln's `cuda-sys` and
+//! downstream crates'), and the pieces of it that tools reuse.
 //!
-//! - [`toolkit`]: find a CUDA toolkit, report where it looked;
-//! - [`arch`]: one arch-spec grammar (`sm_86`, `90-real`, `sm_90+PTX`, ...);
-//! - [`nvcc`]: the nvcc command lines;
-//! - [`kernels`]: the whole kernel build a build script runs, with CPU-only
-//!   fallback, `-MD` rebuild tracking and parallel compiles;
-//! - [`manifest`], [`resources`], [`depfile`], [`config`]: what it reads and
-//!   writes;
-//! - `codegen` (feature `codegen`): bindgen over the shared C headers into the
-//!   committed Rust bindings; [`bindings`] checks them without libclang;
-//! - [`header`]: `kiln.h` (`KILN_KERNEL`), for downstream kernel headers.
-//!
-//! A downstream build script (`build.rs`) is one call; the kernels are every
-//! `*.cu` in the dir named, and `kernels/include` is on the include path:
+//! # For build scripts
+//! A build script (`build.rs`) is one call to [`KernelBuild`]:
 //! ```no_run
 //! let build = cuda_build::KernelBuild::new("kernels")
-//!     .env_prefix("MYCRATE") // MYCRATE_CUDA_ARCHS, MYCRATE_REQUIRE_CUDA, MYCRATE_CUDA=off
+//!     .env_prefix("MYCRATE") // MYCRATE_CUDA_ARCHS, MYCRATE_REQUIRE_CUDA, MYCRATE_CUDA=off, ...
 //!     .include_dir(cuda_build::header::include_dir()) // kiln.h
 //!     .toolkit_hint("install the CUDA toolkit or set CUDA_PATH");
 //! if let Err(e) = build.run() {
-//!     println!("cargo::error={e}");
+//!     // The first line is the headline; nvcc's whole output follows.
+//!     let text = e.to_string();
+//!     let mut lines = text.lines();
+//!     println!("cargo::error={}", lines.next().unwrap_or_default());
+//!     lines.for_each(|line| eprintln!("{line}"));
 //!     std::process::exit(1);
 //! }
 //! ```
-//! The crate then embeds the fat binaries with
-//! `include!(concat!(env!("OUT_DIR"), "/kiln_modules.rs"))` (one
-//! `pub static NAME: gpu_core::FatbinImage` per `.cu` file, and `ALL`) and
-//! may test `cfg(cuda_enabled)` / `cfg(cpu_only)`.
+//! The modules are every top-level `*.cu` of the kernels dir, and the
+//! `[modules.NAME]` entries of its `kiln.toml` (sources and globs, flags,
+//! defines, include dirs, archs, `link = "static"`, `rdc = true`). The crate
+//! embeds the fat binaries with
+//! `include!(concat!(env!("OUT_DIR"), "/mycrate_modules.rs"))` (one
+//! `pub static NAME: gpu_core::FatbinImage` per fat-binary module, and `ALL`)
+//! and may test `cfg(cuda_enabled)` / `cfg(cpu_only)`.
 //! `examples/downstream` in kiln's repository is a whole crate built this way.
+//! The API: [`KernelBuild`], [`BuildReport`], [`Error`], [`header`],
+//! [`cpu_only_directives`].
+//!
+//! # For tools
+//! What a build reads and writes, for tools that report on or check builds
+//! (kiln's own build tooling uses these): [`toolkit`] (discovery and where it looked), [`arch`]
+//! (the arch grammar), [`config`] (the config file), [`manifest`] and
+//! [`resources`] (what a build produced), and, without libclang, the
+//! committed-bindings check in [`bindings`]; `codegen` (feature `codegen`)
+//! runs bindgen over kernel headers.
 
 pub mod arch;
 pub mod bindings;
 #[cfg(feature = "codegen")]
 pub mod codegen;
+mod compile;
 pub mod config;
-pub mod depfile;
+mod depfile;
+mod driver;
+mod emit;
 mod error;
 pub mod header;
-pub mod kernels;
+mod kernel_build;
 pub mod manifest;
-pub mod nvcc;
+mod modules;
+mod nvcc;
+mod parallel;
 pub mod resources;
 pub mod toolkit;
 
 pub use arch::{Arch, ArchError, ArchList, ArchSpec, SupportedArchs};
-pub use config::{KernelConfig, LinkMode};
+pub use config::{KernelConfig, LinkMode, ModuleConfig};
 pub use error::Error;
-pub use kernels::{BuildReport, KernelBuild};
+pub use kernel_build::{cpu_only_directives, BuildReport, KernelBuild};
 pub use manifest::Manifest;
 pub use toolkit::{discover, Discovery, Toolkit, ToolkitVersion};

@@ -1,6 +1,7 @@
 //! The build manifest: what a kernel build produced, written as TOML into
-//! OUT_DIR next to the fat binaries. `cargo xtask build` prints it and
-//! `cargo xtask ptx-audit` checks it.
+//! OUT_DIR next to the fat binaries (`<prefix>-manifest.toml`), for tools
+//! that report on or audit a build (a `links` crate hands its path on as
+//! `DEP_<LINKS>_MANIFEST`).
 
 use std::path::{Path, PathBuf};
 
@@ -10,16 +11,20 @@ use crate::config::LinkMode;
 use crate::error::{io, Error};
 use crate::resources::KernelResources;
 
-/// The manifest's file name in OUT_DIR.
-pub const MANIFEST_FILE: &str = "kiln-manifest.toml";
+/// The manifest's file name in OUT_DIR for a build with this env prefix
+/// (`KILN` -> `kiln-manifest.toml`).
+pub fn file_name(env_prefix: &str) -> String {
+    format!("{}-manifest.toml", env_prefix.to_ascii_lowercase())
+}
 
 /// Format version; bumped on incompatible changes.
-pub const FORMAT: u32 = 1;
+pub(crate) const FORMAT: u32 = 1;
 
 /// What a kernel build produced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Manifest {
-    /// [`FORMAT`].
+    /// The format version (1); bumped on incompatible changes.
     pub format: u32,
     /// Whether GPU code was built.
     pub cuda_enabled: bool,
@@ -30,19 +35,21 @@ pub struct Manifest {
     pub arch_spec: String,
     /// Where the spec came from (`KILN_CUDA_ARCHS`, a config file, ...).
     pub arch_origin: String,
-    /// Real archs in every fat binary (`sm_80`).
+    /// Real archs of the build's spec (`sm_80`); a module with its own
+    /// `archs` lists its own in [`ModuleEntry::sass`].
     pub sass: Vec<String>,
-    /// Virtual archs in every fat binary (`compute_90`).
+    /// Virtual archs of the build's spec (`compute_90`).
     pub ptx: Vec<String>,
     /// The toolkit used, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub toolkit: Option<ToolkitEntry>,
-    /// One entry per `.cu` module.
+    /// One entry per module.
     pub modules: Vec<ModuleEntry>,
 }
 
 /// The toolkit a build used.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ToolkitEntry {
     /// Toolkit root.
     pub root: PathBuf,
@@ -54,13 +61,26 @@ pub struct ToolkitEntry {
 
 /// One module.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ModuleEntry {
-    /// The `.cu` stem.
+    /// The module's name (the `.cu` stem, or its `[modules.NAME]`).
     pub name: String,
-    /// The `.cu` file.
+    /// Its first source.
     pub source: PathBuf,
+    /// Every source.
+    #[serde(default)]
+    pub sources: Vec<PathBuf>,
     /// How it links.
     pub link: LinkMode,
+    /// Whether its sources are compiled separately and device-linked.
+    #[serde(default)]
+    pub rdc: bool,
+    /// Real archs in its output.
+    #[serde(default)]
+    pub sass: Vec<String>,
+    /// Virtual archs (PTX) in its output.
+    #[serde(default)]
+    pub ptx: Vec<String>,
     /// The fat binary or static library (absent in a CPU-only build).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<PathBuf>,
@@ -92,7 +112,7 @@ impl ModuleEntry {
 
 impl Manifest {
     /// TOML text.
-    pub fn to_toml(&self) -> String {
+    pub(crate) fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("a manifest always serializes")
     }
 
@@ -101,7 +121,10 @@ impl Manifest {
         let text = io(path, std::fs::read_to_string(path))?;
         toml::from_str(&text).map_err(|e| Error::Config {
             path: path.to_path_buf(),
-            message: e.to_string(),
+            message: format!(
+                "not a build manifest ({}); rebuild to rewrite it",
+                e.message().split_whitespace().collect::<Vec<_>>().join(" ")
+            ),
         })
     }
 }

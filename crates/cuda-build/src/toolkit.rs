@@ -2,9 +2,15 @@
 //! looked and why each was or was not taken, and asks the toolkit it takes for
 //! its version and supported archs.
 //!
-//! Order: `NVCC` (a path to nvcc), `CUDA_PATH`, `CUDA_HOME`, `CUDA_ROOT`,
-//! `nvcc` on `PATH`, the caller's own candidates (kiln passes its project-local
-//! install, `target/cuda-toolkit/cuda`), `/usr/local/cuda`, `/opt/cuda`.
+//! Order: `NVCC`, `CUDA_PATH`, `CUDA_HOME`, `CUDA_ROOT`, `nvcc` on `PATH`, the
+//! caller's own candidates (kiln passes its project-local install,
+//! `target/cuda-toolkit/cuda`), `/usr/local/cuda`, `/opt/cuda`.
+//!
+//! `NVCC` names the compiler to run and may be any executable (a wrapper
+//! script, a logging shim); the toolkit root for headers and libraries is then
+//! found separately: the first of `CUDA_PATH`, `CUDA_HOME`, `CUDA_ROOT`,
+//! `NVCC`'s dir's parent (also after resolving symlinks), the candidates and
+//! the system dirs that holds `include/cuda_runtime.h`.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -16,7 +22,8 @@ use crate::error::Error;
 
 /// Environment variables discovery reads; a build script declares each with
 /// `cargo::rerun-if-env-changed`.
-pub const DISCOVERY_ENV_VARS: &[&str] = &["NVCC", "CUDA_PATH", "CUDA_HOME", "CUDA_ROOT", "PATH"];
+pub(crate) const DISCOVERY_ENV_VARS: &[&str] =
+    &["NVCC", "CUDA_PATH", "CUDA_HOME", "CUDA_ROOT", "PATH"];
 
 /// Where environment variables come from: the process, or a test's table.
 pub trait EnvSource {
@@ -55,7 +62,7 @@ pub struct ToolkitVersion {
 
 impl ToolkitVersion {
     /// Parses the output of `nvcc --version`.
-    pub fn parse_nvcc_version(text: &str) -> Option<Self> {
+    pub(crate) fn parse_nvcc_version(text: &str) -> Option<Self> {
         let release = text.split("release ").nth(1)?;
         let (major, rest) = release.split_once('.')?;
         let minor: String = rest.chars().take_while(char::is_ascii_digit).collect();
@@ -71,11 +78,6 @@ impl ToolkitVersion {
             minor: minor.parse().ok()?,
             patch,
         })
-    }
-
-    /// nvcc's `CUDA_VERSION` macro value: `13000` for 13.0.
-    pub const fn cuda_version_macro(self) -> u32 {
-        self.major * 1000 + self.minor * 10
     }
 }
 
@@ -104,7 +106,7 @@ pub struct Toolkit {
 
 impl Toolkit {
     /// Inspects a toolkit root, as discovery does for each candidate.
-    pub fn at(root: &Path, found_by: &str) -> Result<Self, ProbeOutcome> {
+    pub(crate) fn at(root: &Path, found_by: &str) -> Result<Self, ProbeOutcome> {
         let nvcc = root.join("bin").join("nvcc");
         Self::with_nvcc(root, &nvcc, found_by)
     }
@@ -132,7 +134,11 @@ impl Toolkit {
             .filter(|_| output.status.success())
             .ok_or_else(|| ProbeOutcome::NvccFailed {
                 nvcc: nvcc.to_path_buf(),
-                reason: format!("`nvcc --version` printed no release ({})", output.status),
+                reason: format!(
+                    "`{} --version` printed no CUDA release; {}",
+                    nvcc.display(),
+                    output.status
+                ),
             })?;
         Ok(Self {
             root: root.to_path_buf(),
@@ -142,14 +148,9 @@ impl Toolkit {
         })
     }
 
-    /// `include/`.
-    pub fn include_dir(&self) -> PathBuf {
-        self.root.join("include")
-    }
-
     /// The library dir: `lib64/` where it exists (system installs), else
     /// `lib/` (the PyPI wheels).
-    pub fn lib_dir(&self) -> PathBuf {
+    pub(crate) fn lib_dir(&self) -> PathBuf {
         let lib64 = self.root.join("lib64");
         if lib64.is_dir() {
             lib64
@@ -193,6 +194,7 @@ impl Toolkit {
 
 /// What one place of the search order held.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ProbeOutcome {
     /// The environment variable is not set.
     NotSet,
@@ -204,6 +206,9 @@ pub enum ProbeOutcome {
     NoNvcc(PathBuf),
     /// The directory has no `include/cuda_runtime.h`.
     NoHeaders(PathBuf),
+    /// `NVCC` names a program, but no toolkit root with
+    /// `include/cuda_runtime.h` goes with it.
+    NoToolkitRoot(PathBuf),
     /// nvcc is there but `nvcc --version` failed.
     NvccFailed {
         /// The nvcc that failed.
@@ -237,6 +242,15 @@ impl fmt::Display for Probe {
             ProbeOutcome::NoHeaders(p) => {
                 write!(f, "{place}={} (no include/cuda_runtime.h)", p.display())
             }
+            ProbeOutcome::NoToolkitRoot(p) => write!(
+                f,
+                "{place}={} (no toolkit root with include/cuda_runtime.h beside it; \
+                 set CUDA_PATH to the toolkit it uses)",
+                p.display()
+            ),
+            ProbeOutcome::NvccFailed { nvcc, reason } if place == "NVCC" => {
+                write!(f, "{place}={} ({reason})", nvcc.display())
+            }
             ProbeOutcome::NvccFailed { nvcc, reason } => {
                 write!(f, "{place}: {} failed: {reason}", nvcc.display())
             }
@@ -257,7 +271,7 @@ pub struct Discovery {
 
 impl Discovery {
     /// `NVCC (not set), CUDA_PATH=/x (no bin/nvcc), ...`: where it looked.
-    pub fn looked_at(&self) -> String {
+    pub(crate) fn looked_at(&self) -> String {
         self.probes
             .iter()
             .filter(|p| p.outcome != ProbeOutcome::NotReached)
@@ -268,11 +282,12 @@ impl Discovery {
 
     /// Places set explicitly (an env var) that held no usable toolkit: worth a
     /// warning even when a later place was taken.
-    pub fn misconfigured(&self) -> impl Iterator<Item = &Probe> {
+    pub(crate) fn misconfigured(&self) -> impl Iterator<Item = &Probe> {
         self.probes.iter().filter(|p| {
             matches!(
                 p.outcome,
                 ProbeOutcome::Missing(_)
+                    | ProbeOutcome::NoToolkitRoot(_)
                     | ProbeOutcome::NoNvcc(_)
                     | ProbeOutcome::NoHeaders(_)
                     | ProbeOutcome::NvccFailed { .. }
@@ -305,15 +320,7 @@ pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]
 
     match env.var_os("NVCC").filter(|v| !v.is_empty()) {
         None => consider("NVCC", Err(ProbeOutcome::NotSet)),
-        Some(nvcc) => {
-            let nvcc = PathBuf::from(nvcc);
-            let root = nvcc.parent().and_then(Path::parent).map(Path::to_path_buf);
-            let result = match root {
-                Some(root) if nvcc.is_file() => Toolkit::with_nvcc(&root, &nvcc, "NVCC"),
-                _ => Err(ProbeOutcome::Missing(nvcc)),
-            };
-            consider("NVCC", result);
-        }
+        Some(nvcc) => consider("NVCC", nvcc_as_given(env, &PathBuf::from(nvcc), candidates)),
     }
     for var in ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"] {
         match env.var_os(var).filter(|v| !v.is_empty()) {
@@ -347,6 +354,54 @@ pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]
     Discovery { probes, toolkit }
 }
 
+/// The toolkit for `NVCC=given`: `given` is the compiler to run, found on
+/// `PATH` when it is a bare name; the root comes from where headers are.
+fn nvcc_as_given<E: EnvSource + ?Sized>(
+    env: &E,
+    given: &Path,
+    candidates: &[(String, PathBuf)],
+) -> Result<Toolkit, ProbeOutcome> {
+    let program = if given.components().count() == 1 && !given.is_file() {
+        env.var_os("PATH")
+            .and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join(given))
+                    .find(|p| p.is_file())
+            })
+            .ok_or_else(|| ProbeOutcome::Missing(given.to_path_buf()))?
+    } else {
+        given.to_path_buf()
+    };
+    if !program.is_file() {
+        return Err(ProbeOutcome::Missing(given.to_path_buf()));
+    }
+    let has_headers = |root: &Path| root.join("include").join("cuda_runtime.h").is_file();
+    let beside = |nvcc: &Path| nvcc.parent().and_then(Path::parent).map(Path::to_path_buf);
+    let from_env = ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"]
+        .into_iter()
+        .filter_map(|var| env.var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from));
+    let fixed = beside(&program)
+        .into_iter()
+        .chain(
+            std::fs::canonicalize(&program)
+                .ok()
+                .and_then(|p| beside(&p)),
+        )
+        .chain(candidates.iter().map(|(_, root)| root.clone()))
+        .chain(["/usr/local/cuda", "/opt/cuda"].map(PathBuf::from));
+    let root = from_env
+        .chain(fixed)
+        .find(|root| has_headers(root))
+        .ok_or_else(|| ProbeOutcome::NoToolkitRoot(given.to_path_buf()))?;
+    Toolkit::with_nvcc(&root, &program, "NVCC").map_err(|outcome| match outcome {
+        ProbeOutcome::NvccFailed { reason, .. } => ProbeOutcome::NvccFailed {
+            nvcc: given.to_path_buf(),
+            reason,
+        },
+        other => other,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,7 +419,6 @@ mod tests {
             }
         );
         assert_eq!(v.to_string(), "13.0.88");
-        assert_eq!(v.cuda_version_macro(), 13000);
         let old =
             ToolkitVersion::parse_nvcc_version("Cuda compilation tools, release 12.4, V12.4.131")
                 .unwrap();
@@ -414,7 +468,8 @@ mod tests {
 
     #[test]
     fn a_dir_without_nvcc_or_headers_is_reported_as_such() {
-        let dir = std::env::temp_dir().join(format!("kiln-tk-probe-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         std::fs::create_dir_all(dir.join("bin")).unwrap();
         let root = dir.to_str().unwrap();
         let env: &[(&str, &str)] = &[("CUDA_PATH", root), ("PATH", "")];
@@ -424,6 +479,58 @@ mod tests {
         std::fs::write(dir.join("bin/nvcc"), "").unwrap();
         let d = discover(env, &[]);
         assert_eq!(d.probes[1].outcome, ProbeOutcome::NoHeaders(dir.clone()));
-        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn nvcc_may_be_any_executable_beside_no_toolkit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let toolkit = dir.join("toolkit");
+        std::fs::create_dir_all(toolkit.join("include")).unwrap();
+        std::fs::write(toolkit.join("include/cuda_runtime.h"), "").unwrap();
+        let wrapper = dir.join("elsewhere/log-nvcc");
+        std::fs::create_dir_all(wrapper.parent().unwrap()).unwrap();
+        std::fs::write(&wrapper, "").unwrap();
+        let given = wrapper.to_str().unwrap();
+        let root = toolkit.to_str().unwrap();
+
+        // No root beside it and none named: the probe says which path was given.
+        let env: &[(&str, &str)] = &[("NVCC", given), ("PATH", "")];
+        let probe = discover(env, &[]).probes[0].to_string();
+        assert_eq!(
+            probe,
+            format!("NVCC={given} (no toolkit root with include/cuda_runtime.h beside it; set CUDA_PATH to the toolkit it uses)")
+        );
+        // With CUDA_PATH naming the root, the wrapper itself is run (and here,
+        // being empty, fails `--version`, which the probe says naming it).
+        let env: &[(&str, &str)] = &[("NVCC", given), ("CUDA_PATH", root), ("PATH", "")];
+        let probe = discover(env, &[]).probes[0].to_string();
+        assert!(probe.starts_with(&format!("NVCC={given} (")), "{probe}");
+    }
+
+    #[test]
+    fn nvcc_bin_false_is_reported_as_given() {
+        if !Path::new("/bin/false").is_file() {
+            println!("skipped: no /bin/false on this system");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::create_dir_all(dir.join("include")).unwrap();
+        std::fs::write(dir.join("include/cuda_runtime.h"), "").unwrap();
+        let env: &[(&str, &str)] = &[
+            ("NVCC", "/bin/false"),
+            ("CUDA_PATH", dir.to_str().unwrap()),
+            ("PATH", ""),
+        ];
+        let d = discover(env, &[]);
+        let probe = d.probes[0].to_string();
+        assert!(
+            probe.starts_with(
+                "NVCC=/bin/false (`/bin/false --version` printed no CUDA release; exit status: 1)"
+            ),
+            "{probe}"
+        );
+        assert!(d.misconfigured().any(|p| p.place == "NVCC"));
     }
 }

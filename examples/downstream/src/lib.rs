@@ -27,7 +27,7 @@ pub use bindings::types::SaxpyParams;
 /// The fat binaries the build script compiled from `kernels/*.cu` (`SAXPY`,
 /// and `ALL`); empty in a CPU-only build.
 pub mod modules {
-    include!(concat!(env!("OUT_DIR"), "/kiln_modules.rs"));
+    include!(concat!(env!("OUT_DIR"), "/downstream_modules.rs"));
 }
 
 /// Whether this build carries GPU code (a toolkit was found at build time).

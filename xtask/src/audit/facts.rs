@@ -10,7 +10,7 @@ use cuda_build::config::LinkMode;
 use cuda_build::resources::KernelResources;
 use cuda_build::Manifest;
 
-use super::checks::{ModuleFacts, Requested};
+use super::model::{ModuleFacts, Requested};
 use super::ptx::{parse_ptx, split_ptx_dump};
 use super::sass::parse_resource_usage;
 

@@ -12,7 +12,8 @@ use cuda_build::Manifest;
 use cuda_sys::KernelInfo;
 
 use super::budgets::Budgets;
-use super::checks::{Check, ModuleFacts, Requested};
+use super::checks::Check;
+use super::model::{ModuleFacts, Requested};
 use super::report::{audit, Report};
 use super::{facts, BUDGETS_FILE};
 use crate::discovery::kiln_discovery;
@@ -35,13 +36,13 @@ const FIXTURES: [&str; 3] = ["planted_clean", "planted_spill", "planted_double"]
 fn compile_fixtures() -> Option<Planted> {
     let root = crate::workspace::root();
     let toolkit = kiln_discovery(&root)?.toolkit?;
-    let dir = std::env::temp_dir().join(format!("kiln-ptx-audit-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let fixtures = root.join("xtask/src/audit/fixtures");
     // With several inputs and no -o, nvcc writes NAME.fatbin for each into
     // the working directory.
     let out = Command::new(toolkit.tool("nvcc"))
-        .current_dir(&dir)
+        .current_dir(dir)
         .args(["-fatbin", "--resource-usage", "-O3"])
         .args(["-gencode", "arch=compute_80,code=[sm_80,compute_80]"])
         .args(FIXTURES.map(|f| fixtures.join(format!("{f}.cu"))))
@@ -63,7 +64,6 @@ fn compile_fixtures() -> Option<Planted> {
             facts::read_module(&toolkit.tool("cuobjdump"), name, false, &file, ptxas).unwrap()
         })
         .collect();
-    std::fs::remove_dir_all(&dir).unwrap();
     Some(Planted { modules })
 }
 
@@ -261,64 +261,48 @@ fn planted_param_mismatch_fails_abi() {
     );
 }
 
-/// The newest GPU build of kiln's kernels for `sm_80,sm_90` in this
-/// workspace's target dir, if it is newer than every file it was built from.
-fn existing_kiln_build(root: &Path) -> Result<Manifest, String> {
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    let mut found: Vec<(std::time::SystemTime, Manifest)> = Vec::new();
-    for profile in ["debug", "release"] {
-        let Ok(dirs) = std::fs::read_dir(target.join(profile).join("build")) else {
-            continue;
-        };
-        for dir in dirs.flatten() {
-            let file = dir
-                .path()
-                .join("out")
-                .join(cuda_build::manifest::MANIFEST_FILE);
-            let (Ok(meta), Ok(manifest)) = (std::fs::metadata(&file), Manifest::read(&file)) else {
-                continue;
-            };
-            if manifest.cuda_enabled
-                && manifest.sass == ["sm_80", "sm_90"]
-                && manifest.ptx == ["compute_90"]
-            {
-                found.push((meta.modified().unwrap(), manifest));
-            }
-        }
-    }
-    found.sort_by_key(|(t, _)| *t);
-    let (built, manifest) = found
-        .pop()
-        .ok_or("no sm_80,sm_90 build of kiln's kernels")?;
-    let newer = |p: &Path| {
-        std::fs::metadata(p)
-            .and_then(|m| m.modified())
-            .is_ok_and(|t| t > built)
-    };
-    if let Some(m) = manifest
-        .modules
-        .iter()
-        .find(|m| newer(&m.source) || m.deps.iter().any(|d| newer(d)))
-    {
-        return Err(format!(
-            "the sm_80,sm_90 build of kiln's kernels is older than {}",
-            m.source.display()
-        ));
-    }
-    Ok(manifest)
+/// Builds kiln's kernels for `sm_80,sm_90` (cuda-sys with its `kernels`
+/// feature) in a target dir of this test's own: the `cargo test` running it
+/// holds the workspace's. Rebuilds only what changed since the last run.
+fn build_kiln_kernels(root: &Path) -> Manifest {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), PathBuf::from)
+        .join("xtask-audit-test");
+    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(root)
+        .env("CARGO_TARGET_DIR", &target)
+        .env("KILN_CUDA_ARCHS", "sm_80,sm_90")
+        .env("KILN_REQUIRE_CUDA", "1")
+        .args(["build", "-p", "cuda-sys", "--features", "kernels"])
+        .arg("--message-format=json-render-diagnostics")
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("cargo runs");
+    assert!(
+        output.status.success(),
+        "building kiln's kernels with the toolkit failed ({}); its errors are above",
+        output.status
+    );
+    let out_dir = crate::build::cuda_sys_out_dir(&output.stdout)
+        .expect("cargo reports cuda-sys's build script output");
+    Manifest::read(&out_dir.join(cuda_build::manifest::file_name("KILN"))).unwrap()
 }
 
+/// Audits a fresh build, so a kernel change is audited by the next test
+/// run: skipped only without a toolkit, and a failed build is a failure.
 #[test]
 fn kiln_kernels_pass_the_audit() {
     let root = crate::workspace::root();
     if kiln_discovery(&root).and_then(|d| d.toolkit).is_none() {
         return eprintln!("{SKIP}");
     }
-    let manifest = match existing_kiln_build(&root) {
-        Ok(m) => m,
-        Err(why) => return eprintln!("skipped: {why} (run cargo xtask build --arch sm_80,sm_90)"),
-    };
+    let manifest = build_kiln_kernels(&root);
+    assert!(
+        manifest.cuda_enabled
+            && manifest.sass == ["sm_80", "sm_90"]
+            && manifest.ptx == ["compute_90"],
+        "the build is not the sm_80,sm_90 GPU build asked for: {manifest:?}"
+    );
     let budgets = Budgets::read(&root.join(BUDGETS_FILE), BUDGETS_FILE).unwrap();
     let mut report = super::audit_build(&root, &manifest, &budgets).unwrap();
     // Deterministic whichever way the build was asked for sm_80,sm_90.

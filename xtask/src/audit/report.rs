@@ -6,7 +6,9 @@ use cuda_sys::KernelInfo;
 use serde::Serialize;
 
 use super::budgets::Budgets;
-use super::checks::{self, ModuleFacts, Requested, Row, Violation};
+use super::checks::{self, Violation};
+use super::model::{ModuleFacts, Requested, Resources};
+use super::rows::{rows, Row};
 
 /// Everything `ptx-audit` found.
 #[derive(Debug, Clone, Serialize)]
@@ -59,7 +61,7 @@ pub(crate) fn audit(
     violations.extend(checks::check_budget_names(budgets, modules));
     let rows = modules
         .iter()
-        .flat_map(|m| checks::rows(requested, m, &violations))
+        .flat_map(|m| rows(requested, m, &violations))
         .collect();
     Report {
         requested: requested.clone(),
@@ -166,9 +168,9 @@ impl Report {
 
 fn cells(first: &Row, kernel: &str, rows: &[Row]) -> [String; 9] {
     let res: Vec<_> = rows.iter().filter_map(|r| r.resources).collect();
-    let max = |f: &dyn Fn(&checks::Resources) -> u32| res.iter().map(f).max();
+    let max = |f: &dyn Fn(&Resources) -> u32| res.iter().map(f).max();
     let num = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
-    let spill = |f: &dyn Fn(&checks::Resources) -> Option<u32>| {
+    let spill = |f: &dyn Fn(&Resources) -> Option<u32>| {
         res.iter()
             .map(f)
             .collect::<Option<Vec<u32>>>()

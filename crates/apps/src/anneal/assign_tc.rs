@@ -540,7 +540,7 @@ mod tests {
 
     #[test]
     fn exact_dist_is_the_distance_to_f32_rounding() {
-        let mut rng = crate::Rng::new(7);
+        let mut rng = crate::rng::Rng::new(7);
         for d in [0usize, 1, 3, 31, 32, 33, 130, 257] {
             let (x, c) = (rng.f32s(d), rng.f32s(d));
             let norm = |v: &[f32]| v.iter().map(|a| a * a).sum::<f32>();
@@ -592,7 +592,7 @@ mod tests {
     /// largest and all of one sign.
     #[test]
     fn bound_covers_tf32_rounding_with_room() {
-        let mut rng = crate::Rng::new(11);
+        let mut rng = crate::rng::Rng::new(11);
         let mut worst = 0f64;
         for d in [1usize, 8, 37, 128, 384, 1024] {
             for trial in 0..50 {

@@ -24,12 +24,14 @@ use cuda_sys::kernels::{
 };
 use cuda_sys::types::AnnealControl;
 use gpu_core::{
-    Backend, BackendKind, Collective, DeviceBuffer, DeviceView, DeviceViewMut, Kernel,
-    LaunchConfig, Stream,
+    Backend, BackendKind, Collective, DeviceBuffer, DeviceViewMut, Kernel, LaunchConfig, Stream,
 };
 
+mod sum;
+
 use super::assign_tc::{TcAssign, TcJob};
-use super::{AnchorStats, AnnealError, Engine, Points, Steps};
+use super::{AnchorStats, AnnealError, Engine, Points, Problem, Steps};
+use sum::{sum_f32, sum_scratch_bytes};
 
 use cuda_sys::types::{KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF};
 
@@ -378,47 +380,25 @@ impl Shard {
 }
 
 impl GpuEngine {
-    /// Uploads the points and allocates every buffer of the run, for up to
-    /// `max_anchors` anchors, on one GPU. `backend` must be the CUDA backend.
-    pub fn new(
-        backend: &Backend,
-        points: Points<'_>,
-        n: usize,
-        d: usize,
-        max_anchors: usize,
-    ) -> Result<Self, AnnealError> {
-        Self::sharded(std::slice::from_ref(backend), points, n, d, max_anchors)
+    /// Uploads `problem`'s points and allocates every buffer of the run,
+    /// for up to its `max_anchors` anchors, on one GPU. `backend` must be
+    /// the CUDA backend.
+    pub fn new(backend: &Backend, problem: &Problem<'_>) -> Result<Self, AnnealError> {
+        Self::sharded(std::slice::from_ref(backend), problem)
     }
 
     /// The same over several GPUs (one CUDA backend each, distinct devices):
     /// the points are split into as many contiguous shards (at most one per
     /// point), combined each iteration by NCCL.
-    pub fn sharded(
-        backends: &[Backend],
-        points: Points<'_>,
-        n: usize,
-        d: usize,
-        max_anchors: usize,
-    ) -> Result<Self, AnnealError> {
+    pub fn sharded(backends: &[Backend], problem: &Problem<'_>) -> Result<Self, AnnealError> {
         if backends.is_empty() || backends.iter().any(|b| b.kind() != BackendKind::Cuda) {
             return Err(AnnealError::Input(
                 "the GPU engine needs CUDA backends".into(),
             ));
         }
-        let too_big = || {
-            AnnealError::Input(format!(
-                "n = {n}, d = {d} or max_anchors = {max_anchors} is over u32::MAX"
-            ))
-        };
-        let d32 = u32::try_from(d).map_err(|_| too_big())?;
-        u32::try_from(n).map_err(|_| too_big())?;
-        u32::try_from(max_anchors).map_err(|_| too_big())?;
-        if n.checked_mul(d) != Some(points.len()) || d == 0 {
-            return Err(AnnealError::Input(format!(
-                "{} values do not make {n} points of dimension {d}",
-                points.len()
-            )));
-        }
+        // Sizes fit u32: `validate` checked them.
+        let (points, n, d) = (problem.points(), problem.n(), problem.d());
+        let (d32, max_anchors) = (d as u32, problem.max_anchors());
         let k = backends.len().min(n);
         let mut shards = Vec::with_capacity(k);
         for (r, backend) in backends[..k].iter().enumerate() {
@@ -618,83 +598,4 @@ impl Engine for GpuEngine {
         }
         Ok(all)
     }
-}
-
-/// Bytes of scratch the CUB sum needs for `n` values.
-#[cfg(cuda_enabled)]
-fn sum_scratch_bytes(n: u32) -> Result<usize, AnnealError> {
-    let mut bytes = 0usize;
-    // SAFETY: `bytes` is a valid out-pointer; the call only computes a size.
-    let status = unsafe { cuda_sys::host::kiln_sum_f32_scratch_bytes(n, &mut bytes) };
-    runtime_status("kiln_sum_f32_scratch_bytes", status.0)?;
-    Ok(bytes)
-}
-
-/// `out[0] = Σ values[..n]` on `stream`, through CUB (static-library module).
-#[cfg(cuda_enabled)]
-fn sum_f32(
-    stream: &Stream,
-    values: DeviceView<'_, f32>,
-    n: u32,
-    mut out: DeviceViewMut<'_, f32>,
-    mut scratch: DeviceViewMut<'_, u8>,
-) -> Result<(), AnnealError> {
-    let missing = || AnnealError::Input("the CUB sum needs device buffers on a CUDA stream".into());
-    if values.len() < n as usize || out.is_empty() {
-        return Err(AnnealError::Input(format!(
-            "the CUB sum of {n} values got {} values and {} outputs",
-            values.len(),
-            out.len()
-        )));
-    }
-    let raw_stream = stream.raw_stream().ok_or_else(missing)?;
-    let input = values.raw_device_ptr(stream).ok_or_else(missing)?;
-    let output = out.raw_device_ptr(stream).ok_or_else(missing)?;
-    let scratch_bytes = scratch.len();
-    let scratch_ptr = scratch.raw_device_ptr(stream).ok_or_else(missing)?;
-    // SAFETY: `input` holds at least `n` f32 and `output` at least one (both
-    // checked above), `scratch` `scratch_bytes` bytes, all live device memory
-    // of this stream's context for the duration of the call, which only
-    // enqueues work on `raw_stream`, the same stream every later use of them
-    // goes on.
-    let status = unsafe {
-        cuda_sys::host::kiln_sum_f32(
-            input as *const f32,
-            output as *mut f32,
-            n,
-            scratch_ptr as *mut std::ffi::c_void,
-            scratch_bytes,
-            raw_stream.cast(),
-        )
-    };
-    runtime_status("kiln_sum_f32", status.0)
-}
-
-#[cfg(cuda_enabled)]
-fn runtime_status(call: &'static str, status: i32) -> Result<(), AnnealError> {
-    if status == 0 {
-        Ok(())
-    } else {
-        Err(AnnealError::CudaRuntime { call, status })
-    }
-}
-
-#[cfg(not(cuda_enabled))]
-fn sum_scratch_bytes(_n: u32) -> Result<usize, AnnealError> {
-    Err(AnnealError::Input(
-        "this build has no GPU code (no CUDA toolkit at build time)".into(),
-    ))
-}
-
-#[cfg(not(cuda_enabled))]
-fn sum_f32(
-    _stream: &Stream,
-    _values: DeviceView<'_, f32>,
-    _n: u32,
-    _out: DeviceViewMut<'_, f32>,
-    _scratch: DeviceViewMut<'_, u8>,
-) -> Result<(), AnnealError> {
-    Err(AnnealError::Input(
-        "this build has no GPU code (no CUDA toolkit at build time)".into(),
-    ))
 }

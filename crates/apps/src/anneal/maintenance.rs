@@ -16,7 +16,7 @@
 //!    reaches `max_anchors`.
 
 use super::{AnchorStats, Params};
-use crate::Rng;
+use crate::rng::Rng;
 
 /// What maintenance looks at.
 #[derive(Debug)]

@@ -40,11 +40,14 @@
 pub mod assign_tc;
 pub mod cpu;
 pub mod gpu;
+mod input;
 pub mod maintenance;
+
+pub use input::{check_sizes, coordinate_bound, device_bytes, host_bytes, validate, Problem};
 
 use std::fmt;
 
-use crate::Rng;
+use crate::rng::Rng;
 
 /// Points to compress: row-major `n × d`, f32 or f16 (raw IEEE half bits).
 #[derive(Debug, Clone, Copy)]
@@ -170,6 +173,25 @@ pub enum AnnealError {
         /// Dimension.
         dim: usize,
     },
+    /// A coordinate is so large that squared distances would overflow f32
+    /// (see [`coordinate_bound`]).
+    OutOfRange {
+        /// Point index.
+        point: usize,
+        /// Dimension.
+        dim: usize,
+        /// The coordinate.
+        value: f32,
+        /// The largest magnitude accepted at this `d`.
+        bound: f32,
+    },
+    /// The energy came out NaN or infinite (an engine's distances overflowed).
+    NonFiniteEnergy {
+        /// The iteration.
+        iteration: u32,
+        /// The energy.
+        energy: f64,
+    },
     /// The GPU path failed.
     Gpu(gpu_core::Error),
     /// A CUDA runtime call of a static-library module returned an error.
@@ -189,6 +211,22 @@ impl fmt::Display for AnnealError {
                 f,
                 "point {point} has a NaN or infinite coordinate (dimension {dim}); clean or drop it first"
             ),
+            AnnealError::OutOfRange {
+                point,
+                dim,
+                value,
+                bound,
+            } => write!(
+                f,
+                "point {point} has coordinate {value:e} at dimension {dim}, beyond ±{bound:.3e}, \
+                 the largest whose squared distances stay finite in f32 at this dimension; \
+                 scale the data down"
+            ),
+            AnnealError::NonFiniteEnergy { iteration, energy } => write!(
+                f,
+                "the energy became {energy} at iteration {iteration}: distances overflowed f32; \
+                 scale the data down"
+            ),
             AnnealError::Gpu(e) => write!(f, "gpu: {e}"),
             AnnealError::CudaRuntime { call, status } => {
                 write!(f, "{call} returned cudaError_t {status}")
@@ -202,97 +240,6 @@ impl std::error::Error for AnnealError {}
 impl From<gpu_core::Error> for AnnealError {
     fn from(e: gpu_core::Error) -> Self {
         AnnealError::Gpu(e)
-    }
-}
-
-/// Checks the input and the parameters; returns `max_anchors` resolved.
-pub fn validate(
-    points: Points<'_>,
-    n: usize,
-    d: usize,
-    m: usize,
-    params: &Params,
-) -> Result<usize, AnnealError> {
-    let input = |msg: String| Err(AnnealError::Input(msg));
-    if n == 0 {
-        return input("no points (n = 0)".into());
-    }
-    if d == 0 {
-        return input("points have no dimensions (d = 0)".into());
-    }
-    if m == 0 {
-        return input("no anchors asked for (m = 0); pass m >= 1".into());
-    }
-    if m > n {
-        return input(format!("more anchors ({m}) than points ({n}); pass m <= n"));
-    }
-    if n.checked_mul(d) != Some(points.len()) {
-        return input(format!(
-            "{} values do not make {n} points of dimension {d}",
-            points.len()
-        ));
-    }
-    if u32::try_from(n).is_err() || u32::try_from(d).is_err() {
-        return input(format!("n = {n} or d = {d} is over u32::MAX"));
-    }
-    if params.max_iters == 0 {
-        return input("max_iters must be at least 1".into());
-    }
-    if !(params.cooling > 0.0 && params.cooling <= 1.0) {
-        return input(format!("cooling {} is not in (0, 1]", params.cooling));
-    }
-    if !(params.t0 >= 0.0 && params.t0.is_finite()) {
-        return input(format!("t0 {} is not a finite temperature >= 0", params.t0));
-    }
-    if params.tol.is_nan() || params.tol < 0.0 {
-        return input(format!("tol {} is not >= 0", params.tol));
-    }
-    for (name, value) in [
-        ("merge_frac", params.merge_frac),
-        ("split_load", params.split_load),
-        ("split_var", params.split_var),
-    ] {
-        if !(value >= 0.0 && value.is_finite()) {
-            return input(format!("{name} {value} is not a finite value >= 0"));
-        }
-    }
-    if let Some(i) = first_non_finite(points) {
-        return Err(AnnealError::NonFinite {
-            point: i / d,
-            dim: i % d,
-        });
-    }
-    let max_anchors = if params.max_anchors == 0 {
-        2 * m
-    } else {
-        params.max_anchors
-    };
-    if max_anchors < m {
-        return input(format!("max_anchors {max_anchors} is below m = {m}"));
-    }
-    if u32::try_from(max_anchors).is_err() {
-        return input(format!("max_anchors {max_anchors} is over u32::MAX"));
-    }
-    Ok(max_anchors)
-}
-
-/// The index of the first NaN or infinite value (in parallel: inputs run to
-/// billions of values).
-fn first_non_finite(points: Points<'_>) -> Option<usize> {
-    use rayon::prelude::*;
-    fn first<T: Sync>(values: &[T], finite: impl Fn(&T) -> bool + Sync) -> Option<usize> {
-        const CHUNK: usize = 1 << 16;
-        values
-            .par_chunks(CHUNK)
-            .enumerate()
-            .find_map_first(|(c, chunk)| {
-                chunk.iter().position(|v| !finite(v)).map(|i| c * CHUNK + i)
-            })
-    }
-    match points {
-        Points::F32(v) => first(v, |x| x.is_finite()),
-        // f16 is non-finite exactly when its exponent bits are all ones.
-        Points::F16(v) => first(v, |b| b & 0x7c00 != 0x7c00),
     }
 }
 
@@ -385,17 +332,14 @@ pub trait Engine {
 /// Progress of a run, for a CLI to print.
 pub type Progress<'a> = &'a mut dyn FnMut(u32, f64, usize);
 
-/// Runs the algorithm with `engine` (already holding the points).
+/// Runs the algorithm with `engine` (already holding `problem`'s points).
 pub fn run_with(
     engine: &mut dyn Engine,
-    points: Points<'_>,
-    n: usize,
-    d: usize,
-    m: usize,
-    params: &Params,
+    problem: &Problem<'_>,
     progress: Progress<'_>,
 ) -> Result<Output, AnnealError> {
-    let max_anchors = validate(points, n, d, m, params)?;
+    let (points, n, d, m) = (problem.points(), problem.n(), problem.d(), problem.m());
+    let (params, max_anchors) = (problem.params(), problem.max_anchors());
     let mut m_now = m;
     engine.set_anchors(&initial_anchors(points, n, d, m, params.seed), m)?;
     let mut temperature = params.t0;
@@ -422,6 +366,12 @@ pub fn run_with(
         let steps = engine.run_steps(&etas, params.tol, previous)?;
         for &energy in &steps.energies {
             iterations += 1;
+            if !energy.is_finite() {
+                return Err(AnnealError::NonFiniteEnergy {
+                    iteration: iterations,
+                    energy,
+                });
+            }
             history.push(energy);
             progress(iterations, energy, m_now);
         }
@@ -472,27 +422,14 @@ pub fn run_with(
 /// CPU engine otherwise.
 pub fn run(
     backend: &gpu_core::Backend,
-    points: Points<'_>,
-    n: usize,
-    d: usize,
-    m: usize,
-    params: &Params,
+    problem: &Problem<'_>,
     progress: Progress<'_>,
 ) -> Result<Output, AnnealError> {
     if backend.kind() == gpu_core::BackendKind::Cuda {
-        return run_sharded(
-            std::slice::from_ref(backend),
-            points,
-            n,
-            d,
-            m,
-            params,
-            progress,
-        );
+        return run_sharded(std::slice::from_ref(backend), problem, progress);
     }
-    validate(points, n, d, m, params)?;
-    let mut engine = cpu::CpuEngine::new(points, n, d);
-    run_with(&mut engine, points, n, d, m, params, progress)
+    let mut engine = cpu::CpuEngine::new(problem);
+    run_with(&mut engine, problem, progress)
 }
 
 /// `n × d` points from a seeded mixture of `clusters` Gaussian-ish blobs
@@ -529,198 +466,12 @@ pub fn synthetic_points(n: usize, d: usize, clusters: usize, spread: f32, seed: 
 /// sharded and combined through NCCL each iteration ([`gpu::GpuEngine`]).
 pub fn run_sharded(
     backends: &[gpu_core::Backend],
-    points: Points<'_>,
-    n: usize,
-    d: usize,
-    m: usize,
-    params: &Params,
+    problem: &Problem<'_>,
     progress: Progress<'_>,
 ) -> Result<Output, AnnealError> {
-    let max_anchors = validate(points, n, d, m, params)?;
-    let mut engine = gpu::GpuEngine::sharded(backends, points, n, d, max_anchors)?;
-    run_with(&mut engine, points, n, d, m, params, progress)
+    let mut engine = gpu::GpuEngine::sharded(backends, problem)?;
+    run_with(&mut engine, problem, progress)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[track_caller]
-    fn refused(points: &[f32], n: usize, d: usize, m: usize, params: &Params, expected: &str) {
-        let err = validate(Points::F32(points), n, d, m, params)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains(expected),
-            "{err:?} does not mention {expected:?}"
-        );
-        assert!(!err.contains('\n'));
-    }
-
-    #[test]
-    fn bad_input_is_an_error_with_a_reason() {
-        let p = Params::default();
-        refused(&[], 0, 4, 1, &p, "n = 0");
-        refused(&[], 4, 0, 1, &p, "d = 0");
-        refused(&[0.0; 8], 4, 2, 0, &p, "m = 0");
-        refused(&[0.0; 8], 4, 2, 5, &p, "more anchors (5) than points (4)");
-        refused(&[0.0; 7], 4, 2, 1, &p, "7 values do not make 4 points");
-        refused(&[0.0, f32::NAN, 0.0, 0.0], 2, 2, 1, &p, "point 0 has a NaN");
-        refused(
-            &[0.0, 0.0, 0.0, f32::INFINITY],
-            2,
-            2,
-            1,
-            &p,
-            "point 1 has a NaN or infinite coordinate (dimension 1)",
-        );
-        refused(
-            &[0.0; 4],
-            2,
-            2,
-            1,
-            &Params {
-                cooling: 0.0,
-                ..Params::default()
-            },
-            "cooling",
-        );
-        refused(
-            &[0.0; 4],
-            2,
-            2,
-            1,
-            &Params {
-                max_iters: 0,
-                ..Params::default()
-            },
-            "max_iters",
-        );
-        refused(
-            &[0.0; 4],
-            2,
-            2,
-            2,
-            &Params {
-                max_anchors: 1,
-                ..Params::default()
-            },
-            "max_anchors 1 is below m = 2",
-        );
-    }
-
-    #[test]
-    fn cpu_run_reduces_energy_and_reports_consistently() {
-        let (n, d, m) = (2000, 24, 40);
-        let points = synthetic_points(n, d, 20, 0.2, 1);
-        let params = Params {
-            seed: 3,
-            ..Params::default()
-        };
-        let mut seen = 0;
-        let out = run(
-            &gpu_core::Backend::cpu(),
-            Points::F32(&points),
-            n,
-            d,
-            m,
-            &params,
-            &mut |_, _, _| seen += 1,
-        )
-        .unwrap();
-        assert_eq!(seen as u32, out.iterations);
-        assert_eq!(out.history.len() as u32, out.iterations);
-        assert!(
-            out.history.last().unwrap() < &out.history[0],
-            "{:?}",
-            out.history
-        );
-        assert_eq!(out.anchors.len(), out.m * d);
-        assert_eq!(out.assignments.len(), n);
-        assert!(out.assignments.iter().all(|&a| (a as usize) < out.m));
-        assert!((out.compression_ratio - out.m as f64 / n as f64).abs() < 1e-12);
-        assert!(out.energy.is_finite() && out.energy > 0.0);
-        // Deterministic: the same run twice gives the same result.
-        let again = run(
-            &gpu_core::Backend::cpu(),
-            Points::F32(&points),
-            n,
-            d,
-            m,
-            &params,
-            &mut |_, _, _| {},
-        )
-        .unwrap();
-        assert_eq!(out, again);
-    }
-
-    #[test]
-    fn f16_points_give_the_same_run_as_their_f32_values() {
-        let (n, d, m) = (500, 9, 10);
-        let values = synthetic_points(n, d, 5, 0.3, 2);
-        let bits: Vec<u16> = values
-            .iter()
-            .map(|v| half::f16::from_f32(*v).to_bits())
-            .collect();
-        let rounded: Vec<f32> = bits
-            .iter()
-            .map(|b| half::f16::from_bits(*b).to_f32())
-            .collect();
-        let params = Params::default();
-        let cpu = gpu_core::Backend::cpu();
-        let a = run(
-            &cpu,
-            Points::F16(&bits),
-            n,
-            d,
-            m,
-            &params,
-            &mut |_, _, _| {},
-        )
-        .unwrap();
-        let b = run(
-            &cpu,
-            Points::F32(&rounded),
-            n,
-            d,
-            m,
-            &params,
-            &mut |_, _, _| {},
-        )
-        .unwrap();
-        assert_eq!(a, b);
-    }
-
-    #[test]
-    fn one_anchor_and_any_dimension_work() {
-        for (n, d, m) in [(1, 1, 1), (5, 3, 1), (64, 1, 64), (33, 130, 7)] {
-            let points = synthetic_points(n, d, 3, 0.5, 9);
-            let out = run(
-                &gpu_core::Backend::cpu(),
-                Points::F32(&points),
-                n,
-                d,
-                m,
-                &Params::default(),
-                &mut |_, _, _| {},
-            )
-            .unwrap();
-            assert!(out.energy.is_finite(), "n={n} d={d} m={m}");
-            assert!(out.m >= 1 && out.assignments.len() == n);
-        }
-    }
-
-    #[test]
-    fn initial_anchors_are_distinct_points_and_seeded() {
-        let points: Vec<f32> = (0..100).map(|i| i as f32).collect();
-        let a = initial_anchors(Points::F32(&points), 50, 2, 10, 7);
-        let b = initial_anchors(Points::F32(&points), 50, 2, 10, 7);
-        assert_eq!(a, b);
-        let mut firsts: Vec<u32> = a.chunks(2).map(|c| c[0] as u32).collect();
-        assert!(a.chunks(2).all(|c| c[1] == c[0] + 1.0), "whole points");
-        firsts.sort();
-        firsts.dedup();
-        assert_eq!(firsts.len(), 10, "distinct");
-        assert_ne!(a, initial_anchors(Points::F32(&points), 50, 2, 10, 8));
-    }
-}
+mod tests;

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # A stand-in for nvcc, for cuda-build's rebuild tests (tests/rebuild.rs): it
-# answers the queries toolkit discovery makes, and for a compile it appends
-# `compile <source basename>` to $FAKE_NVCC_LOG, writes the output, writes a
-# make-style depfile listing the source and every header it includes
-# (`#include "x.h"`, searched like nvcc: the including file's dir, then the -I
-# dirs, recursively), and prints ptxas's resource report on stderr.
-# A source containing `--fail-on-purpose` fails like a compile error.
+# answers the queries toolkit discovery makes, and logs each step it is asked
+# for to $FAKE_NVCC_LOG:
+# - a compile (`-fatbin`, `-c`, `-dc`): `compile <source basename>`; writes
+#   the output (naming the kernels it defines), a make-style depfile listing
+#   the source and every header it includes (`#include "x.h"`, searched like
+#   nvcc: the including file's dir, then the -I dirs, recursively), and, with
+#   --resource-usage, ptxas's resource report on stderr;
+# - a device link (`-dlink`): `dlink <output basename>`; writes the output and
+#   nvlink's resource report for the kernels its objects define;
+# - a library (`-lib`): `lib <output basename>`; writes an empty archive.
+# A source containing `--fail-on-purpose` fails like a compile error; a host
+# compiler (`-ccbin X`) whose file contains `unsupported-host-compiler` is
+# refused as nvcc refuses an unsupported GCC. With $FAKE_NVCC_COMMANDS set,
+# every command line is appended to that file too.
 set -euo pipefail
 
 archs="75 80 86 87 88 89 90 100 103 110 120 121"
@@ -27,24 +35,66 @@ case "${1-}" in
 esac
 
 command_line="$*"
-output='' depfile='' source=''
-includes=() sass=()
+if [ -n "${FAKE_NVCC_COMMANDS-}" ]; then
+    echo "nvcc $command_line" >>"$FAKE_NVCC_COMMANDS"
+fi
+step=compile output='' depfile='' ccbin='' resources=no
+inputs=() includes=() sass=()
 while [ $# -gt 0 ]; do
     case "$1" in
+    -dlink) step=dlink ;;
+    -lib) step=lib ;;
+    -ccbin) ccbin=$2; shift ;;
+    -Xcompiler) shift ;;
     -o) output=$2; shift ;;
     -MF) depfile=$2; shift ;;
     -I*) includes+=("${1#-I}") ;;
     -gencode=*,code=sm_*) sass+=("sm_${1##*,code=sm_}") ;;
+    --resource-usage) resources=yes ;;
     -*) ;;
-    *) source=$1 ;;
+    *) inputs+=("$1") ;;
     esac
     shift
 done
-if [ -z "$source" ] || [ -z "$output" ] || [ -z "$depfile" ]; then
-    echo "fake nvcc: expected -MF <depfile> -o <output> <source.cu>, got: $command_line" >&2
+if [ -z "$output" ] || [ ${#inputs[@]} -eq 0 ]; then
+    echo "fake nvcc: expected -o <output> <inputs>, got: $command_line" >&2
     exit 2
 fi
 
+if [ -n "$ccbin" ] && grep -q 'unsupported-host-compiler' "$ccbin"; then
+    echo "/fake/cuda/include/crt/host_config.h:143:2: error: #error -- unsupported GNU version! gcc versions later than 13 are not supported! The nvcc flag '-allow-unsupported-compiler' can be used to override this version check; however, using an unsupported host compiler may cause compilation failure or incorrect run time execution. Use at your own risk." >&2
+    echo "  143 | #error -- unsupported GNU version! gcc versions later than 13 are not supported!" >&2
+    exit 1
+fi
+
+case "$step" in
+dlink)
+    echo "dlink $(basename "$output")" >>"$FAKE_NVCC_LOG"
+    kernels=$(sed -n 's/^kernels: //p' "${inputs[@]}")
+    printf 'fake device link of %s for %s\n' "${inputs[*]}" "${sass[*]-}" >"$output"
+    if [ "$resources" = yes ]; then
+        for arch in ${sass[@]+"${sass[@]}"}; do
+            for kernel in $kernels; do
+                echo "nvlink info    : Function properties for '$kernel': (target: $arch)" >&2
+                echo "nvlink info    : used 8 registers, used 0 barriers, 0 stack, 0 bytes smem, 360 bytes cmem[0], 0 bytes lmem (target: $arch)" >&2
+            done
+        done
+    fi
+    exit 0
+    ;;
+lib)
+    echo "lib $(basename "$output")" >>"$FAKE_NVCC_LOG"
+    # An empty archive: rustc reads what it bundles into an rlib.
+    printf '!<arch>\n' >"$output"
+    exit 0
+    ;;
+esac
+
+source=${inputs[${#inputs[@]}-1]}
+if [ -z "$depfile" ]; then
+    echo "fake nvcc: expected -MF <depfile> for a compile, got: $command_line" >&2
+    exit 2
+fi
 echo "compile $(basename "$source")" >>"$FAKE_NVCC_LOG"
 
 if grep -q -e '--fail-on-purpose' "$source"; then
@@ -88,16 +138,21 @@ visit "$source"
     printf '\n'
 } >"$depfile"
 
-printf 'fake fatbin of %s for %s\n' "$(basename "$source")" "${sass[*]-}" >"$output"
-
 kernels=$(sed -n 's/.*__global__[[:space:]][[:space:]]*void[[:space:]][[:space:]]*\([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' "$source")
-for arch in ${sass[@]+"${sass[@]}"}; do
-    echo "ptxas info    : 0 bytes gmem" >&2
-    for kernel in $kernels; do
-        echo "ptxas info    : Compiling entry function '$kernel' for '$arch'" >&2
-        echo "ptxas info    : Function properties for $kernel" >&2
-        echo "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" >&2
-        echo "ptxas info    : Used 8 registers, used 0 barriers, 360 bytes cmem[0]" >&2
+{
+    printf 'fake output of %s for %s\n' "$(basename "$source")" "${sass[*]-}"
+    echo "kernels: $(echo $kernels)"
+} >"$output"
+
+if [ "$resources" = yes ]; then
+    for arch in ${sass[@]+"${sass[@]}"}; do
+        echo "ptxas info    : 0 bytes gmem" >&2
+        for kernel in $kernels; do
+            echo "ptxas info    : Compiling entry function '$kernel' for '$arch'" >&2
+            echo "ptxas info    : Function properties for $kernel" >&2
+            echo "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" >&2
+            echo "ptxas info    : Used 8 registers, used 0 barriers, 360 bytes cmem[0]" >&2
+        done
     done
-done
+fi
 exit 0

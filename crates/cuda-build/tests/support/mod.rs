@@ -14,6 +14,12 @@ use std::time::{Duration, SystemTime};
 
 use cuda_build::Manifest;
 
+mod output;
+mod sources;
+
+pub(crate) use output::*;
+pub(crate) use sources::*;
+
 /// The fake nvcc (see the script's header).
 const FAKE_NVCC: &str = include_str!("fake_nvcc.sh");
 
@@ -52,41 +58,23 @@ pub struct Image {
 // Exactly one of the two cfgs is set, in every build.
 const _: () = assert!(cfg!(cuda_enabled) != cfg!(cpu_only));
 
-include!(concat!(env!("OUT_DIR"), "/kiln_modules.rs"));
+include!(concat!(env!("OUT_DIR"), "/fixture_modules.rs"));
 "#;
-
-/// Header included by `a.cu` and `b.cu`.
-pub(crate) const SHARED_H: &str = "kernels/include/shared.h";
-/// Header included by `c.cu` only.
-pub(crate) const C_ONLY_H: &str = "kernels/include/c_only.h";
-
-/// The fixture's kernels: real CUDA, so the real nvcc compiles them too.
-pub(crate) const KERNEL_SOURCES: &[(&str, &str)] = &[
-    (
-        SHARED_H,
-        "#pragma once\n__device__ inline float twice(float x) { return 2.0f * x; }\n",
-    ),
-    (
-        C_ONLY_H,
-        "#pragma once\n__device__ inline float halve(float x) { return 0.5f * x; }\n",
-    ),
-    (
-        "kernels/a.cu",
-        "#include \"shared.h\"\n\nextern \"C\" __global__ void a_kernel(float *x) {\n    x[threadIdx.x] = twice(x[threadIdx.x]);\n}\n",
-    ),
-    (
-        "kernels/b.cu",
-        "#include \"shared.h\"\n\nextern \"C\" __global__ void b_kernel(float *x) {\n    x[threadIdx.x] = twice(x[threadIdx.x]) + 1.0f;\n}\n",
-    ),
-    (
-        "kernels/c.cu",
-        "#include \"c_only.h\"\n\nextern \"C\" __global__ void c_kernel(float *x) {\n    x[threadIdx.x] = halve(x[threadIdx.x]);\n}\n",
-    ),
-];
 
 /// The kiln workspace root.
 pub(crate) fn workspace_root() -> PathBuf {
-    cuda_build::depfile::normalize(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+    let cuda_build = Path::new(env!("CARGO_MANIFEST_DIR"));
+    cuda_build
+        .parent()
+        .and_then(Path::parent)
+        .expect("cuda-build lies in <workspace>/crates/cuda-build")
+        .to_path_buf()
+}
+
+/// The target dir every fixture crate builds in (each under its own crate
+/// name), so that cuda-build and its dependencies compile once per run.
+fn shared_target_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("rebuild-target")
 }
 
 /// A fixture crate, its toolkit and its target dir, under Cargo's temp dir for
@@ -94,73 +82,144 @@ pub(crate) fn workspace_root() -> PathBuf {
 /// fixture is created and kept afterwards, for inspecting a failure.
 #[derive(Debug)]
 pub(crate) struct Fixture {
+    name: String,
     root: PathBuf,
     crate_dir: PathBuf,
     target_dir: PathBuf,
     nvcc: PathBuf,
     log: PathBuf,
+    sources: &'static [(&'static str, &'static str)],
+    env: Vec<(String, String)>,
 }
 
 impl Fixture {
-    /// A fixture whose toolkit is the fake nvcc.
+    /// A fixture crate named `fixture` with [`KERNEL_SOURCES`], whose
+    /// toolkit is the fake nvcc.
     pub(crate) fn new(name: &str) -> Self {
-        Self::create(name, |toolkit| {
+        Self::with_sources(name, "fixture", KERNEL_SOURCES)
+    }
+
+    /// A fixture crate named `crate_name` with these files, whose toolkit is
+    /// the fake nvcc.
+    pub(crate) fn with_sources(
+        name: &str,
+        crate_name: &str,
+        sources: &'static [(&'static str, &'static str)],
+    ) -> Self {
+        Self::create(name, crate_name, sources, |toolkit| {
             write_executable(&toolkit.join("bin/nvcc"), FAKE_NVCC);
             write_file(&toolkit.join("include/cuda_runtime.h"), "");
+            // Static modules link the static runtime: an empty archive.
+            write_file(&toolkit.join("lib/libcudart_static.a"), "!<arch>\n");
+            Vec::new()
         })
     }
 
-    /// A fixture whose toolkit is the real one whose nvcc is `real_nvcc`,
-    /// behind a wrapper that logs each compile and then `exec`s it. The
-    /// wrapper sits in a toolkit root of its own (discovery takes `NVCC`'s
-    /// parent's parent) whose `include` is the real one.
-    pub(crate) fn with_real_nvcc(name: &str, real_nvcc: &Path) -> Self {
-        let real_include = real_nvcc
+    /// A fixture crate named `crate_name` with these files whose toolkit is
+    /// the real one of `real_nvcc`, run through a logging wrapper
+    /// script that lies outside any toolkit (`NVCC=<root>/elsewhere/log-nvcc`,
+    /// `CUDA_PATH` naming the real root): nvcc as users put a wrapper in
+    /// front of it. The wrapper logs each step as the fake nvcc does.
+    pub(crate) fn with_real_nvcc(
+        name: &str,
+        crate_name: &str,
+        sources: &'static [(&'static str, &'static str)],
+        real_nvcc: &Path,
+    ) -> Self {
+        let real_root = real_nvcc
             .parent()
             .and_then(Path::parent)
             .expect("nvcc lies in <toolkit>/bin")
-            .join("include");
+            .to_path_buf();
         let wrapper = format!(
             "#!/usr/bin/env bash\n\
-             # Logs a compile (the last argument is the source) for the rebuild tests.\n\
+             # Logs each step for the rebuild tests, then runs the real nvcc.\n\
+             out='' step=compile\n\
+             for a in \"$@\"; do case \"$prev\" in -o) out=$a ;; esac; prev=$a\n\
+             case \"$a\" in -dlink) step=dlink ;; -lib) step=lib ;; esac; done\n\
              case \"${{1-}}\" in --version|--list-gpu-code|--list-gpu-arch) ;;\n\
-             *) echo \"compile $(basename \"${{!#}}\")\" >>\"$FAKE_NVCC_LOG\" ;; esac\n\
+             *) if [ $step = compile ]; then echo \"compile $(basename \"${{!#}}\")\";\n\
+             else echo \"$step $(basename \"$out\")\"; fi >>\"$FAKE_NVCC_LOG\" ;; esac\n\
              exec {} \"$@\"\n",
             shell_quote(real_nvcc)
         );
-        Self::create(name, |toolkit| {
-            write_executable(&toolkit.join("bin/nvcc"), &wrapper);
-            std::os::unix::fs::symlink(&real_include, toolkit.join("include"))
-                .expect("linking the real toolkit's include dir");
+        Self::create(name, crate_name, sources, |toolkit| {
+            let root = toolkit
+                .parent()
+                .expect("the toolkit lies in the fixture's root");
+            write_executable(&root.join("elsewhere/log-nvcc"), &wrapper);
+            vec![("CUDA_PATH".to_string(), real_root.display().to_string())]
         })
+        .with_nvcc_at("elsewhere/log-nvcc")
     }
 
-    fn create(name: &str, make_toolkit: impl FnOnce(&Path)) -> Self {
+    /// The same fixture with `NVCC` naming another file under its root.
+    pub(crate) fn with_nvcc_at(mut self, relative: &str) -> Self {
+        self.nvcc = self.root.join(relative);
+        self
+    }
+
+    fn create(
+        name: &str,
+        crate_name: &str,
+        sources: &'static [(&'static str, &'static str)],
+        make_toolkit: impl FnOnce(&Path) -> Vec<(String, String)>,
+    ) -> Self {
         let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rebuild-{name}"));
         if root.exists() {
             std::fs::remove_dir_all(&root)
                 .unwrap_or_else(|e| panic!("removing {}: {e}", root.display()));
         }
         let toolkit = root.join("toolkit");
-        make_toolkit(&toolkit);
-        let crate_dir = root.join("fixture");
+        let env = make_toolkit(&toolkit);
+        let crate_dir = root.join(crate_name);
         let fixture = Self {
+            name: crate_name.to_string(),
             nvcc: toolkit.join("bin/nvcc"),
             log: root.join("nvcc.log"),
-            target_dir: root.join("target"),
+            target_dir: shared_target_dir(),
             crate_dir,
             root,
+            sources,
+            env,
         };
+        fixture.forget_earlier_runs();
         fixture.write_crate();
         fixture
+    }
+
+    /// Removes what an earlier test run left of this crate in the shared
+    /// target dir, so that its first build starts from nothing.
+    fn forget_earlier_runs(&self) {
+        let debug = self.target_dir.join("debug");
+        for dir in [".fingerprint", "build", "deps"] {
+            let Ok(entries) = std::fs::read_dir(debug.join(dir)) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let file = entry.file_name().to_string_lossy().into_owned();
+                let ours = [format!("{}-", self.name), format!("lib{}-", self.name)]
+                    .iter()
+                    .any(|p| file.starts_with(p.as_str()));
+                if ours {
+                    let path = entry.path();
+                    let _ = if path.is_dir() {
+                        std::fs::remove_dir_all(&path)
+                    } else {
+                        std::fs::remove_file(&path)
+                    };
+                }
+            }
+        }
     }
 
     fn write_crate(&self) {
         let cuda_build = Path::new(env!("CARGO_MANIFEST_DIR"));
         let manifest = format!(
-            "[package]\nname = \"fixture\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
+            "[package]\nname = \"{}\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
              [build-dependencies]\ncuda-build = {{ path = {:?} }}\n\n\
              # Its own workspace, not a stray member of the one above it.\n[workspace]\n",
+            self.name,
             cuda_build.display().to_string()
         );
         write_file(&self.crate_dir.join("Cargo.toml"), &manifest);
@@ -192,7 +251,7 @@ impl Fixture {
     /// Writes every kernel source whose text differs from the original
     /// (undoing what an earlier scenario changed).
     pub(crate) fn restore_kernels(&self) {
-        for (relative, text) in KERNEL_SOURCES {
+        for (relative, text) in self.sources {
             if std::fs::read_to_string(self.path(relative)).ok().as_deref() != Some(text) {
                 self.write(relative, text);
             }
@@ -231,7 +290,11 @@ impl Fixture {
             .env("CARGO_TARGET_DIR", &self.target_dir)
             .env("CARGO_TERM_COLOR", "never")
             .env("FAKE_NVCC_LOG", &self.log)
+            .env("FAKE_NVCC_COMMANDS", self.root.join("commands.log"))
             .env("NVCC", &self.nvcc);
+        for (key, value) in &self.env {
+            command.env(key, value);
+        }
         for (key, value) in env {
             if value.is_empty() {
                 command.env_remove(key);
@@ -250,6 +313,7 @@ impl Fixture {
         let mut vars: BTreeMap<String, String> = BTreeMap::new();
         vars.insert("PATH".into(), path_without_nvcc());
         vars.insert("NVCC".into(), self.nvcc.display().to_string());
+        vars.extend(self.env.iter().cloned());
         for (key, value) in env {
             if value.is_empty() {
                 vars.remove(*key);
@@ -274,6 +338,29 @@ impl Fixture {
         let mut calls: Vec<String> = text.lines().map(str::to_string).collect();
         calls.sort();
         calls
+    }
+
+    /// The fake nvcc's command lines since the last call, sorted, with the
+    /// fixture's paths written `<out>`, `<crate>` and `<root>`. Clears them.
+    pub(crate) fn nvcc_command_lines(&self) -> Vec<String> {
+        let file = self.root.join("commands.log");
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let _ = std::fs::remove_file(&file);
+        let (out, krate, root) = (
+            self.out_dir().display().to_string(),
+            self.crate_dir.display().to_string(),
+            self.root.display().to_string(),
+        );
+        let mut lines: Vec<String> = text
+            .lines()
+            .map(|l| {
+                l.replace(&out, "<out>")
+                    .replace(&krate, "<crate>")
+                    .replace(&root, "<root>")
+            })
+            .collect();
+        lines.sort();
+        lines
     }
 
     /// Writes a file of the fixture crate and dates it as [`Fixture::touch`]
@@ -335,27 +422,30 @@ impl Fixture {
             .map(|entry| entry.expect("a dir entry").path())
             .filter(|dir| {
                 dir.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("fixture-"))
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{}-", self.name)))
                     && dir.join("output").is_file()
             })
             .collect();
         assert_eq!(
             dirs.len(),
             1,
-            "expected one run of the fixture's build script under {}, found {dirs:?}",
+            "expected one run of {}'s build script under {}, found {dirs:?}",
+            self.name,
             build.display()
         );
         dirs.into_iter().next().expect("checked above")
     }
 
-    /// The Rust cuda-build generated (`kiln_modules.rs`).
+    /// The Rust cuda-build generated (`fixture_modules.rs`).
     pub(crate) fn generated_modules(&self) -> String {
-        read(&self.out_dir().join(cuda_build::kernels::MODULES_RS))
+        read(&self.out_dir().join("fixture_modules.rs"))
     }
 
     /// The manifest cuda-build wrote.
     pub(crate) fn manifest(&self) -> Manifest {
-        let path = self.out_dir().join(cuda_build::manifest::MANIFEST_FILE);
+        let path = self
+            .out_dir()
+            .join(cuda_build::manifest::file_name("FIXTURE"));
         Manifest::read(&path).unwrap_or_else(|e| panic!("{e}"))
     }
 
@@ -376,6 +466,38 @@ impl Fixture {
     pub(crate) fn root(&self) -> &Path {
         &self.root
     }
+
+    /// A path under the fixture's root (beside the crate, not in it).
+    pub(crate) fn root_path(&self, relative: &str) -> PathBuf {
+        self.root.join(relative)
+    }
+}
+
+/// The nvcc `cargo xtask toolkit install` put in this checkout, or `None`
+/// after printing why a test that needs it is skipped.
+pub(crate) fn installed_nvcc() -> Option<PathBuf> {
+    let nvcc = workspace_root().join("target/cuda-toolkit/cuda/bin/nvcc");
+    if nvcc.is_file() {
+        return Some(nvcc);
+    }
+    eprintln!(
+        "skipped: no CUDA toolkit at {} (run cargo xtask toolkit install)",
+        nvcc.display()
+    );
+    None
+}
+
+/// Panics unless `path` is a fat binary: its header starts with the magic
+/// 0xBA55ED50.
+#[track_caller]
+pub(crate) fn assert_fatbin(path: &Path) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    assert_eq!(
+        bytes.get(..4),
+        Some(&[0x50, 0xed, 0x55, 0xba][..]),
+        "{}",
+        path.display()
+    );
 }
 
 /// `compile a.cu` lines for these modules, as [`Fixture::nvcc_calls`] returns
@@ -384,61 +506,6 @@ pub(crate) fn compiles(modules: &[&str]) -> Vec<String> {
     let mut calls: Vec<String> = modules.iter().map(|m| format!("compile {m}.cu")).collect();
     calls.sort();
     calls
-}
-
-/// Cargo's stderr, as text.
-pub(crate) fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// Cargo's stderr without the lines about building the dependencies, for
-/// failure messages.
-fn fixture_stderr(output: &Output) -> String {
-    let text = stderr(output);
-    let start = text.find("   Compiling fixture").unwrap_or(0);
-    text[start..].to_string()
-}
-
-/// The fixture build script's `cargo::warning`s as Cargo shows them
-/// (`warning: fixture@0.1.0: ...`), message only.
-pub(crate) fn build_script_warnings(output: &Output) -> Vec<String> {
-    build_script_lines(output, "warning: ")
-}
-
-/// The fixture build script's `cargo::error`s as Cargo shows them
-/// (`error: fixture@0.1.0: ...`), message only.
-pub(crate) fn build_script_errors(output: &Output) -> Vec<String> {
-    build_script_lines(output, "error: ")
-}
-
-fn build_script_lines(output: &Output, level: &str) -> Vec<String> {
-    stderr(output)
-        .lines()
-        .filter_map(|line| line.strip_prefix(level)?.strip_prefix("fixture@"))
-        .map(|rest| rest.split_once(": ").map_or(rest, |(_, m)| m).to_string())
-        .collect()
-}
-
-/// Panics with Cargo's output unless the build succeeded.
-#[track_caller]
-pub(crate) fn assert_success(output: &Output, what: &str) {
-    assert!(
-        output.status.success(),
-        "{what}: cargo build failed ({})\n--- stderr\n{}\n--- stdout\n{}",
-        output.status,
-        fixture_stderr(output),
-        String::from_utf8_lossy(&output.stdout)
-    );
-}
-
-/// Panics with Cargo's output unless the build failed.
-#[track_caller]
-pub(crate) fn assert_failure(output: &Output, what: &str) {
-    assert!(
-        !output.status.success(),
-        "{what}: cargo build succeeded but should have failed\n--- stderr\n{}",
-        fixture_stderr(output)
-    );
 }
 
 /// `PATH` without the dirs that hold an `nvcc`, so that only the toolkit a
@@ -488,6 +555,11 @@ fn write_file(path: &Path, text: &str) {
         std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
     }
     std::fs::write(path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+}
+
+/// Writes an executable script.
+pub(crate) fn write_script(path: &Path, text: &str) {
+    write_executable(path, text);
 }
 
 fn write_executable(path: &Path, text: &str) {

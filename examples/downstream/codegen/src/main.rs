@@ -20,7 +20,12 @@ fn main() -> ExitCode {
         .regenerate_with(COMMAND)
         .generate();
     let text = match generated {
-        Ok(text) => text,
+        Ok(generated) => {
+            for warning in &generated.warnings {
+                eprintln!("warning: {warning}");
+            }
+            generated.text
+        }
         Err(error) => {
             eprintln!("error: {error}");
             return ExitCode::FAILURE;

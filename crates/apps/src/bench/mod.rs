@@ -4,15 +4,65 @@
 //! device events, whole anneal runs with the wall clock around the run (the
 //! engine reads its results back at each maintenance pass and at the end,
 //! so the clock waits for the GPU). Writes the results as JSON for
-//! `cargo xtask bench`.
+//! `cargo xtask bench`, with the typed launch's overhead over raw cudarc
+//! (`launch`).
 
+mod launch;
+
+use std::fmt;
 use std::time::Instant;
 
 use gpu_core::{Backend, BackendKind, Error};
 use serde::Serialize;
 
-use crate::anneal::{self, cpu::CpuEngine, gpu::GpuEngine, Params, Points};
-use crate::{batch, vadd, Rng};
+use crate::anneal::{self, cpu::CpuEngine, gpu::GpuEngine, AnnealError, Params, Points};
+use crate::rng::Rng;
+use crate::{batch, vadd};
+
+pub use launch::LaunchOverhead;
+
+/// Why the suite stopped.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BenchError {
+    /// A workload failed (the GPU included).
+    Anneal(AnnealError),
+    /// The raw cudarc launch of the overhead figure failed.
+    RawLaunch(String),
+    /// The progress callback could not write (a closed pipe, say).
+    Output(std::io::Error),
+}
+
+impl fmt::Display for BenchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Anneal(e) => write!(f, "{e}"),
+            Self::RawLaunch(e) => write!(f, "raw cudarc launch: {e}"),
+            Self::Output(e) => write!(f, "writing progress: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BenchError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Output(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<AnnealError> for BenchError {
+    fn from(e: AnnealError) -> Self {
+        Self::Anneal(e)
+    }
+}
+
+impl From<Error> for BenchError {
+    fn from(e: Error) -> Self {
+        Self::Anneal(e.into())
+    }
+}
 
 /// One measured figure.
 #[derive(Debug, Clone, Serialize)]
@@ -40,9 +90,13 @@ pub struct Report {
     pub cpu_threads: usize,
     /// The figures.
     pub figures: Vec<Figure>,
+    /// gpu-core's launch against raw cudarc's (absent from reports written
+    /// before it existed; `not_measured` on the CPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launch_overhead: Option<LaunchOverhead>,
 }
 
-fn median(mut samples: Vec<f64>) -> f64 {
+pub(crate) fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
     samples[samples.len() / 2]
 }
@@ -107,29 +161,21 @@ pub fn anneal_figure(
             seed,
             ..params.clone()
         };
-        let max_anchors = anneal::validate(Points::F32(&points), n, d, m, &params)?;
+        let problem = anneal::validate(Points::F32(&points), n, d, m, &params)?;
         let started = Instant::now();
         let mut engine: Box<dyn anneal::Engine> = match target {
             AnnealTarget::Gpus(backends) => {
-                let engine = GpuEngine::sharded(backends, Points::F32(&points), n, d, max_anchors)?;
+                let engine = GpuEngine::sharded(backends, &problem)?;
                 for backend in backends {
                     backend.synchronize()?;
                 }
                 Box::new(engine)
             }
-            AnnealTarget::Cpu => Box::new(CpuEngine::new(Points::F32(&points), n, d)),
+            AnnealTarget::Cpu => Box::new(CpuEngine::new(&problem)),
         };
         upload.push(started.elapsed().as_secs_f64() * 1e3);
         let started = Instant::now();
-        let out = anneal::run_with(
-            engine.as_mut(),
-            Points::F32(&points),
-            n,
-            d,
-            m,
-            &params,
-            &mut |_, _, _| {},
-        )?;
+        let out = anneal::run_with(engine.as_mut(), &problem, &mut |_, _, _| {})?;
         samples.push(started.elapsed().as_secs_f64() * 1e3);
         if rep == 0 {
             samples.clear();
@@ -159,20 +205,22 @@ pub fn anneal_figure(
 }
 
 /// Runs the suite; `quick` shrinks the shapes (for a smoke test).
+/// `progress` sees each figure as it is measured.
 pub fn run(
     backend: &Backend,
     quick: bool,
-    progress: &mut dyn FnMut(&Figure),
-) -> Result<Report, anneal::AnnealError> {
+    progress: &mut dyn FnMut(&Figure) -> std::io::Result<()>,
+) -> Result<Report, BenchError> {
     let mut figures = Vec::new();
-    let mut push = |f: Figure, figures: &mut Vec<Figure>| {
-        progress(&f);
+    let mut push = |f: Figure, figures: &mut Vec<Figure>| -> Result<(), BenchError> {
+        progress(&f).map_err(BenchError::Output)?;
         figures.push(f);
+        Ok(())
     };
     let gpu = backend.kind() == BackendKind::Cuda;
     let n_vadd = if quick || !gpu { 1 << 20 } else { 1 << 28 };
     if gpu {
-        push(copy_bandwidth(backend, n_vadd, 20)?, &mut figures);
+        push(copy_bandwidth(backend, n_vadd, 20)?, &mut figures)?;
     }
     let stream = backend.default_stream();
     let kernel = vadd::kernel(backend)?;
@@ -188,7 +236,7 @@ pub fn run(
             note: None,
         },
         &mut figures,
-    );
+    )?;
     let batch_kernel = batch::kernel(backend)?;
     let input = batch::random_input(&mut Rng::new(9), if quick { 500 } else { 10_000 });
     let t = batch::time(&stream, &batch_kernel, &input, 20)?;
@@ -201,7 +249,7 @@ pub fn run(
             note: Some(format!("{:.2} G atoms/s", t.atoms_per_s / 1e9)),
         },
         &mut figures,
-    );
+    )?;
     let shapes: &[(usize, usize, usize, usize)] = if quick {
         &[(1000, 64, 32, 3)]
     } else if gpu {
@@ -220,12 +268,12 @@ pub fn run(
         AnnealTarget::Cpu
     };
     for &(n, d, m, reps) in shapes {
-        push(anneal_figure(target, n, d, m, reps)?, &mut figures);
+        push(anneal_figure(target, n, d, m, reps)?, &mut figures)?;
         if gpu && n <= 10_000 {
             push(
                 anneal_figure(AnnealTarget::Cpu, n, d, m, reps)?,
                 &mut figures,
-            );
+            )?;
         }
     }
     let device = backend
@@ -235,6 +283,7 @@ pub fn run(
         device,
         cpu_threads: rayon::current_num_threads(),
         figures,
+        launch_overhead: Some(launch::measure(backend)?),
     })
 }
 
@@ -247,15 +296,15 @@ pub fn run_multi(
     d: usize,
     m: usize,
     reps: usize,
-    progress: &mut dyn FnMut(&Figure),
-) -> Result<Report, anneal::AnnealError> {
+    progress: &mut dyn FnMut(&Figure) -> std::io::Result<()>,
+) -> Result<Report, BenchError> {
     let mut figures = Vec::new();
     let one = anneal_figure(AnnealTarget::Gpus(&backends[..1]), n, d, m, reps)?;
-    progress(&one);
+    progress(&one).map_err(BenchError::Output)?;
     figures.push(one);
     if backends.len() > 1 {
         let all = anneal_figure(AnnealTarget::Gpus(backends), n, d, m, reps)?;
-        progress(&all);
+        progress(&all).map_err(BenchError::Output)?;
         let speedup = Figure {
             name: format!("anneal {n}x{d}x{m} speedup x{} over x1", backends.len()),
             ms: all.ms,
@@ -263,7 +312,7 @@ pub fn run_multi(
             gb_per_s: None,
             note: Some(format!("{:.2}x", figures[0].ms / all.ms)),
         };
-        progress(&speedup);
+        progress(&speedup).map_err(BenchError::Output)?;
         figures.push(all);
         figures.push(speedup);
     }
@@ -274,5 +323,6 @@ pub fn run_multi(
         device,
         cpu_threads: rayon::current_num_threads(),
         figures,
+        launch_overhead: None,
     })
 }

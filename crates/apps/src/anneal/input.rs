@@ -1,0 +1,215 @@
+//! The one validation of an anneal run's input, at the boundary: sizes
+//! (before anything is allocated), parameters, and coordinates (finite and
+//! small enough that squared distances stay finite in f32). Its result,
+//! [`Problem`], is what the engines and the driver take.
+
+use super::{AnnealError, Params, Points};
+
+/// A checked anneal input: `n × d` points, `m` initial anchors, parameters
+/// with `max_anchors` resolved. Made only by [`validate`].
+#[derive(Debug, Clone)]
+pub struct Problem<'a> {
+    points: Points<'a>,
+    n: usize,
+    d: usize,
+    m: usize,
+    params: Params,
+    max_anchors: usize,
+}
+
+impl<'a> Problem<'a> {
+    /// The points, row-major.
+    pub fn points(&self) -> Points<'a> {
+        self.points
+    }
+    /// Points.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Dimensions.
+    pub fn d(&self) -> usize {
+        self.d
+    }
+    /// Initial anchors.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+    /// The parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+    /// Anchors at most (`params.max_anchors`, or `2 m` for 0).
+    pub fn max_anchors(&self) -> usize {
+        self.max_anchors
+    }
+}
+
+/// The largest coordinate magnitude accepted at dimension `d`:
+/// `sqrt(f32::MAX / (16 d))`. The engines compute a squared distance as
+/// `|x|² + |c|² - 2 x·c` in f32, over `d` dimensions; anchors are means of
+/// points, so with every coordinate within `B` each term is at most `d B²`
+/// and the sum at most `4 d B²`. The bound keeps that 4 times below
+/// `f32::MAX`.
+pub fn coordinate_bound(d: usize) -> f32 {
+    (f64::from(f32::MAX) / (16.0 * d.max(1) as f64)).sqrt() as f32
+}
+
+/// Checks the sizes and the parameters, without the points (so that a
+/// caller can refuse before it allocates them); returns `max_anchors`
+/// resolved.
+pub fn check_sizes(n: usize, d: usize, m: usize, params: &Params) -> Result<usize, AnnealError> {
+    let input = |msg: String| Err(AnnealError::Input(msg));
+    if n == 0 {
+        return input("no points (n = 0)".into());
+    }
+    if d == 0 {
+        return input("points have no dimensions (d = 0)".into());
+    }
+    if m == 0 {
+        return input("no anchors asked for (m = 0); pass m >= 1".into());
+    }
+    if m > n {
+        return input(format!("more anchors ({m}) than points ({n}); pass m <= n"));
+    }
+    if u32::try_from(n).is_err() || u32::try_from(d).is_err() {
+        return input(format!("n = {n} or d = {d} is over u32::MAX"));
+    }
+    if n.checked_mul(d)
+        .and_then(|v| v.checked_mul(4))
+        .is_none_or(|b| b > isize::MAX as usize)
+    {
+        return input(format!(
+            "n × d = {n} × {d} values do not fit in memory addresses"
+        ));
+    }
+    check_params(params)?;
+    let max_anchors = if params.max_anchors == 0 {
+        2 * m
+    } else {
+        params.max_anchors
+    };
+    if max_anchors < m {
+        return input(format!("max_anchors {max_anchors} is below m = {m}"));
+    }
+    if u32::try_from(max_anchors).is_err() {
+        return input(format!("max_anchors {max_anchors} is over u32::MAX"));
+    }
+    Ok(max_anchors)
+}
+
+fn check_params(params: &Params) -> Result<(), AnnealError> {
+    let input = |msg: String| Err(AnnealError::Input(msg));
+    if params.max_iters == 0 {
+        return input("max_iters must be at least 1".into());
+    }
+    if !(params.cooling > 0.0 && params.cooling <= 1.0) {
+        return input(format!("cooling {} is not in (0, 1]", params.cooling));
+    }
+    if !(params.t0 >= 0.0 && params.t0.is_finite()) {
+        return input(format!("t0 {} is not a finite temperature >= 0", params.t0));
+    }
+    if !(params.tol >= 0.0 && params.tol.is_finite()) {
+        return input(format!("tol {} is not a finite value >= 0", params.tol));
+    }
+    for (name, value) in [
+        ("merge_frac", params.merge_frac),
+        ("split_load", params.split_load),
+        ("split_var", params.split_var),
+    ] {
+        if !(value >= 0.0 && value.is_finite()) {
+            return input(format!("{name} {value} is not a finite value >= 0"));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the input and the parameters: the only way to a [`Problem`].
+pub fn validate<'a>(
+    points: Points<'a>,
+    n: usize,
+    d: usize,
+    m: usize,
+    params: &Params,
+) -> Result<Problem<'a>, AnnealError> {
+    let max_anchors = check_sizes(n, d, m, params)?;
+    if n.checked_mul(d) != Some(points.len()) {
+        return Err(AnnealError::Input(format!(
+            "{} values do not make {n} points of dimension {d}",
+            points.len()
+        )));
+    }
+    check_coordinates(points, d)?;
+    Ok(Problem {
+        points,
+        n,
+        d,
+        m,
+        params: params.clone(),
+        max_anchors,
+    })
+}
+
+/// Refuses the first coordinate that is NaN, infinite or over
+/// [`coordinate_bound`] (in parallel: inputs run to billions of values).
+fn check_coordinates(points: Points<'_>, d: usize) -> Result<(), AnnealError> {
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 16;
+    let bound = coordinate_bound(d);
+    fn first<T: Sync>(values: &[T], bad: impl Fn(&T) -> bool + Sync) -> Option<usize> {
+        values
+            .par_chunks(CHUNK)
+            .enumerate()
+            .find_map_first(|(c, chunk)| chunk.iter().position(&bad).map(|i| c * CHUNK + i))
+    }
+    // NaN is neither finite nor within the bound.
+    let out = |x: f32| !x.is_finite() || x.abs() > bound;
+    let bad = match points {
+        Points::F32(v) => first(v, |x| out(*x)),
+        Points::F16(v) => first(v, |b| out(half::f16::from_bits(*b).to_f32())),
+    };
+    let Some(i) = bad else {
+        return Ok(());
+    };
+    let (point, dim, value) = (i / d, i % d, points.get(i));
+    Err(if value.is_finite() {
+        AnnealError::OutOfRange {
+            point,
+            dim,
+            value,
+            bound,
+        }
+    } else {
+        AnnealError::NonFinite { point, dim }
+    })
+}
+
+/// Bytes of host memory a run holds at its peak: the points as given, and
+/// for the CPU engine their f32 copy, its packed copy and per-point state.
+/// `None` when the figure overflows.
+pub fn host_bytes(n: usize, d: usize, max_anchors: usize, f16: bool, cpu: bool) -> Option<u64> {
+    let (n, d, a) = (n as u64, d as u64, max_anchors as u64);
+    let values = n.checked_mul(d)?;
+    let given = values.checked_mul(if f16 { 2 } else { 4 })?;
+    let engine = if cpu {
+        // f32 copy + packed copy, assignment/distance/member arrays, anchors.
+        values
+            .checked_mul(8)?
+            .checked_add(n.checked_mul(12)?)?
+            .checked_add(a.checked_mul(d)?.checked_mul(16)?)?
+    } else {
+        a.checked_mul(d)?.checked_mul(8)?
+    };
+    given.checked_add(engine)
+}
+
+/// Bytes of device memory the GPU engine allocates over all its GPUs: the
+/// points, per-point state and per-anchor buffers on each.
+pub fn device_bytes(n: usize, d: usize, max_anchors: usize, f16: bool, gpus: usize) -> Option<u64> {
+    let (n, d, a) = (n as u64, d as u64, max_anchors as u64);
+    let points = n.checked_mul(d)?.checked_mul(if f16 { 2 } else { 4 })?;
+    let per_point = n.checked_mul(24)?;
+    let per_anchor = a.checked_mul(d.checked_add(8)?)?.checked_mul(8)?;
+    points
+        .checked_add(per_point)?
+        .checked_add(per_anchor.checked_mul(gpus.max(1) as u64)?)
+}

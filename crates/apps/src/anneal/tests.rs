@@ -1,0 +1,212 @@
+//! Tests of the driver and the validation: refusals in one line, CPU runs
+//! that lower the energy and repeat exactly, f16 input, odd shapes.
+
+use super::*;
+
+#[track_caller]
+fn refused(points: &[f32], n: usize, d: usize, m: usize, params: &Params, expected: &str) {
+    let err = validate(Points::F32(points), n, d, m, params)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(expected),
+        "{err:?} does not mention {expected:?}"
+    );
+    assert!(!err.contains('\n'));
+}
+
+#[test]
+fn bad_input_is_an_error_with_a_reason() {
+    let p = Params::default();
+    refused(&[], 0, 4, 1, &p, "n = 0");
+    refused(&[], 4, 0, 1, &p, "d = 0");
+    refused(&[0.0; 8], 4, 2, 0, &p, "m = 0");
+    refused(&[0.0; 8], 4, 2, 5, &p, "more anchors (5) than points (4)");
+    refused(&[0.0; 7], 4, 2, 1, &p, "7 values do not make 4 points");
+    refused(&[0.0, f32::NAN, 0.0, 0.0], 2, 2, 1, &p, "point 0 has a NaN");
+    refused(
+        &[0.0, 0.0, 0.0, f32::INFINITY],
+        2,
+        2,
+        1,
+        &p,
+        "point 1 has a NaN or infinite coordinate (dimension 1)",
+    );
+    refused(
+        &[0.0; 4],
+        2,
+        2,
+        1,
+        &Params {
+            cooling: 0.0,
+            ..Params::default()
+        },
+        "cooling",
+    );
+    refused(
+        &[0.0; 4],
+        2,
+        2,
+        1,
+        &Params {
+            max_iters: 0,
+            ..Params::default()
+        },
+        "max_iters",
+    );
+    refused(
+        &[0.0; 4],
+        2,
+        2,
+        2,
+        &Params {
+            max_anchors: 1,
+            ..Params::default()
+        },
+        "max_anchors 1 is below m = 2",
+    );
+}
+
+#[test]
+fn cpu_run_reduces_energy_and_reports_consistently() {
+    let (n, d, m) = (2000, 24, 40);
+    let points = synthetic_points(n, d, 20, 0.2, 1);
+    let params = Params {
+        seed: 3,
+        ..Params::default()
+    };
+    let mut seen = 0;
+    let out = run(
+        &gpu_core::Backend::cpu(),
+        &validate(Points::F32(&points), n, d, m, &params).unwrap(),
+        &mut |_, _, _| seen += 1,
+    )
+    .unwrap();
+    assert_eq!(seen as u32, out.iterations);
+    assert_eq!(out.history.len() as u32, out.iterations);
+    assert!(
+        out.history.last().unwrap() < &out.history[0],
+        "{:?}",
+        out.history
+    );
+    assert_eq!(out.anchors.len(), out.m * d);
+    assert_eq!(out.assignments.len(), n);
+    assert!(out.assignments.iter().all(|&a| (a as usize) < out.m));
+    assert!((out.compression_ratio - out.m as f64 / n as f64).abs() < 1e-12);
+    assert!(out.energy.is_finite() && out.energy > 0.0);
+    // Deterministic: the same run twice gives the same result.
+    let again = run(
+        &gpu_core::Backend::cpu(),
+        &validate(Points::F32(&points), n, d, m, &params).unwrap(),
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    assert_eq!(out, again);
+}
+
+#[test]
+fn f16_points_give_the_same_run_as_their_f32_values() {
+    let (n, d, m) = (500, 9, 10);
+    let values = synthetic_points(n, d, 5, 0.3, 2);
+    let bits: Vec<u16> = values
+        .iter()
+        .map(|v| half::f16::from_f32(*v).to_bits())
+        .collect();
+    let rounded: Vec<f32> = bits
+        .iter()
+        .map(|b| half::f16::from_bits(*b).to_f32())
+        .collect();
+    let params = Params::default();
+    let cpu = gpu_core::Backend::cpu();
+    let a = run(
+        &cpu,
+        &validate(Points::F16(&bits), n, d, m, &params).unwrap(),
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    let b = run(
+        &cpu,
+        &validate(Points::F32(&rounded), n, d, m, &params).unwrap(),
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn one_anchor_and_any_dimension_work() {
+    for (n, d, m) in [(1, 1, 1), (5, 3, 1), (64, 1, 64), (33, 130, 7)] {
+        let points = synthetic_points(n, d, 3, 0.5, 9);
+        let out = run(
+            &gpu_core::Backend::cpu(),
+            &validate(Points::F32(&points), n, d, m, &Params::default()).unwrap(),
+            &mut |_, _, _| {},
+        )
+        .unwrap();
+        assert!(out.energy.is_finite(), "n={n} d={d} m={m}");
+        assert!(out.m >= 1 && out.assignments.len() == n);
+    }
+}
+
+#[test]
+fn initial_anchors_are_distinct_points_and_seeded() {
+    let points: Vec<f32> = (0..100).map(|i| i as f32).collect();
+    let a = initial_anchors(Points::F32(&points), 50, 2, 10, 7);
+    let b = initial_anchors(Points::F32(&points), 50, 2, 10, 7);
+    assert_eq!(a, b);
+    let mut firsts: Vec<u32> = a.chunks(2).map(|c| c[0] as u32).collect();
+    assert!(a.chunks(2).all(|c| c[1] == c[0] + 1.0), "whole points");
+    firsts.sort();
+    firsts.dedup();
+    assert_eq!(firsts.len(), 10, "distinct");
+    assert_ne!(a, initial_anchors(Points::F32(&points), 50, 2, 10, 8));
+}
+
+#[test]
+fn coordinates_at_the_bound_run_and_beyond_it_are_refused() {
+    for d in [1, 4, 128, 1000] {
+        let bound = coordinate_bound(d);
+        // Two points at opposite corners: the largest squared distance the
+        // bound allows, 4 d B², must be finite through the whole run.
+        let mut points = vec![bound; d];
+        points.extend(vec![-bound; d]);
+        let problem = validate(Points::F32(&points), 2, d, 1, &Params::default()).unwrap();
+        let out = run(&gpu_core::Backend::cpu(), &problem, &mut |_, _, _| {}).unwrap();
+        assert!(
+            out.energy.is_finite() && out.energy > 0.0,
+            "d = {d}: {}",
+            out.energy
+        );
+        let over = bound * 1.01;
+        points[d + d / 2] = -over;
+        let err = validate(Points::F32(&points), 2, d, 1, &Params::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "point 1 has coordinate {:e} at dimension {}",
+                -over,
+                d / 2
+            )),
+            "{err}"
+        );
+        assert!(err.contains(&format!("±{bound:.3e}")), "{err}");
+    }
+    // The values of issue 13: ±1e19 panicked in the CPU engine, ±1e20 gave
+    // energy 0.
+    for big in [1e19f32, -1e19, 1e20, -1e20] {
+        let points = [0.5, big, 0.25, 0.0, 1.0, 2.0];
+        let err = validate(Points::F32(&points), 3, 2, 1, &Params::default()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                AnnealError::OutOfRange {
+                    point: 0,
+                    dim: 1,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! The cost of kiln's typed launch: the same tiny kernel (kiln's
+//! `vector_add` on 256 floats) launched through gpu-core and through raw
+//! cudarc from the same fat binary, per launch, without waiting between.
+
+use std::time::Instant;
+
+use cuda_sys::kernels::vector_add;
+use cuda_sys::KernelDecl;
+use cudarc::driver::{CudaContext, LaunchConfig as RawConfig, PushKernelArg};
+use gpu_core::{Backend, BackendKind};
+use serde::Serialize;
+
+use super::BenchError;
+use crate::anneal::AnnealError;
+use crate::vadd;
+
+/// Launches per timed batch.
+const LAUNCHES: u32 = 20_000;
+/// Elements of the kernel's arrays: one block's worth.
+const N: u32 = 256;
+
+/// The figure in the bench report (`launch_overhead`). On the CPU backend
+/// there is no launch to time: the figures are absent and `not_measured`
+/// says why.
+#[derive(Debug, Clone, Serialize)]
+pub struct LaunchOverhead {
+    /// Microseconds per launch through gpu-core's typed `Stream::launch`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kiln_us: Option<f64>,
+    /// Microseconds per launch of the same kernel through raw cudarc.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw_cudarc_us: Option<f64>,
+    /// `kiln_us - raw_cudarc_us`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overhead_us: Option<f64>,
+    /// Launches per timed batch (the median of 5 batches after a warm-up).
+    pub launches: u32,
+    /// Why nothing was measured, where nothing was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_measured: Option<String>,
+}
+
+impl LaunchOverhead {
+    fn not_measured(why: String) -> Self {
+        Self {
+            kiln_us: None,
+            raw_cudarc_us: None,
+            overhead_us: None,
+            launches: LAUNCHES,
+            not_measured: Some(why),
+        }
+    }
+
+    /// One line for the terminal.
+    pub fn summary(&self) -> String {
+        match (self.kiln_us, self.raw_cudarc_us, &self.not_measured) {
+            (Some(k), Some(r), _) => format!(
+                "launch overhead: gpu-core {k:.3} µs, raw cudarc {r:.3} µs per launch, {:+.3} µs",
+                k - r
+            ),
+            (_, _, Some(why)) => format!("launch overhead: not measured ({why})"),
+            _ => "launch overhead: not measured".to_string(),
+        }
+    }
+}
+
+/// Measures the overhead on `backend`; on the CPU backend says it was not
+/// measured.
+pub(super) fn measure(backend: &Backend) -> Result<LaunchOverhead, BenchError> {
+    let Some(device) = backend
+        .device()
+        .filter(|_| backend.kind() == BackendKind::Cuda)
+    else {
+        return Ok(LaunchOverhead::not_measured(
+            "cpu backend: there is no GPU launch to time".into(),
+        ));
+    };
+    let Some(image) = cuda_sys::modules::ALL
+        .iter()
+        .find(|m| m.kernels.contains(&vector_add::NAME))
+    else {
+        return Ok(LaunchOverhead::not_measured(
+            "no fat binary holds vector_add in this build".into(),
+        ));
+    };
+    // kiln: the typed launch.
+    let stream = backend.default_stream();
+    let kernel = vadd::kernel(backend).map_err(AnnealError::from)?;
+    let a = stream
+        .alloc_zeros::<f32>(N as usize)
+        .map_err(AnnealError::from)?;
+    let mut c = stream
+        .alloc_zeros::<f32>(N as usize)
+        .map_err(AnnealError::from)?;
+    let cfg = vadd::config(backend, N as usize);
+    let mut kiln = || -> Result<f64, BenchError> {
+        let started = Instant::now();
+        for _ in 0..LAUNCHES {
+            stream
+                .launch(&kernel, cfg, (a.view(), a.view(), c.view_mut(), N))
+                .map_err(AnnealError::from)?;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        stream.synchronize().map_err(AnnealError::from)?;
+        Ok(seconds)
+    };
+    // Raw cudarc: the same function from the same image.
+    let raw_err = |e: cudarc::driver::DriverError| BenchError::RawLaunch(e.to_string());
+    let ctx = CudaContext::new(device.ordinal).map_err(raw_err)?;
+    let raw_stream = ctx.default_stream();
+    let module = ctx
+        .load_module(cudarc::nvrtc::Ptx::from_binary(image.image.to_vec()))
+        .map_err(raw_err)?;
+    let func = module.load_function(vector_add::NAME).map_err(raw_err)?;
+    let ra = raw_stream.alloc_zeros::<f32>(N as usize).map_err(raw_err)?;
+    let mut rc = raw_stream.alloc_zeros::<f32>(N as usize).map_err(raw_err)?;
+    let raw_cfg = RawConfig {
+        grid_dim: cfg.grid,
+        block_dim: cfg.block,
+        shared_mem_bytes: cfg.shared_mem_bytes,
+    };
+    let mut raw = || -> Result<f64, BenchError> {
+        let started = Instant::now();
+        for _ in 0..LAUNCHES {
+            let mut builder = raw_stream.launch_builder(&func);
+            builder.arg(&ra).arg(&ra).arg(&mut rc).arg(&N);
+            // SAFETY: vector_add takes (const float*, const float*, float*,
+            // unsigned); the three buffers hold N floats and n is N.
+            unsafe { builder.launch(raw_cfg) }.map_err(raw_err)?;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        raw_stream.synchronize().map_err(raw_err)?;
+        Ok(seconds)
+    };
+    kiln()?;
+    raw()?;
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        ours.push(kiln()?);
+        theirs.push(raw()?);
+    }
+    let per_launch = |samples: Vec<f64>| super::median(samples) * 1e6 / f64::from(LAUNCHES);
+    let (k, r) = (per_launch(ours), per_launch(theirs));
+    Ok(LaunchOverhead {
+        kiln_us: Some(k),
+        raw_cudarc_us: Some(r),
+        overhead_us: Some(k - r),
+        launches: LAUNCHES,
+        not_measured: None,
+    })
+}

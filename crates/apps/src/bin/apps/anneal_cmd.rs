@@ -1,0 +1,323 @@
+//! `apps anneal`: sizes checked (against the memory there is) before the
+//! points are generated or read, the input validated once into a
+//! [`Problem`], then run on the CPU, one GPU or several, and compared.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use apps::anneal::{self, Params, Points, Problem};
+use apps::npy::{self, NpyData};
+use apps::{describe_backend, memory};
+use gpu_core::{Backend, BackendKind, Devices, GpuCount};
+
+use crate::cli::AnnealArgs;
+use crate::output::out;
+use crate::select_backend;
+
+/// One backend's run.
+struct AnnealRun {
+    backend: String,
+    /// Upload and allocation.
+    setup_seconds: f64,
+    /// The iterations.
+    seconds: f64,
+    out: anneal::Output,
+}
+
+/// Where one run goes: one backend, or the points sharded over GPUs.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    One(&'a Backend),
+    Gpus(&'a [Backend]),
+}
+
+impl Target<'_> {
+    fn name(&self) -> String {
+        match self {
+            Target::One(backend) => match backend.kind() {
+                BackendKind::Cuda => backend
+                    .device()
+                    .map_or("cuda".to_string(), |dev| format!("cuda ({})", dev.name)),
+                _ => format!("cpu ({} threads)", rayon::current_num_threads()),
+            },
+            Target::Gpus(backends) => format!(
+                "cuda x{} ({})",
+                backends.len(),
+                backends[0].device().map_or("?", |dev| dev.name.as_str())
+            ),
+        }
+    }
+
+    /// The GPUs it runs on (none: the CPU engine).
+    fn gpus(&self) -> &[Backend] {
+        match self {
+            Target::One(backend) if backend.kind() == BackendKind::Cuda => {
+                std::slice::from_ref(*backend)
+            }
+            Target::One(_) => &[],
+            Target::Gpus(backends) => backends,
+        }
+    }
+
+    /// Refuses a run that needs more memory than the host or a GPU has.
+    fn check_memory(
+        &self,
+        what: &str,
+        n: usize,
+        d: usize,
+        max_anchors: usize,
+        f16: bool,
+    ) -> Result<()> {
+        let gpus = self.gpus();
+        memory::check_host(
+            what,
+            anneal::host_bytes(n, d, max_anchors, f16, gpus.is_empty()),
+        )?;
+        for backend in gpus {
+            if let Some(dev) = backend.device() {
+                let rows = n.div_ceil(gpus.len());
+                let needed = anneal::device_bytes(rows, d, max_anchors, f16, 1);
+                memory::check(what, "device", needed, memory::device_free(dev.ordinal))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
+    match target {
+        Target::One(backend) => out!("{}", describe_backend(backend)),
+        Target::Gpus(backends) => {
+            for (i, backend) in backends.iter().enumerate() {
+                out!("gpu {i}: {}", describe_backend(backend));
+            }
+        }
+    }
+    // Setup (upload, allocation, NCCL communicators) is timed apart from
+    // the iterations: the speedup compares the iterations.
+    let started = Instant::now();
+    let backends = target.gpus();
+    let mut engine: Box<dyn anneal::Engine> = if backends.is_empty() {
+        Box::new(anneal::cpu::CpuEngine::new(problem))
+    } else {
+        let engine = anneal::gpu::GpuEngine::sharded(backends, problem)?;
+        for backend in backends {
+            backend.synchronize()?;
+        }
+        Box::new(engine)
+    };
+    let setup_seconds = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let (n, d, m) = (problem.n(), problem.d(), problem.m());
+    let long = n.saturating_mul(d).saturating_mul(m) > 1 << 28;
+    let mut write_error = None;
+    let mut progress = |it: u32, energy: f64, anchors: usize| {
+        if long && write_error.is_none() && (it == 1 || it.is_multiple_of(5)) {
+            write_error = writeln!(
+                std::io::stdout().lock(),
+                "  iteration {it:>3}: energy {energy:.6}, {anchors} anchors, {:.2} s",
+                started.elapsed().as_secs_f64()
+            )
+            .err();
+        }
+    };
+    let out = anneal::run_with(engine.as_mut(), problem, &mut progress)?;
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
+    Ok(AnnealRun {
+        backend: target.name(),
+        setup_seconds,
+        seconds: started.elapsed().as_secs_f64(),
+        out,
+    })
+}
+
+/// The GPUs `--gpus` asks for; says what it found. `None`: no GPU could be
+/// used and `all` was asked for, so the run goes to the CPU.
+fn open_gpus(count: GpuCount) -> Result<Option<Devices>> {
+    match Devices::open(cuda_sys::modules::ALL, count) {
+        Ok(devices) => {
+            let found = devices.len();
+            if found > 1 && !gpu_core::nccl_available() {
+                out!(
+                    "--gpus: {found} GPUs, but libnccl cannot be loaded: running on 1 GPU \
+                     (install NCCL, libnccl.so.2, to use them all)"
+                );
+                return Ok(Some(Devices::open(
+                    cuda_sys::modules::ALL,
+                    GpuCount::Exactly(1),
+                )?));
+            }
+            if matches!(count, GpuCount::All) {
+                out!(
+                    "--gpus all: {found} GPU{} found, running on {}",
+                    if found == 1 { "" } else { "s" },
+                    if found == 1 { "it" } else { "all of them" }
+                );
+            }
+            Ok(Some(devices))
+        }
+        Err(e) if matches!(count, GpuCount::All) => {
+            out!("--gpus all: no usable GPU ({e}); running on the CPU");
+            Ok(None)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("--gpus {count}"))),
+    }
+}
+
+/// The points: read from `--npy` or generated.
+enum Values {
+    F32(Vec<f32>),
+    F16(Vec<u16>),
+}
+
+pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
+    let (mut n, mut d, m) = if args.large {
+        (10_000, 128, 256)
+    } else {
+        (1000, 64, 32)
+    };
+    n = args.n.map_or(n, |v| v as usize);
+    d = args.d.map_or(d, |v| v as usize);
+    let m = args.m.map_or(m, |v| v as usize);
+    let params = Params {
+        max_iters: args.iters as u32,
+        tol: args.tol,
+        seed: args.seed,
+        ..Params::default()
+    };
+    let npy_input = match &args.npy {
+        Some(path) => {
+            let input = npy::open(path).with_context(|| format!("--npy {}", path.display()))?;
+            (n, d) = (input.n, input.d);
+            Some(input)
+        }
+        None => None,
+    };
+    let what = match &args.npy {
+        Some(path) => format!("--npy {} ({n} x {d}), --m {m}", path.display()),
+        None => format!("anneal --n {n} --d {d} --m {m}"),
+    };
+    let f16 = npy_input
+        .as_ref()
+        .is_some_and(|i| i.dtype == npy::Dtype::F16);
+    let max_anchors = anneal::check_sizes(n, d, m, &params).with_context(|| what.clone())?;
+    let devices = match args.gpus {
+        Some(count) => open_gpus(count)?,
+        None => None,
+    };
+    let cpu = Backend::cpu();
+    let gpu = if args.compare && devices.is_none() {
+        Some(Backend::auto(cuda_sys::modules::ALL)?)
+    } else {
+        None
+    };
+    let single = if devices.is_none() && !args.compare {
+        // `--gpus all` with no GPU lands here too: the CPU.
+        Some(if args.gpus.is_some() {
+            cpu.clone()
+        } else {
+            select_backend(args.backend.backend)?
+        })
+    } else {
+        None
+    };
+    let targets: Vec<Target<'_>> = match (&devices, &gpu, &single) {
+        (Some(devices), _, _) if args.compare && devices.len() > 1 => vec![
+            Target::Gpus(&devices.backends()[..1]),
+            Target::Gpus(devices.backends()),
+        ],
+        (Some(devices), _, _) if args.compare => {
+            vec![Target::One(&cpu), Target::Gpus(devices.backends())]
+        }
+        (Some(devices), _, _) => vec![Target::Gpus(devices.backends())],
+        (None, Some(gpu), _) => match gpu.cpu_reason() {
+            None => vec![Target::One(&cpu), Target::One(gpu)],
+            Some(reason) => {
+                out!("--compare: no GPU to compare with ({reason}); running the CPU side only");
+                vec![Target::One(&cpu)]
+            }
+        },
+        (None, None, Some(backend)) => vec![Target::One(backend)],
+        (None, None, None) => unreachable!("one of the three is set"),
+    };
+    for target in &targets {
+        target.check_memory(&what, n, d, max_anchors, f16)?;
+    }
+    let values = match npy_input {
+        Some(input) => {
+            let path = args.npy.as_deref().unwrap_or(Path::new("-"));
+            let matrix = input
+                .read()
+                .with_context(|| format!("--npy {}", path.display()))?;
+            match matrix.data {
+                NpyData::F32(v) => Values::F32(v),
+                NpyData::F16(v) => Values::F16(v),
+            }
+        }
+        None => Values::F32(anneal::synthetic_points(
+            n,
+            d,
+            (m / 2).max(1),
+            0.25,
+            params.seed,
+        )),
+    };
+    let points = match &values {
+        Values::F32(v) => Points::F32(v),
+        Values::F16(v) => Points::F16(v),
+    };
+    let problem = anneal::validate(points, n, d, m, &params).with_context(|| what.clone())?;
+    out!(
+        "anneal: {n} points x {d} dims, {m} initial anchors, up to {} iterations",
+        params.max_iters
+    );
+    let mut runs = Vec::with_capacity(targets.len());
+    for target in targets {
+        runs.push(anneal_on(target, &problem)?);
+    }
+    report(&runs)
+}
+
+fn report(runs: &[AnnealRun]) -> Result<()> {
+    out!(
+        "{:<32} {:>10} {:>11} {:>6} {:>14} {:>8} {:>12}",
+        "backend",
+        "setup",
+        "iterations",
+        "iters",
+        "energy",
+        "anchors",
+        "compression"
+    );
+    for r in runs {
+        out!(
+            "{:<32} {:>7.1} ms {:>8.1} ms {:>6} {:>14.8} {:>8} {:>12.5}",
+            r.backend,
+            r.setup_seconds * 1e3,
+            r.seconds * 1e3,
+            r.out.iterations,
+            r.out.energy,
+            r.out.m,
+            r.out.compression_ratio
+        );
+    }
+    if let [a, b] = runs {
+        let diff = (b.out.energy - a.out.energy).abs() / a.out.energy.abs().max(f64::MIN_POSITIVE);
+        out!(
+            "speedup {:.2}x of the iterations ({} over {}); energy difference {:.2e} relative; iterations {} vs {}; anchors {} vs {}",
+            a.seconds / b.seconds,
+            b.backend,
+            a.backend,
+            diff,
+            a.out.iterations,
+            b.out.iterations,
+            a.out.m,
+            b.out.m
+        );
+    }
+    Ok(())
+}

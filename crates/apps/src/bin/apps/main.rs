@@ -1,0 +1,131 @@
+//! `apps`: run kiln's workloads from the command line. Errors end the
+//! program with one line on stderr and exit 1 (2 for a bad command line); a
+//! closed stdout (`apps … | head -1`) ends it quietly with exit 0.
+
+mod anneal_cmd;
+mod cli;
+mod commands;
+mod output;
+
+use std::io::{self, Write};
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::Parser;
+use gpu_core::Backend;
+
+use cli::{BackendChoice, Cli, Command};
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = e.exit_code();
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                // Help is the answer asked for (or the usage, for `apps`
+                // alone): clap prints it; a closed pipe is not an error.
+                let _ = e.print();
+            } else {
+                let _ = writeln!(io::stderr(), "{}", one_line_clap_error(&e));
+            }
+            std::process::exit(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Vadd(args) => commands::vadd(&args),
+        Command::Anneal(args) => anneal_cmd::run(&args),
+        Command::Batch(args) => commands::batch(&args),
+        Command::Bench(args) => commands::bench(&args),
+        Command::Devices => commands::devices(),
+    };
+    if let Err(e) = result {
+        // The reader of stdout went away (`| head -1`): it has what it
+        // wanted; stop as a killed-by-SIGPIPE program would, quietly, but
+        // with exit 0 so that `set -o pipefail` scripts do not fail (as
+        // ripgrep does). Rust ignores SIGPIPE, so every write reports it.
+        if output::is_broken_pipe(&e) {
+            std::process::exit(0);
+        }
+        let message = format!("{e:#}").replace('\n', " ");
+        let _ = writeln!(io::stderr(), "error: {message}");
+        std::process::exit(1);
+    }
+}
+
+/// clap's error as one line: its first line, with the valid values where it
+/// lists them (clap's own rendering spreads over several lines).
+pub(crate) fn one_line_clap_error(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    // The message is the first paragraph (a missing argument's name is on
+    // its second line); usage and tips follow after a blank line.
+    let message = rendered
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let message = if message.is_empty() {
+        "error: bad command line".to_string()
+    } else {
+        message
+    };
+    let valid = match e.get(ContextKind::ValidValue) {
+        Some(ContextValue::Strings(values)) => {
+            format!(" (possible values: {})", values.join(", "))
+        }
+        _ => String::new(),
+    };
+    let usage = match e.kind() {
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation => "",
+        _ => "; see `apps --help`",
+    };
+    format!("{message}{valid}{usage}")
+}
+
+/// The backend `--backend` asks for; `auto` (or none) honours KILN_BACKEND,
+/// and a bad KILN_BACKEND is named as such.
+pub(crate) fn select_backend(choice: Option<BackendChoice>) -> anyhow::Result<Backend> {
+    use clap::ValueEnum;
+    let modules = cuda_sys::modules::ALL;
+    let (choice, source) = match choice {
+        Some(BackendChoice::Auto) | None => match std::env::var(gpu_core::BACKEND_ENV) {
+            Ok(value) if !value.trim().is_empty() => {
+                let parsed = BackendChoice::from_str(value.trim(), true).map_err(|_| {
+                    anyhow::anyhow!(
+                        "{}={value:?} is not a backend; set it to auto, cpu or cuda, or unset it",
+                        gpu_core::BACKEND_ENV
+                    )
+                })?;
+                (parsed, gpu_core::BACKEND_ENV.to_string())
+            }
+            _ => (BackendChoice::Auto, String::new()),
+        },
+        Some(other) => (other, "--backend".to_string()),
+    };
+    match choice {
+        BackendChoice::Auto => Ok(Backend::select(modules, Some(""))?),
+        BackendChoice::Cpu => Ok(Backend::cpu()),
+        BackendChoice::Cuda => Backend::select(modules, Some("cuda")).map_err(|e| {
+            let to_cpu = if source == "--backend" {
+                "use --backend cpu or auto"
+            } else {
+                "unset KILN_BACKEND or set it to cpu"
+            };
+            let setting = if source == "--backend" {
+                "--backend cuda".to_string()
+            } else {
+                format!("{source}=cuda")
+            };
+            match e {
+                gpu_core::Error::CudaUnavailable { reason } => {
+                    anyhow::anyhow!("{setting}: the cuda backend cannot run ({reason}); {to_cpu}")
+                }
+                other => anyhow::anyhow!("{setting}: {other}"),
+            }
+        }),
+    }
+}

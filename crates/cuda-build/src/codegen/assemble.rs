@@ -1,0 +1,325 @@
+//! Turns bindgen's output and the libclang walk into the three modules of the
+//! generated file (`types`, `kernels`, `host`): sorts the prototypes by how
+//! they were declared, writes a `KernelDecl` per kernel and a `GpuRepr` per
+//! plain struct and enum, and maps the CUDA half types to the `half` crate.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use quote::ToTokens;
+use syn::visit_mut::VisitMut;
+
+use super::scan::{Layout, Role, Scan};
+use super::{codegen_error, HALF_TYPES, KERNEL_PREFIX};
+use crate::error::Error;
+
+/// Replaces the (blocklisted) CUDA half types with the `half` crate's.
+pub(super) fn map_half_types(file: &mut syn::File) {
+    HalfTypes.visit_file_mut(file);
+}
+
+struct HalfTypes;
+
+impl VisitMut for HalfTypes {
+    fn visit_type_mut(&mut self, ty: &mut syn::Type) {
+        if let syn::Type::Path(path) = ty {
+            let single = path.qself.is_none() && path.path.segments.len() == 1;
+            let name = path.path.segments[0].ident.to_string();
+            if let Some((_, rust)) = HALF_TYPES.iter().find(|(c, _)| single && *c == name) {
+                *ty = syn::parse_str(rust).expect("HALF_TYPES holds Rust paths");
+                return;
+            }
+        }
+        syn::visit_mut::visit_type_mut(self, ty);
+    }
+}
+
+/// The file's body (before formatting) and the warnings.
+pub(super) fn assemble(
+    file: &syn::File,
+    scan: &Scan,
+    abi: &str,
+) -> Result<(String, Vec<String>), Error> {
+    let mut types = String::new();
+    let mut kernels = String::new();
+    let mut kernel_names: Vec<String> = Vec::new();
+    let mut host = String::new();
+    let mut warnings = Vec::new();
+    let mut structs: Vec<&syn::ItemStruct> = Vec::new();
+    for item in &file.items {
+        match item {
+            syn::Item::ForeignMod(foreign) => {
+                for f in &foreign.items {
+                    let syn::ForeignItem::Fn(func) = f else {
+                        host.push_str(&f.to_token_stream().to_string());
+                        continue;
+                    };
+                    let name = func.sig.ident.to_string();
+                    let prototype = scan.prototype(&name);
+                    match (name.strip_prefix(KERNEL_PREFIX), prototype) {
+                        (Some(kernel), Some(p)) if p.role == Role::Kernel => {
+                            kernels.push_str(&kernel_decl(kernel, func, &p.header, &p.param_sizes, abi));
+                            kernel_names.push(kernel.to_string());
+                        }
+                        (_, Some(p)) if p.role == Role::HostApi => {
+                            let _ = writeln!(host, "extern \"C\" {{ {} }}", without_link_name(func));
+                        }
+                        (_, Some(p)) if p.role == Role::Device => {} // device code, by design
+                        (_, Some(p)) if p.role == Role::Global => warnings.push(format!(
+                            "{}:{}: `{name}` is declared __global__ without KILN_KERNEL, so it gets no typed launch; declare it with KILN_KERNEL({name}, params...)",
+                            p.header, p.line
+                        )),
+                        (_, Some(p)) => warnings.push(format!(
+                            "{}:{}: `{name}` is a plain prototype, neither a kernel (KILN_KERNEL) nor a host function (KILN_HOST_API), so it gets no binding; declare it with KILN_HOST_API if a static-library module defines it, or move it out of the include dir",
+                            p.header, p.line
+                        )),
+                        (_, None) => {
+                            return Err(codegen_error(format!(
+                                "bindgen bound `{name}` but libclang found no such prototype in the include dir"
+                            )))
+                        }
+                    }
+                }
+            }
+            syn::Item::Struct(s) => {
+                structs.push(s);
+                types.push_str(&item.to_token_stream().to_string());
+                types.push('\n');
+            }
+            other => {
+                types.push_str(&other.to_token_stream().to_string());
+                types.push('\n');
+            }
+        }
+    }
+    let enums: Vec<(&syn::ItemStruct, Layout)> = structs
+        .iter()
+        .filter_map(|s| scan.enums.get(&s.ident.to_string()).map(|l| (*s, *l)))
+        .filter(|(s, _)| matches!(s.fields, syn::Fields::Unnamed(_)))
+        .collect();
+    let mut plain: HashSet<String> = enums.iter().map(|(s, _)| s.ident.to_string()).collect();
+    // A struct is plain when every field is a number, an array of plain
+    // values, an enum or a plain struct; settle the order by iterating.
+    loop {
+        let before = plain.len();
+        for s in &structs {
+            if is_plain_struct(s, &plain) {
+                plain.insert(s.ident.to_string());
+            }
+        }
+        if plain.len() == before {
+            break;
+        }
+    }
+    for (s, layout) in &enums {
+        types.push_str(&enum_impls(&s.ident.to_string(), *layout, abi));
+    }
+    for s in structs.iter().filter(|s| {
+        matches!(s.fields, syn::Fields::Named(_)) && plain.contains(&s.ident.to_string())
+    }) {
+        types.push_str(&gpu_repr_impl(s, abi));
+    }
+    let infos: Vec<String> = kernel_names
+        .iter()
+        .map(|k| format!("{abi}::KernelInfo::of::<{k}>()"))
+        .collect();
+    let _ = write!(
+        kernels,
+        "/// Every kernel declared in the headers.\npub static ALL: &[{abi}::KernelInfo] = &[{}];",
+        infos.join(", ")
+    );
+    let enum_safety = if enums.is_empty() {
+        ""
+    } else {
+        "///\n\
+         /// SAFETY of every `GpuRepr` impl of an enum: the type is bindgen's\n\
+         /// `#[repr(transparent)]` newtype over the enum's underlying integer\n\
+         /// type, its size and alignment are asserted against clang's below,\n\
+         /// and every value of the integer is a valid value of the newtype.\n"
+    };
+    let text = format!(
+        "#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code, unreachable_pub, clippy::all, clippy::undocumented_unsafe_blocks)]\n\
+         /// `#[repr(C)]` types and typedefs from the headers.\n\
+         ///\n\
+         /// SAFETY of every `GpuRepr` impl here: bindgen generated the type\n\
+         /// `#[repr(C)]` from the header and asserts its size, alignment and\n\
+         /// field offsets against clang's at compile time (the `const _` blocks);\n\
+         /// an impl is generated only when every field is a plain number or an\n\
+         /// array or struct of them, so every bit pattern is a valid value.\n\
+         {enum_safety}\
+         pub mod types {{ {types} }}\n\
+         /// One marker type per kernel declared with `KILN_KERNEL`.\n\
+         ///\n\
+         /// SAFETY of every `KernelDecl` impl here: `NAME` and `Params` come from\n\
+         /// the `KILN_KERNEL` line in the header, which under nvcc is the kernel's\n\
+         /// own `extern \"C\"` declaration, so its definition must match it.\n\
+         pub mod kernels {{ #[allow(unused_imports)] use super::types::*; {kernels} }}\n\
+         /// Host functions of static-library modules.\n\
+         pub mod host {{ #[allow(unused_imports)] use super::types::*; {host} }}\n"
+    );
+    Ok((text, warnings))
+}
+
+/// A host function as declared, without the `link_name` bindgen adds for a
+/// C++ name (a `KILN_HOST_API` function has C linkage, so it has none).
+fn without_link_name(func: &syn::ForeignItemFn) -> String {
+    let mut func = func.clone();
+    func.attrs.retain(|a| !a.path().is_ident("link_name"));
+    func.to_token_stream().to_string()
+}
+
+fn kernel_decl(
+    kernel: &str,
+    func: &syn::ForeignItemFn,
+    header: &str,
+    clang_sizes: &[Option<u64>],
+    abi: &str,
+) -> String {
+    let mut names = Vec::new();
+    let mut types = Vec::new();
+    for input in &func.sig.inputs {
+        let syn::FnArg::Typed(arg) = input else {
+            continue;
+        };
+        names.push(arg.pat.to_token_stream().to_string());
+        types.push(arg.ty.to_token_stream().to_string());
+    }
+    let params = match types.len() {
+        1 => format!("({},)", types[0]),
+        _ => format!("({})", types.join(", ")),
+    };
+    let layout: Vec<String> = types
+        .iter()
+        .map(|t| format!("(::core::mem::size_of::<{t}>(), ::core::mem::align_of::<{t}>())"))
+        .collect();
+    // usize/isize are the only parameter types whose width follows the Rust
+    // target; every other one is fixed or checked with its type.
+    let mut width_checks = String::new();
+    for ((name, ty), size) in names.iter().zip(&types).zip(clang_sizes) {
+        if let (Some(size), "usize" | "isize") = (size, ty.as_str()) {
+            let _ = writeln!(
+                width_checks,
+                "const _: () = assert!(::core::mem::size_of::<{ty}>() == {size}, {:?});",
+                format!(
+                    "kernel `{kernel}` takes `{name}` as {size} bytes (size_t/ptrdiff_t on the GPU): build for a {}-bit target",
+                    size * 8
+                )
+            );
+        }
+    }
+    let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    format!(
+        "#[doc = \" `{kernel}` from `{header}`.\"]\n#[derive(Debug, Clone, Copy)]\npub struct {kernel};\n\
+         unsafe impl {abi}::KernelDecl for {kernel} {{\n\
+         const NAME: &'static str = {kernel:?};\n\
+         const HEADER: &'static str = {header:?};\n\
+         const PARAM_NAMES: &'static [&'static str] = &[{}];\n\
+         const PARAM_LAYOUT: &'static [(usize, usize)] = &[{}];\n\
+         type Params = {params};\n}}\n{width_checks}",
+        quoted.join(", "),
+        layout.join(", ")
+    )
+}
+
+fn is_plain_type(ty: &syn::Type, plain: &HashSet<String>) -> bool {
+    match ty {
+        syn::Type::Array(a) => is_plain_type(&a.elem, plain),
+        syn::Type::Path(p) => {
+            let name = p
+                .path
+                .segments
+                .last()
+                .map(|s| s.ident.to_string())
+                .unwrap_or_default();
+            matches!(
+                name.as_str(),
+                "u8" | "i8"
+                    | "u16"
+                    | "i16"
+                    | "u32"
+                    | "i32"
+                    | "u64"
+                    | "i64"
+                    | "usize"
+                    | "isize"
+                    | "f32"
+                    | "f64"
+                    | "f16"
+                    | "bf16"
+                    | "c_char"
+                    | "c_schar"
+                    | "c_uchar"
+                    | "c_short"
+                    | "c_ushort"
+                    | "c_int"
+                    | "c_uint"
+                    | "c_long"
+                    | "c_ulong"
+                    | "c_longlong"
+                    | "c_ulonglong"
+                    | "c_float"
+                    | "c_double"
+            ) || plain.contains(&name)
+        }
+        _ => false,
+    }
+}
+
+fn is_plain_struct(s: &syn::ItemStruct, plain: &HashSet<String>) -> bool {
+    let syn::Fields::Named(fields) = &s.fields else {
+        return false;
+    };
+    !fields.named.is_empty()
+        && fields.named.iter().all(|f| {
+            let name = f
+                .ident
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            !name.starts_with("_unused") && is_plain_type(&f.ty, plain)
+        })
+}
+
+fn gpu_repr_impl(s: &syn::ItemStruct, abi: &str) -> String {
+    let name = s.ident.to_string();
+    let syn::Fields::Named(fields) = &s.fields else {
+        return String::new();
+    };
+    let offsets: Vec<String> = fields
+        .named
+        .iter()
+        .filter_map(|f| f.ident.as_ref())
+        .filter(|f| !f.to_string().starts_with("__bindgen"))
+        .map(|f| {
+            format!(
+                "({:?}, ::core::mem::offset_of!({name}, {f}))",
+                f.to_string()
+            )
+        })
+        .collect();
+    format!(
+        "unsafe impl {abi}::GpuRepr for {name} {{\n\
+         const C_NAME: &'static str = {name:?};\n\
+         const SIZE: usize = ::core::mem::size_of::<{name}>();\n\
+         const ALIGN: usize = ::core::mem::align_of::<{name}>();\n\
+         const FIELD_OFFSETS: &'static [(&'static str, usize)] = &[{}];\n}}\n\
+         impl {abi}::AbiParam for {name} {{ type Kind = {abi}::param_kind::ByValue<{name}>; }}\n",
+        offsets.join(", ")
+    )
+}
+
+/// `GpuRepr` and `AbiParam` for an enum's newtype, and its size and alignment
+/// asserted against clang's.
+fn enum_impls(name: &str, layout: Layout, abi: &str) -> String {
+    let Layout { size, align } = layout;
+    format!(
+        "const _: () = assert!(::core::mem::size_of::<{name}>() == {size} && ::core::mem::align_of::<{name}>() == {align}, {:?});\n\
+         unsafe impl {abi}::GpuRepr for {name} {{\n\
+         const C_NAME: &'static str = {name:?};\n\
+         const SIZE: usize = ::core::mem::size_of::<{name}>();\n\
+         const ALIGN: usize = ::core::mem::align_of::<{name}>();\n\
+         const FIELD_OFFSETS: &'static [(&'static str, usize)] = &[];\n}}\n\
+         impl {abi}::AbiParam for {name} {{ type Kind = {abi}::param_kind::ByValue<{name}>; }}\n",
+        format!("enum `{name}` has size {size} and alignment {align} in C")
+    )
+}

@@ -1,0 +1,447 @@
+//! Bringing one module up to date: its plan (one nvcc compile per source,
+//! then the device link and/or the static library), stamps that say whether
+//! an output is still right (the command line, and no source or included
+//! header newer than the output), and nvcc's failures turned into errors
+//! whose first line is the first diagnostic.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use crate::arch::ArchList;
+use crate::config::LinkMode;
+use crate::depfile;
+use crate::error::{io, Error};
+use crate::manifest::ModuleEntry;
+use crate::modules::Module;
+use crate::nvcc::{
+    first_diagnostic, library_args, shell_line, unsupported_host_compiler, CompileCommand,
+    CompileMode, DeviceLinkCommand, Nvcc,
+};
+use crate::resources::{parse_nvlink_output, parse_ptxas_output};
+use crate::toolkit::Toolkit;
+
+/// What every module of a build shares.
+#[derive(Debug)]
+pub(crate) struct Context<'a> {
+    pub(crate) nvcc: &'a Nvcc,
+    pub(crate) toolkit: &'a Toolkit,
+    pub(crate) out_dir: &'a Path,
+    pub(crate) kernels_dir: &'a Path,
+    /// The build's own `-I` dirs, after each module's.
+    pub(crate) include_dirs: &'a [PathBuf],
+    /// Static libraries are `lib<prefix>_<module>.a`.
+    pub(crate) lib_prefix: &'a str,
+    /// Diagnostics name files relative to this dir (the crate's root).
+    pub(crate) base: &'a Path,
+}
+
+/// One source's compile: its command and the files beside its output.
+#[derive(Debug)]
+pub(crate) struct Unit {
+    pub(crate) module: String,
+    source: PathBuf,
+    output: PathBuf,
+    depfile: PathBuf,
+    stamp: PathBuf,
+    log: PathBuf,
+    args: Vec<OsString>,
+}
+
+/// What a unit's compile left: its dependencies, nvcc's output, and how
+/// long it took when it ran.
+#[derive(Debug)]
+pub(crate) struct UnitResult {
+    pub(crate) deps: Vec<PathBuf>,
+    pub(crate) log: String,
+    pub(crate) ms: Option<u64>,
+}
+
+/// A module's units, link steps and output.
+#[derive(Debug)]
+pub(crate) struct ModulePlan {
+    pub(crate) module: Module,
+    pub(crate) archs: ArchList,
+    pub(crate) units: Vec<Unit>,
+    link_steps: Vec<(PathBuf, Vec<OsString>)>,
+    link_stamp: PathBuf,
+    link_log: PathBuf,
+    /// The stamp of the module's other shape (one-call fat binary or linked
+    /// objects), which writes the same output: removed when this shape
+    /// writes it, so that switching back cannot reuse an output it did not
+    /// make.
+    other_stamp: PathBuf,
+    pub(crate) output: PathBuf,
+}
+
+/// The static library's name for `module` (`kiln_reduce`).
+pub(crate) fn static_lib_name(prefix: &str, module: &str) -> String {
+    format!("{prefix}_{module}").replace('-', "_")
+}
+
+/// What every unit of one module shares.
+struct Units<'a> {
+    cx: &'a Context<'a>,
+    module: &'a Module,
+    archs: &'a ArchList,
+    /// The module's own `-I` dirs, then the build's.
+    include_dirs: Vec<PathBuf>,
+}
+
+impl Units<'_> {
+    /// The compile of `source` into `stem.ext`, beside `stem.d`, `stem.stamp`
+    /// and `stem.log`. Host code of a static library is position-independent.
+    fn unit(&self, source: &Path, stem: PathBuf, ext: &str, mode: CompileMode) -> Unit {
+        let file = |e: &str| PathBuf::from(format!("{}.{e}", stem.display()));
+        let (output, depfile) = (file(ext), file("d"));
+        let args = CompileCommand {
+            nvcc: self.cx.nvcc,
+            mode,
+            source,
+            output: &output,
+            depfile: &depfile,
+            include_dirs: &self.include_dirs,
+            archs: self.archs,
+            flags: &self.module.flags,
+            pic: self.module.link == LinkMode::Static,
+        }
+        .args();
+        Unit {
+            module: self.module.name.clone(),
+            source: source.to_path_buf(),
+            stamp: file("stamp"),
+            log: file("log"),
+            output,
+            depfile,
+            args,
+        }
+    }
+}
+
+/// The steps after the compiles, each with its output, and the module's
+/// output: a device link into a fat binary; or, for a static library, the
+/// device link of `rdc` objects into `dlink.o`, then `nvcc -lib`.
+fn link_steps(
+    module: &Module,
+    archs: &ArchList,
+    mut objects: Vec<PathBuf>,
+    objs: &Path,
+    cx: &Context<'_>,
+) -> (Vec<(PathBuf, Vec<OsString>)>, PathBuf) {
+    let device_link = |output: &Path, fatbin: bool, objects: &[PathBuf]| {
+        DeviceLinkCommand {
+            nvcc: cx.nvcc,
+            objects,
+            output,
+            archs,
+            fatbin,
+        }
+        .args()
+    };
+    let mut steps = Vec::new();
+    match module.link {
+        LinkMode::Fatbin => {
+            let output = cx.out_dir.join(format!("{}.fatbin", module.name));
+            steps.push((output.clone(), device_link(&output, true, &objects)));
+            (steps, output)
+        }
+        LinkMode::Static => {
+            if module.rdc {
+                let dlink = objs.join("dlink.o");
+                steps.push((dlink.clone(), device_link(&dlink, false, &objects)));
+                objects.push(dlink);
+            }
+            let lib_name = static_lib_name(cx.lib_prefix, &module.name);
+            let output = cx.out_dir.join(format!("lib{lib_name}.a"));
+            steps.push((output.clone(), library_args(&objects, &output)));
+            (steps, output)
+        }
+    }
+}
+
+impl ModulePlan {
+    /// A module compiled in one nvcc call to one fat binary keeps today's
+    /// file names (`NAME.fatbin`, `NAME.d`, `NAME.stamp`); every other shape
+    /// compiles each source into `NAME.objs/` and links.
+    pub(crate) fn new(module: Module, archs: ArchList, cx: &Context<'_>) -> Self {
+        let (out, name) = (cx.out_dir, module.name.clone());
+        let objs = out.join(format!("{name}.objs"));
+        let mut include_dirs = module.include_dirs.clone();
+        include_dirs.extend(cx.include_dirs.iter().cloned());
+        let units = Units {
+            cx,
+            module: &module,
+            archs: &archs,
+            include_dirs,
+        };
+        if module.sources.len() == 1 && !module.rdc && module.link == LinkMode::Fatbin {
+            let unit = units.unit(
+                &module.sources[0],
+                out.join(&name),
+                "fatbin",
+                CompileMode::Fatbin,
+            );
+            let output = unit.output.clone();
+            return Self {
+                units: vec![unit],
+                link_steps: Vec::new(),
+                link_stamp: out.join(format!("{name}.link.stamp")),
+                link_log: out.join(format!("{name}.link.log")),
+                other_stamp: objs.join("link.stamp"),
+                output,
+                module,
+                archs,
+            };
+        }
+        let mode = if module.rdc {
+            CompileMode::Relocatable
+        } else {
+            CompileMode::Object
+        };
+        let units: Vec<Unit> = module
+            .sources
+            .iter()
+            .map(|source| {
+                let relative = source.strip_prefix(cx.kernels_dir).unwrap_or(source);
+                let key = relative.display().to_string().replace(['/', '\\'], "__");
+                units.unit(source, objs.join(key), "o", mode)
+            })
+            .collect();
+        let objects: Vec<PathBuf> = units.iter().map(|u| u.output.clone()).collect();
+        let (link_steps, output) = link_steps(&module, &archs, objects, &objs, cx);
+        Self {
+            units,
+            link_steps,
+            link_stamp: objs.join("link.stamp"),
+            link_log: objs.join("link.log"),
+            other_stamp: out.join(format!("{name}.stamp")),
+            output,
+            module,
+            archs,
+        }
+    }
+
+    /// Device-links and archives when a unit was compiled, the output is
+    /// missing or the link commands changed; then the manifest entry.
+    pub(crate) fn finish(
+        &self,
+        results: Vec<UnitResult>,
+        cx: &Context<'_>,
+    ) -> Result<ModuleEntry, Error> {
+        let fingerprint = self.link_fingerprint(cx);
+        let compiled_any = results.iter().any(|r| r.ms.is_some());
+        let up_to_date = !compiled_any
+            && self.output.is_file()
+            && std::fs::read_to_string(&self.link_stamp).is_ok_and(|s| s == fingerprint);
+        let started = Instant::now();
+        let mut link_log = String::new();
+        let mut linked = false;
+        if !self.link_steps.is_empty() && !up_to_date {
+            let _ = std::fs::remove_file(&self.link_stamp);
+            for (output, args) in &self.link_steps {
+                let log =
+                    run_nvcc(cx, &self.module.name, &cx.nvcc.program, args).inspect_err(|_| {
+                        let _ = std::fs::remove_file(output);
+                    })?;
+                link_log.push_str(&log);
+            }
+            io(&self.link_log, std::fs::write(&self.link_log, &link_log))?;
+            io(
+                &self.link_stamp,
+                std::fs::write(&self.link_stamp, &fingerprint),
+            )?;
+            linked = true;
+        } else if !self.link_steps.is_empty() {
+            link_log = std::fs::read_to_string(&self.link_log).unwrap_or_default();
+        }
+        if linked || (self.link_steps.is_empty() && compiled_any) {
+            let _ = std::fs::remove_file(&self.other_stamp);
+        }
+        let link_ms = linked.then(|| elapsed_ms(started));
+        let ms = results
+            .iter()
+            .filter_map(|r| r.ms)
+            .chain(link_ms)
+            .reduce(|a, b| a.saturating_add(b));
+        let mut deps: Vec<PathBuf> = Vec::new();
+        for dep in results.iter().flat_map(|r| &r.deps) {
+            if !deps.contains(dep) && !self.module.sources.contains(dep) {
+                deps.push(dep.clone());
+            }
+        }
+        let kernels = match (self.module.link, self.link_steps.is_empty()) {
+            (LinkMode::Static, _) => Vec::new(),
+            (LinkMode::Fatbin, true) => parse_ptxas_output(&results[0].log),
+            (LinkMode::Fatbin, false) => {
+                let single = self
+                    .archs
+                    .sass
+                    .first()
+                    .map(|a| a.sm_name())
+                    .unwrap_or_default();
+                parse_nvlink_output(&link_log, &single)
+            }
+        };
+        // The device link keeps SASS only.
+        let ptx = if self.module.rdc {
+            Vec::new()
+        } else {
+            self.archs.ptx.clone()
+        };
+        Ok(ModuleEntry {
+            name: self.module.name.clone(),
+            source: self.module.sources[0].clone(),
+            sources: self.module.sources.clone(),
+            link: self.module.link,
+            rdc: self.module.rdc,
+            sass: self.archs.sass.iter().map(|a| a.sm_name()).collect(),
+            ptx: ptx.iter().map(|a| a.compute_name()).collect(),
+            size_bytes: std::fs::metadata(&self.output)
+                .map(|m| m.len())
+                .unwrap_or(0),
+            output: Some(self.output.clone()),
+            compiled: ms.is_some(),
+            compile_ms: ms,
+            deps,
+            kernels,
+        })
+    }
+
+    fn link_fingerprint(&self, cx: &Context<'_>) -> String {
+        let lines: Vec<String> = self
+            .link_steps
+            .iter()
+            .map(|(_, args)| shell_line(&cx.nvcc.program, args))
+            .collect();
+        format!("{} {}", cx.toolkit.version, lines.join("\n"))
+    }
+}
+
+impl Unit {
+    /// The command line (without the launcher, which does not change the
+    /// output) and the toolkit version: what an existing output was made by.
+    fn fingerprint(&self, cx: &Context<'_>) -> String {
+        format!(
+            "{} {}",
+            cx.toolkit.version,
+            shell_line(&cx.nvcc.program, &self.args)
+        )
+    }
+
+    /// Reuses the output when it is up to date, else compiles.
+    pub(crate) fn bring_up_to_date(&self, cx: &Context<'_>) -> Result<UnitResult, Error> {
+        if let Some(result) = self.reuse(cx) {
+            return Ok(result);
+        }
+        self.compile(cx)
+    }
+
+    fn reuse(&self, cx: &Context<'_>) -> Option<UnitResult> {
+        let stamp = std::fs::read_to_string(&self.stamp).ok()?;
+        let (fingerprint, deps) = stamp.split_once('\n').unwrap_or((&stamp, ""));
+        if fingerprint != self.fingerprint(cx) {
+            return None;
+        }
+        let built = std::fs::metadata(&self.output)
+            .and_then(|m| m.modified())
+            .ok()?;
+        let deps: Vec<PathBuf> = deps.lines().map(PathBuf::from).collect();
+        let newer = |p: &Path| {
+            std::fs::metadata(p)
+                .and_then(|m| m.modified())
+                .map_or(true, |t| t > built)
+        };
+        if newer(&self.source) || deps.iter().any(|d| newer(d)) {
+            return None;
+        }
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        Some(UnitResult {
+            deps,
+            log,
+            ms: None,
+        })
+    }
+
+    fn compile(&self, cx: &Context<'_>) -> Result<UnitResult, Error> {
+        // A stale stamp must not survive a failed compile.
+        let _ = std::fs::remove_file(&self.stamp);
+        if let Some(dir) = self.output.parent() {
+            io(dir, std::fs::create_dir_all(dir))?;
+        }
+        let started = Instant::now();
+        let (program, args) = cx.nvcc.invocation(&self.args);
+        let log = run_nvcc(cx, &self.module, &program, &args).inspect_err(|_| {
+            let _ = std::fs::remove_file(&self.output);
+        })?;
+        let ms = elapsed_ms(started);
+        let text = io(&self.depfile, std::fs::read_to_string(&self.depfile))?;
+        let deps: Vec<PathBuf> = depfile::parse(&text, cx.out_dir)
+            .into_iter()
+            .map(|d| depfile::normalize(&d))
+            .filter(|d| *d != self.source && !depfile::is_system_header(d, &cx.toolkit.root))
+            .collect();
+        io(&self.log, std::fs::write(&self.log, &log))?;
+        let stamp: String = std::iter::once(self.fingerprint(cx))
+            .chain(deps.iter().map(|d| d.display().to_string()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        io(&self.stamp, std::fs::write(&self.stamp, stamp))?;
+        Ok(UnitResult {
+            deps,
+            log,
+            ms: Some(ms),
+        })
+    }
+}
+
+fn elapsed_ms(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Runs one nvcc step in OUT_DIR; returns what it printed. A failure is an
+/// error headed by nvcc's first diagnostic, or by its refusal of the host
+/// compiler.
+fn run_nvcc(
+    cx: &Context<'_>,
+    module: &str,
+    program: &Path,
+    args: &[OsString],
+) -> Result<String, Error> {
+    let output = Command::new(program)
+        .args(args)
+        .current_dir(cx.out_dir)
+        .output()
+        .map_err(|source| Error::Spawn {
+            program: program.to_path_buf(),
+            source,
+        })?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if output.status.success() {
+        return Ok(text);
+    }
+    let command = shell_line(program, args);
+    if let Some(message) = unsupported_host_compiler(&text) {
+        let (compiler, origin) = match &cx.nvcc.ccbin {
+            Some((path, var)) => (path.display().to_string(), var.clone()),
+            None => ("c++".to_string(), "nvcc's default".to_string()),
+        };
+        return Err(Error::HostCompiler {
+            module: module.to_string(),
+            compiler,
+            origin,
+            message,
+            command,
+        });
+    }
+    Err(Error::Compile {
+        module: module.to_string(),
+        first_diagnostic: first_diagnostic(&text, cx.base),
+        command,
+        output: text.trim().to_string(),
+    })
+}

@@ -1,0 +1,591 @@
+//! [`KernelBuild`], the kernel build a build script runs: read the config,
+//! match its modules against the kernels dir, find the toolkit, resolve the
+//! archs, bring every module up to date (sources compiled in parallel under
+//! Cargo's jobserver, then device links and libraries), write the manifest
+//! and the Rust that embeds the fat binaries, and tell Cargo what to watch,
+//! link and set. Falls back to a CPU-only build when there is no toolkit.
+//!
+//! Nothing here assumes kiln's layout: the caller names its kernels dir,
+//! include dirs, config file, env var prefix and the Rust path of its image
+//! type; every variable and generated name derives from the prefix.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::arch::{Arch, ArchList, ArchSpec, SupportedArchs};
+use crate::compile::{static_lib_name, Context, ModulePlan};
+use crate::config::{KernelConfig, LinkMode};
+use crate::driver::{nvcc_from_env, HOST_COMPILER_VARS, NVCC_OWN_VARS};
+use crate::emit;
+use crate::error::{io, Error};
+use crate::manifest::{self, Manifest, ModuleEntry, ToolkitEntry, FORMAT};
+use crate::modules::{self, Module};
+use crate::parallel;
+use crate::toolkit::{discover, Discovery, ProcessEnv, Toolkit, DISCOVERY_ENV_VARS};
+
+/// A kernel build, configured by the caller's build script.
+#[derive(Debug, Clone)]
+pub struct KernelBuild {
+    kernels_dir: PathBuf,
+    toolkit_hint: String,
+    include_dirs: Vec<PathBuf>,
+    config_file: Option<PathBuf>,
+    env_prefix: String,
+    candidates: Vec<(String, PathBuf)>,
+    image_type: String,
+    out_dir: Option<PathBuf>,
+}
+
+/// What a kernel build produced.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct BuildReport {
+    /// The manifest (also written to OUT_DIR).
+    pub manifest: Manifest,
+    /// Where the manifest was written (`<prefix>-manifest.toml`).
+    pub manifest_path: PathBuf,
+    /// Where the Rust that embeds the modules was written
+    /// (`<prefix>_modules.rs`).
+    pub modules_rs: PathBuf,
+    /// The toolkit, for a CUDA build.
+    pub toolkit: Option<Toolkit>,
+    /// Where discovery looked.
+    pub discovery: Option<Discovery>,
+    /// Directives for Cargo, in order (`cargo::...` lines).
+    pub directives: Vec<String>,
+}
+
+/// What the config and the environment ask for, checked.
+struct Inputs {
+    /// The config file, for errors (it need not exist).
+    config_path: PathBuf,
+    spec: ArchSpec,
+    /// Where `spec` came from.
+    origin: String,
+    modules: Vec<Module>,
+    /// Each module's own spec and its origin, beside `modules`.
+    specs: Vec<Option<(ArchSpec, String)>>,
+}
+
+/// The variables a build reads, named from its prefix.
+struct Vars {
+    archs: String,
+    require: String,
+    switch: String,
+    launcher: String,
+}
+
+impl KernelBuild {
+    /// A build of the modules in `kernels_dir` (every top-level `*.cu`, and
+    /// the `[modules]` of its config), with `kernels_dir/include` as include
+    /// dir and `kernels_dir/kiln.toml` as config file (each only if it
+    /// exists), and the `KILN` env prefix.
+    pub fn new(kernels_dir: impl Into<PathBuf>) -> Self {
+        let kernels_dir = kernels_dir.into();
+        let include = kernels_dir.join("include");
+        Self {
+            include_dirs: if include.is_dir() {
+                vec![include]
+            } else {
+                Vec::new()
+            },
+            config_file: Some(kernels_dir.join("kiln.toml")),
+            kernels_dir,
+            env_prefix: "KILN".to_string(),
+            toolkit_hint: "install the CUDA toolkit or set CUDA_PATH to its root".to_string(),
+            candidates: Vec::new(),
+            image_type: "::gpu_core::FatbinImage".to_string(),
+            out_dir: None,
+        }
+    }
+
+    /// Adds an include dir (`-I`), for every module.
+    pub fn include_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.include_dirs.push(dir.into());
+        self
+    }
+
+    /// The config file (default `kernels_dir/kiln.toml`; missing means
+    /// defaults).
+    pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config_file = Some(path.into());
+        self
+    }
+
+    /// The env prefix every variable and generated name derives from:
+    /// `PREFIX_CUDA_ARCHS`, `PREFIX_REQUIRE_CUDA`, `PREFIX_CUDA=off`,
+    /// `PREFIX_NVCC_LAUNCHER`, `PREFIX_TOOLKIT_MAJOR`/`_MINOR` (set for the
+    /// crate's code), `<prefix>_modules.rs`, `<prefix>-manifest.toml`,
+    /// `lib<prefix>_<module>.a`. Default `KILN`.
+    pub fn env_prefix(mut self, prefix: &str) -> Self {
+        self.env_prefix = prefix.to_string();
+        self
+    }
+
+    /// A toolkit root to try after `PATH` and before the system dirs.
+    pub fn toolkit_candidate(mut self, label: &str, root: impl Into<PathBuf>) -> Self {
+        self.candidates.push((label.to_string(), root.into()));
+        self
+    }
+
+    /// What to tell the user when no toolkit is found, as a clause (default
+    /// `"install the CUDA toolkit or set CUDA_PATH to its root"`): it follows
+    /// "for GPU code," in the CPU-only warning and precedes ", or unset
+    /// PREFIX_REQUIRE_CUDA" in the error.
+    pub fn toolkit_hint(mut self, hint: &str) -> Self {
+        self.toolkit_hint = hint.to_string();
+        self
+    }
+
+    /// The Rust path of the image type the generated code constructs (default
+    /// `::gpu_core::FatbinImage`).
+    pub fn image_type(mut self, path: &str) -> Self {
+        self.image_type = path.to_string();
+        self
+    }
+
+    /// Where outputs go (default: `OUT_DIR`).
+    pub fn out_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.out_dir = Some(dir.into());
+        self
+    }
+
+    /// Runs the build and prints the Cargo directives. For build scripts.
+    pub fn run(self) -> Result<BuildReport, Error> {
+        let report = self.build()?;
+        for line in &report.directives {
+            println!("{line}");
+        }
+        Ok(report)
+    }
+
+    /// Runs the build without printing; the directives are in the report.
+    pub fn build(self) -> Result<BuildReport, Error> {
+        self.with_absolute_paths()?.build_from_absolute_paths()
+    }
+
+    fn vars(&self) -> Vars {
+        let var = |suffix: &str| format!("{}_{suffix}", self.env_prefix);
+        Vars {
+            archs: var("CUDA_ARCHS"),
+            require: var("REQUIRE_CUDA"),
+            switch: var("CUDA"),
+            launcher: var("NVCC_LAUNCHER"),
+        }
+    }
+
+    fn lower_prefix(&self) -> String {
+        self.env_prefix.to_ascii_lowercase()
+    }
+
+    /// The build with every path made absolute against the current dir (a
+    /// build script's is its package's root). nvcc runs in OUT_DIR, where a
+    /// relative `kernels/a.cu` or `-Ikernels/include` would name nothing.
+    fn with_absolute_paths(mut self) -> Result<Self, Error> {
+        let absolute = |path: &Path| io(path, std::path::absolute(path));
+        self.kernels_dir = absolute(&self.kernels_dir)?;
+        for dir in &mut self.include_dirs {
+            *dir = absolute(dir)?;
+        }
+        if let Some(path) = &self.config_file {
+            self.config_file = Some(absolute(path)?);
+        }
+        if let Some(dir) = &self.out_dir {
+            self.out_dir = Some(absolute(dir)?);
+        }
+        Ok(self)
+    }
+
+    fn build_from_absolute_paths(self) -> Result<BuildReport, Error> {
+        let out_dir = match &self.out_dir {
+            Some(dir) => dir.clone(),
+            None => PathBuf::from(std::env::var_os("OUT_DIR").ok_or(Error::NoOutDir)?),
+        };
+        io(&out_dir, std::fs::create_dir_all(&out_dir))?;
+        let vars = self.vars();
+        let mut cargo = self.watch_directives(&vars);
+        let inputs = self.read_inputs(&vars, &mut cargo)?;
+        let switched_off = std::env::var(&vars.switch).is_ok_and(|v| v == "off" || v == "0");
+        let discovery = (!switched_off).then(|| discover(&ProcessEnv, &self.candidates));
+        for probe in discovery.iter().flat_map(Discovery::misconfigured) {
+            cargo.push(format!("cargo::warning={probe}: ignored, looking further"));
+        }
+        match discovery.as_ref().and_then(|d| d.toolkit.clone()) {
+            None => {
+                let manifest = self.cpu_only(inputs, discovery.as_ref(), &vars, &mut cargo)?;
+                self.finish(manifest, None, discovery, &out_dir, cargo)
+            }
+            Some(toolkit) => {
+                let manifest = self.compile(inputs, &toolkit, &vars, &out_dir, &mut cargo)?;
+                self.finish(manifest, Some(toolkit), discovery, &out_dir, cargo)
+            }
+        }
+    }
+
+    /// `rerun-if-env-changed` for every variable the build reads, and
+    /// `rerun-if-changed` for the kernels and include dirs.
+    fn watch_directives(&self, vars: &Vars) -> Vec<String> {
+        let own = [&vars.archs, &vars.require, &vars.switch, &vars.launcher];
+        let mut cargo: Vec<String> = DISCOVERY_ENV_VARS
+            .iter()
+            .copied()
+            .chain(own.map(String::as_str))
+            .chain(HOST_COMPILER_VARS)
+            .chain(NVCC_OWN_VARS)
+            .chain(["NUM_JOBS"])
+            .map(|var| format!("cargo::rerun-if-env-changed={var}"))
+            .collect();
+        for dir in std::iter::once(&self.kernels_dir).chain(&self.include_dirs) {
+            cargo.push(format!("cargo::rerun-if-changed={}", dir.display()));
+        }
+        cargo
+    }
+
+    /// The config, the arch spec and the modules, checked on every machine
+    /// (toolkit or not), so that a typo fails at once.
+    fn read_inputs(&self, vars: &Vars, cargo: &mut Vec<String>) -> Result<Inputs, Error> {
+        let config_path = self
+            .config_file
+            .clone()
+            .unwrap_or_else(|| self.kernels_dir.join("kiln.toml"));
+        let config = match &self.config_file {
+            // Cargo reruns a build script on every build while a path it
+            // watches is missing. A config file created later inside the
+            // kernels dir is still noticed: the dir is watched.
+            Some(path) if path.exists() => {
+                cargo.push(format!("cargo::rerun-if-changed={}", path.display()));
+                KernelConfig::load(path)?
+            }
+            _ => KernelConfig::default(),
+        };
+        let (spec_text, origin) = match std::env::var(&vars.archs) {
+            Ok(text) if !text.trim().is_empty() => (text, vars.archs.clone()),
+            _ => match &self.config_file {
+                Some(path) if path.exists() => (config.archs.clone(), path.display().to_string()),
+                _ => (config.archs.clone(), "the default arch list".to_string()),
+            },
+        };
+        let spec = ArchSpec::parse(&spec_text, &origin)?;
+        let modules = modules::resolve(&config, &self.kernels_dir, &config_path)?;
+        let mut specs = Vec::new();
+        for module in &modules {
+            specs.push(match &module.archs {
+                Some((text, origin)) => Some((ArchSpec::parse(text, origin)?, origin.clone())),
+                None => None,
+            });
+        }
+        for dir in modules.iter().flat_map(|m| &m.include_dirs) {
+            if !dir.starts_with(&self.kernels_dir) {
+                cargo.push(format!("cargo::rerun-if-changed={}", dir.display()));
+            }
+        }
+        Ok(Inputs {
+            config_path,
+            spec,
+            origin,
+            modules,
+            specs,
+        })
+    }
+
+    /// No toolkit: an error under `<PREFIX>_REQUIRE_CUDA=1`, else one warning
+    /// and a manifest of modules with nothing built. The specs are still
+    /// checked, so a bad one fails on every machine.
+    fn cpu_only(
+        &self,
+        inputs: Inputs,
+        discovery: Option<&Discovery>,
+        vars: &Vars,
+        cargo: &mut Vec<String>,
+    ) -> Result<Manifest, Error> {
+        let looked_at = match discovery {
+            Some(d) => d.looked_at(),
+            None => format!("nowhere: {}=off", vars.switch),
+        };
+        if std::env::var(&vars.require).is_ok_and(|v| v == "1") {
+            return Err(Error::ToolkitRequired {
+                var: vars.require.clone(),
+                looked_at,
+                hint: self.toolkit_hint.clone(),
+            });
+        }
+        let builtin = SupportedArchs::cuda_13_0_builtin();
+        let archs = inputs
+            .spec
+            .resolve(&builtin, &inputs.origin, || Ok(Vec::new()))?;
+        for (module, own) in inputs.modules.iter().zip(&inputs.specs) {
+            let archs = match own {
+                Some((spec, origin)) => spec.resolve(&builtin, origin, || Ok(Vec::new()))?,
+                None => archs.clone(),
+            };
+            check_rdc_archs(module, &archs, &inputs.config_path)?;
+        }
+        let reason = format!("no CUDA toolkit found (looked at {looked_at})");
+        cargo.push(format!(
+            "cargo::warning={reason}; building CPU-only. For GPU code, {}",
+            self.toolkit_hint
+        ));
+        Ok(Manifest {
+            format: FORMAT,
+            cuda_enabled: false,
+            cpu_only_reason: Some(reason),
+            arch_spec: inputs.spec.as_str().to_string(),
+            arch_origin: inputs.origin,
+            sass: Vec::new(),
+            ptx: Vec::new(),
+            toolkit: None,
+            modules: inputs.modules.iter().map(cpu_only_entry).collect(),
+        })
+    }
+
+    /// With a toolkit: resolve the archs, bring every module up to date, and
+    /// add the link lines and the watched headers outside the kernels dir.
+    fn compile(
+        &self,
+        inputs: Inputs,
+        toolkit: &Toolkit,
+        vars: &Vars,
+        out_dir: &Path,
+        cargo: &mut Vec<String>,
+    ) -> Result<Manifest, Error> {
+        let supported = toolkit.supported_archs()?;
+        let archs = inputs
+            .spec
+            .resolve(&supported, &inputs.origin, probe_native_archs)?;
+        let nvcc = nvcc_from_env(&toolkit.nvcc, &vars.launcher)?;
+        let base = io(Path::new("."), std::env::current_dir())?;
+        let lib_prefix = self.lower_prefix();
+        let cx = Context {
+            nvcc: &nvcc,
+            toolkit,
+            out_dir,
+            kernels_dir: &self.kernels_dir,
+            include_dirs: &self.include_dirs,
+            lib_prefix: &lib_prefix,
+            base: &base,
+        };
+        let mut plans = Vec::new();
+        for (module, own) in inputs.modules.into_iter().zip(inputs.specs) {
+            let archs = match own {
+                Some((spec, origin)) => spec.resolve(&supported, &origin, probe_native_archs)?,
+                None => archs.clone(),
+            };
+            check_rdc_archs(&module, &archs, &inputs.config_path)?;
+            plans.push(ModulePlan::new(module, archs, &cx));
+        }
+        let entries = bring_up_to_date(&plans, &cx)?;
+        let libraries: Vec<String> = entries
+            .iter()
+            .filter(|e| e.link == LinkMode::Static)
+            .map(|e| static_lib_name(&lib_prefix, &e.name))
+            .collect();
+        let manifest = Manifest {
+            format: FORMAT,
+            cuda_enabled: true,
+            cpu_only_reason: None,
+            arch_spec: inputs.spec.as_str().to_string(),
+            arch_origin: inputs.origin,
+            sass: names(&archs.sass, Arch::sm_name),
+            ptx: names(&archs.ptx, Arch::compute_name),
+            toolkit: Some(ToolkitEntry {
+                root: toolkit.root.clone(),
+                version: toolkit.version.to_string(),
+                found_by: toolkit.found_by.clone(),
+            }),
+            modules: entries,
+        };
+        cargo.extend(emit::link_directives(
+            &manifest, &libraries, out_dir, toolkit,
+        ));
+        for dep in manifest.modules.iter().flat_map(|e| &e.deps) {
+            if !dep.starts_with(&self.kernels_dir) {
+                cargo.push(format!("cargo::rerun-if-changed={}", dep.display()));
+            }
+        }
+        Ok(manifest)
+    }
+
+    fn finish(
+        &self,
+        manifest: Manifest,
+        toolkit: Option<Toolkit>,
+        discovery: Option<Discovery>,
+        out_dir: &Path,
+        mut cargo: Vec<String>,
+    ) -> Result<BuildReport, Error> {
+        let prefix = self.lower_prefix();
+        let manifest_path = out_dir.join(manifest::file_name(&self.env_prefix));
+        emit::write_if_changed(&manifest_path, &manifest.to_toml())?;
+        let modules_rs = out_dir.join(format!("{prefix}_modules.rs"));
+        emit::write_if_changed(
+            &modules_rs,
+            &emit::modules_rust(&manifest, toolkit.as_ref(), &self.image_type),
+        )?;
+        cargo.extend(emit::cfg_directives(&self.env_prefix, toolkit.as_ref()));
+        Ok(BuildReport {
+            manifest,
+            manifest_path,
+            modules_rs,
+            toolkit,
+            discovery,
+            directives: cargo,
+        })
+    }
+}
+
+/// Every source compiled (in parallel across modules), then every module
+/// linked (in parallel); entries in module order.
+fn bring_up_to_date(plans: &[ModulePlan], cx: &Context<'_>) -> Result<Vec<ModuleEntry>, Error> {
+    let units: Vec<(usize, &crate::compile::Unit)> = plans
+        .iter()
+        .enumerate()
+        .flat_map(|(i, plan)| plan.units.iter().map(move |u| (i, u)))
+        .collect();
+    let results = parallel::map(&units, &|(_, unit)| unit.bring_up_to_date(cx))?;
+    let mut per_module: Vec<Vec<_>> = plans.iter().map(|_| Vec::new()).collect();
+    for ((index, _), result) in units.iter().zip(results) {
+        per_module[*index].push(result);
+    }
+    let work: Vec<(&ModulePlan, std::sync::Mutex<Vec<_>>)> = plans
+        .iter()
+        .zip(per_module)
+        .map(|(plan, results)| (plan, std::sync::Mutex::new(results)))
+        .collect();
+    parallel::map(&work, &|(plan, results)| {
+        let results = std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()));
+        plan.finish(results, cx)
+    })
+}
+
+/// A device link keeps SASS only: an `rdc` module needs a real arch.
+fn check_rdc_archs(module: &Module, archs: &ArchList, config_path: &Path) -> Result<(), Error> {
+    if module.rdc && archs.sass.is_empty() {
+        return Err(Error::Config {
+            path: config_path.to_path_buf(),
+            message: format!(
+                "[modules.{}] uses rdc but its archs hold no real arch; the device link \
+                 keeps SASS only, so add one (e.g. sm_90)",
+                module.name
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn names(archs: &[Arch], name: fn(Arch) -> String) -> Vec<String> {
+    archs.iter().map(|a| name(*a)).collect()
+}
+
+/// A module's entry in a CPU-only build: nothing built.
+fn cpu_only_entry(module: &Module) -> ModuleEntry {
+    ModuleEntry {
+        name: module.name.clone(),
+        source: module.sources[0].clone(),
+        sources: module.sources.clone(),
+        link: module.link,
+        rdc: module.rdc,
+        sass: Vec::new(),
+        ptx: Vec::new(),
+        output: None,
+        size_bytes: 0,
+        compiled: false,
+        compile_ms: None,
+        deps: Vec::new(),
+        kernels: Vec::new(),
+    }
+}
+
+/// The GPUs' archs on this machine, for `native`.
+fn probe_native_archs() -> Result<Vec<Arch>, String> {
+    let output = Command::new("nvidia-smi")
+        .args(["--query-gpu=compute_cap", "--format=csv,noheader"])
+        .output()
+        .map_err(|e| format!("cannot run nvidia-smi: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("nvidia-smi failed ({})", output.status));
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            Arch::from_nvcc_name(&l.trim().replace('.', ""))
+                .ok_or_else(|| format!("nvidia-smi printed an unknown compute capability `{l}`"))
+        })
+        .collect()
+}
+
+impl BuildReport {
+    /// `cargo::metadata` lines for a `links` crate's dependents
+    /// (`DEP_<LINKS>_ENABLED`, `_ROOT`, `_VERSION`, `_SASS`, `_PTX`,
+    /// `_MANIFEST`).
+    pub fn metadata_directives(&self) -> Vec<String> {
+        let mut lines = vec![
+            format!(
+                "cargo::metadata=enabled={}",
+                u8::from(self.manifest.cuda_enabled)
+            ),
+            format!("cargo::metadata=manifest={}", self.manifest_path.display()),
+            format!(
+                "cargo::metadata=sass={}",
+                emit::arch_numbers(&self.manifest.sass, ",")
+            ),
+            format!(
+                "cargo::metadata=ptx={}",
+                emit::arch_numbers(&self.manifest.ptx, ",")
+            ),
+        ];
+        if let Some(tk) = &self.toolkit {
+            lines.push(format!("cargo::metadata=root={}", tk.root.display()));
+            lines.push(format!(
+                "cargo::metadata=version={}.{}",
+                tk.version.major, tk.version.minor
+            ));
+        }
+        lines
+    }
+}
+
+/// The directives of a build with no kernels at all (a crate whose kernels
+/// are switched off by a feature): `cpu_only` set, every cfg declared.
+pub fn cpu_only_directives() -> Vec<String> {
+    emit::cfg_directives("", None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_are_made_absolute_for_nvcc() {
+        let build = KernelBuild::new("kernels")
+            .include_dir("extra")
+            .out_dir("out")
+            .with_absolute_paths()
+            .unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(build.kernels_dir, cwd.join("kernels"));
+        assert_eq!(build.include_dirs, [cwd.join("extra")]);
+        assert_eq!(build.config_file, Some(cwd.join("kernels/kiln.toml")));
+        assert_eq!(build.out_dir, Some(cwd.join("out")));
+    }
+
+    #[test]
+    fn every_name_derives_from_the_prefix() {
+        let build = KernelBuild::new("k").env_prefix("MYCRATE");
+        let vars = build.vars();
+        assert_eq!(
+            [vars.archs, vars.require, vars.switch, vars.launcher],
+            [
+                "MYCRATE_CUDA_ARCHS",
+                "MYCRATE_REQUIRE_CUDA",
+                "MYCRATE_CUDA",
+                "MYCRATE_NVCC_LAUNCHER"
+            ]
+        );
+        assert_eq!(
+            static_lib_name(&build.lower_prefix(), "reduce"),
+            "mycrate_reduce"
+        );
+        assert_eq!(manifest::file_name("MYCRATE"), "mycrate-manifest.toml");
+    }
+}

@@ -1,0 +1,344 @@
+//! Which modules a build has and what goes into each: `[modules.NAME]`
+//! entries of the config matched against the files of the kernels dir, plus
+//! one module per top-level `.cu` that no entry claims. Every mistake in an
+//! entry (a name or pattern that matches nothing, a missing file) is one line
+//! naming the config file, the entry and the fix.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use crate::config::{KernelConfig, LinkMode, ModuleConfig};
+use crate::error::{io, Error};
+
+/// One module: sources and settings, paths absolute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Module {
+    pub(crate) name: String,
+    /// Sorted, at least one.
+    pub(crate) sources: Vec<PathBuf>,
+    /// The config's `nvcc-flags`, the module's `flags`, then `-D` defines.
+    pub(crate) flags: Vec<String>,
+    /// The module's own `-I` dirs (the build's come after).
+    pub(crate) include_dirs: Vec<PathBuf>,
+    /// The module's arch spec and where it was written, if it has one.
+    pub(crate) archs: Option<(String, String)>,
+    pub(crate) link: LinkMode,
+    pub(crate) rdc: bool,
+}
+
+/// The modules of `kernels_dir`, sorted by name. `config_path` names the
+/// config in errors.
+pub(crate) fn resolve(
+    config: &KernelConfig,
+    kernels_dir: &Path,
+    config_path: &Path,
+) -> Result<Vec<Module>, Error> {
+    let fail = |message: String| Error::Config {
+        path: config_path.to_path_buf(),
+        message,
+    };
+    let mut claimed: BTreeMap<PathBuf, String> = BTreeMap::new();
+    let mut modules = Vec::new();
+    for (name, entry) in &config.modules {
+        check_name(name).map_err(&fail)?;
+        let sources = entry_sources(name, entry, kernels_dir).map_err(&fail)?;
+        for source in &sources {
+            if let Some(other) = claimed.insert(source.clone(), name.clone()) {
+                return Err(fail(format!(
+                    "[modules.{name}] source `{}` also belongs to [modules.{other}]; list each source in one module",
+                    relative(source, kernels_dir)
+                )));
+            }
+        }
+        if sources.len() > 1 && !entry.rdc && entry.link == LinkMode::Fatbin {
+            return Err(fail(format!(
+                "[modules.{name}] has {} sources but a fat-binary module is one image; \
+                 set `rdc = true` to device-link them, or give each its own module",
+                sources.len()
+            )));
+        }
+        let mut include_dirs = Vec::new();
+        for dir in &entry.include_dirs {
+            let path = under(kernels_dir, dir)
+                .map_err(|why| fail(format!("[modules.{name}] include dir `{dir}` {why}")))?;
+            if !path.is_dir() {
+                return Err(fail(format!(
+                    "[modules.{name}] include dir `{dir}` does not exist under {}; fix the path or remove it",
+                    kernels_dir.display()
+                )));
+            }
+            include_dirs.push(path);
+        }
+        let mut flags = config.nvcc_flags.clone();
+        flags.extend(entry.flags.iter().cloned());
+        flags.extend(entry.defines.iter().map(|d| format!("-D{d}")));
+        modules.push(Module {
+            name: name.clone(),
+            sources,
+            flags,
+            include_dirs,
+            archs: entry.archs.clone().map(|spec| {
+                (
+                    spec,
+                    format!("{} [modules.{name}] archs", config_path.display()),
+                )
+            }),
+            link: entry.link,
+            rdc: entry.rdc,
+        });
+    }
+    for (stem, path) in top_level_sources(kernels_dir)? {
+        if claimed.contains_key(&path) {
+            continue;
+        }
+        if config.modules.contains_key(&stem) {
+            return Err(fail(format!(
+                "{stem}.cu is a module of its own but [modules.{stem}] does not list it in `sources`; \
+                 add it there or rename one of them"
+            )));
+        }
+        modules.push(Module {
+            name: stem,
+            sources: vec![path],
+            flags: config.nvcc_flags.clone(),
+            include_dirs: Vec::new(),
+            archs: None,
+            link: LinkMode::Fatbin,
+            rdc: false,
+        });
+    }
+    modules.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(modules)
+}
+
+/// Module names become file names and Rust identifiers.
+fn check_name(name: &str) -> Result<(), String> {
+    let usable = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if usable {
+        Ok(())
+    } else {
+        Err(format!(
+            "[modules.\"{name}\"] is not a usable module name; use letters, digits, `_` and `-`"
+        ))
+    }
+}
+
+/// The sources an entry names: `NAME.cu` when it lists none.
+fn entry_sources(name: &str, entry: &ModuleConfig, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    if entry.sources.is_empty() {
+        let path = dir.join(format!("{name}.cu"));
+        if !path.is_file() {
+            return Err(format!(
+                "[modules.{name}] matches no source: there is no {name}.cu in {}; \
+                 fix the name or list its files in `sources`",
+                dir.display()
+            ));
+        }
+        return Ok(vec![path]);
+    }
+    let mut sources = Vec::new();
+    for pattern in &entry.sources {
+        let path = under(dir, pattern)
+            .map_err(|why| format!("[modules.{name}] source `{pattern}` {why}"))?;
+        if !pattern.contains(['*', '?', '[']) {
+            if !path.is_file() {
+                return Err(format!(
+                    "[modules.{name}] source `{pattern}` does not exist under {}; fix the path or remove it",
+                    dir.display()
+                ));
+            }
+            sources.push(path);
+            continue;
+        }
+        let text = path.to_str().ok_or_else(|| {
+            format!("[modules.{name}] source `{pattern}`: the kernels dir is not UTF-8")
+        })?;
+        let matches = glob::glob(text).map_err(|e| {
+            format!(
+                "[modules.{name}] source `{pattern}` is not a valid glob ({e}); fix the pattern"
+            )
+        })?;
+        let before = sources.len();
+        sources.extend(matches.filter_map(Result::ok).filter(|p| p.is_file()));
+        if sources.len() == before {
+            return Err(format!(
+                "[modules.{name}] source pattern `{pattern}` matches no file under {}; fix the pattern or remove it",
+                dir.display()
+            ));
+        }
+    }
+    sources.sort();
+    sources.dedup();
+    Ok(sources)
+}
+
+/// `dir/relative`, refusing what would leave `dir`.
+fn under(dir: &Path, relative: &str) -> Result<PathBuf, String> {
+    let path = Path::new(relative);
+    let escapes = path
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
+    if escapes || relative.is_empty() {
+        return Err(format!(
+            "is not a relative path under {}; write it relative to that dir, without `..`",
+            dir.display()
+        ));
+    }
+    Ok(dir.join(path))
+}
+
+fn relative(path: &Path, dir: &Path) -> String {
+    path.strip_prefix(dir).unwrap_or(path).display().to_string()
+}
+
+/// `(stem, path)` of every `.cu` file directly in `dir`, sorted.
+fn top_level_sources(dir: &Path) -> Result<Vec<(String, PathBuf)>, Error> {
+    let mut sources = Vec::new();
+    for entry in io(dir, std::fs::read_dir(dir))? {
+        let path = io(dir, entry)?.path();
+        if path.extension().is_some_and(|e| e == "cu") && path.is_file() {
+            if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
+                sources.push((stem.to_string(), path.clone()));
+            }
+        }
+    }
+    sources.sort();
+    Ok(sources)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kernels dir with these files (empty), removed when dropped.
+    fn tree(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for file in files {
+            let path = dir.path().join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "").unwrap();
+        }
+        dir
+    }
+
+    fn resolve_text(dir: &Path, toml: &str) -> Result<Vec<Module>, String> {
+        let config =
+            KernelConfig::parse(toml, Path::new("kiln.toml")).map_err(|e| e.to_string())?;
+        resolve(&config, dir, Path::new("kiln.toml")).map_err(|e| e.to_string())
+    }
+
+    fn summary(modules: &[Module], dir: &Path) -> Vec<String> {
+        modules
+            .iter()
+            .map(|m| {
+                let sources: Vec<String> = m.sources.iter().map(|s| relative(s, dir)).collect();
+                format!(
+                    "{} {:?} rdc={} [{}] {:?}",
+                    m.name,
+                    m.link,
+                    m.rdc,
+                    sources.join(" "),
+                    m.flags
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn without_entries_each_top_level_cu_is_a_module() {
+        let tmp = tree(&["a.cu", "b.cu", "sub/c.cu", "include/h.h"]);
+        let dir = tmp.path();
+        let modules = resolve_text(dir, "nvcc-flags = [\"-O3\"]").unwrap();
+        assert_eq!(
+            summary(&modules, dir),
+            [
+                "a Fatbin rdc=false [a.cu] [\"-O3\"]",
+                "b Fatbin rdc=false [b.cu] [\"-O3\"]"
+            ]
+        );
+    }
+
+    #[test]
+    fn entries_claim_sources_and_the_rest_stay_modules() {
+        let tmp = tree(&[
+            "reduce.cu",
+            "lone.cu",
+            "family/f32.cu",
+            "family/f64.cu",
+            "family/inc/h.cuh",
+            "x/y.cu",
+        ]);
+        let dir = tmp.path();
+        let toml = "nvcc-flags = [\"-O3\"]\n\
+                    [modules.reduce]\nlink = \"static\"\n\
+                    [modules.family]\nsources = [\"family/*.cu\"]\nrdc = true\nflags = [\"-G\"]\n\
+                    defines = [\"N=4\"]\ninclude-dirs = [\"family/inc\"]\narchs = \"sm_90a\"\n\
+                    [modules.deep]\nsources = [\"x/y.cu\"]\n";
+        let modules = resolve_text(dir, toml).unwrap();
+        assert_eq!(
+            summary(&modules, dir),
+            [
+                "deep Fatbin rdc=false [x/y.cu] [\"-O3\"]",
+                "family Fatbin rdc=true [family/f32.cu family/f64.cu] [\"-O3\", \"-G\", \"-DN=4\"]",
+                "lone Fatbin rdc=false [lone.cu] [\"-O3\"]",
+                "reduce Static rdc=false [reduce.cu] [\"-O3\"]",
+            ]
+        );
+        assert_eq!(modules[1].include_dirs, [dir.join("family/inc")]);
+        assert_eq!(
+            modules[1].archs,
+            Some(("sm_90a".into(), "kiln.toml [modules.family] archs".into()))
+        );
+    }
+
+    #[test]
+    fn mistakes_are_one_line_naming_the_entry_and_the_fix() {
+        let tmp = tree(&["reduce.cu", "a/one.cu", "a/two.cu"]);
+        let dir = tmp.path();
+        let d = dir.display();
+        let cases = [
+            (
+                "[modules.reduc]\nlink = \"static\"",
+                format!("kiln.toml: [modules.reduc] matches no source: there is no reduc.cu in {d}; fix the name or list its files in `sources`"),
+            ),
+            (
+                "[modules.m]\nsources = [\"b/*.cu\"]\nrdc = true",
+                format!("kiln.toml: [modules.m] source pattern `b/*.cu` matches no file under {d}; fix the pattern or remove it"),
+            ),
+            (
+                "[modules.m]\nsources = [\"a/three.cu\"]",
+                format!("kiln.toml: [modules.m] source `a/three.cu` does not exist under {d}; fix the path or remove it"),
+            ),
+            (
+                "[modules.m]\nsources = [\"../x.cu\"]",
+                format!("kiln.toml: [modules.m] source `../x.cu` is not a relative path under {d}; write it relative to that dir, without `..`"),
+            ),
+            (
+                "[modules.m]\nsources = [\"a/*.cu\"]",
+                "kiln.toml: [modules.m] has 2 sources but a fat-binary module is one image; set `rdc = true` to device-link them, or give each its own module".to_string(),
+            ),
+            (
+                "[modules.m]\nsources = [\"a/*.cu\"]\nrdc = true\n[modules.n]\nsources = [\"a/one.cu\"]",
+                "kiln.toml: [modules.n] source `a/one.cu` also belongs to [modules.m]; list each source in one module".to_string(),
+            ),
+            (
+                "[modules.reduce]\nsources = [\"a/one.cu\"]",
+                "kiln.toml: reduce.cu is a module of its own but [modules.reduce] does not list it in `sources`; add it there or rename one of them".to_string(),
+            ),
+            (
+                "[modules.m]\nsources = [\"a/one.cu\"]\ninclude-dirs = [\"inc\"]",
+                format!("kiln.toml: [modules.m] include dir `inc` does not exist under {d}; fix the path or remove it"),
+            ),
+            (
+                "[modules.\"a b\"]\nsources = [\"a/one.cu\"]",
+                "kiln.toml: [modules.\"a b\"] is not a usable module name; use letters, digits, `_` and `-`".to_string(),
+            ),
+        ];
+        for (toml, expected) in cases {
+            assert_eq!(resolve_text(dir, toml).unwrap_err(), expected, "{toml}");
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! Codegen over headers as kernel libraries write them, one fixture dir per
+//! pattern under `tests/fixtures/codegen/`: a macro-generated dtype family
+//! with `size_t`/`ptrdiff_t` and CUDA's half types (`dtypes`), structs and
+//! enums by value (`by_value`), host functions beside a plain prototype
+//! (`plain_prototype`), an enum from a toolkit header (`toolkit_enum`). Each
+//! generated file but the last is pinned by an insta snapshot, and all of
+//! them are compiled together in a scratch crate against the ABI
+//! vocabulary (`generated_code_compiles`).
+//!
+//! Needs libclang and the CUDA toolkit's headers: `LIBCLANG_PATH` and
+//! `CUDA_PATH`, or what `cargo xtask toolkit install` put in
+//! `target/cuda-toolkit`. Without them each test prints `skipped:` and
+//! returns, unless `KILN_REQUIRE_TOOLKIT=1`, where a skip is a failure.
+#![cfg(feature = "codegen")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use cuda_build::codegen::{Codegen, Generated};
+
+/// The fixtures, by dir name.
+const FIXTURES: [&str; 4] = ["dtypes", "by_value", "plain_prototype", "toolkit_enum"];
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The toolkit root, once libclang is known to load; or why not.
+fn toolkit() -> Result<&'static Path, String> {
+    static TOOLKIT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let found = TOOLKIT.get_or_init(|| {
+        let local = workspace_root().join("target/cuda-toolkit");
+        if std::env::var_os("LIBCLANG_PATH").is_none() {
+            let dir = local.join("libclang");
+            if !dir.join("libclang.so").is_file() {
+                return Err("no libclang (set LIBCLANG_PATH, or install the pinned toolkit with `cargo xtask toolkit install`)".into());
+            }
+            // Every test calls this before anything reads the environment,
+            // and `get_or_init` holds the others back until it returns.
+            std::env::set_var("LIBCLANG_PATH", dir);
+        }
+        let root = std::env::var_os("CUDA_PATH")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| local.join("cuda"));
+        if !root.join("include/cuda_fp16.h").is_file() {
+            return Err(format!(
+                "no CUDA toolkit headers at {} (set CUDA_PATH)",
+                root.display()
+            ));
+        }
+        Ok(root)
+    });
+    found.as_deref().map_err(Clone::clone)
+}
+
+/// Runs codegen on a fixture, or says why it cannot.
+fn generate(fixture: &str) -> Option<Generated> {
+    let root = match toolkit() {
+        Ok(root) => root,
+        Err(why) => {
+            assert!(
+                std::env::var_os("KILN_REQUIRE_TOOLKIT").is_none_or(|v| v != "1"),
+                "KILN_REQUIRE_TOOLKIT=1 but {why}"
+            );
+            println!("skipped: {why}");
+            return None;
+        }
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/codegen")
+        .join(fixture);
+    let generated = Codegen::new(dir)
+        .include_dir(cuda_build::header::include_dir())
+        .toolkit(root)
+        .regenerate_with("cargo test -p cuda-build --features codegen --test codegen_fixtures")
+        .generate()
+        .unwrap_or_else(|e| panic!("codegen on fixture {fixture}: {e}"));
+    Some(generated)
+}
+
+/// Generates a fixture's bindings, checks the warnings and the snapshot
+/// (named after the fixture); returns the text, or `None` when skipped.
+fn check(fixture: &str, warnings: &[&str]) -> Option<String> {
+    let generated = generate(fixture)?;
+    assert_eq!(
+        generated.warnings, warnings,
+        "warnings of fixture {fixture}"
+    );
+    insta::assert_snapshot!(fixture, generated.text);
+    Some(generated.text)
+}
+
+/// The regression: `kernel affine_f32 is declared by no header`.
+#[test]
+fn kernels_written_by_a_macro_are_declared_by_the_invoking_header() {
+    let Some(text) = check("dtypes", &[]) else {
+        return;
+    };
+    assert!(text.contains("/// `affine_f32` from `elementwise.h`."));
+}
+
+#[test]
+fn structs_and_enums_by_value() {
+    check("by_value", &[]);
+}
+
+#[test]
+fn plain_prototype_is_a_warning_and_gets_no_binding() {
+    let plain = "launch.h:23: `launch_saxpy_unchecked` is a plain prototype, neither a kernel \
+                 (KILN_KERNEL) nor a host function (KILN_HOST_API), so it gets no binding; \
+                 declare it with KILN_HOST_API if a static-library module defines it, or move \
+                 it out of the include dir";
+    let global = "launch.h:25: `scale_raw` is declared __global__ without KILN_KERNEL, so it \
+                  gets no typed launch; declare it with KILN_KERNEL(scale_raw, params...)";
+    let Some(text) = check("plain_prototype", &[plain, global]) else {
+        return;
+    };
+    for unbound in ["launch_saxpy_unchecked", "scale_raw", "fixture_"] {
+        assert!(!text.contains(unbound), "{unbound} has a binding");
+    }
+    assert!(text.contains("pub fn saxpy_launch(") && text.contains("pub fn sum_launch("));
+}
+
+/// Not a snapshot: the enumerators follow the toolkit's version.
+#[test]
+fn enum_from_a_toolkit_header_by_value() {
+    let Some(generated) = generate("toolkit_enum") else {
+        return;
+    };
+    assert_eq!(generated.warnings, Vec::<String>::new());
+    let text = generated.text;
+    for expected in [
+        "pub struct cudaDataType_t(pub ::core::ffi::c_uint);",
+        "pub const CUDA_R_16BF: cudaDataType_t = cudaDataType_t(14);",
+        "unsafe impl crate::abi::GpuRepr for cudaDataType_t {",
+        "impl crate::abi::AbiParam for cudaDataType_t {",
+        "const HEADER: &'static str = \"convert.h\";",
+    ] {
+        assert!(text.contains(expected), "no `{expected}` in:\n{text}");
+    }
+}
+
+/// The generated files compile, with every const layout assert evaluated,
+/// and the parameter types are the Rust types the C types promise.
+#[test]
+fn generated_code_compiles() {
+    let mut files = Vec::new();
+    for fixture in FIXTURES {
+        let Some(generated) = generate(fixture) else {
+            return;
+        };
+        files.push((fixture, generated.text));
+    }
+    let krate = Path::new(env!("CARGO_TARGET_TMPDIR")).join("codegen-fixtures");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    for (fixture, text) in &files {
+        write(&krate.join("src").join(format!("{fixture}.rs")), text);
+    }
+    // The ABI vocabulary as a module of the scratch crate (its new crate when
+    // this checkout has it), plus the impls this test may add locally where
+    // that source has none yet (for `usize`/`isize` and the half types).
+    let abi = ["crates/kiln-abi/src/lib.rs", "crates/cuda-sys/src/abi.rs"]
+        .map(|p| workspace_root().join(p))
+        .into_iter()
+        .find(|p| p.is_file())
+        .expect("the ABI vocabulary's source");
+    let abi_text = std::fs::read_to_string(&abi).unwrap();
+    let local_impls = if abi_text.contains("f16") {
+        ""
+    } else {
+        LOCAL_ABI_IMPLS
+    };
+    write(
+        &krate.join("src/lib.rs"),
+        &format!(
+            "#[path = {:?}]\npub mod abi;\n{local_impls}\npub mod dtypes;\npub mod by_value;\npub mod plain_prototype;\npub mod toolkit_enum;\n{TYPE_CHECKS}",
+            abi.canonicalize().unwrap()
+        ),
+    );
+    write(&krate.join("Cargo.toml"), SCRATCH_MANIFEST);
+    // The workspace's lock file pins `half` to the version kiln builds.
+    std::fs::copy(
+        workspace_root().join("Cargo.lock"),
+        krate.join("Cargo.lock"),
+    )
+    .unwrap();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args(["check", "--offline", "--quiet", "--manifest-path"])
+        .arg(krate.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", krate.join("target"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the generated code does not compile:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn write(path: &Path, text: &str) {
+    if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
+        return; // keeps cargo's fingerprint
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+const SCRATCH_MANIFEST: &str = r#"[package]
+name = "codegen-fixtures-check"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+half = "2"
+
+# Not a member of the workspace it sits in.
+[workspace]
+"#;
+
+/// What the crate that owns the ABI traits provides for kiln-abi's new types.
+const LOCAL_ABI_IMPLS: &str = r#"
+mod local_impls {
+    use crate::abi::{param_kind, AbiParam, GpuRepr};
+    macro_rules! by_value {
+        ($($t:ty => $c:literal),*) => {$(
+            // SAFETY: plain scalars of the C type's size; every bit pattern
+            // is a valid value.
+            unsafe impl GpuRepr for $t {
+                const C_NAME: &'static str = $c;
+                const SIZE: usize = ::core::mem::size_of::<$t>();
+                const ALIGN: usize = ::core::mem::align_of::<$t>();
+                const FIELD_OFFSETS: &'static [(&'static str, usize)] = &[];
+            }
+            impl AbiParam for $t {
+                type Kind = param_kind::ByValue<$t>;
+            }
+        )*};
+    }
+    by_value!(usize => "size_t", isize => "ptrdiff_t", half::f16 => "__half", half::bf16 => "__nv_bfloat16");
+}
+"#;
+
+/// Pins the Rust types of a few parameter lists and the traits of the
+/// by-value types: a wrong mapping fails to compile.
+const TYPE_CHECKS: &str = r#"
+use crate::abi::{AbiParam, GpuRepr, KernelDecl};
+use half::{bf16, f16};
+
+fn params<K: KernelDecl>(p: K::Params) -> K::Params {
+    p
+}
+fn by_value<T: AbiParam + GpuRepr>() {}
+
+pub fn checks() {
+    use by_value::kernels::transform;
+    use by_value::types::{fixture_boundary, fixture_params, fixture_precision};
+    use dtypes::kernels::{affine_bf16, affine_f16, affine_u8, fill_f32, scale_f16};
+    let _: (*const f16, *mut f16, f16, f16, usize) =
+        params::<affine_f16>((core::ptr::null(), core::ptr::null_mut(), f16::ZERO, f16::ONE, 0));
+    let _: (*const bf16, *mut bf16, bf16, bf16, usize) =
+        params::<affine_bf16>((core::ptr::null(), core::ptr::null_mut(), bf16::ZERO, bf16::ONE, 0));
+    let _: (*const u8, *mut u8, u8, u8, usize) =
+        params::<affine_u8>((core::ptr::null(), core::ptr::null_mut(), 1, 2, 3));
+    let _: (*mut f32, f32, isize) = params::<fill_f32>((core::ptr::null_mut(), 0.0, -1));
+    let _: (*mut f16, f16, usize) = params::<scale_f16>((core::ptr::null_mut(), f16::ONE, 0));
+    let boundary = fixture_boundary::FIXTURE_WRAP;
+    let _: (*const f32, *mut f32, fixture_params, fixture_boundary, fixture_precision) =
+        params::<transform>((
+            core::ptr::null(),
+            core::ptr::null_mut(),
+            fixture_params { scale: 1.0, offset: 0.0, count: 4, boundary },
+            boundary,
+            fixture_precision::high,
+        ));
+    by_value::<fixture_params>();
+    by_value::<fixture_boundary>();
+    by_value::<fixture_precision>();
+    by_value::<toolkit_enum::types::cudaDataType>();
+    let _: (*const core::ffi::c_void, toolkit_enum::types::cudaDataType) = {
+        let p = params::<toolkit_enum::kernels::convert>((
+            core::ptr::null(),
+            toolkit_enum::types::cudaDataType::CUDA_R_16F,
+            core::ptr::null_mut(),
+            toolkit_enum::types::cudaDataType::CUDA_R_32F,
+            0,
+        ));
+        (p.0, p.1)
+    };
+    assert_eq!(plain_prototype::kernels::ALL.len(), 1);
+}
+"#;

@@ -1,0 +1,177 @@
+//! `ci/toolkit.toml`: the pinned CUDA wheels and the libclang wheel, read
+//! and checked (every requirement an exact `name==version`, nvcc among them).
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use crate::cli::usage_error;
+use crate::{config, workspace};
+
+/// The pinned versions, as written in `ci/toolkit.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Pins {
+    pub(crate) cuda: CudaPins,
+    pub(crate) libclang: LibclangPin,
+}
+
+/// `[cuda]`: the toolkit's version and its exactly pinned wheels.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CudaPins {
+    /// `major.minor`, e.g. `13.0`; for people and reports.
+    pub(crate) version: String,
+    /// `name==version` requirements handed to pip.
+    pub(crate) packages: Vec<String>,
+}
+
+/// `[libclang]`: the wheel that ships libclang.so for bindgen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LibclangPin {
+    pub(crate) package: String,
+}
+
+impl Pins {
+    /// Reads and checks `ci/toolkit.toml`.
+    pub(crate) fn load() -> Result<Self> {
+        let path = workspace::toolkit_pins_file();
+        let pins: Pins = config::load(&path)?;
+        pins.check()
+            .map_err(|e| usage_error!("{}: {e}", workspace::display(&path)))?;
+        Ok(pins)
+    }
+
+    /// Parses and checks the text of a `ci/toolkit.toml`.
+    #[cfg(test)]
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+        let pins: Pins = config::parse("toolkit.toml", text)?;
+        pins.check()?;
+        Ok(pins)
+    }
+
+    /// Every requirement handed to pip, CUDA wheels first.
+    pub(crate) fn requirements(&self) -> Vec<&str> {
+        let cuda = self.cuda.packages.iter().map(String::as_str);
+        cuda.chain([self.libclang.package.as_str()]).collect()
+    }
+
+    /// Rejects what would make the install unreproducible or useless.
+    fn check(&self) -> Result<(), String> {
+        if self.cuda.packages.is_empty() {
+            return Err("`cuda.packages` is empty; list the pinned CUDA wheels".into());
+        }
+        let mut names = Vec::new();
+        for req in self.requirements() {
+            let (name, _) = split_pin(req)?;
+            if names.contains(&name) {
+                return Err(format!("`{name}` is listed twice; keep one pin"));
+            }
+            names.push(name);
+        }
+        if !names.contains(&"nvidia-cuda-nvcc".to_string()) {
+            return Err("`nvidia-cuda-nvcc` is not pinned; nvcc comes from it".into());
+        }
+        Ok(())
+    }
+}
+
+/// Splits `name==version` into a normalised name and the version; anything
+/// but an exact pin is an error.
+pub(crate) fn split_pin(req: &str) -> Result<(String, &str), String> {
+    let not_pinned = || {
+        format!(
+            "`{req}` is not an exact pin; write it as `name==version` (pip index versions NAME)"
+        )
+    };
+    let (name, version) = req.split_once("==").ok_or_else(not_pinned)?;
+    let name = name.trim();
+    let version = version.trim();
+    let bad = |s: &str| {
+        s.is_empty()
+            || !s
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    if bad(name) || bad(version) {
+        return Err(not_pinned());
+    }
+    Ok((normalise_name(name), version))
+}
+
+/// PyPI names compare case-insensitively with `-`, `_` and `.` equivalent.
+pub(crate) fn normalise_name(name: &str) -> String {
+    name.to_ascii_lowercase().replace(['_', '.'], "-")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) const PINS: &str = r#"
+[cuda]
+version = "13.0"
+packages = ["nvidia-cuda-nvcc==13.0.88", "nvidia-nvvm==13.0.88"]
+[libclang]
+package = "libclang==18.1.1"
+"#;
+
+    #[test]
+    fn the_committed_pins_parse() {
+        let text = std::fs::read_to_string(workspace::toolkit_pins_file()).unwrap();
+        let pins = Pins::parse(&text).unwrap();
+        assert_eq!(pins.cuda.version, "13.0");
+        assert!(pins.requirements().contains(&"nvidia-cuda-nvcc==13.0.88"));
+        assert!(pins.libclang.package.starts_with("libclang=="));
+    }
+
+    #[test]
+    fn requirements_list_cuda_then_libclang() {
+        let pins = Pins::parse(PINS).unwrap();
+        assert_eq!(
+            pins.requirements(),
+            [
+                "nvidia-cuda-nvcc==13.0.88",
+                "nvidia-nvvm==13.0.88",
+                "libclang==18.1.1"
+            ]
+        );
+    }
+
+    #[test]
+    fn unpinned_package_is_rejected() {
+        let text = PINS.replace("nvidia-nvvm==13.0.88", "nvidia-nvvm>=13.0");
+        let err = Pins::parse(&text).unwrap_err();
+        assert!(
+            err.contains("`nvidia-nvvm>=13.0` is not an exact pin"),
+            "{err}"
+        );
+        let text = PINS.replace("nvidia-nvvm==13.0.88", "nvidia-nvvm");
+        assert!(Pins::parse(&text).is_err());
+    }
+
+    #[test]
+    fn duplicate_package_is_rejected() {
+        let text = PINS.replace("nvidia-nvvm==13.0.88", "NVIDIA_CUDA_NVCC==13.0.99");
+        let err = Pins::parse(&text).unwrap_err();
+        assert!(err.contains("listed twice"), "{err}");
+    }
+
+    #[test]
+    fn missing_nvcc_is_rejected() {
+        let text = PINS.replace("nvidia-cuda-nvcc==13.0.88", "nvidia-cuda-crt==13.0.88");
+        let err = Pins::parse(&text).unwrap_err();
+        assert!(err.contains("nvidia-cuda-nvcc"), "{err}");
+    }
+
+    #[test]
+    fn unknown_key_is_a_one_line_error() {
+        let text = PINS.replace("version = ", "verison = ");
+        let err = Pins::parse(&text).unwrap_err();
+        assert!(
+            err.starts_with("toolkit.toml:3:1: unknown field `verison`"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'));
+    }
+}
