@@ -1,0 +1,20 @@
+//! Builds the modules `kernels/kiln.toml` names (fat binaries embedded by
+//! `src/lib.rs`, static libraries linked in), or CPU-only (one warning) where
+//! no CUDA toolkit is found. Env: `KT_CUDA_ARCHS`, `KT_REQUIRE_CUDA=1`,
+//! `KT_CUDA=off`, `KT_NVCC_LAUNCHER`, and the toolkit search's `NVCC`,
+//! `CUDA_PATH`, ...
+
+fn main() {
+    let build = cuda_build::KernelBuild::new("kernels")
+        .env_prefix("KT")
+        .include_dir(cuda_build::header::include_dir())
+        .toolkit_hint("install the CUDA toolkit or set CUDA_PATH to its root");
+    if let Err(error) = build.run() {
+        // One line for Cargo; nvcc's diagnostics follow on stderr.
+        let text = error.to_string();
+        let mut lines = text.lines();
+        println!("cargo::error={}", lines.next().unwrap_or_default());
+        lines.for_each(|line| eprintln!("{line}"));
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,22 @@
+// byname: kernels with no header, as a vendored .cu often has; Rust launches
+// them by name, with the argument list checked against what the driver
+// reports for each parameter (count and size).
+#include <stddef.h>
+#include <stdint.h>
+
+struct Span {
+    uint32_t start;
+    uint32_t len;
+};
+
+// out[i] = value + i for i < n.
+extern "C" __global__ void byname_iota(uint32_t *out, uint32_t value, size_t n) {
+    const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = value + static_cast<uint32_t>(i);
+}
+
+// out[span.start + i] = fill for i < span.len: a struct passed by value.
+extern "C" __global__ void byname_fill_span(uint32_t *out, Span span, uint32_t fill) {
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < span.len) out[span.start + i] = fill;
+}
