@@ -17,9 +17,12 @@
 #include <stdint.h>
 #if defined(KILN_BINDGEN)
 /* bindgen may run on a libclang without its resource headers (the PyPI
- * wheel); clang predefines the type, and bindgen maps size_t to usize. */
+ * wheel); clang predefines the type, and bindgen maps size_t to usize. A
+ * header that included <stddef.h> first keeps its offsetof. */
 typedef __SIZE_TYPE__ size_t;
-#  define offsetof(type, field) __builtin_offsetof(type, field)
+#  ifndef offsetof
+#    define offsetof(type, field) __builtin_offsetof(type, field)
+#  endif
 #else
 #  include <stddef.h>
 #endif

@@ -73,7 +73,9 @@ pub struct ModuleConfig {
 }
 
 /// How a module reaches the program.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum LinkMode {
     /// A fat binary embedded with `include_bytes!`, loaded through the driver.

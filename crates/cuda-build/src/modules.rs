@@ -37,15 +37,23 @@ pub(crate) fn resolve(
         path: config_path.to_path_buf(),
         message,
     };
-    let mut claimed: BTreeMap<PathBuf, String> = BTreeMap::new();
+    // A source may be built both ways (loadable and linked in), but not twice
+    // the same way: two static libraries would define the same symbols, two
+    // fat binaries the same kernels.
+    let mut claimed: BTreeMap<(PathBuf, LinkMode), String> = BTreeMap::new();
     let mut modules = Vec::new();
     for (name, entry) in &config.modules {
         check_name(name).map_err(&fail)?;
         let sources = entry_sources(name, entry, kernels_dir).map_err(&fail)?;
         for source in &sources {
-            if let Some(other) = claimed.insert(source.clone(), name.clone()) {
+            if let Some(other) = claimed.insert((source.clone(), entry.link), name.clone()) {
+                let shape = match entry.link {
+                    LinkMode::Fatbin => "fat-binary module",
+                    LinkMode::Static => "static library",
+                };
                 return Err(fail(format!(
-                    "[modules.{name}] source `{}` also belongs to [modules.{other}]; list each source in one module",
+                    "[modules.{name}] source `{}` also belongs to [modules.{other}], another {shape}; \
+                     a source may be in one fat-binary module and one static library at most",
                     relative(source, kernels_dir)
                 )));
             }
@@ -88,7 +96,7 @@ pub(crate) fn resolve(
         });
     }
     for (stem, path) in top_level_sources(kernels_dir)? {
-        if claimed.contains_key(&path) {
+        if claimed.keys().any(|(source, _)| *source == path) {
             continue;
         }
         if config.modules.contains_key(&stem) {
@@ -295,6 +303,22 @@ mod tests {
     }
 
     #[test]
+    fn a_source_may_be_loadable_and_linked_in() {
+        let tmp = tree(&["a/one.cu", "a/two.cu", "a/launch.cu"]);
+        let dir = tmp.path();
+        let toml = "[modules.loadable]\nsources = [\"a/one.cu\", \"a/two.cu\"]\nrdc = true\n\
+                    [modules.linked]\nsources = [\"a/*.cu\"]\nrdc = true\nlink = \"static\"\n";
+        let modules = resolve_text(dir, toml).unwrap();
+        assert_eq!(
+            summary(&modules, dir),
+            [
+                "linked Static rdc=true [a/launch.cu a/one.cu a/two.cu] []",
+                "loadable Fatbin rdc=true [a/one.cu a/two.cu] []",
+            ]
+        );
+    }
+
+    #[test]
     fn mistakes_are_one_line_naming_the_entry_and_the_fix() {
         let tmp = tree(&["reduce.cu", "a/one.cu", "a/two.cu"]);
         let dir = tmp.path();
@@ -322,7 +346,7 @@ mod tests {
             ),
             (
                 "[modules.m]\nsources = [\"a/*.cu\"]\nrdc = true\n[modules.n]\nsources = [\"a/one.cu\"]",
-                "kiln.toml: [modules.n] source `a/one.cu` also belongs to [modules.m]; list each source in one module".to_string(),
+                "kiln.toml: [modules.n] source `a/one.cu` also belongs to [modules.m], another fat-binary module; a source may be in one fat-binary module and one static library at most".to_string(),
             ),
             (
                 "[modules.reduce]\nsources = [\"a/one.cu\"]",
