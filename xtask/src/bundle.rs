@@ -1,6 +1,6 @@
 //! `cargo xtask gpu-bundle [--arch SPEC]`: builds the release test binaries
-//! of the crates that touch the GPU (and of `examples/downstream`, the crate
-//! outside the workspace), the `apps` CLI and xtask itself (for
+//! of the crates that touch the GPU (and of `examples/downstream` and
+//! `examples/kernel-trees`, crates outside the workspace), the `apps` CLI and xtask itself (for
 //! `xtask bench --apps bin/apps`), and copies them with a `run.sh` into
 //! `target/gpu-bundle/`, so that a GPU host with no Rust runs the whole GPU
 //! suite, the benchmarks and the suite under compute-sanitizer with one
@@ -22,11 +22,35 @@ const MAX_BYTES: u64 = 60 << 20;
 /// Crates whose tests run on the GPU host.
 const GPU_CRATES: &[&str] = &["gpu-core", "cuda-sys", "apps"];
 
-/// The crate outside the workspace whose tests are bundled too: its own
+/// A crate outside the workspace whose tests are bundled too: its own
 /// manifest, target dir and env prefix.
-const DOWNSTREAM: &str = "downstream";
-const DOWNSTREAM_MANIFEST: &str = "examples/downstream/Cargo.toml";
-const DOWNSTREAM_TARGET_DIR: &str = "target/downstream";
+struct OutsideCrate {
+    name: &'static str,
+    manifest: &'static str,
+    target_dir: &'static str,
+    prefix: &'static str,
+    /// Whether `--arch` applies: the kernel-tree fixtures pin their archs
+    /// (an sm_90a-only module, a test of what each image carries), so they
+    /// build with their own kiln.toml's.
+    follows_arch: bool,
+}
+
+const OUTSIDE_CRATES: &[OutsideCrate] = &[
+    OutsideCrate {
+        name: "downstream",
+        manifest: "examples/downstream/Cargo.toml",
+        target_dir: "target/downstream",
+        prefix: "DOWNSTREAM",
+        follows_arch: true,
+    },
+    OutsideCrate {
+        name: "kernel-trees",
+        manifest: "examples/kernel-trees/Cargo.toml",
+        target_dir: "target/kernel-trees",
+        prefix: "KT",
+        follows_arch: false,
+    },
+];
 
 /// Test binaries that do not belong on a GPU host: trybuild needs cargo, and
 /// the bindings checks read the source tree.
@@ -34,6 +58,7 @@ const NOT_BUNDLED: &[&str] = &[
     "gpu-core__compile_fail",
     "cuda-sys__bindings",
     "downstream__bindings",
+    "kernel-trees__bindings",
 ];
 
 /// Test binaries run under the sanitizers: those that use the GPU (a binary
@@ -49,13 +74,16 @@ const SANITIZED: &[&str] = &[
     "apps__anneal",
     "apps__assign_tc",
     "downstream__saxpy",
+    "kernel-trees__elementwise",
+    "kernel-trees__host",
+    "kernel-trees__rdc",
+    "kernel-trees__hopper",
+    "kernel-trees__byname",
 ];
 
 /// Tests skipped under the sanitizers: the out-of-memory test makes a failing
-/// API call on purpose (memcheck reports it), and the launch-overhead
-/// benchmark's many launches take minutes under racecheck.
-const SANITIZER_SKIPS: &str =
-    "--skip out_of_memory_is_an_error --skip launch_overhead_against_raw_cudarc";
+/// API call on purpose (memcheck reports it).
+const SANITIZER_SKIPS: &str = "--skip out_of_memory_is_an_error";
 
 /// Runs the command.
 pub(crate) fn run(root: &Path, args: &ArchArg) -> Result<()> {
@@ -90,11 +118,13 @@ pub(crate) fn run(root: &Path, args: &ArchArg) -> Result<()> {
         tests.args(["-p", krate]);
     }
     let mut binaries = executables(tests, true, GPU_CRATES)?;
-    binaries.extend(executables(
-        downstream_tests(root, arch.as_deref()),
-        true,
-        &[DOWNSTREAM],
-    )?);
+    for outside in OUTSIDE_CRATES {
+        binaries.extend(executables(
+            outside_tests(root, outside, arch.as_deref()),
+            true,
+            &[outside.name],
+        )?);
+    }
     let mut apps = cargo(root, arch.as_deref());
     apps.args([
         "build",
@@ -158,17 +188,17 @@ fn cargo(root: &Path, arch: Option<&str>) -> Command {
     cargo
 }
 
-/// `cargo test --release --no-run` of `examples/downstream`, which must
-/// compile its kernel (`DOWNSTREAM_REQUIRE_CUDA=1`) for the same archs with
-/// the toolkit the workspace's build finds (handed over as `NVCC` unless a
-/// discovery variable is already set: the example looks only where any
-/// crate outside kiln would).
-fn downstream_tests(root: &Path, arch: Option<&str>) -> Command {
+/// `cargo test --release --no-run` of a crate outside the workspace, which
+/// must compile its kernels (`<PREFIX>_REQUIRE_CUDA=1`) with the toolkit the
+/// workspace's build finds (handed over as `NVCC` unless a discovery
+/// variable is already set: the crate looks only where any crate outside
+/// kiln would), for the same archs where it follows `--arch`.
+fn outside_tests(root: &Path, outside: &OutsideCrate, arch: Option<&str>) -> Command {
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
         .current_dir(root)
-        .env("CARGO_TARGET_DIR", root.join(DOWNSTREAM_TARGET_DIR))
-        .env("DOWNSTREAM_REQUIRE_CUDA", "1")
+        .env("CARGO_TARGET_DIR", root.join(outside.target_dir))
+        .env(format!("{}_REQUIRE_CUDA", outside.prefix), "1")
         .stdout(Stdio::piped())
         .args([
             "test",
@@ -176,10 +206,10 @@ fn downstream_tests(root: &Path, arch: Option<&str>) -> Command {
             "--no-run",
             "--message-format=json-render-diagnostics",
             "--manifest-path",
-            DOWNSTREAM_MANIFEST,
+            outside.manifest,
         ]);
-    if let Some(spec) = arch {
-        cargo.env("DOWNSTREAM_CUDA_ARCHS", spec);
+    if let Some(spec) = arch.filter(|_| outside.follows_arch) {
+        cargo.env(format!("{}_CUDA_ARCHS", outside.prefix), spec);
     }
     let discovery_set = ["NVCC", "CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"]
         .iter()
@@ -266,13 +296,16 @@ fn run_script(binaries: &[(String, PathBuf)]) -> String {
 # sits beside this script; bench.json and speedup.svg in ${{OUT:-.}}/bench),
 # and the suite under compute-sanitizer (memcheck with leak check, racecheck,
 # initcheck, synccheck), with memcheck's positive control.
-# This host has the GPU, so a test that skips for want of one fails: the
-# tests see KILN_REQUIRE_GPU=1, and a test binary that prints `skipped:`
-# counts as a failure here even when it exits 0.
+# This host has the GPUs, so a test that skips for want of one fails: the
+# tests see KILN_REQUIRE_GPU=<the GPUs nvidia-smi lists, at least 1> (a test
+# that needs more prints `not run:`, which is no failure), and a test binary
+# that prints `skipped:` counts as a failure here even when it exits 0.
 # Usage: bash run.sh [tests|bench|sanitize|all]   (default: all)
 set -uo pipefail
 cd "$(dirname "$0")"
-export KILN_REQUIRE_GPU=1
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+export KILN_REQUIRE_GPU="${{KILN_REQUIRE_GPU:-$(( gpus > 0 ? gpus : 1 ))}}"
+echo "KILN_REQUIRE_GPU=$KILN_REQUIRE_GPU"
 what="${{1:-all}}"
 passed=0; failed=0
 step() {{ local name="$1"; shift; echo "==> $name: $*"; if "$@"; then passed=$((passed+1)); echo "<== $name: pass"; else failed=$((failed+1)); echo "<== $name: FAIL"; fi; }}

@@ -16,7 +16,7 @@ const MAX_BLOCKS: usize = 65_535;
 /// An element type of the family, tied to its kernel.
 pub trait Dtype: Affine + gpu_core::GpuRepr {
     /// The kernel's declaration, generated from the macro's expansion.
-    type Kernel: KernelDecl;
+    type Kernel: KernelDecl<Params: gpu_core::LaunchParams>;
     /// The kernel on `backend`, with the CPU reference as its CPU body.
     fn kernel(backend: &Backend) -> Result<Kernel<Self::Kernel>, Error>;
     /// Launches `y = a x + b` over `n` elements.

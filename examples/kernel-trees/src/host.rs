@@ -5,7 +5,7 @@
 //! from gpu-core, and a CUDA status becomes an error. On the CPU backend, or
 //! in a build without GPU code, the CPU reference runs instead.
 
-use gpu_core::{BackendKind, DeviceBuffer, Stream};
+use gpu_core::{BackendKind, Stream};
 
 use crate::reference;
 
@@ -59,28 +59,30 @@ pub fn rdc_round_trip(stream: &Stream, x: &[f32]) -> Result<Vec<f32>, HostError>
     gpu::rdc_round_trip(stream, x)
 }
 
-/// Device buffers for a launcher: `(input, output, scratch)`.
-fn buffers<T: gpu_core::GpuRepr>(
-    stream: &Stream,
-    x: &[T],
-    out: usize,
-    scratch: usize,
-) -> Result<(DeviceBuffer<T>, DeviceBuffer<T>, DeviceBuffer<T>), HostError> {
-    Ok((
-        stream.to_device(x)?,
-        stream.alloc_zeros(out)?,
-        stream.alloc_zeros(scratch.max(1))?,
-    ))
-}
-
 #[cfg(cuda_enabled)]
 mod gpu {
     use std::ffi::c_void;
 
-    use gpu_core::{GpuRepr, Stream};
+    use gpu_core::{DeviceBuffer, GpuRepr, Stream};
 
-    use super::{buffers, HostError};
+    use super::HostError;
     use crate::bindings::host;
+
+    /// A launcher's device buffers: input, output and scratch.
+    type Buffers<T> = (DeviceBuffer<T>, DeviceBuffer<T>, DeviceBuffer<T>);
+
+    fn buffers<T: GpuRepr>(
+        stream: &Stream,
+        x: &[T],
+        out: usize,
+        scratch: usize,
+    ) -> Result<Buffers<T>, HostError> {
+        Ok((
+            stream.to_device(x)?,
+            stream.alloc_zeros(out)?,
+            stream.alloc_zeros(scratch.max(1))?,
+        ))
+    }
 
     /// Raw pointers of the three buffers and the stream, for one C call.
     struct Raw {
@@ -92,9 +94,9 @@ mod gpu {
 
     fn raw<T: GpuRepr>(
         stream: &Stream,
-        input: &gpu_core::DeviceBuffer<T>,
-        output: &mut gpu_core::DeviceBuffer<T>,
-        scratch: &mut gpu_core::DeviceBuffer<T>,
+        input: &DeviceBuffer<T>,
+        output: &mut DeviceBuffer<T>,
+        scratch: &mut DeviceBuffer<T>,
     ) -> Raw {
         let cuda = "a CUDA stream's buffers are device buffers";
         Raw {

@@ -1,8 +1,10 @@
 //! What went into each image, as `kernels/kiln.toml` asks: the portable
-//! modules carry SASS for sm_80 and sm_90 and PTX for compute_90, the
-//! sm_90a-only module nothing else, and the header-less and macro-declared
-//! kernels are all in their modules. Read from the images' build facts, so
-//! it runs (and fails) on any machine that built with a toolkit.
+//! modules carry SASS for sm_80 and sm_90 and PTX for compute_90 (the
+//! device-linked one SASS alone: a device link joins SASS, there is no PTX
+//! to JIT across translation units), the sm_90a-only module nothing else, and
+//! the header-less and macro-declared kernels are all in their modules.
+//! Read from the images' build facts, so it runs (and fails) on any machine
+//! that built with a toolkit.
 
 use kernel_trees::{modules, CUDA_ENABLED};
 
@@ -13,10 +15,15 @@ fn each_module_carries_the_archs_kiln_toml_gives_it() {
         assert!(modules::ALL.iter().all(|m| !m.is_built()));
         return;
     }
-    for module in [&modules::ELEMENTWISE, &modules::RDC_FATBIN, &modules::BYNAME] {
+    for module in [&modules::ELEMENTWISE, &modules::BYNAME] {
         assert_eq!(module.sass, [80, 90], "{}", module.name);
         assert_eq!(module.ptx, [90], "{}", module.name);
     }
+    assert_eq!(modules::RDC_FATBIN.sass, [80, 90], "RDC_FATBIN");
+    assert!(
+        modules::RDC_FATBIN.ptx.is_empty(),
+        "RDC_FATBIN: device-linked SASS only"
+    );
     assert_eq!(modules::HOPPER.sass, [90], "HOPPER: sm_90a SASS alone");
     assert!(modules::HOPPER.ptx.is_empty(), "HOPPER: no PTX");
 }

@@ -28,29 +28,54 @@ fn right_lists_run_and_wrong_ones_never_reach_the_gpu() {
     };
     let stream = backend.default_stream();
     let iota = backend.kernel_by_name("byname_iota").unwrap();
-    assert_eq!(iota.param_sizes(), [8, 4, 8], "uint32_t *, uint32_t, size_t");
+    assert_eq!(
+        iota.param_sizes(),
+        [8, 4, 8],
+        "uint32_t *, uint32_t, size_t"
+    );
     let n = 1000usize;
     let sentinel = vec![u32::MAX; n];
     let mut out = stream.to_device(&sentinel).unwrap();
     let config = LaunchConfig::for_elements(n as u32, 128);
 
-    // SAFETY (each list): `out` is a u32 view of `n` elements where the kernel
-    // takes `uint32_t *out` and writes `n` elements; the rest are values. The
-    // wrong lists differ in count or size only, which the launch checks.
+    // The list kinds (the contract of `Args::new`): `out` is a u32 view of `n`
+    // elements where the kernel takes `uint32_t *out` and writes at most `n`
+    // elements; the rest are values. The wrong lists differ in count or size
+    // only, which the launch checks.
+    // SAFETY: see the list kinds above (views where it takes pointers).
     let too_few = unsafe { Args::new([Arg::view_mut(out.view_mut()), Arg::value(7u32)]) };
     let err = stream.launch_by_name(&iota, config, too_few).unwrap_err();
     assert!(err.to_string().contains("byname_iota"), "{err}");
     assert!(matches!(err, Error::LaunchArgs { .. }), "{err}");
+    // SAFETY: see the list kinds above (views where it takes pointers).
     let n_as_u32 = unsafe {
-        Args::new([Arg::view_mut(out.view_mut()), Arg::value(7u32), Arg::value(n as u32)])
+        Args::new([
+            Arg::view_mut(out.view_mut()),
+            Arg::value(7u32),
+            Arg::value(n as u32),
+        ])
     };
     let err = stream.launch_by_name(&iota, config, n_as_u32).unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("byname_iota") && text.contains('2'), "names the kernel and parameter 2: {text}");
+    assert!(
+        text.contains("byname_iota") && text.contains('2'),
+        "names the kernel and parameter 2: {text}"
+    );
     stream.synchronize().unwrap();
-    assert_eq!(stream.to_host(&out.view()).unwrap(), sentinel, "a rejected launch ran");
+    assert_eq!(
+        stream.to_host(&out.view()).unwrap(),
+        sentinel,
+        "a rejected launch ran"
+    );
 
-    let right = unsafe { Args::new([Arg::view_mut(out.view_mut()), Arg::value(7u32), Arg::value(n)]) };
+    // SAFETY: see the list kinds above (views where it takes pointers).
+    let right = unsafe {
+        Args::new([
+            Arg::view_mut(out.view_mut()),
+            Arg::value(7u32),
+            Arg::value(n),
+        ])
+    };
     stream.launch_by_name(&iota, config, right).unwrap();
     assert_eq!(stream.to_host(&out.view()).unwrap(), reference::iota(7, n));
 
@@ -58,8 +83,17 @@ fn right_lists_run_and_wrong_ones_never_reach_the_gpu() {
     let fill = backend.kernel_by_name("byname_fill_span").unwrap();
     assert_eq!(fill.param_sizes(), [8, 8, 4]);
     let span = Span { start: 10, len: 20 };
-    let args = unsafe { Args::new([Arg::view_mut(out.view_mut()), Arg::value(span), Arg::value(5u32)]) };
-    stream.launch_by_name(&fill, LaunchConfig::for_elements(20, 32), args).unwrap();
+    // SAFETY: see the list kinds above (views where it takes pointers).
+    let args = unsafe {
+        Args::new([
+            Arg::view_mut(out.view_mut()),
+            Arg::value(span),
+            Arg::value(5u32),
+        ])
+    };
+    stream
+        .launch_by_name(&fill, LaunchConfig::for_elements(20, 32), args)
+        .unwrap();
     let got = stream.to_host(&out.view()).unwrap();
     let mut want = reference::iota(7, n);
     want[10..30].fill(5);

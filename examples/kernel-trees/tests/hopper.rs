@@ -11,9 +11,15 @@ fn hopper_module_runs_on_hopper() {
     let Some(portable) = gpu_core::testing::cuda_backend(PORTABLE) else {
         return;
     };
-    let capability = portable.device().expect("a CUDA backend has a device").compute_capability;
+    let capability = portable
+        .device()
+        .expect("a CUDA backend has a device")
+        .compute_capability;
     if capability != (9, 0) {
-        println!("skipped: HOPPER is built for sm_90a alone; this device is sm_{}{}", capability.0, capability.1);
+        println!(
+            "skipped: HOPPER is built for sm_90a alone; this device is sm_{}{}",
+            capability.0, capability.1
+        );
         return;
     }
     let backend = Backend::cuda(0, &[&modules::HOPPER]).unwrap();
@@ -24,6 +30,11 @@ fn hopper_module_runs_on_hopper() {
     let input = stream.to_device(&x).unwrap();
     let mut y = stream.alloc_zeros::<f32>(n).unwrap();
     let config = LaunchConfig::for_elements(n as u32, 128);
-    stream.launch(&kernel, config, (input.view(), y.view_mut(), 1.5, n)).unwrap();
-    assert_eq!(stream.to_host(&y.view()).unwrap(), reference::hopper_axpo(1.5, &x));
+    stream
+        .launch(&kernel, config, (input.view(), y.view_mut(), 1.5, n))
+        .unwrap();
+    assert_eq!(
+        stream.to_host(&y.view()).unwrap(),
+        reference::hopper_axpo(1.5, &x)
+    );
 }

@@ -72,6 +72,18 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
         "generated: `unsafe impl KernelDecl` / `GpuRepr`",
     ),
     (
+        "examples/kernel-trees/src/bindings.rs",
+        "generated: `unsafe impl KernelDecl` / `GpuRepr`, the host launchers' extern fns",
+    ),
+    (
+        "examples/kernel-trees/src/host.rs",
+        "calls the static modules' host launchers over the C ABI",
+    ),
+    (
+        "examples/kernel-trees/tests/byname.rs",
+        "`Args::new` of launches by name: the caller promises each argument's kind",
+    ),
+    (
         "crates/gpu-core/tests/**",
         "test kernels declared by hand; the raw launch under test",
     ),
