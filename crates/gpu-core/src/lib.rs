@@ -36,7 +36,8 @@
 //! # From your own crate
 //! Depend on gpu-core, and on `cuda-build` as a build-dependency to compile
 //! your `kernels/*.cu` (see its crate docs, and `examples/downstream` in
-//! kiln's repository). The build script writes `kiln_modules.rs`, one
+//! kiln's repository). The build script writes `<prefix>_modules.rs` (the
+//! prefix its build script gives cuda-build), one
 //! [`FatbinImage`] per module plus `ALL`, for `Backend::auto(modules::ALL)`;
 //! cuda-build's codegen turns your header's structs and `KILN_KERNEL(...)`
 //! lines into [`GpuRepr`] types and [`KernelDecl`] markers (with

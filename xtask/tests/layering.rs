@@ -1,0 +1,80 @@
+//! The crate-level invariants ARCHITECTURE.md states, read from the manifests
+//! and lock files: kiln-abi stands alone, cuda-sys declares and links only,
+//! and no crate outside the workspace compiles kiln's kernels or bindings.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lies in the workspace root")
+        .to_path_buf()
+}
+
+fn manifest(path: &str) -> toml::Table {
+    let text = std::fs::read_to_string(root().join(path)).unwrap();
+    text.parse().unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The names in a manifest's table (`[dependencies]`, ...), sorted.
+fn names(manifest: &toml::Table, table: &str) -> Vec<String> {
+    let mut names: Vec<String> = manifest
+        .get(table)
+        .and_then(toml::Value::as_table)
+        .map(|t| t.keys().cloned().collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The packages a lock file resolved.
+fn locked(path: &str) -> Vec<String> {
+    let lock = manifest(path);
+    lock["package"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn kiln_abi_has_no_build_script_no_links_and_depends_on_half_alone() {
+    let abi = manifest("crates/kiln-abi/Cargo.toml");
+    let package = abi["package"].as_table().unwrap();
+    assert!(!package.contains_key("links"), "kiln-abi has a links key");
+    assert!(!package.contains_key("build"), "kiln-abi names a build script");
+    assert!(!root().join("crates/kiln-abi/build.rs").exists());
+    assert_eq!(names(&abi, "dependencies"), ["half"]);
+    assert!(names(&abi, "build-dependencies").is_empty());
+}
+
+#[test]
+fn cuda_sys_reaches_no_driver_and_no_safe_layer() {
+    let sys = manifest("crates/cuda-sys/Cargo.toml");
+    assert_eq!(names(&sys, "dependencies"), ["kiln-abi"]);
+}
+
+#[test]
+fn crates_outside_the_workspace_compile_none_of_kilns_kernels() {
+    for lock in [
+        "examples/downstream/Cargo.lock",
+        "examples/kernel-trees/Cargo.lock",
+    ] {
+        let packages = locked(lock);
+        assert!(packages.iter().any(|p| p == "gpu-core"), "{lock}");
+        assert!(
+            !packages.iter().any(|p| p == "cuda-sys"),
+            "{lock} resolves cuda-sys: a user's crate would build kiln's kernels"
+        );
+    }
+}
+
+#[test]
+fn gpu_core_depends_on_no_kernels_crate() {
+    let core = manifest("crates/gpu-core/Cargo.toml");
+    assert!(
+        !names(&core, "dependencies").contains(&"cuda-sys".to_string()),
+        "gpu-core depends on cuda-sys"
+    );
+}
