@@ -114,45 +114,55 @@ mod gpu {
         }
     }
 
-    pub(super) fn sum_u32(stream: &Stream, x: &[u32]) -> Result<u32, HostError> {
+    /// The signature `kt_sum_f32` and `kt_sum_u32` share, for element `T`.
+    type SumFn<T> = unsafe extern "C" fn(
+        *const T,
+        *mut T,
+        *mut T,
+        usize,
+        crate::bindings::types::cudaStream_t,
+    ) -> i32;
+
+    /// Runs one of the sum launchers over `x` and reads the sum back.
+    ///
+    /// # Safety
+    /// `launcher` must be `kt_sum_*` for element type `T`.
+    unsafe fn sum<T: GpuRepr>(
+        stream: &Stream,
+        x: &[T],
+        call: &'static str,
+        launcher: SumFn<T>,
+    ) -> Result<T, HostError> {
         // SAFETY: a pure function of `n`.
         let scratch = unsafe { host::kt_sum_scratch_elems(x.len()) };
         let (input, mut output, mut scratch) = buffers(stream, x, 1, scratch)?;
         let p = raw(stream, &input, &mut output, &mut scratch);
-        // SAFETY: `input` holds `x.len()` u32, `output` one, `scratch` the
-        // elements kt_sum_scratch_elems asked for; all are live device memory
-        // of this stream's context until the copy below, which waits for the
-        // work enqueued on the same stream.
+        // SAFETY: `launcher` takes `T` (the caller's promise); `input` holds
+        // `x.len()` of them, `output` one, `scratch` the elements
+        // kt_sum_scratch_elems asked for; all are live device memory of this
+        // stream's context until the copy below, which waits for the work
+        // enqueued on the same stream.
         let code = unsafe {
-            host::kt_sum_u32(
-                p.input as *const u32,
-                p.output as *mut u32,
-                p.scratch as *mut u32,
+            launcher(
+                p.input as *const T,
+                p.output as *mut T,
+                p.scratch as *mut T,
                 x.len(),
                 p.stream.cast(),
             )
         };
-        status("kt_sum_u32", code)?;
+        status(call, code)?;
         Ok(stream.to_host(&output.view())?[0])
     }
 
+    pub(super) fn sum_u32(stream: &Stream, x: &[u32]) -> Result<u32, HostError> {
+        // SAFETY: kt_sum_u32 sums u32.
+        unsafe { sum(stream, x, "kt_sum_u32", host::kt_sum_u32) }
+    }
+
     pub(super) fn sum_f32(stream: &Stream, x: &[f32]) -> Result<f32, HostError> {
-        // SAFETY: a pure function of `n`.
-        let scratch = unsafe { host::kt_sum_scratch_elems(x.len()) };
-        let (input, mut output, mut scratch) = buffers(stream, x, 1, scratch)?;
-        let p = raw(stream, &input, &mut output, &mut scratch);
-        // SAFETY: as in `sum_u32`, for f32.
-        let code = unsafe {
-            host::kt_sum_f32(
-                p.input as *const f32,
-                p.output as *mut f32,
-                p.scratch as *mut f32,
-                x.len(),
-                p.stream.cast(),
-            )
-        };
-        status("kt_sum_f32", code)?;
-        Ok(stream.to_host(&output.view())?[0])
+        // SAFETY: kt_sum_f32 sums f32.
+        unsafe { sum(stream, x, "kt_sum_f32", host::kt_sum_f32) }
     }
 
     pub(super) fn rdc_round_trip(stream: &Stream, x: &[f32]) -> Result<Vec<f32>, HostError> {
