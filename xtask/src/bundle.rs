@@ -52,10 +52,14 @@ const OUTSIDE_CRATES: &[OutsideCrate] = &[
     },
 ];
 
-/// Test binaries that do not belong on a GPU host: trybuild needs cargo, and
-/// the bindings checks read the source tree.
+/// Test binaries that do not belong on a GPU host: trybuild needs cargo, the
+/// bindings checks read the source tree, the CLI suite runs the `apps` binary
+/// cargo built here (by its path on this machine), and the CLI's own unit
+/// tests parse arguments only.
 const NOT_BUNDLED: &[&str] = &[
     "gpu-core__compile_fail",
+    "apps__cli",
+    "apps__bin_apps",
     "cuda-sys__bindings",
     "downstream__bindings",
     "kernel-trees__bindings",
@@ -159,21 +163,54 @@ pub(crate) fn run(root: &Path, args: &ArchArg) -> Result<()> {
         total += std::fs::metadata(&dest)?.len();
     }
     std::fs::write(staging.join("run.sh"), run_script(&binaries))?;
-    if total > MAX_BYTES {
-        bail!("the bundle is {} MiB, over the {} MiB a device call carries; drop a crate from GPU_CRATES", total >> 20, MAX_BYTES >> 20);
-    }
     if bundle.exists() {
         std::fs::remove_dir_all(&bundle)
             .with_context(|| format!("cannot remove the old {}", bundle.display()))?;
     }
     std::fs::rename(staging, &bundle)
         .with_context(|| format!("cannot move the bundle into {}", bundle.display()))?;
+    let archive = pack(root)?;
+    let mib = |bytes: u64| bytes as f64 / f64::from(1u32 << 20);
     println!(
-        "[3/3] {} ({:.1} MiB): run `bash target/gpu-bundle/run.sh` on the GPU host",
+        "[3/3] {} ({:.1} MiB) and {} ({:.1} MiB): on the GPU host, `tar xJf gpu-bundle.tar.xz && bash gpu-bundle/run.sh`",
         bundle.display(),
-        total as f64 / f64::from(1u32 << 20)
+        mib(total),
+        archive.display(),
+        mib(std::fs::metadata(&archive)?.len()),
     );
     Ok(())
+}
+
+/// `target/gpu-bundle.tar.xz`: what a device call carries. The test binaries
+/// embed the same fat binaries many times over, which xz's window folds
+/// into one copy; the size limit applies to the archive.
+fn pack(root: &Path) -> Result<PathBuf> {
+    let archive = root.join("target/gpu-bundle.tar.xz");
+    let partial = root.join("target/.gpu-bundle.tar.xz.partial");
+    let status = Command::new("tar")
+        .current_dir(root.join("target"))
+        .env("XZ_OPT", "-6 -T0")
+        .args(["-cJf"])
+        .arg(&partial)
+        .arg("gpu-bundle")
+        .status()
+        .context("cannot run tar to pack the bundle")?;
+    if !status.success() {
+        let _ = std::fs::remove_file(&partial);
+        bail!("tar failed packing the bundle ({status})");
+    }
+    let bytes = std::fs::metadata(&partial)?.len();
+    if bytes > MAX_BYTES {
+        let _ = std::fs::remove_file(&partial);
+        bail!(
+            "the packed bundle is {} MiB, over the {} MiB a device call carries; drop a crate from GPU_CRATES",
+            bytes >> 20,
+            MAX_BYTES >> 20
+        );
+    }
+    std::fs::rename(&partial, &archive)
+        .with_context(|| format!("cannot move the archive into {}", archive.display()))?;
+    Ok(archive)
 }
 
 fn cargo(root: &Path, arch: Option<&str>) -> Command {
