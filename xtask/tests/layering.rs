@@ -43,7 +43,10 @@ fn kiln_abi_has_no_build_script_no_links_and_depends_on_half_alone() {
     let abi = manifest("crates/kiln-abi/Cargo.toml");
     let package = abi["package"].as_table().unwrap();
     assert!(!package.contains_key("links"), "kiln-abi has a links key");
-    assert!(!package.contains_key("build"), "kiln-abi names a build script");
+    assert!(
+        !package.contains_key("build"),
+        "kiln-abi names a build script"
+    );
     assert!(!root().join("crates/kiln-abi/build.rs").exists());
     assert_eq!(names(&abi, "dependencies"), ["half"]);
     assert!(names(&abi, "build-dependencies").is_empty());

@@ -69,24 +69,56 @@ impl Requirement {
         }
     }
 
-    /// `None` after printing the skip, or a panic when `needed` GPUs are
-    /// required.
-    fn skip_gpu<T>(self, needed: usize, reason: impl Display) -> Option<T> {
+    /// What a test that needs `needed` GPUs and cannot have them does.
+    fn gpu_verdict(self, needed: usize, reason: impl Display) -> Verdict {
         match self.gpus {
-            0 => println!("skipped: {reason}"),
-            gpus if needed <= gpus => {
-                panic!("{REQUIRE_GPU_ENV}={gpus} but no usable GPU: {reason}")
-            }
-            gpus => println!("not run: needs {needed} GPUs, {REQUIRE_GPU_ENV}={gpus} ({reason})"),
+            0 => Verdict::Skip(format!("skipped: {reason}")),
+            gpus if needed <= gpus => Verdict::Fail(format!(
+                "{REQUIRE_GPU_ENV}={gpus} but no usable GPU: {reason}"
+            )),
+            gpus => Verdict::NotRun(format!(
+                "not run: needs {needed} GPUs, {REQUIRE_GPU_ENV}={gpus} ({reason})"
+            )),
         }
-        None
+    }
+
+    /// What a test that needs libnccl and cannot load it does.
+    fn nccl_verdict(self, reason: impl Display) -> Verdict {
+        if self.nccl {
+            Verdict::Fail(format!("{REQUIRE_NCCL_ENV}=1 but no NCCL: {reason}"))
+        } else {
+            Verdict::Skip(format!("skipped: {reason}"))
+        }
+    }
+
+    fn skip_gpu<T>(self, needed: usize, reason: impl Display) -> Option<T> {
+        self.gpu_verdict(needed, reason).apply()
     }
 
     fn skip_nccl<T>(self, reason: impl Display) -> Option<T> {
-        if self.nccl {
-            panic!("{REQUIRE_NCCL_ENV}=1 but no NCCL: {reason}");
+        self.nccl_verdict(reason).apply()
+    }
+}
+
+/// What a test does when it cannot have what it needs: decided apart from
+/// doing it, so that the decision is tested without printing a skip line
+/// (which the GPU bundle would count against the run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    /// Print the `skipped:` line and return.
+    Skip(String),
+    /// Print the `not run:` line and return: the host has too few GPUs.
+    NotRun(String),
+    /// Fail the test with this line.
+    Fail(String),
+}
+
+impl Verdict {
+    fn apply<T>(self) -> Option<T> {
+        match self {
+            Verdict::Skip(line) | Verdict::NotRun(line) => println!("{line}"),
+            Verdict::Fail(line) => panic!("{line}"),
         }
-        println!("skipped: {reason}");
         None
     }
 }
@@ -100,8 +132,8 @@ pub fn cuda_backend(modules: &[&'static FatbinImage]) -> Option<Backend> {
 }
 
 fn cuda_backend_for(require: Requirement, modules: &[&'static FatbinImage]) -> Option<Backend> {
-    if !modules.is_empty() && !modules.iter().any(|m| m.is_built()) {
-        return require.skip_gpu(1, "no gpu code (built without a cuda toolkit)");
+    if let Some(verdict) = unbuilt_verdict(require, modules) {
+        return verdict.apply();
     }
     match Backend::cuda(0, modules) {
         Ok(backend) => Some(backend),
@@ -110,6 +142,12 @@ fn cuda_backend_for(require: Requirement, modules: &[&'static FatbinImage]) -> O
         }
         Err(e) => panic!("a CUDA device is present but unusable: {e}"),
     }
+}
+
+/// `modules` carry no GPU code at all: decided before the driver is asked.
+fn unbuilt_verdict(require: Requirement, modules: &[&'static FatbinImage]) -> Option<Verdict> {
+    (!modules.is_empty() && !modules.iter().any(|m| m.is_built()))
+        .then(|| require.gpu_verdict(1, "no gpu code (built without a cuda toolkit)"))
 }
 
 /// At least `min` GPUs, each with `modules` loaded (none for memory-only
@@ -151,6 +189,10 @@ mod tests {
             .unwrap_or_default()
     }
 
+    fn fail(line: &str) -> Verdict {
+        Verdict::Fail(line.to_string())
+    }
+
     #[test]
     fn requirements_parse() {
         let none = Requirement::parse("", "");
@@ -184,30 +226,32 @@ mod tests {
             gpus: 1,
             nccl: false,
         };
-        let message = panic_message(|| {
-            one.skip_gpu::<()>(1, "no CUDA device (no driver)");
-        });
         assert_eq!(
-            message,
-            "KILN_REQUIRE_GPU=1 but no usable GPU: no CUDA device (no driver)"
+            one.gpu_verdict(1, "no CUDA device (no driver)"),
+            fail("KILN_REQUIRE_GPU=1 but no usable GPU: no CUDA device (no driver)")
         );
         // A test that needs more GPUs than the host has is not run, not failed.
-        assert_eq!(one.skip_gpu::<()>(2, "needs 2 GPUs"), None);
         assert_eq!(
-            Requirement::parse("", "").skip_gpu::<()>(1, "no device"),
-            None
+            one.gpu_verdict(2, "needs 2 GPUs"),
+            Verdict::NotRun("not run: needs 2 GPUs, KILN_REQUIRE_GPU=1 (needs 2 GPUs)".into())
+        );
+        assert_eq!(
+            Requirement::parse("", "").gpu_verdict(1, "no device"),
+            Verdict::Skip("skipped: no device".into())
         );
         let nccl = Requirement {
             gpus: 0,
             nccl: true,
         };
-        let message = panic_message(|| {
-            nccl.skip_nccl::<()>("no NCCL (cannot load libnccl.so.2)");
-        });
         assert_eq!(
-            message,
-            "KILN_REQUIRE_NCCL=1 but no NCCL: no NCCL (cannot load libnccl.so.2)"
+            nccl.nccl_verdict("no NCCL (cannot load libnccl.so.2)"),
+            fail("KILN_REQUIRE_NCCL=1 but no NCCL: no NCCL (cannot load libnccl.so.2)")
         );
+        // Applying a failure panics with its line.
+        let message = panic_message(|| {
+            fail("the line").apply::<()>();
+        });
+        assert_eq!(message, "the line");
     }
 
     #[test]
@@ -224,17 +268,22 @@ mod tests {
             gpus: 0,
             nccl: false,
         };
-        assert!(cuda_backend_for(free, &[&UNBUILT]).is_none());
+        assert_eq!(
+            unbuilt_verdict(free, &[&UNBUILT]),
+            Some(Verdict::Skip(
+                "skipped: no gpu code (built without a cuda toolkit)".into()
+            ))
+        );
         let required = Requirement {
             gpus: 1,
             nccl: false,
         };
-        let message = panic_message(|| {
-            cuda_backend_for(required, &[&UNBUILT]);
-        });
         assert_eq!(
-            message,
-            "KILN_REQUIRE_GPU=1 but no usable GPU: no gpu code (built without a cuda toolkit)"
+            unbuilt_verdict(required, &[&UNBUILT]),
+            Some(fail(
+                "KILN_REQUIRE_GPU=1 but no usable GPU: no gpu code (built without a cuda toolkit)"
+            ))
         );
+        assert_eq!(unbuilt_verdict(required, &[]), None, "memory-only tests");
     }
 }

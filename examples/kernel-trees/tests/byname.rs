@@ -22,7 +22,7 @@ fn a_launch_by_name_needs_cuda() {
 }
 
 #[test]
-fn right_lists_run_and_wrong_ones_never_reach_the_gpu() {
+fn by_name_right_lists_run_and_wrong_ones_never_reach_the_gpu() {
     let Some(backend) = gpu_core::testing::cuda_backend(&[&modules::BYNAME]) else {
         return;
     };
