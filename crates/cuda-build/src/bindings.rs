@@ -80,27 +80,26 @@ mod tests {
 
     #[test]
     fn fingerprint_follows_header_edits() {
-        let dir = std::env::temp_dir().join(format!("kiln-fp-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         std::fs::write(dir.join("a.h"), "int a;\n").unwrap();
         let generated = dir.join("gen.rs");
-        let first = header_fingerprint(&dir).unwrap();
+        let first = header_fingerprint(dir).unwrap();
         std::fs::write(&generated, format!("// x\n{FINGERPRINT_PREFIX}{first}\n")).unwrap();
-        assert_eq!(check_committed(&generated, &dir, "fix it"), Ok(()));
+        assert_eq!(check_committed(&generated, dir, "fix it"), Ok(()));
         std::fs::write(dir.join("a.h"), "int a;\r\n").unwrap();
         assert_eq!(
-            header_fingerprint(&dir).unwrap(),
+            header_fingerprint(dir).unwrap(),
             first,
             "CRLF does not count"
         );
         std::fs::write(dir.join("a.h"), "int b;\n").unwrap();
-        let err = check_committed(&generated, &dir, "fix it").unwrap_err();
+        let err = check_committed(&generated, dir, "fix it").unwrap_err();
         assert!(
             err.contains("is stale") && err.ends_with("run `fix it` and commit the result"),
             "{err}"
         );
         std::fs::write(dir.join("b.h"), "").unwrap();
-        assert_ne!(header_fingerprint(&dir).unwrap(), first);
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_ne!(header_fingerprint(dir).unwrap(), first);
     }
 }

@@ -234,7 +234,7 @@ impl Codegen {
     fn bindgen(&self, wrapper: &str, args: &[String]) -> Result<String, String> {
         let include_regex = format!(
             "{}/.*",
-            regex_escape(&self.include_dir.display().to_string())
+            regex::escape(&self.include_dir.display().to_string())
         );
         let mut builder = bindgen::Builder::default()
             .header_contents(WRAPPER, wrapper)
@@ -279,18 +279,6 @@ fn last_components(dir: &Path) -> String {
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .collect();
     parts.into_iter().rev().collect::<Vec<_>>().join("/")
-}
-
-fn regex_escape(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            let special = "\\.+*?()|[]{}^$".contains(c);
-            special
-                .then_some('\\')
-                .into_iter()
-                .chain(std::iter::once(c))
-        })
-        .collect()
 }
 
 /// Writes `text` to `path` unless it already holds it; returns whether it

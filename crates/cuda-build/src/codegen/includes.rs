@@ -80,7 +80,8 @@ mod tests {
 
     #[test]
     fn llvm_layout_gives_the_newest_resource_dir_with_builtins() {
-        let lib = std::env::temp_dir().join(format!("kiln-includes-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let lib = tmp.path();
         for (version, builtins) in [("17", true), ("18", true), ("19", false)] {
             let include = lib.join("clang").join(version).join("include");
             std::fs::create_dir_all(&include).unwrap();
@@ -100,6 +101,5 @@ mod tests {
             [lib.join("cuda/include")],
             "no cccl dir before CUDA 13"
         );
-        std::fs::remove_dir_all(&lib).unwrap();
     }
 }

@@ -570,5 +570,8 @@ fn write_executable(path: &Path, text: &str) {
 }
 
 fn shell_quote(path: &Path) -> String {
-    format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
+    let text = path.display().to_string();
+    shlex::try_quote(&text)
+        .unwrap_or_else(|e| panic!("{} cannot be quoted for sh: {e}", path.display()))
+        .into_owned()
 }
