@@ -2,10 +2,14 @@
 //! `MemAvailable`) and a CUDA device's free memory, compared with what a run
 //! needs before it allocates anything, refused in one line with both figures.
 
-use std::fmt;
-
 /// A run that needs more memory than there is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{what} needs {} of {kind} memory but {} is available; use a smaller size",
+    needed_text(*.needed),
+    human_bytes(*.available)
+)]
+#[non_exhaustive]
 pub struct TooLarge {
     /// What needs it (`"anneal of 100000000000 x 64 points"`).
     pub what: String,
@@ -17,22 +21,10 @@ pub struct TooLarge {
     pub available: u64,
 }
 
-impl fmt::Display for TooLarge {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let needed = self
-            .needed
-            .map_or("more than 16 EiB".to_string(), human_bytes);
-        write!(
-            f,
-            "{} needs {needed} of {} memory but {} is available; use a smaller size",
-            self.what,
-            self.kind,
-            human_bytes(self.available)
-        )
-    }
+/// [`TooLarge::needed`] in words.
+fn needed_text(needed: Option<u64>) -> String {
+    needed.map_or("more than 16 EiB".to_string(), human_bytes)
 }
-
-impl std::error::Error for TooLarge {}
 
 /// Bytes as GiB/MiB/KiB with one decimal.
 pub fn human_bytes(bytes: u64) -> String {

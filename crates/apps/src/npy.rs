@@ -28,31 +28,58 @@ pub const MAX_NESTING: usize = 8;
 
 /// Why a `.npy` input was not read. Messages are one line and do not name
 /// the file: the caller adds it.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum NpyError {
     /// Reading failed for a reason other than the input ending early.
+    // Its text is the message: no `source`, so that a report of the chain
+    // does not repeat it.
+    #[error("{0}")]
     Io(io::Error),
     /// The path is a directory.
+    #[error("is a directory; give the path of a .npy file")]
     IsDirectory,
     /// The input does not start with the npy magic string.
+    #[error("{}", not_npy_text(.found))]
     NotNpy {
         /// The first bytes found (up to six).
         found: Vec<u8>,
     },
     /// A format version other than 1.0, 2.0 or 3.0.
+    #[error(
+        "npy format version {0}.{1} is not supported (1.0, 2.0 and 3.0 are); \
+         re-save the array with numpy.save"
+    )]
     UnsupportedVersion(u8, u8),
     /// The header is not the Python dict literal numpy writes.
+    #[error("the npy header is not valid ({0}); re-save the array with numpy.save")]
     BadHeader(String),
     /// A dtype other than float32 and float16.
+    #[error(
+        "dtype {0} is not supported; convert with `a.astype(numpy.float32)` and \
+         re-save (accepted: float32 and float16)"
+    )]
     UnsupportedDtype(String),
     /// `fortran_order: True`.
+    #[error("the array is in Fortran order; save `numpy.ascontiguousarray(a)` instead")]
     FortranOrder,
     /// A shape that is not `(n, d)`.
+    #[error(
+        "shape {} is not 2-D; save the embeddings as one (n, d) matrix",
+        shape_text(.0)
+    )]
     NotTwoD(Vec<u64>),
     /// `n * d * itemsize` does not fit in memory addresses.
+    #[error(
+        "shape {} is too large to address; check the header or split the file",
+        shape_text(.0)
+    )]
     ShapeTooLarge(Vec<u64>),
     /// The input ends before the part named.
+    #[error(
+        "the input is truncated: its {section} needs {needed} bytes but only \
+         {available} are there; copy the file again or re-save it"
+    )]
     Truncated {
         /// `"preamble"`, `"header"` or `"data"`.
         section: &'static str,
@@ -62,6 +89,11 @@ pub enum NpyError {
         available: u64,
     },
     /// More data than the shape says.
+    #[error(
+        "the data after the header is {} but the shape needs {expected}: the header does not \
+         match the data; re-save the array with numpy.save",
+        actual_text(*.actual)
+    )]
     TrailingData {
         /// Bytes the shape needs.
         expected: u64,
@@ -70,76 +102,22 @@ pub enum NpyError {
     },
 }
 
-impl fmt::Display for NpyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Io(e) => write!(f, "{e}"),
-            Self::IsDirectory => write!(f, "is a directory; give the path of a .npy file"),
-            Self::NotNpy { found } if found.is_empty() => {
-                write!(f, "not an npy file: it is empty; write it with numpy.save")
-            }
-            Self::NotNpy { found } => write!(
-                f,
-                "not an npy file: it starts with {} instead of \\x93NUMPY; write it with \
-                 numpy.save (an .npz archive holds .npy files: unzip it first)",
-                found.escape_ascii()
-            ),
-            Self::UnsupportedVersion(major, minor) => write!(
-                f,
-                "npy format version {major}.{minor} is not supported (1.0, 2.0 and 3.0 are); \
-                 re-save the array with numpy.save"
-            ),
-            Self::BadHeader(reason) => write!(
-                f,
-                "the npy header is not valid ({reason}); re-save the array with numpy.save"
-            ),
-            Self::UnsupportedDtype(descr) => write!(
-                f,
-                "dtype {descr} is not supported; convert with `a.astype(numpy.float32)` and \
-                 re-save (accepted: float32 and float16)"
-            ),
-            Self::FortranOrder => write!(
-                f,
-                "the array is in Fortran order; save `numpy.ascontiguousarray(a)` instead"
-            ),
-            Self::NotTwoD(shape) => write!(
-                f,
-                "shape {} is not 2-D; save the embeddings as one (n, d) matrix",
-                shape_text(shape)
-            ),
-            Self::ShapeTooLarge(shape) => write!(
-                f,
-                "shape {} is too large to address; check the header or split the file",
-                shape_text(shape)
-            ),
-            Self::Truncated {
-                section,
-                needed,
-                available,
-            } => write!(
-                f,
-                "the input is truncated: its {section} needs {needed} bytes but only \
-                 {available} are there; copy the file again or re-save it"
-            ),
-            Self::TrailingData { expected, actual } => {
-                write!(f, "the data after the header is ")?;
-                match actual {
-                    Some(actual) => write!(f, "{actual} bytes")?,
-                    None => write!(f, "longer")?,
-                }
-                write!(
-                    f,
-                    " but the shape needs {expected}: the header does not match the data; \
-                     re-save the array with numpy.save"
-                )
-            }
-        }
+/// [`NpyError::NotNpy`]'s message: an empty input is named as such.
+fn not_npy_text(found: &[u8]) -> String {
+    if found.is_empty() {
+        return "not an npy file: it is empty; write it with numpy.save".to_string();
     }
+    format!(
+        "not an npy file: it starts with {} instead of \\x93NUMPY; write it with \
+         numpy.save (an .npz archive holds .npy files: unzip it first)",
+        found.escape_ascii()
+    )
 }
 
-// An I/O error's text is already in the message: no `source`, so that a
-// report of the chain does not repeat it.
-impl std::error::Error for NpyError {}
+/// [`NpyError::TrailingData`]'s length after the header, where known.
+fn actual_text(actual: Option<u64>) -> String {
+    actual.map_or("longer".to_string(), |actual| format!("{actual} bytes"))
+}
 
 fn shape_text(shape: &[u64]) -> String {
     match shape {

@@ -45,8 +45,6 @@ pub mod maintenance;
 
 pub use input::{check_sizes, coordinate_bound, device_bytes, host_bytes, validate, Problem};
 
-use std::fmt;
-
 use crate::rng::Rng;
 
 /// Points to compress: row-major `n × d`, f32 or f16 (raw IEEE half bits).
@@ -161,12 +159,16 @@ pub struct Output {
 }
 
 /// Why a run was refused or failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AnnealError {
     /// The input or the parameters are not usable; the message says why.
+    #[error("{0}")]
     Input(String),
     /// A coordinate is NaN or infinite.
+    #[error(
+        "point {point} has a NaN or infinite coordinate (dimension {dim}); clean or drop it first"
+    )]
     NonFinite {
         /// Point index.
         point: usize,
@@ -175,6 +177,11 @@ pub enum AnnealError {
     },
     /// A coordinate is so large that squared distances would overflow f32
     /// (see [`coordinate_bound`]).
+    #[error(
+        "point {point} has coordinate {value:e} at dimension {dim}, beyond ±{bound:.3e}, \
+         the largest whose squared distances stay finite in f32 at this dimension; \
+         scale the data down"
+    )]
     OutOfRange {
         /// Point index.
         point: usize,
@@ -186,6 +193,10 @@ pub enum AnnealError {
         bound: f32,
     },
     /// The energy came out NaN or infinite (an engine's distances overflowed).
+    #[error(
+        "the energy became {energy} at iteration {iteration}: distances overflowed f32; \
+         scale the data down"
+    )]
     NonFiniteEnergy {
         /// The iteration.
         iteration: u32,
@@ -193,8 +204,13 @@ pub enum AnnealError {
         energy: f64,
     },
     /// The GPU path failed.
+    // The message holds the gpu-core error's text, so it is no `source` (a
+    // report of the chain would repeat it) and the `From` impl below is
+    // written by hand: `#[from]` would make it one.
+    #[error("gpu: {0}")]
     Gpu(gpu_core::Error),
     /// A CUDA runtime call of a static-library module returned an error.
+    #[error("{call} returned cudaError_t {status}")]
     CudaRuntime {
         /// The function.
         call: &'static str,
@@ -202,40 +218,6 @@ pub enum AnnealError {
         status: i32,
     },
 }
-
-impl fmt::Display for AnnealError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AnnealError::Input(message) => f.write_str(message),
-            AnnealError::NonFinite { point, dim } => write!(
-                f,
-                "point {point} has a NaN or infinite coordinate (dimension {dim}); clean or drop it first"
-            ),
-            AnnealError::OutOfRange {
-                point,
-                dim,
-                value,
-                bound,
-            } => write!(
-                f,
-                "point {point} has coordinate {value:e} at dimension {dim}, beyond ±{bound:.3e}, \
-                 the largest whose squared distances stay finite in f32 at this dimension; \
-                 scale the data down"
-            ),
-            AnnealError::NonFiniteEnergy { iteration, energy } => write!(
-                f,
-                "the energy became {energy} at iteration {iteration}: distances overflowed f32; \
-                 scale the data down"
-            ),
-            AnnealError::Gpu(e) => write!(f, "gpu: {e}"),
-            AnnealError::CudaRuntime { call, status } => {
-                write!(f, "{call} returned cudaError_t {status}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for AnnealError {}
 
 impl From<gpu_core::Error> for AnnealError {
     fn from(e: gpu_core::Error) -> Self {

@@ -2,30 +2,42 @@
 //! atom array, every coordinate finite, every count within the kernel's
 //! `uint32_t` parameters; and the refusals, one line each.
 
-use std::fmt;
-
 use cuda_sys::types::BatchStructureDesc;
 
 /// Why a batch was refused before launch.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BatchError {
     /// `xyz` does not hold whole atoms.
+    #[error("xyz holds {len} floats, not a multiple of 3; pass x, y, z for every atom")]
     XyzNotTriples {
         /// Floats in `xyz`.
         len: usize,
     },
     /// More atoms than the kernel's `uint32_t total_atoms` can count.
+    #[error(
+        "{atoms} atoms is more than the kernel can index ({}); split the batch",
+        u32::MAX
+    )]
     TooManyAtoms {
         /// Atoms in `xyz`.
         atoms: usize,
     },
     /// More structures than the kernel's `uint32_t n_structures` can count.
+    #[error(
+        "{structures} structures is more than the kernel can index ({}); split the batch",
+        u32::MAX
+    )]
     TooManyStructures {
         /// Descriptors given.
         structures: usize,
     },
     /// A structure's atoms run past the end of the atom array.
+    #[error(
+        "structure {structure}: atoms {atom_offset}..{} run past the {total_atoms} atoms \
+         in xyz; fix its atom_offset or n_atoms",
+        u64::from(*.atom_offset) + u64::from(*.n_atoms)
+    )]
     AtomsOutOfRange {
         /// Index of the descriptor.
         structure: usize,
@@ -37,6 +49,10 @@ pub enum BatchError {
         total_atoms: u32,
     },
     /// A structure's C-alpha atoms run past the end of the atom array.
+    #[error(
+        "structure {structure}: {n_residues} C-alpha atoms from ca_offset {ca_offset} run \
+         past the {total_atoms} atoms in xyz; fix its ca_offset or n_residues"
+    )]
     CaOutOfRange {
         /// Index of the descriptor.
         structure: usize,
@@ -48,6 +64,10 @@ pub enum BatchError {
         total_atoms: u32,
     },
     /// A coordinate is NaN or infinite.
+    #[error(
+        "{}atom {atom} has {axis} = {value}; coordinates must be finite",
+        structure_prefix(*.structure)
+    )]
     NonFinite {
         /// The first structure holding the atom, if any does.
         structure: Option<usize>,
@@ -60,63 +80,10 @@ pub enum BatchError {
     },
 }
 
-impl fmt::Display for BatchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Self::XyzNotTriples { len } => write!(
-                f,
-                "xyz holds {len} floats, not a multiple of 3; pass x, y, z for every atom"
-            ),
-            Self::TooManyAtoms { atoms } => write!(
-                f,
-                "{atoms} atoms is more than the kernel can index ({}); split the batch",
-                u32::MAX
-            ),
-            Self::TooManyStructures { structures } => write!(
-                f,
-                "{structures} structures is more than the kernel can index ({}); split the batch",
-                u32::MAX
-            ),
-            Self::AtomsOutOfRange {
-                structure,
-                atom_offset,
-                n_atoms,
-                total_atoms,
-            } => write!(
-                f,
-                "structure {structure}: atoms {atom_offset}..{} run past the {total_atoms} atoms \
-                 in xyz; fix its atom_offset or n_atoms",
-                u64::from(atom_offset) + u64::from(n_atoms)
-            ),
-            Self::CaOutOfRange {
-                structure,
-                ca_offset,
-                n_residues,
-                total_atoms,
-            } => write!(
-                f,
-                "structure {structure}: {n_residues} C-alpha atoms from ca_offset {ca_offset} run \
-                 past the {total_atoms} atoms in xyz; fix its ca_offset or n_residues"
-            ),
-            Self::NonFinite {
-                structure,
-                atom,
-                axis,
-                value,
-            } => {
-                if let Some(s) = structure {
-                    write!(f, "structure {s}: ")?;
-                }
-                write!(
-                    f,
-                    "atom {atom} has {axis} = {value}; coordinates must be finite"
-                )
-            }
-        }
-    }
+/// `"structure {s}: "` when the atom lies in one, else nothing.
+fn structure_prefix(structure: Option<usize>) -> String {
+    structure.map_or(String::new(), |s| format!("structure {s}: "))
 }
-
-impl std::error::Error for BatchError {}
 
 /// A batch that [`BatchInput::new`] checked: every descriptor lies inside the
 /// atom array, every coordinate is finite and every count fits the kernel's

@@ -9,7 +9,6 @@
 
 mod launch;
 
-use std::fmt;
 use std::time::Instant;
 
 use gpu_core::{Backend, BackendKind, Error};
@@ -22,42 +21,22 @@ use crate::{batch, vadd};
 pub use launch::LaunchOverhead;
 
 /// Why the suite stopped.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BenchError {
     /// A workload failed (the GPU included).
-    Anneal(AnnealError),
+    #[error(transparent)]
+    Anneal(#[from] AnnealError),
     /// The raw cudarc launch of the overhead figure failed.
+    #[error("raw cudarc launch: {0}")]
     RawLaunch(String),
     /// The progress callback could not write (a closed pipe, say).
-    Output(std::io::Error),
+    #[error("writing progress: {0}")]
+    Output(#[source] std::io::Error),
 }
 
-impl fmt::Display for BenchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Anneal(e) => write!(f, "{e}"),
-            Self::RawLaunch(e) => write!(f, "raw cudarc launch: {e}"),
-            Self::Output(e) => write!(f, "writing progress: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for BenchError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Output(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<AnnealError> for BenchError {
-    fn from(e: AnnealError) -> Self {
-        Self::Anneal(e)
-    }
-}
-
+// gpu-core's error reaches the suite through anneal's: a two-step `From`
+// that `#[from]` does not write.
 impl From<Error> for BenchError {
     fn from(e: Error) -> Self {
         Self::Anneal(e.into())
