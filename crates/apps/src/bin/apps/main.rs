@@ -51,13 +51,26 @@ fn main() {
             std::process::exit(0);
         }
         let mut message = format!("{e:#}").replace('\n', " ");
-        let gpu_error = e.chain().find_map(|c| c.downcast_ref::<gpu_core::Error>());
-        if let Some(hint) = gpu_error.and_then(kiln_hint) {
+        if let Some(hint) = gpu_error(&e).and_then(kiln_hint) {
             message = format!("{message}; {hint}");
         }
         let _ = writeln!(io::stderr(), "error: {message}");
         std::process::exit(1);
     }
+}
+
+/// The gpu-core error behind `e`: itself, or inside the anneal's error (which
+/// carries it without making it a source: its text is already in the
+/// message).
+fn gpu_error(e: &anyhow::Error) -> Option<&gpu_core::Error> {
+    e.chain().find_map(|c| {
+        c.downcast_ref::<gpu_core::Error>().or_else(|| {
+            match c.downcast_ref::<apps::anneal::AnnealError>() {
+                Some(apps::anneal::AnnealError::Gpu(inner)) => Some(inner),
+                _ => None,
+            }
+        })
+    })
 }
 
 /// What to run in kiln's repository for a gpu-core error, whose own message
@@ -147,5 +160,31 @@ pub(crate) fn select_backend(choice: Option<BackendChoice>) -> anyhow::Result<Ba
                 other => anyhow::anyhow!("{setting}: {other}"),
             }
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A gpu-core error the CPU can produce: launches by name need CUDA.
+    fn gpu_core_error() -> gpu_core::Error {
+        Backend::cpu().kernel_by_name("k").unwrap_err()
+    }
+
+    #[test]
+    fn gpu_core_errors_are_found_bare_and_inside_the_anneal_error() {
+        let bare = anyhow::Error::new(gpu_core_error());
+        assert!(matches!(
+            gpu_error(&bare),
+            Some(gpu_core::Error::ByNameNeedsCuda { .. })
+        ));
+        let wrapped =
+            anyhow::Error::new(apps::anneal::AnnealError::Gpu(gpu_core_error())).context("anneal");
+        assert!(matches!(
+            gpu_error(&wrapped),
+            Some(gpu_core::Error::ByNameNeedsCuda { .. })
+        ));
+        assert!(gpu_error(&anyhow::anyhow!("plain")).is_none());
     }
 }
