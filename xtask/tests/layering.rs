@@ -74,6 +74,23 @@ fn crates_outside_the_workspace_compile_none_of_kilns_kernels() {
 }
 
 #[test]
+fn xtask_builds_without_compiling_kilns_kernels() {
+    let root = manifest("Cargo.toml");
+    let entry = &root["workspace"]["dependencies"]["cuda-sys"];
+    assert_eq!(
+        entry.get("default-features").and_then(toml::Value::as_bool),
+        Some(false),
+        "the workspace's cuda-sys entry turns the kernels on by default"
+    );
+    let xtask = manifest("xtask/Cargo.toml");
+    let dep = &xtask["dependencies"]["cuda-sys"];
+    assert!(
+        dep.get("features").is_none(),
+        "xtask asks for cuda-sys's features: {dep}"
+    );
+}
+
+#[test]
 fn gpu_core_depends_on_no_kernels_crate() {
     let core = manifest("crates/gpu-core/Cargo.toml");
     assert!(

@@ -21,6 +21,14 @@ fn main() {
         .parent()
         .and_then(Path::parent)
         .expect("cuda-sys lies in <workspace>/crates/cuda-sys");
+    if std::env::var_os("CARGO_FEATURE_KERNELS").is_none() {
+        // The declarations alone (xtask): no nvcc, CPU-only cfgs.
+        for line in cuda_build::cpu_only_directives() {
+            println!("{line}");
+        }
+        println!("cargo::metadata=enabled=0");
+        return;
+    }
     let build = KernelBuild::new(workspace.join("kernels"))
         .env_prefix("KILN")
         .include_dir(cuda_build::header::include_dir())

@@ -43,9 +43,13 @@ pub use generated::kernels;
 pub use generated::host;
 
 /// The fat binaries embedded in this crate, one per `kernels/*.cu` module that
-/// is built in fat-binary mode.
+/// is built in fat-binary mode (none without the `kernels` feature).
 pub mod modules {
+    #[cfg(feature = "kernels")]
     include!(concat!(env!("OUT_DIR"), "/kiln_modules.rs"));
+    /// Every embedded module: none without the `kernels` feature.
+    #[cfg(not(feature = "kernels"))]
+    pub static ALL: &[&crate::FatbinImage] = &[];
 }
 
 /// Whether this build carries GPU code (`cuda_enabled`).
