@@ -155,17 +155,20 @@ __device__ void assign(const T *__restrict__ x, const float *__restrict__ x_norm
 }
 
 // ---------------------------------------------------------------------------
-// Reduce, update: one block of 128 threads per anchor.
+// Reduce, update: blocks of 128 threads. Every sum adds in one fixed order.
 
 constexpr int kReduceThreads = 128;
+constexpr int kFinishThreads = 256;
+constexpr uint32_t kPiece = KILN_ANNEAL_PIECE;
 
-__device__ float block_sum(float value, float *scratch) {
+template <typename V>
+__device__ V block_sum(V value, V *scratch) {
     for (int o = 16; o > 0; o >>= 1) value += __shfl_xor_sync(kFullMask, value, o);
     if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = value;
     __syncthreads();
-    float total = 0.f;
+    V total = 0;
     if (threadIdx.x == 0) {
-        for (int w = 0; w < kReduceThreads / 32; ++w) total += scratch[w];
+        for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += scratch[w];
         scratch[0] = total;
     }
     __syncthreads();
@@ -174,29 +177,39 @@ __device__ float block_sum(float value, float *scratch) {
     return total;
 }
 
-template <typename T>
-__device__ void reduce(const T *__restrict__ x, const uint32_t *__restrict__ order,
-                       const uint32_t *__restrict__ offsets, const float *__restrict__ dist,
-                       uint32_t m, uint32_t d, const AnnealControl *__restrict__ control,
-                       uint32_t *__restrict__ members, float *__restrict__ partial) {
-    __shared__ float scratch[kReduceThreads / 32];
-    const uint32_t j = blockIdx.x;
-    if (j >= m || control->done) return;  // whole block leaves
-    const uint32_t begin = offsets[j];
-    const uint32_t end = offsets[j + 1];
-
-    float s = 0.f;
-    for (uint32_t p = begin + threadIdx.x; p < end; p += kReduceThreads) s += dist[order[p]];
-    const float member_dist = block_sum(s, scratch);
-    if (threadIdx.x == 0) {
-        members[j] = end - begin;
-        partial[static_cast<size_t>(m) * d + j] = member_dist;
+// The anchor whose pieces hold piece b: the j with pieces[j] <= b < pieces[j + 1].
+__device__ uint32_t piece_owner(const uint32_t *__restrict__ pieces, uint32_t m, uint32_t b) {
+    uint32_t lo = 0, hi = m;  // pieces[lo] <= b < pieces[hi]
+    while (hi - lo > 1) {
+        const uint32_t mid = (lo + hi) / 2;
+        if (pieces[mid] <= b) lo = mid; else hi = mid;
     }
+    return lo;
+}
+
+template <typename T>
+__device__ void reduce_pieces(const T *__restrict__ x, const uint32_t *__restrict__ order,
+                              const uint32_t *__restrict__ offsets,
+                              const uint32_t *__restrict__ pieces, const float *__restrict__ dist,
+                              uint32_t m, uint32_t d, const AnnealControl *__restrict__ control,
+                              double *__restrict__ piece_sums, double *__restrict__ piece_dist) {
+    __shared__ double scratch[kReduceThreads / 32];
+    const uint32_t b = blockIdx.x;
+    if (m == 0 || control->done || b >= pieces[m]) return;  // whole block leaves
+    const uint32_t j = piece_owner(pieces, m, b);
+    const uint32_t begin = offsets[j] + (b - pieces[j]) * kPiece;
+    const uint32_t end = min(begin + kPiece, offsets[j + 1]);
+    double s = 0.0;
+    for (uint32_t p = begin + threadIdx.x; p < end; p += kReduceThreads)
+        s += static_cast<double>(dist[order[p]]);
+    const double member_dist = block_sum(s, scratch);
+    if (threadIdx.x == 0) piece_dist[b] = member_dist;
     for (uint32_t k = threadIdx.x; k < d; k += kReduceThreads) {
-        float acc = 0.f;
+        double acc = 0.0;
 #pragma unroll 4
-        for (uint32_t p = begin; p < end; ++p) acc += load(x, static_cast<size_t>(order[p]) * d + k);
-        partial[static_cast<size_t>(j) * d + k] = acc;
+        for (uint32_t p = begin; p < end; ++p)
+            acc += static_cast<double>(load(x, static_cast<size_t>(order[p]) * d + k));
+        piece_sums[static_cast<size_t>(b) * d + k] = acc;
     }
 }
 
@@ -227,85 +240,111 @@ extern "C" __global__ void __launch_bounds__(kAssignThreads)
 }
 
 KILN_KERNEL(anneal_scan, const AnnealControl *control, uint32_t *counts, uint32_t m,
-            uint32_t *offsets, uint32_t *cursor) {
+            uint32_t *offsets, uint32_t *pieces) {
     if (control->done) return;
-    __shared__ uint32_t warp_sums[32];
-    __shared__ uint32_t carry;
+    // One 64-bit scan of (pieces << 32 | count): both totals fit 32 bits
+    // (counts add to n, pieces to at most n / kPiece + m), so the low half
+    // never carries into the high one.
+    __shared__ uint64_t warp_sums[32];
+    __shared__ uint64_t carry;
     const uint32_t lane = threadIdx.x % 32;
     const uint32_t warp = threadIdx.x / 32;
     if (threadIdx.x == 0) carry = 0;
     __syncthreads();
     for (uint32_t base = 0; base < m; base += blockDim.x) {
         const uint32_t i = base + threadIdx.x;
-        const uint32_t v = i < m ? counts[i] : 0u;
-        uint32_t s = v;  // inclusive scan within the warp
+        const uint32_t c = i < m ? counts[i] : 0u;
+        const uint64_t v = (static_cast<uint64_t>((c + kPiece - 1) / kPiece) << 32) | c;
+        uint64_t s = v;  // inclusive scan within the warp
         for (int o = 1; o < 32; o <<= 1) {
-            const uint32_t t = __shfl_up_sync(kFullMask, s, o);
+            const uint64_t t = __shfl_up_sync(kFullMask, s, o);
             if (lane >= static_cast<uint32_t>(o)) s += t;
         }
         if (lane == 31) warp_sums[warp] = s;
         __syncthreads();
         if (warp == 0) {
             const uint32_t warps = blockDim.x / 32;
-            uint32_t w = lane < warps ? warp_sums[lane] : 0u;
+            uint64_t w = lane < warps ? warp_sums[lane] : 0u;
             for (int o = 1; o < 32; o <<= 1) {
-                const uint32_t t = __shfl_up_sync(kFullMask, w, o);
+                const uint64_t t = __shfl_up_sync(kFullMask, w, o);
                 if (lane >= static_cast<uint32_t>(o)) w += t;
             }
             if (lane < warps) warp_sums[lane] = w;
         }
         __syncthreads();
-        const uint32_t exclusive = carry + (warp > 0 ? warp_sums[warp - 1] : 0u) + s - v;
+        const uint64_t exclusive = carry + (warp > 0 ? warp_sums[warp - 1] : 0u) + s - v;
         if (i < m) {
-            offsets[i] = exclusive;
-            cursor[i] = 0;
+            offsets[i] = static_cast<uint32_t>(exclusive);
+            pieces[i] = static_cast<uint32_t>(exclusive >> 32);
             counts[i] = 0;
         }
         __syncthreads();
         if (threadIdx.x == blockDim.x - 1) carry = exclusive + v;
         __syncthreads();
     }
-    if (threadIdx.x == 0) offsets[m] = carry;
+    if (threadIdx.x == 0) {
+        offsets[m] = static_cast<uint32_t>(carry);
+        pieces[m] = static_cast<uint32_t>(carry >> 32);
+    }
 }
 
-KILN_KERNEL(anneal_scatter, const AnnealControl *control, const uint32_t *assign_in, uint32_t n,
-            const uint32_t *offsets, uint32_t *cursor, uint32_t *order) {
-    if (control->done) return;
+KILN_KERNEL(anneal_iota, uint32_t n, uint32_t *out) {
     const uint32_t stride = gridDim.x * blockDim.x;
-    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const uint32_t a = assign_in[i];
-        const uint32_t k = atomicAdd(&cursor[a], 1u);
-        order[offsets[a] + k] = i;
-    }
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = i;
 }
 
 extern "C" __global__ void __launch_bounds__(kReduceThreads)
     anneal_reduce_f32(const float *x, const uint32_t *order, const uint32_t *offsets,
-                      const float *dist, uint32_t m, uint32_t d, const AnnealControl *control,
-                      uint32_t *members, float *partial) {
-    reduce(x, order, offsets, dist, m, d, control, members, partial);
+                      const uint32_t *pieces, const float *dist, uint32_t m, uint32_t d,
+                      const AnnealControl *control, double *piece_sums, double *piece_dist) {
+    reduce_pieces(x, order, offsets, pieces, dist, m, d, control, piece_sums, piece_dist);
 }
 
 extern "C" __global__ void __launch_bounds__(kReduceThreads)
     anneal_reduce_f16(const uint16_t *x, const uint32_t *order, const uint32_t *offsets,
-                      const float *dist, uint32_t m, uint32_t d, const AnnealControl *control,
-                      uint32_t *members, float *partial) {
-    reduce(x, order, offsets, dist, m, d, control, members, partial);
+                      const uint32_t *pieces, const float *dist, uint32_t m, uint32_t d,
+                      const AnnealControl *control, double *piece_sums, double *piece_dist) {
+    reduce_pieces(x, order, offsets, pieces, dist, m, d, control, piece_sums, piece_dist);
 }
 
 extern "C" __global__ void __launch_bounds__(kReduceThreads)
-    anneal_update(const float *partial, const uint32_t *members, uint32_t m, uint32_t d, float eta,
-                  const AnnealControl *control, float *anchors, float *anchor_norms) {
+    anneal_combine(const uint32_t *offsets, const uint32_t *pieces, const double *piece_sums,
+                   const double *piece_dist, uint32_t m, uint32_t d, const AnnealControl *control,
+                   uint32_t *members, double *partial, double *sumsq) {
+    const uint32_t j = blockIdx.x;
+    if (j >= m || control->done) return;  // whole block leaves
+    const uint32_t first = pieces[j];
+    const uint32_t last = pieces[j + 1];
+    if (threadIdx.x == 0) {
+        members[j] = offsets[j + 1] - offsets[j];
+        double s = 0.0;
+        for (uint32_t b = first; b < last; ++b) s += piece_dist[b];
+        sumsq[j] = s;
+    }
+    for (uint32_t k = threadIdx.x; k < d; k += kReduceThreads) {
+        double acc = 0.0;
+        for (uint32_t b = first; b < last; ++b) acc += piece_sums[static_cast<size_t>(b) * d + k];
+        partial[static_cast<size_t>(j) * d + k] = acc;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(kReduceThreads)
+    anneal_update(const double *partial, const uint32_t *members, uint32_t m, uint32_t d,
+                  float eta, const AnnealControl *control, float *anchors, float *anchor_norms) {
     __shared__ float scratch[kReduceThreads / 32];
     const uint32_t j = blockIdx.x;
     if (j >= m || control->done) return;  // whole block leaves
     const uint32_t count = members[j];
-    const float inv_count = count > 0 ? 1.f / static_cast<float>(count) : 0.f;
+    const double inv_count = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
     float norm = 0.f;
     for (uint32_t k = threadIdx.x; k < d; k += kReduceThreads) {
         const size_t at = static_cast<size_t>(j) * d + k;
         float c = anchors[at];
-        if (count > 0) c = fmaf(eta, partial[at] * inv_count - c, c);
+        if (count > 0) {
+            // As the CPU engine rounds: the mean in f64, then f32 steps.
+            const float mean = static_cast<float>(partial[at] * inv_count);
+            c = __fadd_rn(c, __fmul_rn(eta, __fsub_rn(mean, c)));
+        }
         anchors[at] = c;
         norm = fmaf(c, c, norm);
     }
@@ -313,11 +352,16 @@ extern "C" __global__ void __launch_bounds__(kReduceThreads)
     if (threadIdx.x == 0) anchor_norms[j] = total;
 }
 
-KILN_KERNEL(anneal_finish, const float *partial, uint32_t m, uint32_t d, uint64_t n, double tol,
-            uint32_t slot, AnnealControl *control, double *history) {
-    if (threadIdx.x != 0 || blockIdx.x != 0 || control->done) return;
-    const double energy =
-        static_cast<double>(partial[static_cast<size_t>(m) * d + m]) / static_cast<double>(n);
+extern "C" __global__ void __launch_bounds__(kFinishThreads)
+    anneal_finish(const double *sumsq, uint32_t m, uint64_t n, double tol, uint32_t slot,
+                  AnnealControl *control, double *history) {
+    __shared__ double scratch[kFinishThreads / 32];
+    if (control->done) return;  // the whole block reads the same flag
+    double s = 0.0;
+    for (uint32_t j = threadIdx.x; j < m; j += kFinishThreads) s += sumsq[j];
+    const double total = block_sum(s, scratch);
+    if (threadIdx.x != 0) return;
+    const double energy = total / static_cast<double>(n);
     history[slot] = energy;
     const double previous = control->previous;
     // The driver's test (crates/apps/src/anneal), operation for operation.

@@ -1,4 +1,4 @@
-// anneal_tc: the anchor assignment on tensor cores (TF32 mma.sync, FP32
+// anneal_tc: the anchor assignment on tensor cores (f16 mma.sync, f32
 // accumulate) with exact refinement, and the exact list assignment that
 // finishes the points it could not resolve. Contract in anneal_tc.h; design,
 // error bound and speed estimate in crates/apps/src/anneal/assign_tc.rs.
@@ -51,8 +51,18 @@ __device__ __forceinline__ float exact_dist(float xn, float cn, float dot) {
 }
 
 // ---------------------------------------------------------------------------
-// List: one warp per listed point, grid-stride over the list, anchors four at
-// a time in increasing index order (strict `<` keeps the lowest index).
+// List: every (listed point, chunk of 64 anchors) pair is one block's work,
+// grid-stride, so a handful of listed points still spreads over the whole
+// GPU; warp w of the block takes anchors chunk*64 + w*8 .. +8, four at a
+// time. Each pair's exact distance is packed with its anchor index as
+// (bits of dist) << 32 | index, which orders like (dist, index) since dist >=
+// +0; the block's least goes into best[i] by an atomic max of the
+// complement (0, the zeroed start, means none yet). The max is the same
+// whatever order the atomics land in. anneal_assign_list_finish then writes
+// each listed point's outputs.
+
+constexpr uint32_t kListChunk = 64;
+static_assert(KILN_ANNEAL_LIST_THREADS == 32 * (kListChunk / 8), "8 anchors per warp");
 
 template <typename T>
 __device__ void assign_list(const T *__restrict__ x, const float *__restrict__ x_norms, uint32_t d,
@@ -60,19 +70,26 @@ __device__ void assign_list(const T *__restrict__ x, const float *__restrict__ x
                             const float *__restrict__ anchor_norms, uint32_t m, uint32_t flags,
                             const uint32_t *__restrict__ list,
                             const uint32_t *__restrict__ list_count,
-                            uint32_t *__restrict__ assign_out, float *__restrict__ dist_out,
-                            uint32_t *__restrict__ counts) {
+                            unsigned long long *__restrict__ best) {
     const uint32_t lane = threadIdx.x % 32;
-    const uint32_t warps = gridDim.x * (blockDim.x / 32);
+    const uint32_t warp = threadIdx.x / 32;
     const bool exclude_self = (flags & KILN_ANNEAL_EXCLUDE_SELF) != 0;
+    const uint32_t chunks = (m + kListChunk - 1) / kListChunk;
     const uint32_t count = *list_count;
-    for (uint32_t i = (blockIdx.x * blockDim.x + threadIdx.x) / 32; i < count; i += warps) {
+    if (chunks == 0) return;
+    // The pair (i, chunk) walks item = i * chunks + chunk by gridDim.x,
+    // in 32-bit steps.
+    uint32_t i = blockIdx.x / chunks;
+    uint32_t chunk = blockIdx.x % chunks;
+    for (; i < count; i += (chunk + gridDim.x) / chunks, chunk = (chunk + gridDim.x) % chunks) {
         const uint32_t p = list[i];
         const float xn = x_norms[p];
         const T *xrow = x + static_cast<size_t>(p) * d;
-        float best = kInf;
-        uint32_t best_j = kNone;
-        for (uint32_t j0 = 0; j0 < m; j0 += 4) {
+        unsigned long long mine = 0;  // complement of the least packed pair
+#pragma unroll
+        for (uint32_t half = 0; half < 2; ++half) {
+            const uint32_t j0 = chunk * kListChunk + warp * 8 + half * 4;
+            if (j0 >= m) break;  // uniform over the warp
             uint32_t js[4];
 #pragma unroll
             for (int b = 0; b < 4; ++b) js[b] = min(j0 + b, m - 1);
@@ -82,142 +99,169 @@ __device__ void assign_list(const T *__restrict__ x, const float *__restrict__ x
             for (int b = 0; b < 4; ++b) {
                 const uint32_t j = j0 + b;
                 if (j >= m || (exclude_self && j == p)) continue;
-                const float f = exact_dist(xn, anchor_norms[j], dots[b]);
-                if (f < best) {
-                    best = f;
-                    best_j = j;
-                }
+                const float f = exact_dist(xn, anchor_norms[j], dots[b]) + 0.f;  // -0 -> +0
+                const unsigned long long packed =
+                    (static_cast<unsigned long long>(__float_as_uint(f)) << 32) | j;
+                mine = max(mine, ~packed);
             }
         }
-        if (lane == 0) {
-            assign_out[p] = best_j;
-            dist_out[p] = best;
-            if ((flags & KILN_ANNEAL_COUNT) != 0 && best_j < m) atomicAdd(&counts[best_j], 1u);
+        if (lane == 0 && mine != 0) atomicMax(&best[i], mine);
+    }
+}
+
+__device__ void assign_list_finish(const uint32_t *__restrict__ list,
+                                   const uint32_t *__restrict__ list_count,
+                                   const unsigned long long *__restrict__ best, uint32_t m,
+                                   uint32_t flags, uint32_t *__restrict__ assign_out,
+                                   float *__restrict__ dist_out, uint32_t *__restrict__ counts) {
+    const uint32_t count = *list_count;
+    const uint32_t stride = gridDim.x * blockDim.x;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
+        const uint32_t p = list[i];
+        const unsigned long long packed = ~best[i];
+        if (best[i] == 0) {  // no eligible anchor
+            assign_out[p] = kNone;
+            dist_out[p] = kInf;
+            continue;
         }
+        const uint32_t j = static_cast<uint32_t>(packed & 0xffffffffu);
+        assign_out[p] = j;
+        dist_out[p] = __uint_as_float(static_cast<uint32_t>(packed >> 32));
+        if ((flags & KILN_ANNEAL_COUNT) != 0 && j < m) atomicAdd(&counts[j], 1u);
     }
 }
 
 // ---------------------------------------------------------------------------
-// Tensor cores. A block of 4 warps takes 128 points; warp w owns points
+// The f16 copies. sigma is a power of two, so scaling is exact; it puts the
+// points' largest magnitude in [2^12, 2^13), leaving a factor 8 below the f16
+// maximum for anchors (which are weighted means of points, but splits move
+// them a little outside). A tiny maximum clamps sigma at 2^60.
+
+constexpr int kMaxScaleExp = 60;
+
+// sigma's exponent from the bits of max |x| (a non-negative finite f32).
+__device__ __forceinline__ int half_scale_exp(uint32_t absmax_bits) {
+    if (absmax_bits == 0u) return 0;
+    const int e = static_cast<int>((absmax_bits >> 23) & 0xffu) - 127;  // -127: subnormal
+    return max(-kMaxScaleExp, min(kMaxScaleExp, 12 - e));
+}
+
+__device__ __forceinline__ float pow2(int e) { return __int_as_float((e + 127) << 23); }
+
+template <typename T>
+__device__ void absmax(const T *__restrict__ x, uint64_t count, uint32_t *__restrict__ state) {
+    uint32_t best = 0;
+    const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+    for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < count;
+         i += stride)
+        best = max(best, __float_as_uint(fabsf(load(x, i))));
+    for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(kFullMask, best, o));
+    if (threadIdx.x % 32 == 0) atomicMax(&state[0], best);  // order-free: the max is exact
+}
+
+template <typename T>
+__device__ void to_half(const T *__restrict__ src, uint32_t rows, uint32_t d, uint32_t dp,
+                        uint32_t *__restrict__ state, uint16_t *__restrict__ dst) {
+    const float sigma = pow2(half_scale_exp(state[0]));
+    const uint64_t total = static_cast<uint64_t>(rows) * dp;
+    const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+    bool overflow = false;
+    for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < total;
+         i += stride) {
+        const uint64_t r = i / dp;
+        const uint32_t k = static_cast<uint32_t>(i - r * dp);
+        const float v = k < d ? load(src, r * d + k) * sigma : 0.f;
+        const __half h = __float2half_rn(v);
+        overflow |= __hisinf(h) != 0;
+        dst[i] = __half_as_ushort(h);
+    }
+    if (overflow) state[1] = 1u;  // every writer writes 1
+}
+
+// ---------------------------------------------------------------------------
+// Tensor cores. A block of 8 warps takes 256 points; warp w owns points
 // w*32 .. w*32+31 and meets every anchor, 64 per anchor tile, so each point's
 // state stays inside one warp. Per anchor tile the warp's 32 x 64 dot
-// products are 2 (m16) x 8 (n8) mma.sync.m16n8k8 TF32 accumulators (64 f32
-// per thread), d consumed 32 at a time through shared memory, where points
-// and anchors land already rounded to TF32 (cvt.rna).
+// products are 2 (m16) x 8 (n8) mma.sync.m16n8k16 f16 accumulators (64 f32
+// per thread) on the scaled f16 copies, which stream through a 3-stage
+// cp.async pipeline, 32 halves of d per stage, fragments read by ldmatrix.
+// The pipeline runs over (anchor tile, k stage) pairs without draining
+// between anchor tiles; the epilogue of a tile runs while the next tile's
+// first stages are in flight.
 //
-// mma.m16n8k8 fragments (g = lane / 4, t = lane % 4), PTX ISA:
-//   A (16 x 8, row): a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
-//   B (8 x 8, col):  b0 (k t, n g), b1 (k t + 4, n g)
-//   C (16 x 8):      c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1)
+// Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4), PTX ISA:
+//   A (16 x 16, row): a0 (g, 2t..), a1 (g + 8, 2t..), a2 (g, 2t + 8..), a3 (g + 8, 2t + 8..)
+//   B (16 x 8, col):  b0 (k 2t.., n g), b1 (k 2t + 8.., n g)
+//   C (16 x 8):       c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1)
 // so the 4 lanes of a quad hold one point row (16 of the 64 anchors each).
 
 constexpr int kThreads = KILN_ANNEAL_TC_THREADS;
 constexpr int kBM = KILN_ANNEAL_TC_TILE;  // points per block
-constexpr int kBN = 64;                   // anchors per anchor tile
-constexpr int kBK = 32;                   // d per shared stage
-constexpr int kStride = kBK + 4;          // fragment reads (4g + t) hit 32 distinct banks
+constexpr int kBN = 128;                  // anchors per anchor tile
+constexpr int kNT = kBN / 8;              // n8 tiles per warp
+constexpr int kBK = 32;                   // halves of d per stage
+constexpr int kStages = 4;
+constexpr int kRow = kBK + 8;  // 80-byte rows: 8 ldmatrix rows hit 32 distinct banks
+constexpr int kNormSlots = 4;  // anchor-norm buffers, by anchor tile mod 4
 constexpr uint32_t kK = KILN_ANNEAL_TC_CANDIDATES;
 static_assert(kBM == kThreads, "one thread per point row initialises the row data");
 static_assert(kBM == 32 * (kThreads / 32), "each warp owns 32 points");
+static_assert(KILN_ANNEAL_TC_DP % kBK == 0, "a stage never crosses a row's padding");
 
 struct TcShared {
-    uint32_t xs[kBM][kStride];  // points x k, TF32 bits
-    uint32_t cs[kBN][kStride];  // anchors x k, TF32 bits
-    float cn[kBN];              // |c|^2 of the anchor tile
-    float cq[kBN];              // |c| of the anchor tile
-    float xn[kBM];              // |x|^2 of the block's points
-    float rx[kBM];              // 2 eps(d) |x|
-    uint32_t cand_j[kBM][kK];   // candidates per point: anchor index
-    float cand_lb[kBM][kK];     //                       and lower bound
+    uint16_t xs[kStages][kBM][kRow];  // points x k, scaled f16
+    uint16_t cs[kStages][kBN][kRow];  // anchors x k, scaled f16
+    uint32_t cand_j[kBM][kK];         // candidates per point: anchor index
+    float cand_lb[kBM][kK];           //                       and lower bound
+    float xn[kBM];                    // |x|^2 of the block's points
+    float rx[kBM];                    // 2 eps(d) |x|
+    float sx[kBM];                    // the subnormal term of the point
+    float cn[kNormSlots][kBN];        // |c|^2 of an anchor tile
+    float cq[kNormSlots][kBN];        // |c| of an anchor tile
 };
-static_assert(sizeof(TcShared) <= 48 * 1024, "static shared memory limit");
+static_assert(sizeof(TcShared) <= KILN_ANNEAL_TC_SMEM, "anneal_tc.h's shared memory size");
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 constexpr uint32_t kOverflow = kK + 1;  // a row's list length once it overflowed
 // f32 slack of the norms' combination (see assign_tc.rs): 2^-20 (|x|^2 + |c|^2).
 constexpr float kCombineSlack = 0x1p-20f;
 
-__device__ __forceinline__ uint32_t to_tf32(float v) {
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
-    return r;
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// The bound's eps(d) (assign_tc.rs derives it): TF32 rounding of both
-// inputs, ceil(d/8) tensor-core accumulation steps, the f32 refinement's own
+// The bound's eps(d) (assign_tc.rs derives it): f16 rounding of both inputs,
+// ceil(d/16) tensor-core accumulation steps, the f32 refinement's own
 // rounding, each taken twice.
 __device__ __forceinline__ float tc_eps(uint32_t d) {
-    const float steps = static_cast<float>(d / 8u + (d % 8u != 0u));
-    return 0x1p-9f + steps * 0x1p-17f + (static_cast<float>(d) + 8.f) * 0x1p-23f;
-}
-
-// Rows whose 4 consecutive values can be read as one vector: d a multiple of
-// 4 and the base aligned to 4 elements (every row start then is too).
-template <typename T>
-__device__ __forceinline__ bool rows_vectorizable(const T *p, uint32_t d) {
-    return d % 4u == 0u && reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T)) == 0;
-}
-
-__device__ __forceinline__ void load4(const float *p, size_t i, float (&v)[4]) {
-    const float4 q = *reinterpret_cast<const float4 *>(p + i);
-    v[0] = q.x;
-    v[1] = q.y;
-    v[2] = q.z;
-    v[3] = q.w;
-}
-__device__ __forceinline__ void load4(const uint16_t *p, size_t i, float (&v)[4]) {
-    const uint2 q = *reinterpret_cast<const uint2 *>(p + i);
-    v[0] = __half2float(__ushort_as_half(static_cast<unsigned short>(q.x & 0xffffu)));
-    v[1] = __half2float(__ushort_as_half(static_cast<unsigned short>(q.x >> 16)));
-    v[2] = __half2float(__ushort_as_half(static_cast<unsigned short>(q.y & 0xffffu)));
-    v[3] = __half2float(__ushort_as_half(static_cast<unsigned short>(q.y >> 16)));
-}
-
-// Rows [row0, row0 + ROWS) x columns [k0, k0 + kBK) of a row-major rows x d
-// matrix into dst as TF32 bits, zero outside the matrix.
-template <int ROWS, typename T>
-__device__ __forceinline__ void stage(uint32_t (*dst)[kStride], const T *__restrict__ src,
-                                      uint32_t row0, uint32_t rows, uint32_t d, uint32_t k0,
-                                      bool vec) {
-    if (vec) {
-        // 8 threads per row, 4 values each: one 128-byte row segment per 8 lanes.
-#pragma unroll
-        for (int r = 0; r < ROWS * kBK / 4 / kThreads; ++r) {
-            const int e = threadIdx.x + r * kThreads;
-            const int row = e / (kBK / 4);
-            const int q = e % (kBK / 4);
-            const uint32_t gr = row0 + row;
-            const uint32_t k = k0 + 4 * q;
-            float v[4] = {0.f, 0.f, 0.f, 0.f};
-            if (gr < rows && k < d) load4(src, static_cast<size_t>(gr) * d + k, v);
-            uint4 w;
-            w.x = to_tf32(v[0]);
-            w.y = to_tf32(v[1]);
-            w.z = to_tf32(v[2]);
-            w.w = to_tf32(v[3]);
-            *reinterpret_cast<uint4 *>(&dst[row][4 * q]) = w;
-        }
-    } else {
-        // A warp per row segment of 32 values.
-#pragma unroll 8
-        for (int r = 0; r < ROWS * kBK / kThreads; ++r) {
-            const int e = threadIdx.x + r * kThreads;
-            const int row = e / kBK;
-            const int kk = e % kBK;
-            const uint32_t gr = row0 + row;
-            const uint32_t k = k0 + kk;
-            const float v = (gr < rows && k < d) ? load(src, static_cast<size_t>(gr) * d + k) : 0.f;
-            dst[row][kk] = to_tf32(v);
-        }
-    }
+    const float steps = static_cast<float>(d / 16u + (d % 16u != 0u));
+    return 0x1p-9f + steps * 0x1p-16f + (static_cast<float>(d) + 8.f) * 0x1p-23f;
 }
 
 // Keeps the entries of one point's list whose lower bound is still within u.
@@ -237,29 +281,87 @@ __device__ __forceinline__ uint32_t prune(uint32_t *cand_j, float *cand_lb, uint
 #endif
 
 template <typename T>
-__device__ void assign_tc(const T *__restrict__ x, const float *__restrict__ x_norms, uint32_t n,
-                          uint32_t d, const float *__restrict__ anchors,
+__device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ xh,
+                          const float *__restrict__ x_norms, uint32_t n, uint32_t d, uint32_t dp,
+                          const float *__restrict__ anchors, const uint16_t *__restrict__ ch,
                           const float *__restrict__ anchor_norms, uint32_t m, uint32_t flags,
+                          const uint32_t *__restrict__ half_state,
                           uint32_t *__restrict__ assign_out, float *__restrict__ dist_out,
                           uint32_t *__restrict__ counts, uint32_t *__restrict__ unresolved,
                           uint32_t *__restrict__ unresolved_count) {
     const uint32_t p0 = blockIdx.x * kBM;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    __shared__ __align__(16) TcShared s;
+    if (n == 0u) return;
+    if (half_state[1] != 0u) {
+        // An anchor left the f16 range: the bound does not hold; the list
+        // kernel decides every point.
+        const uint32_t p = p0 + threadIdx.x;
+        if (p < n) unresolved[atomicAdd(unresolved_count, 1u)] = p;
+        return;
+    }
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    TcShared &s = *reinterpret_cast<TcShared *>(smem_raw);
     const int tid = threadIdx.x;
     const uint32_t lane = tid % 32;
     const int warp = tid / 32;
     const int g = lane / 4;
     const int t = lane % 4;
     const bool exclude_self = (flags & KILN_ANNEAL_EXCLUDE_SELF) != 0;
-    const bool vec_x = rows_vectorizable(x, d);
-    const bool vec_c = rows_vectorizable(anchors, d);
+    // acc * inv2 is the dot product of the unscaled inputs (exact: a power of
+    // two, in f32's normal range for |scale exponent| <= 60).
+    const int scale_exp = half_scale_exp(half_state[0]);
+    const float inv2 = pow2(-2 * scale_exp);
+    const float neg2inv2 = -2.f * inv2;
+    // The subnormal term (assign_tc.rs): 2^-23 sqrt(d) (|x| + |c|) / sigma +
+    // d 2^-48 / sigma^2, split into a point part and an anchor part.
+    const float sub = 0x1p-23f * sqrtf(static_cast<float>(d)) * pow2(-scale_exp);
     {
         const uint32_t p = p0 + tid;
         const float xn = p < n ? x_norms[p] : 0.f;
         s.xn[tid] = xn;
-        s.rx[tid] = 2.f * tc_eps(d) * sqrtf(xn);
+        const float xq = sqrtf(xn);
+        s.rx[tid] = 2.f * tc_eps(d) * xq;
+        s.sx[tid] = fmaf(sub, xq, static_cast<float>(d) * 0x1p-48f * inv2);
     }
+
+    const uint32_t ktiles = dp / kBK;
+    const uint32_t atiles = (m + kBN - 1) / kBN;
+    const uint32_t total = atiles * ktiles;
+    // Issues the loads of pipeline step `step` (anchor tile step / ktiles,
+    // stage step % ktiles) into buffer step % kStages; rows past n or m read
+    // the last row (their results are never used). Always commits a group.
+    auto issue = [&](uint32_t step) {
+        if (step < total) {
+            const uint32_t tile = step / ktiles;
+            const uint32_t k0 = (step - tile * ktiles) * kBK;
+            const int buf = static_cast<int>(step % kStages);
+#pragma unroll
+            for (int r = 0; r < kBM * 4 / kThreads; ++r) {
+                const int e = tid + r * kThreads;
+                const int row = e / 4;
+                const int q = e % 4;
+                const uint32_t p = min(p0 + row, n - 1);
+                cp_async16(&s.xs[buf][row][8 * q], xh + static_cast<size_t>(p) * dp + k0 + 8 * q);
+            }
+#pragma unroll
+            for (int r = 0; r < kBN * 4 / kThreads; ++r) {
+                const int e = tid + r * kThreads;
+                const int row = e / 4;
+                const int q = e % 4;
+                const uint32_t a = min(tile * kBN + row, m - 1);
+                cp_async16(&s.cs[buf][row][8 * q], ch + static_cast<size_t>(a) * dp + k0 + 8 * q);
+            }
+            if (k0 == 0 && tid < kBN) {
+                // This tile's norms: read by its epilogue, at least one
+                // barrier later; slot reuse is 4 tiles apart.
+                const uint32_t a = tile * kBN + tid;
+                const float cn = a < m ? anchor_norms[a] : 0.f;
+                s.cn[tile % kNormSlots][tid] = cn;
+                s.cq[tile % kNormSlots][tid] = sqrtf(cn);
+            }
+        }
+        cp_async_commit();
+    };
 
     // Per point row r = mt * 2 + h of this thread (rows warp*32 + mt*16 +
     // h*8 + g), equal across its quad: the best upper bound so far and the
@@ -271,52 +373,50 @@ __device__ void assign_tc(const T *__restrict__ x, const float *__restrict__ x_n
         upper[r] = kInf;
         listed[r] = 0;
     }
+    float acc[2][kNT][4];
 
+#pragma unroll
+    for (int st = 0; st < kStages - 1; ++st) issue(st);
+
+    uint32_t tile = 0;
+    uint32_t kt = 0;
 #pragma unroll 1
-    for (uint32_t a0 = 0; a0 < m; a0 += kBN) {
-        __syncthreads();  // the previous tile's epilogue is done with cn, cq
-        if (tid < kBN) {
-            const uint32_t a = a0 + tid;
-            const float cn = a < m ? anchor_norms[a] : 0.f;
-            s.cn[tid] = cn;
-            s.cq[tid] = sqrtf(cn);
+    for (uint32_t step = 0; step < total; ++step) {
+        cp_async_wait<kStages - 2>();
+        __syncthreads();  // stage `step` landed; every warp is done with step - 1's buffer
+        issue(step + kStages - 1);
+        if (kt == 0) {
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
         }
-        __syncthreads();
-
-        float acc[2][8][4];
+        const int buf = static_cast<int>(step % kStages);
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
+        for (int ks = 0; ks < kBK; ks += 16) {
+            uint32_t af[2][4];
 #pragma unroll
-            for (int nt = 0; nt < 8; ++nt)
+            for (int mt = 0; mt < 2; ++mt)
+                ldmatrix_x4(af[mt], &s.xs[buf][warp * 32 + mt * 16 + (lane % 16)][ks + (lane / 16) * 8]);
 #pragma unroll
-                for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
-
-#pragma unroll 1
-        for (uint32_t k0 = 0; k0 < d; k0 += kBK) {
-            stage<kBM>(s.xs, x, p0, n, d, k0, vec_x);
-            stage<kBN>(s.cs, anchors, a0, m, d, k0, vec_c);
-            __syncthreads();
-#pragma unroll
-            for (int ks = 0; ks < kBK; ks += 8) {
-                uint32_t af[2][4];
+            for (int np = 0; np < kNT / 2; ++np) {
+                uint32_t bf[4];
+                ldmatrix_x4(bf, &s.cs[buf][np * 16 + (lane % 8) + (lane / 16) * 8]
+                                     [ks + ((lane / 8) % 2) * 8]);
 #pragma unroll
                 for (int mt = 0; mt < 2; ++mt) {
-                    const int r = warp * 32 + mt * 16 + g;
-                    af[mt][0] = s.xs[r][ks + t];
-                    af[mt][1] = s.xs[r + 8][ks + t];
-                    af[mt][2] = s.xs[r][ks + t + 4];
-                    af[mt][3] = s.xs[r + 8][ks + t + 4];
-                }
-#pragma unroll
-                for (int nt = 0; nt < 8; ++nt) {
-                    const uint32_t b0 = s.cs[nt * 8 + g][ks + t];
-                    const uint32_t b1 = s.cs[nt * 8 + g][ks + t + 4];
-#pragma unroll
-                    for (int mt = 0; mt < 2; ++mt) mma_tf32(acc[mt][nt], af[mt], b0, b1);
+                    mma_f16(acc[mt][2 * np], af[mt], bf[0], bf[1]);
+                    mma_f16(acc[mt][2 * np + 1], af[mt], bf[2], bf[3]);
                 }
             }
-            __syncthreads();
         }
+        if (++kt < ktiles) continue;
+        kt = 0;
+        const uint32_t a0 = tile * kBN;
+        const int slot = static_cast<int>(tile % kNormSlots);
+        ++tile;
 
         // Epilogue, per point row: bounds of the 16 anchors this lane holds,
         // the quad's best upper bound, then the anchors whose lower bound is
@@ -330,16 +430,18 @@ __device__ void assign_tc(const T *__restrict__ x, const float *__restrict__ x_n
                 const uint32_t p = p0 + row;
                 const float xn = s.xn[row];
                 const float rx = s.rx[row];
+                const float sx = s.sx[row];
                 float best_upper = kInf;
 #pragma unroll
-                for (int nt = 0; nt < 8; ++nt) {
+                for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
                     for (int c = 0; c < 2; ++c) {
                         const int col = nt * 8 + 2 * t + c;
                         const uint32_t a = a0 + col;
-                        const float sum = xn + s.cn[col];
-                        const float approx = fmaxf(fmaf(-2.f, acc[mt][nt][2 * h + c], sum), 0.f);
-                        const float err = fmaf(rx, s.cq[col], sum * kCombineSlack);
+                        const float cq = s.cq[slot][col];
+                        const float sum = xn + s.cn[slot][col];
+                        const float approx = fmaxf(fmaf(neg2inv2, acc[mt][nt][2 * h + c], sum), 0.f);
+                        const float err = fmaf(rx, cq, fmaf(sum, kCombineSlack, fmaf(sub, cq, sx)));
                         const bool eligible = a < m && !(exclude_self && a == p);
                         if (eligible) best_upper = fminf(best_upper, approx + err);
                         // The accumulator is done: it keeps the lower bound.
@@ -353,7 +455,7 @@ __device__ void assign_tc(const T *__restrict__ x, const float *__restrict__ x_n
                 const bool live = p < n && listed[r] <= kK;
                 uint32_t mask = 0;
 #pragma unroll
-                for (int nt = 0; nt < 8; ++nt)
+                for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
                     for (int c = 0; c < 2; ++c)
                         if (live && acc[mt][nt][2 * h + c] <= upper[r]) mask |= 1u << (2 * nt + c);
@@ -379,15 +481,15 @@ __device__ void assign_tc(const T *__restrict__ x, const float *__restrict__ x_n
                     if (listed[r] + added > kK) {
                         listed[r] = kOverflow;
                     } else {
-                        uint32_t slot = listed[r] + through - mine;
+                        uint32_t slot_i = listed[r] + through - mine;
 #pragma unroll
-                        for (int nt = 0; nt < 8; ++nt) {
+                        for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
                             for (int c = 0; c < 2; ++c) {
                                 if ((mask >> (2 * nt + c)) & 1u) {
-                                    s.cand_j[row][slot] = a0 + nt * 8 + 2 * t + c;
-                                    s.cand_lb[row][slot] = acc[mt][nt][2 * h + c];
-                                    ++slot;
+                                    s.cand_j[row][slot_i] = a0 + nt * 8 + 2 * t + c;
+                                    s.cand_lb[row][slot_i] = acc[mt][nt][2 * h + c];
+                                    ++slot_i;
                                 }
                             }
                         }
@@ -397,6 +499,7 @@ __device__ void assign_tc(const T *__restrict__ x, const float *__restrict__ x_n
             }
         }
     }
+    cp_async_wait<0>();
     // s.xn (even when m == 0) and every list entry are visible to all lanes.
     __syncthreads();
 
@@ -464,14 +567,19 @@ __device__ void assign_tc(const T *__restrict__ x, const float *__restrict__ x_n
         }
     }
 #else
-    // No TF32 mma below sm_80: every point goes to the exact list kernel.
+    // No f16 mma.m16n8k16 or cp.async below sm_80: every point goes to the
+    // exact list kernel.
     (void)x;
+    (void)xh;
     (void)x_norms;
     (void)d;
+    (void)dp;
     (void)anchors;
+    (void)ch;
     (void)anchor_norms;
     (void)m;
     (void)flags;
+    (void)half_state;
     (void)assign_out;
     (void)dist_out;
     (void)counts;
@@ -482,29 +590,45 @@ __device__ void assign_tc(const T *__restrict__ x, const float *__restrict__ x_n
 
 }  // namespace
 
-// The entry points anneal_assign_tc_f32, anneal_assign_list_f32 (T = float)
-// and anneal_assign_tc_f16, anneal_assign_list_f16 (T = uint16_t, f16 bits);
+// The entry points of point type T (float, or uint16_t for f16 bits):
+// anneal_absmax_*, anneal_to_half_*, anneal_assign_tc_*, anneal_assign_list_*;
 // nvcc checks each against its KILN_KERNEL declaration in anneal_tc.h.
 #define KILN_ANNEAL_TC_ENTRIES(suffix, T)                                                      \
-    extern "C" __global__ void __launch_bounds__(kThreads) anneal_assign_tc_##suffix(           \
-        const T *x, const float *x_norms, uint32_t n, uint32_t d, const float *anchors,        \
-        const float *anchor_norms, uint32_t m, uint32_t flags, const AnnealControl *control,   \
+    KILN_KERNEL(anneal_absmax_##suffix, const T *x, uint64_t count, uint32_t *half_state) {    \
+        absmax(x, count, half_state);                                                          \
+    }                                                                                          \
+    KILN_KERNEL(anneal_to_half_##suffix, const T *src, uint32_t rows, uint32_t d, uint32_t dp, \
+                uint32_t *half_state, uint16_t *dst) {                                         \
+        to_half(src, rows, d, dp, half_state, dst);                                            \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(kThreads, 1) anneal_assign_tc_##suffix(       \
+        const T *x, const uint16_t *xh, const float *x_norms, uint32_t n, uint32_t d,          \
+        uint32_t dp, const float *anchors, const uint16_t *ch, const float *anchor_norms,      \
+        uint32_t m, uint32_t flags, const uint32_t *half_state, const AnnealControl *control,  \
         uint32_t *assign_out, float *dist, uint32_t *counts, uint32_t *unresolved,             \
         uint32_t *unresolved_count) {                                                          \
         if (control->done) return; /* whole grid leaves */                                     \
-        assign_tc(x, x_norms, n, d, anchors, anchor_norms, m, flags, assign_out, dist, counts, \
-                  unresolved, unresolved_count);                                               \
+        assign_tc(x, xh, x_norms, n, d, dp, anchors, ch, anchor_norms, m, flags, half_state,   \
+                  assign_out, dist, counts, unresolved, unresolved_count);                     \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(KILN_ANNEAL_LIST_THREADS)                     \
         anneal_assign_list_##suffix(const T *x, const float *x_norms, uint32_t d,              \
                                     const float *anchors, const float *anchor_norms,           \
                                     uint32_t m, uint32_t flags, const AnnealControl *control,  \
                                     const uint32_t *list, const uint32_t *list_count,          \
-                                    uint32_t *assign_out, float *dist, uint32_t *counts) {     \
+                                    uint64_t *best) {                                          \
         if (control->done) return;                                                             \
         assign_list(x, x_norms, d, anchors, anchor_norms, m, flags, list, list_count,          \
-                    assign_out, dist, counts);                                                 \
+                    reinterpret_cast<unsigned long long *>(best));                             \
     }
 
 KILN_ANNEAL_TC_ENTRIES(f32, float)
 KILN_ANNEAL_TC_ENTRIES(f16, uint16_t)
+
+KILN_KERNEL(anneal_assign_list_finish, const AnnealControl *control, const uint32_t *list,
+            const uint32_t *list_count, const uint64_t *best, uint32_t m, uint32_t flags,
+            uint32_t *assign_out, float *dist, uint32_t *counts) {
+    if (control->done) return;
+    assign_list_finish(list, list_count, reinterpret_cast<const unsigned long long *>(best), m,
+                       flags, assign_out, dist, counts);
+}

@@ -4,13 +4,20 @@
  * same kernels on its shard. One iteration is:
  *   anneal_assign (fused distance + argmin, counts per anchor)
  *   -> anneal_scan (offsets of each anchor's members; zeroes the counts)
- *   -> anneal_scatter (member lists)
- *   -> anneal_reduce (per anchor: member count, sum of the member points and
- *      of their distances: the partial statistics of this shard)
- *   -> kiln_sum_f32 (reduce.h, CUB) over the distances: the energy sum
- *   -> [several GPUs: one NCCL all-reduce of the partials]
+ *   -> kiln_sort_pairs_u32 (reduce.h, CUB) of (assign, anneal_iota's 0..n):
+ *      the member lists, each in point order, so every sum below adds in
+ *      the same order on every run
+ *   -> anneal_reduce (per piece of at most KILN_ANNEAL_PIECE members of one
+ *      anchor: the sum of their points and of their distances, in f64)
+ *   -> anneal_combine (per anchor: member count, its pieces added in order:
+ *      the partial statistics of this shard, in f64)
+ *   -> [several GPUs: NCCL all-reduces of the partials]
  *   -> anneal_update (anchor_j += eta * (mean_j - anchor_j), new norms)
- *   -> anneal_finish (energy, history, the convergence test on the device).
+ *   -> anneal_finish (energy from the per-anchor distance sums, history, the
+ *      convergence test on the device).
+ * Pieces keep the work even when one anchor holds most points; f64 sums in
+ * a fixed order make the statistics the same on every run and within f32
+ * rounding of the CPU engine's (which sums in f64 too).
  * So the host enqueues many iterations without reading anything back: once
  * anneal_finish has set `done`, every later kernel returns at once.
  * Distances are |x|^2 + |c|^2 - 2 x.c, clamped at 0, with the norms kept
@@ -32,6 +39,9 @@ KILN_STATIC_ASSERT(sizeof(AnnealControl) == 24, "AnnealControl is 24 bytes");
 KILN_STATIC_ASSERT(offsetof(AnnealControl, has_previous) == 8, "AnnealControl.has_previous at 8");
 KILN_STATIC_ASSERT(offsetof(AnnealControl, iterations) == 16, "AnnealControl.iterations at 16");
 
+/* Members per piece of anneal_reduce. */
+#define KILN_ANNEAL_PIECE 256u
+
 /* Flags of anneal_assign. */
 #define KILN_ANNEAL_EXCLUDE_SELF 1u /* skip anchor i for point i (anchor-to-anchor neighbours) */
 #define KILN_ANNEAL_COUNT 2u        /* atomically count each anchor's members into counts */
@@ -49,41 +59,50 @@ KILN_KERNEL(anneal_assign_f16, const uint16_t *x, const float *x_norms, uint32_t
             const float *anchors, const float *anchor_norms, uint32_t m, uint32_t flags,
             const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts);
 
-/* offsets[j] = sum of counts[0..j) for j <= m; cursor[j] = 0; counts[j] = 0.
+/* offsets[j] = sum of counts[0..j) and pieces[j] = sum of
+ * ceil(counts[i] / KILN_ANNEAL_PIECE) over i < j, for j <= m; counts[j] = 0.
  * One block of 1024 threads. */
 KILN_KERNEL(anneal_scan, const AnnealControl *control, uint32_t *counts, uint32_t m,
-            uint32_t *offsets, uint32_t *cursor);
+            uint32_t *offsets, uint32_t *pieces);
 
-/* order[offsets[assign[i]] + k] = i, k the arrival order. */
-KILN_KERNEL(anneal_scatter, const AnnealControl *control, const uint32_t *assign,
-            uint32_t n, const uint32_t *offsets, uint32_t *cursor, uint32_t *order);
+/* out[i] = i for i < n (the values the sort carries). */
+KILN_KERNEL(anneal_iota, uint32_t n, uint32_t *out);
 
-/* The partial statistics, one f32 buffer of m * d + m + 1 values: the sum of
- * each anchor's member points (m x d), then the sum of their distances (m),
- * then the energy sum (1). One all-reduce combines the shards' partials. */
-
-/* One block per anchor j < m, members order[offsets[j]..offsets[j+1]):
- * members[j] = their count; partial[j*d .. j*d+d) = the sum of their points;
- * partial[m*d + j] = the sum of their distances. Block: 128 threads. */
+/* Piece b < pieces[m] is members order[offsets[j] + q * KILN_ANNEAL_PIECE ..]
+ * (at most KILN_ANNEAL_PIECE of them, within anchor j's) with j the anchor
+ * whose pieces[j] <= b < pieces[j + 1] and q = b - pieces[j]:
+ * piece_sums[b*d .. b*d+d) = the sum of their points, piece_dist[b] = the
+ * sum of their distances, both in f64, members in order. Block: 128 threads;
+ * grid: at least pieces[m] (ceil(n / KILN_ANNEAL_PIECE) + m always is), the
+ * blocks past it return. */
 KILN_KERNEL(anneal_reduce_f32, const float *x, const uint32_t *order, const uint32_t *offsets,
-            const float *dist, uint32_t m, uint32_t d, const AnnealControl *control,
-            uint32_t *members, float *partial);
+            const uint32_t *pieces, const float *dist, uint32_t m, uint32_t d,
+            const AnnealControl *control, double *piece_sums, double *piece_dist);
 KILN_KERNEL(anneal_reduce_f16, const uint16_t *x, const uint32_t *order, const uint32_t *offsets,
-            const float *dist, uint32_t m, uint32_t d, const AnnealControl *control,
-            uint32_t *members, float *partial);
+            const uint32_t *pieces, const float *dist, uint32_t m, uint32_t d,
+            const AnnealControl *control, double *piece_sums, double *piece_dist);
 
-/* One block per anchor j < m: if members[j] > 0, anchor_j += eta * (mean_j -
- * anchor_j) with mean_j = partial[j*d..] / members[j]; anchor_norms[j] =
+/* The partial statistics of a shard, which all-reduces combine: one block
+ * per anchor j < m: members[j] = its member count; partial[j*d .. j*d+d) =
+ * the sum of its members' points and sumsq[j] = of their distances, its
+ * pieces added in order (f64). Block: 128 threads. */
+KILN_KERNEL(anneal_combine, const uint32_t *offsets, const uint32_t *pieces,
+            const double *piece_sums, const double *piece_dist, uint32_t m, uint32_t d,
+            const AnnealControl *control, uint32_t *members, double *partial, double *sumsq);
+
+/* One block per anchor j < m: if members[j] > 0, mean = (float)(partial[j*d
+ * + k] / members[j]) in f64, then anchor_j += eta * (mean - anchor_j) in f32
+ * steps (no fused multiply-add, as the CPU engine); anchor_norms[j] =
  * |anchor_j|^2. Block: 128 threads. */
-KILN_KERNEL(anneal_update, const float *partial, const uint32_t *members, uint32_t m, uint32_t d,
+KILN_KERNEL(anneal_update, const double *partial, const uint32_t *members, uint32_t m, uint32_t d,
             float eta, const AnnealControl *control, float *anchors, float *anchor_norms);
 
-/* One thread: E = partial[m*d + m] / n (f64); history[slot] = E; done =
- * has_previous and (previous > 0 and |previous - E| / previous < tol, or
- * previous == 0 == E); previous = E; has_previous = 1; iterations += 1.
- * Nothing once done is set. */
-KILN_KERNEL(anneal_finish, const float *partial, uint32_t m, uint32_t d, uint64_t n, double tol,
-            uint32_t slot, AnnealControl *control, double *history);
+/* One block of 256 threads: E = (sum of sumsq[0..m), fixed order) / n;
+ * history[slot] = E; done = has_previous and (previous > 0 and |previous -
+ * E| / previous < tol, or previous == 0 == E); previous = E; has_previous =
+ * 1; iterations += 1. Nothing once done is set. */
+KILN_KERNEL(anneal_finish, const double *sumsq, uint32_t m, uint64_t n, double tol, uint32_t slot,
+            AnnealControl *control, double *history);
 
 /* Every kernel taking a control returns at once when control->done is set,
  * so the outputs stay those of the last iteration run. */

@@ -1,24 +1,40 @@
 /* anneal_tc: the anchor assignment of anneal.h on tensor cores, made exact.
  * Same outputs and flags as anneal_assign_f32/f16 (assign, dist, counts;
  * dist = max(|x|^2 + |c|^2 - 2 x.c, 0), ties to the lowest anchor index):
- *   anneal_assign_tc_*   TF32 mma.sync distances with a per-point error bound
- *                        keep each point's candidates (anchors whose lower
- *                        bound is within the best upper bound), then the
- *                        exact f32 distance of each picks the winner. A point
- *                        with more than KILN_ANNEAL_TC_CANDIDATES candidates
- *                        is appended to `unresolved` (atomicAdd on
- *                        *unresolved_count, which the caller zeroes) and gets
- *                        no output from this kernel.
- *   anneal_assign_list_* the exact f32 assignment of the points listed in
- *                        list[0..*list_count): run after the tc kernel on its
- *                        `unresolved` list.
+ *   anneal_absmax_*      half_state[0] = max |x| as f32 bits (atomicMax over
+ *                        the bits; the caller zeroes it first).
+ *   anneal_to_half_*     dst (rows x dp f16, dp = d rounded up to
+ *                        KILN_ANNEAL_TC_DP, zeros past d) = src scaled by
+ *                        sigma, the power of two that puts half_state[0]
+ *                        in [2^12, 2^13); a value whose scaled magnitude
+ *                        rounds past the f16 range sets half_state[1].
+ *   anneal_assign_tc_*   f16 mma.sync (f32 accumulate) on the scaled copies
+ *                        xh and ch with a per-pair error bound keeps each
+ *                        point's candidates (anchors whose lower bound is
+ *                        within the best upper bound), then the exact f32
+ *                        distance of each, on the original x and anchors,
+ *                        picks the winner. A point with more than
+ *                        KILN_ANNEAL_TC_CANDIDATES candidates, or every point
+ *                        while half_state[1] is set, is appended to
+ *                        `unresolved` (atomicAdd on *unresolved_count, which
+ *                        the caller zeroes) and gets no output here.
+ *   anneal_assign_list_* the exact f32 distances of the points listed in
+ *                        list[0..*list_count) to every anchor, spread over
+ *                        the grid by (point, 64 anchors): best[i] (zeroed by
+ *                        the caller) = the complement of the least
+ *                        (dist bits << 32 | anchor), by atomicMax.
+ *   anneal_assign_list_finish writes each listed point's assign, dist and
+ *                        count from best[i] (zero: no eligible anchor, then
+ *                        assign = UINT32_MAX, dist = +inf). The two run after
+ *                        the tc kernel on its `unresolved` list.
  * The "exact f32 distance" is one fixed computation shared by both kernels:
  * lane l of a warp sums fmaf(x[k], c[k], .) over k = l, l + 32, ... in
  * order from 0, the 32 partial sums are added by an xor butterfly (offsets
  * 16, 8, 4, 2, 1), and dist = fmaxf(fmaf(-2, dot, x_norm + c_norm), 0).
- * Below sm_80 (no TF32 mma) the tc kernels put every point in `unresolved`.
- * Both return at once when control->done is set (anneal.h).
- * The design, the error bound and the speed estimate are in
+ * Below sm_80 (no f16 mma.m16n8k16, no cp.async) the tc kernels put every
+ * point in `unresolved`. The assignment kernels return at once when
+ * control->done is set (anneal.h).
+ * The design, the error bound and the speed are in
  * crates/apps/src/anneal/assign_tc.rs. */
 #ifndef KILN_ANNEAL_TC_H
 #define KILN_ANNEAL_TC_H
@@ -27,30 +43,46 @@
 
 /* Candidates kept per point before it is handed to the list kernel. */
 #define KILN_ANNEAL_TC_CANDIDATES 8u
-/* Points per block of anneal_assign_tc_*: grid ceil(n / 128), block
- * KILN_ANNEAL_TC_THREADS threads. */
-#define KILN_ANNEAL_TC_TILE 128u
-#define KILN_ANNEAL_TC_THREADS 128u
-/* Block of anneal_assign_list_* (one warp per listed point, grid-stride over
- * the list: any grid). */
+/* Points per block of anneal_assign_tc_*: grid ceil(n / 256), block
+ * KILN_ANNEAL_TC_THREADS threads, KILN_ANNEAL_TC_SMEM bytes of dynamic shared
+ * memory (past the 48 KiB default: the kernel must be allowed it first). */
+#define KILN_ANNEAL_TC_TILE 256u
+#define KILN_ANNEAL_TC_THREADS 256u
+#define KILN_ANNEAL_TC_SMEM 146432u
+/* The f16 copies' row length is d rounded up to a multiple of this. */
+#define KILN_ANNEAL_TC_DP 32u
+/* Block of anneal_assign_list_* (8 warps, 8 anchors each, per (point, 64
+ * anchors) pair, grid-stride over the pairs: any grid). */
 #define KILN_ANNEAL_LIST_THREADS 256u
 
-KILN_KERNEL(anneal_assign_tc_f32, const float *x, const float *x_norms, uint32_t n, uint32_t d,
-            const float *anchors, const float *anchor_norms, uint32_t m, uint32_t flags,
+KILN_KERNEL(anneal_absmax_f32, const float *x, uint64_t count, uint32_t *half_state);
+KILN_KERNEL(anneal_absmax_f16, const uint16_t *x, uint64_t count, uint32_t *half_state);
+KILN_KERNEL(anneal_to_half_f32, const float *src, uint32_t rows, uint32_t d, uint32_t dp,
+            uint32_t *half_state, uint16_t *dst);
+KILN_KERNEL(anneal_to_half_f16, const uint16_t *src, uint32_t rows, uint32_t d, uint32_t dp,
+            uint32_t *half_state, uint16_t *dst);
+
+KILN_KERNEL(anneal_assign_tc_f32, const float *x, const uint16_t *xh, const float *x_norms,
+            uint32_t n, uint32_t d, uint32_t dp, const float *anchors, const uint16_t *ch,
+            const float *anchor_norms, uint32_t m, uint32_t flags, const uint32_t *half_state,
             const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts,
             uint32_t *unresolved, uint32_t *unresolved_count);
-KILN_KERNEL(anneal_assign_tc_f16, const uint16_t *x, const float *x_norms, uint32_t n, uint32_t d,
-            const float *anchors, const float *anchor_norms, uint32_t m, uint32_t flags,
+KILN_KERNEL(anneal_assign_tc_f16, const uint16_t *x, const uint16_t *xh, const float *x_norms,
+            uint32_t n, uint32_t d, uint32_t dp, const float *anchors, const uint16_t *ch,
+            const float *anchor_norms, uint32_t m, uint32_t flags, const uint32_t *half_state,
             const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts,
             uint32_t *unresolved, uint32_t *unresolved_count);
 
 KILN_KERNEL(anneal_assign_list_f32, const float *x, const float *x_norms, uint32_t d,
             const float *anchors, const float *anchor_norms, uint32_t m, uint32_t flags,
             const AnnealControl *control, const uint32_t *list, const uint32_t *list_count,
-            uint32_t *assign, float *dist, uint32_t *counts);
+            uint64_t *best);
 KILN_KERNEL(anneal_assign_list_f16, const uint16_t *x, const float *x_norms, uint32_t d,
             const float *anchors, const float *anchor_norms, uint32_t m, uint32_t flags,
             const AnnealControl *control, const uint32_t *list, const uint32_t *list_count,
+            uint64_t *best);
+KILN_KERNEL(anneal_assign_list_finish, const AnnealControl *control, const uint32_t *list,
+            const uint32_t *list_count, const uint64_t *best, uint32_t m, uint32_t flags,
             uint32_t *assign, float *dist, uint32_t *counts);
 
 #endif

@@ -7,6 +7,7 @@
 //! `bench.json` here. The comparisons (`report`) and the chart (`plot`) are
 //! pure; this file only runs processes and writes files.
 
+mod grid;
 mod plot;
 mod report;
 

@@ -1,7 +1,8 @@
 //! The anneal on the GPU against the CPU engine (the oracle): on random data
-//! with a fixed seed, final energy within 0.1% relative, iterations within 1,
-//! the same number of anchors after maintenance. Skips, saying why, without a
-//! usable GPU.
+//! with a fixed seed, final energy within 1e-6 relative, iterations within 1,
+//! the same number of anchors after maintenance; and the GPU against itself:
+//! the same input and seed give the same bits on every run. Skips, saying
+//! why, without a usable GPU.
 
 use apps::anneal::{self, Params, Points};
 use gpu_core::Backend;
@@ -10,14 +11,26 @@ fn cuda_or_skip() -> Option<Backend> {
     gpu_core::testing::cuda_backend(cuda_sys::modules::ALL)
 }
 
+/// The energy agreement the GPU engine is held to against the CPU engine.
+/// Both sum in f64 and update anchors with the same roundings; they differ
+/// in their f32 distances (the GPU's exact refinement adds in another order
+/// than the CPU's loop), so a near-tie point can go to another anchor and
+/// the runs drift apart by that much.
+const AGREEMENT: f64 = 1e-6;
+
 #[track_caller]
 fn check_agreement(cpu: &anneal::Output, gpu: &anneal::Output, what: &str) {
+    check_agreement_within(cpu, gpu, what, AGREEMENT);
+}
+
+#[track_caller]
+fn check_agreement_within(cpu: &anneal::Output, gpu: &anneal::Output, what: &str, bound: f64) {
     let rel = (gpu.energy - cpu.energy).abs() / cpu.energy;
     println!(
         "{what}: energy cpu {:.6} gpu {:.6} ({rel:.2e}), iterations {} / {}, anchors {} / {}",
         cpu.energy, gpu.energy, cpu.iterations, gpu.iterations, cpu.m, gpu.m
     );
-    assert!(rel <= 1e-3, "{what}: energy differs by {rel:.3e} relative");
+    assert!(rel <= bound, "{what}: energy differs by {rel:.3e} relative");
     assert!(
         cpu.iterations.abs_diff(gpu.iterations) <= 1,
         "{what}: iterations"
@@ -87,7 +100,10 @@ fn gpu_keeps_f16_points_and_agrees() {
         &mut |_, _, _| {},
     )
     .unwrap();
-    check_agreement(&a, &b, "f16");
+    // Measured on the H100: 1.37e-6, over the 1e-6 (BENCHMARKS.md):
+    // a few near-tie points per iteration go to other anchors (see
+    // AGREEMENT), and this small run (4000 points) feels each.
+    check_agreement_within(&a, &b, "f16", 2e-6);
 }
 
 #[test]
@@ -195,6 +211,57 @@ fn device_side_convergence_stops_where_the_host_test_does() {
         let steps = device.run_steps(&[0.5, 0.5], 0.0, None).unwrap();
         assert_eq!(steps.energies.len(), 2);
         assert!(!steps.converged);
+    }
+}
+
+#[test]
+fn three_gpu_runs_give_the_same_bits() {
+    let Some(gpu) = cuda_or_skip() else { return };
+    // Maintenance merges and splits; many points per anchor, so member sums
+    // would differ in their last bits if they depended on thread timing.
+    for (n, d, m, f16) in [(60_000, 96, 300, false), (30_001, 130, 257, true)] {
+        let values = anneal::synthetic_points(n, d, m / 2, 0.25, 5);
+        let bits: Vec<u16> = values
+            .iter()
+            .map(|v| half::f16::from_f32(*v).to_bits())
+            .collect();
+        let points = if f16 {
+            Points::F16(&bits)
+        } else {
+            Points::F32(&values)
+        };
+        let params = Params {
+            seed: 5,
+            tol: 0.0,
+            ..Params::default()
+        };
+        let problem = anneal::validate(points, n, d, m, &params).unwrap();
+        let runs: Vec<anneal::Output> = (0..3)
+            .map(|_| anneal::run(&gpu, &problem, &mut |_, _, _| {}).unwrap())
+            .collect();
+        let what = format!("{n}x{d}x{m} f16={f16}");
+        assert!(
+            !runs[0].maintenance.is_empty(),
+            "{what}: no maintenance ran"
+        );
+        for run in &runs[1..] {
+            let same_anchors = run.anchors.len() == runs[0].anchors.len()
+                && run
+                    .anchors
+                    .iter()
+                    .zip(&runs[0].anchors)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same_anchors, "{what}: anchors differ between runs");
+            assert_eq!(run.assignments, runs[0].assignments, "{what}: assignments");
+            let history =
+                |o: &anneal::Output| o.history.iter().map(|e| e.to_bits()).collect::<Vec<_>>();
+            assert_eq!(history(run), history(&runs[0]), "{what}: energies");
+            assert_eq!(run.maintenance, runs[0].maintenance, "{what}: maintenance");
+        }
+        println!(
+            "{what}: 3 runs, {} iterations, {} anchors, energy {:.9}: identical",
+            runs[0].iterations, runs[0].m, runs[0].energy
+        );
     }
 }
 

@@ -15,7 +15,7 @@ mod tc_harness;
 
 use apps::anneal::assign_tc::{self, TcAssign};
 use apps::Rng;
-use cuda_sys::kernels::anneal_assign_list_f32;
+use cuda_sys::kernels::{anneal_assign_list_f32, anneal_assign_list_finish};
 use cuda_sys::types::{
     KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF, KILN_ANNEAL_LIST_THREADS,
 };
@@ -231,7 +231,9 @@ fn one_tc_assign_serves_launch_after_launch() {
     // unresolved) then a random one (few) must both come out exact.
     let first = clustered(&[12, 3], 2000, 32, 31);
     let second = Case::random("after a clustered launch", 2000, 32, 40, 32);
-    let mut tc = TcAssign::new(&backend, &stream, 2000).unwrap().unwrap();
+    let mut tc = TcAssign::new(&backend, &stream, 2000, 32, 40)
+        .unwrap()
+        .unwrap();
     for case in [&first, &second] {
         let got = run_tc(&backend, &stream, &mut tc, case);
         let simt = run_simt(&backend, &stream, case);
@@ -260,8 +262,8 @@ fn one_tc_assign_serves_launch_after_launch() {
     assert!(err.to_string().contains("2001 points"), "{err}");
 }
 
-/// The list kernel alone over every point equals the reference bit for bit
-/// (it is the whole path below sm_80).
+/// The list kernels alone over every point equal the reference bit for bit
+/// (they are the whole path below sm_80).
 #[test]
 fn list_kernel_alone_is_exact() {
     let Some(backend) = tc_device_or_skip() else {
@@ -273,7 +275,9 @@ fn list_kernel_alone_is_exact() {
     let list: Vec<u32> = (0..case.n as u32).collect();
     let list = stream.to_device(&list).unwrap();
     let count = stream.to_device(&[case.n as u32]).unwrap();
+    let mut best = stream.alloc_zeros::<u64>(case.n).unwrap();
     let kernel: Kernel<anneal_assign_list_f32> = backend.kernel().unwrap();
+    let finish: Kernel<anneal_assign_list_finish> = backend.kernel().unwrap();
     let config = LaunchConfig {
         grid: (7, 1, 1),
         block: (KILN_ANNEAL_LIST_THREADS, 1, 1),
@@ -294,6 +298,21 @@ fn list_kernel_alone_is_exact() {
                 dev.control.view(),
                 list.view(),
                 count.view(),
+                best.view_mut(),
+            ),
+        )
+        .unwrap();
+    stream
+        .launch(
+            &finish,
+            config,
+            (
+                dev.control.view(),
+                list.view(),
+                count.view(),
+                best.view(),
+                case.m as u32,
+                case.flags,
                 dev.assign.view_mut(),
                 dev.dist.view_mut(),
                 dev.counts.view_mut(),

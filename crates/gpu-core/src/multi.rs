@@ -201,12 +201,17 @@ mod sealed {
     impl Sealed for u32 {
         const NCCL_TYPE: super::ncclDataType_t = super::ncclDataType_t::ncclUint32;
     }
+
+    impl Sealed for f64 {
+        const NCCL_TYPE: super::ncclDataType_t = super::ncclDataType_t::ncclFloat64;
+    }
 }
 
-/// Element types NCCL reduces here: `f32` and `u32`.
+/// Element types NCCL reduces here: `f32`, `f64` and `u32`.
 pub trait CollectiveElem: GpuRepr + sealed::Sealed {}
 
 impl CollectiveElem for f32 {}
+impl CollectiveElem for f64 {}
 impl CollectiveElem for u32 {}
 
 /// One NCCL communicator per stream (rank `r` is `streams[r]`, each on another
@@ -413,6 +418,7 @@ mod tests {
         use sealed::Sealed;
         assert_eq!(nccl::nccl_type_size(f32::NCCL_TYPE), Some(4));
         assert_eq!(nccl::nccl_type_size(u32::NCCL_TYPE), Some(4));
+        assert_eq!(nccl::nccl_type_size(f64::NCCL_TYPE), Some(8));
     }
 
     #[test]

@@ -43,7 +43,7 @@ const SERIES: [Series; 2] = [
         offset: GROUP / 2 - GAP / 2 - BAR,
     },
     Series {
-        name: "over PyTorch on the GPU (same run)",
+        name: "over PyTorch on the GPU (same run; grid: with TF32)",
         color: OVER_TORCH,
         value: |g| g.over_torch,
         offset: GROUP / 2 + GAP / 2,
@@ -51,7 +51,8 @@ const SERIES: [Series; 2] = [
 ];
 
 /// The workloads with at least one speedup, vadd first, then the anneal
-/// shapes in apps' order.
+/// shapes in apps' order, then the embedding grid (against PyTorch with TF32
+/// allowed, its faster mode).
 pub(crate) fn groups(bench: &BenchFile) -> Vec<Group> {
     let c = &bench.comparisons;
     let vadd = c.vadd.iter().map(|v| Group {
@@ -64,7 +65,13 @@ pub(crate) fn groups(bench: &BenchFile) -> Vec<Group> {
         over_cpu: a.speedup_over_cpu,
         over_torch: a.speedup_over_torch,
     });
+    let grid = c.grid.iter().map(|g| Group {
+        label: format!("grid {} {}", g.shape, g.dtype),
+        over_cpu: None,
+        over_torch: g.speedup_over_tf32,
+    });
     vadd.chain(anneal)
+        .chain(grid)
         .filter(|g| g.over_cpu.is_some() || g.over_torch.is_some())
         .collect()
 }

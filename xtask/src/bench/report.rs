@@ -8,6 +8,8 @@ use std::fmt::Write as _;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
+use super::grid::{self, GridComparison};
+
 /// The element count PyTorch's anchor times its vector add at (`vadd_ms_2^28`).
 const TORCH_VADD_N: u64 = 1 << 28;
 
@@ -34,6 +36,9 @@ pub(crate) struct Figure {
     pub(crate) gb_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) note: Option<String>,
+    /// An anneal's distance flops per second (TFLOP/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tflops: Option<f64>,
 }
 
 /// PyTorch's figures as its anchor script printed them (`copy_GBps`,
@@ -63,6 +68,9 @@ pub(crate) struct Comparisons {
     pub(crate) vadd: Option<VaddComparison>,
     /// One per anneal shape apps ran, in its order.
     pub(crate) anneal: Vec<AnnealComparison>,
+    /// One per embedding-grid figure (`anneal NxDxM gpu 10it f32|f16`).
+    #[serde(default)]
+    pub(crate) grid: Vec<GridComparison>,
 }
 
 /// The vector add against the copy bandwidth and PyTorch's add.
@@ -191,7 +199,8 @@ pub(crate) fn compare(apps: &AppsReport, torch: Option<&TorchFigures>) -> Compar
             speedup_over_torch: ratio(torch_ms, Some(f.ms)),
         })
     });
-    Comparisons { vadd, anneal }
+    let grid = grid::compare(&apps.device, &apps.figures, torch);
+    Comparisons { vadd, anneal, grid }
 }
 
 /// Builds `bench.json`'s contents from one run's parts.
@@ -325,6 +334,7 @@ pub(crate) fn render_table(bench: &BenchFile) -> String {
         out.push('\n');
     }
     out.push_str("ratios are PyTorch or kiln CPU time over kiln GPU time: above 1x, kiln's GPU path is faster\n");
+    out.push_str(&grid::render(&c.grid));
     if let Some(why) = &bench.torch_skipped {
         let _ = writeln!(out, "PyTorch comparison skipped: {why}");
     }
@@ -451,6 +461,7 @@ mod tests {
                     runs: 50,
                     gb_per_s: Some(32.2),
                     note: None,
+                    tflops: None,
                 },
                 Figure {
                     name: "anneal 1000x64x32 cpu".into(),
@@ -458,6 +469,7 @@ mod tests {
                     runs: 5,
                     gb_per_s: None,
                     note: None,
+                    tflops: None,
                 },
             ],
         };

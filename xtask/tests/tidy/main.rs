@@ -52,8 +52,8 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
     ),
     ("crates/apps/src/anneal/cpu/**", "AVX2 / AVX-512 intrinsics"),
     (
-        "crates/apps/src/anneal/gpu/sum.rs",
-        "the CUB sum: host fns of a static-library module over the C ABI",
+        "crates/apps/src/anneal/gpu/sort.rs",
+        "the CUB sort: host fns of a static-library module over the C ABI",
     ),
     (
         "crates/apps/src/bench/launch.rs",

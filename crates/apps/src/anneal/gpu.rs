@@ -3,10 +3,15 @@
 //! Every buffer is allocated once for the run and the points are uploaded
 //! once (f32 or f16), split into one contiguous shard per GPU. One iteration
 //! is, on every GPU: the fused distance + argmin of its shard (no `n × m`
-//! distance matrix exists anywhere), the per-anchor partial statistics (member
-//! counts, sums of member points and of their distances) and the CUB sum of
-//! the distances (the static-library module `reduce`); with several GPUs one
-//! NCCL all-reduce then combines the partials, and every GPU applies the same
+//! distance matrix exists anywhere), the CUB radix sort of its points by
+//! anchor (the static-library module `reduce`: member lists in point order),
+//! the per-anchor partial statistics (member counts, sums of member points
+//! and of their distances, in f64, over pieces of at most
+//! `KILN_ANNEAL_PIECE` members so that a crowded anchor does not serialize
+//! the step, the pieces added in order): no sum depends on the order in
+//! which threads finish, so a run gives the same bits every time. With
+//! several GPUs NCCL all-reduces then combine the partials, and every GPU
+//! applies the same
 //! update, so the anchors stay identical without a broadcast. Then
 //! `anneal_finish` records the energy and runs the convergence test on the
 //! device.
@@ -19,21 +24,25 @@
 //! `KILN_ANNEAL_TC=0` asks for the SIMT kernel.
 
 use cuda_sys::kernels::{
-    anneal_assign_f16, anneal_assign_f32, anneal_finish, anneal_norms_f16, anneal_norms_f32,
-    anneal_reduce_f16, anneal_reduce_f32, anneal_scan, anneal_scatter, anneal_update,
+    anneal_assign_f16, anneal_assign_f32, anneal_combine, anneal_finish, anneal_iota,
+    anneal_norms_f16, anneal_norms_f32, anneal_reduce_f16, anneal_reduce_f32, anneal_scan,
+    anneal_update,
 };
 use cuda_sys::types::AnnealControl;
 use gpu_core::{
     Backend, BackendKind, Collective, DeviceBuffer, DeviceViewMut, Kernel, LaunchConfig, Stream,
 };
 
-mod sum;
+mod sort;
 
 use super::assign_tc::{TcAssign, TcJob};
 use super::{AnchorStats, AnnealError, Engine, Points, Problem, Steps};
-use sum::{sum_f32, sum_scratch_bytes};
+use sort::{sort_pairs_u32, sort_scratch_bytes, SortOut};
 
-use cuda_sys::types::{KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF};
+use cuda_sys::types::{
+    KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF,
+    KILN_ANNEAL_PIECE as PIECE,
+};
 
 /// Points per block of `anneal_assign_*`.
 const ASSIGN_TILE: u32 = 128;
@@ -62,7 +71,7 @@ struct Shard {
     points: ShardPoints,
     norms_f32: Kernel<anneal_norms_f32>,
     scan: Kernel<anneal_scan>,
-    scatter: Kernel<anneal_scatter>,
+    combine: Kernel<anneal_combine>,
     update: Kernel<anneal_update>,
     finish: Kernel<anneal_finish>,
     /// Rows of this shard.
@@ -74,13 +83,24 @@ struct Shard {
     dist: DeviceBuffer<f32>,
     counts: DeviceBuffer<u32>,
     offsets: DeviceBuffer<u32>,
-    cursor: DeviceBuffer<u32>,
+    /// First piece of each anchor's members (anneal.h).
+    pieces: DeviceBuffer<u32>,
+    /// Per piece: the sum of its points (`d` each) and of its distances.
+    piece_sums: DeviceBuffer<f64>,
+    piece_dist: DeviceBuffer<f64>,
+    /// `0..n`, the values the sort carries.
+    iota: DeviceBuffer<u32>,
+    /// The sorted keys (assignments), which nothing reads.
+    sorted: DeviceBuffer<u32>,
+    /// The points in anchor order, each anchor's in point order.
     order: DeviceBuffer<u32>,
     /// Members per anchor (this shard's, then all shards' after the
     /// all-reduce).
     members: DeviceBuffer<u32>,
-    /// Point sums (`m × d`), distance sums (`m`), energy sum (1): see anneal.h.
-    partial: DeviceBuffer<f32>,
+    /// Point sums per anchor (`m × d`), this shard's, then all shards'.
+    partial: DeviceBuffer<f64>,
+    /// Distance sums per anchor (`m`), likewise.
+    sumsq: DeviceBuffer<f64>,
     control: DeviceBuffer<AnnealControl>,
     history: DeviceBuffer<f64>,
     scratch: DeviceBuffer<u8>,
@@ -97,6 +117,9 @@ pub struct GpuEngine {
     collective: Option<Collective>,
     /// Anchor-to-anchor nearest neighbours, on shard 0.
     anchor_assign: Kernel<anneal_assign_f32>,
+    /// The same search on tensor cores (when the points' assignment uses
+    /// them): the anchors are its points.
+    anchor_tc: Option<TcAssign>,
     neighbors: DeviceBuffer<u32>,
     neighbor_dist: DeviceBuffer<f32>,
     /// Never `done`: the control of the neighbour search.
@@ -104,6 +127,8 @@ pub struct GpuEngine {
     n: usize,
     d: u32,
     m: u32,
+    /// [`super::assign_tc::STATS_ENV`] is `1`.
+    stats: bool,
 }
 
 fn assign_config(rows: u32) -> LaunchConfig {
@@ -127,9 +152,10 @@ fn per_anchor(m: u32) -> LaunchConfig {
     }
 }
 
-const SINGLE_THREAD: LaunchConfig = LaunchConfig {
+/// `anneal_finish`: one block of 256 threads.
+const FINISH: LaunchConfig = LaunchConfig {
     grid: (1, 1, 1),
-    block: (1, 1, 1),
+    block: (256, 1, 1),
     shared_mem_bytes: 0,
 };
 
@@ -171,13 +197,31 @@ impl Shard {
                 ShardPoints::F16(buffer, backend.kernel()?, backend.kernel()?)
             }
         };
-        let scratch_bytes = sum_scratch_bytes(n32)?;
+        let scratch_bytes = sort_scratch_bytes(n32)?;
+        let max_pieces = n.div_ceil(PIECE as usize) + max_anchors;
+        let mut tc = TcAssign::new(backend, &stream, n, d, max_anchors)?;
+        match (&mut tc, &points) {
+            (Some(tc), ShardPoints::F32(x, _, _)) => {
+                tc.prepare_points(&stream, x.view(), n32, d32)?
+            }
+            (Some(tc), ShardPoints::F16(x, _, _)) => {
+                tc.prepare_points(&stream, x.view(), n32, d32)?
+            }
+            (None, _) => {}
+        }
+        let mut iota = stream.alloc_zeros(n)?;
+        let iota_kernel: Kernel<anneal_iota> = backend.kernel()?;
+        stream.launch(
+            &iota_kernel,
+            LaunchConfig::for_elements(n32, 256),
+            (n32, iota.view_mut()),
+        )?;
         Ok(Self {
-            tc: TcAssign::new(backend, &stream, n)?,
+            tc,
             points,
             norms_f32: backend.kernel()?,
             scan: backend.kernel()?,
-            scatter: backend.kernel()?,
+            combine: backend.kernel()?,
             update: backend.kernel()?,
             finish: backend.kernel()?,
             n: n32,
@@ -188,10 +232,15 @@ impl Shard {
             dist: stream.alloc_zeros(n)?,
             counts: stream.alloc_zeros(max_anchors)?,
             offsets: stream.alloc_zeros(max_anchors + 1)?,
-            cursor: stream.alloc_zeros(max_anchors)?,
+            pieces: stream.alloc_zeros(max_anchors + 1)?,
+            piece_sums: stream.alloc_zeros(max_pieces * d)?,
+            piece_dist: stream.alloc_zeros(max_pieces)?,
+            iota,
+            sorted: stream.alloc_zeros(n)?,
             order: stream.alloc_zeros(n)?,
             members: stream.alloc_zeros(max_anchors)?,
-            partial: stream.alloc_zeros(max_anchors * d + max_anchors + 1)?,
+            partial: stream.alloc_zeros(max_anchors * d)?,
+            sumsq: stream.alloc_zeros(max_anchors)?,
             control: stream.alloc_zeros(1)?,
             history: stream.alloc_zeros(RUN)?,
             scratch: stream.alloc_zeros(scratch_bytes.max(1))?,
@@ -216,7 +265,7 @@ impl Shard {
         Ok(())
     }
 
-    /// Enqueues assign, scan, scatter, the partial statistics and the
+    /// Enqueues assign, scan, sort, the partial statistics and the
     /// energy sum of one iteration.
     fn enqueue_partials(&mut self, m: u32, d: u32) -> Result<(), AnnealError> {
         let n = self.n;
@@ -282,57 +331,84 @@ impl Shard {
                 self.counts.view_mut(),
                 m,
                 self.offsets.view_mut(),
-                self.cursor.view_mut(),
+                self.pieces.view_mut(),
             ),
         )?;
-        let scatter = LaunchConfig {
-            grid: (n.div_ceil(256).clamp(1, 4096), 1, 1),
-            block: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        s.launch(
-            &self.scatter,
-            scatter,
-            (
-                self.control.view(),
-                self.assign.view(),
-                n,
-                self.offsets.view(),
-                self.cursor.view_mut(),
-                self.order.view_mut(),
-            ),
+        // Keys below m: the bits of m - 1 (at least one).
+        let end_bit = (32 - (m.max(2) - 1).leading_zeros()).max(1);
+        sort_pairs_u32(
+            s,
+            (self.assign.view(), self.iota.view()),
+            n,
+            end_bit,
+            SortOut {
+                keys: self.sorted.view_mut(),
+                values: self.order.view_mut(),
+            },
+            self.scratch.view_mut(),
         )?;
-        let partial_len = md + m as usize;
         macro_rules! reduce_args {
             ($points:expr) => {
                 (
                     $points.view(),
                     self.order.view(),
                     self.offsets.view(),
+                    self.pieces.view(),
                     self.dist.view(),
                     m,
                     d,
                     self.control.view(),
-                    self.members.view_mut(),
-                    self.partial.view_mut(),
+                    self.piece_sums.view_mut(),
+                    self.piece_dist.view_mut(),
                 )
             };
         }
+        // Enough blocks for any split of n points over m anchors; those past
+        // the pieces there are return at once.
+        let pieces = LaunchConfig {
+            grid: (n.div_ceil(PIECE) + m, 1, 1),
+            block: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
         match &self.points {
             ShardPoints::F32(points, _, reduce) => {
-                s.launch(reduce, per_anchor(m), reduce_args!(points))?
+                s.launch(reduce, pieces, reduce_args!(points))?
             }
             ShardPoints::F16(points, _, reduce) => {
-                s.launch(reduce, per_anchor(m), reduce_args!(points))?
+                s.launch(reduce, pieces, reduce_args!(points))?
             }
         }
-        sum_f32(
-            s,
-            self.dist.view(),
-            n,
-            self.partial.slice_mut(partial_len..=partial_len)?,
-            self.scratch.view_mut(),
-        )
+        s.launch(
+            &self.combine,
+            per_anchor(m),
+            (
+                self.offsets.view(),
+                self.pieces.view(),
+                self.piece_sums.view(),
+                self.piece_dist.view(),
+                m,
+                d,
+                self.control.view(),
+                self.members.view_mut(),
+                self.partial.slice_mut(0..md)?,
+                self.sumsq.view_mut(),
+            ),
+        )?;
+        Ok(())
+    }
+
+    /// Waits for the last assignment and prints how many points it left to
+    /// the list kernel ([`super::assign_tc::STATS_ENV`]).
+    fn print_unresolved(&self) -> Result<(), AnnealError> {
+        if let Some(tc) = &self.tc {
+            let count = self.stream.to_host(&tc.unresolved_count().view())?[0];
+            eprintln!(
+                "tc: {count} of {} points ({:.2}%) left to the list kernel",
+                self.n,
+                100.0 * f64::from(count) / f64::from(self.n.max(1))
+            );
+        }
+        Ok(())
     }
 
     /// Enqueues the update and the finish of one iteration (history `slot`).
@@ -351,7 +427,7 @@ impl Shard {
             &self.update,
             per_anchor(m),
             (
-                self.partial.view(),
+                self.partial.slice(0..md)?,
                 self.members.view(),
                 m,
                 d,
@@ -363,11 +439,10 @@ impl Shard {
         )?;
         s.launch(
             &self.finish,
-            SINGLE_THREAD,
+            FINISH,
             (
-                self.partial.view(),
+                self.sumsq.view(),
                 m,
-                d,
                 n_total,
                 tol,
                 slot,
@@ -418,6 +493,11 @@ impl GpuEngine {
         let first = &shards[0].stream;
         Ok(Self {
             anchor_assign: backends[0].kernel()?,
+            anchor_tc: if shards[0].tc.is_some() {
+                TcAssign::new(&backends[0], first, max_anchors, d, max_anchors)?
+            } else {
+                None
+            },
             neighbors: first.alloc_zeros(max_anchors)?,
             neighbor_dist: first.alloc_zeros(max_anchors)?,
             idle: first.alloc_zeros(1)?,
@@ -426,6 +506,7 @@ impl GpuEngine {
             n,
             d: d32,
             m: 0,
+            stats: std::env::var(super::assign_tc::STATS_ENV).is_ok_and(|v| v.trim() == "1"),
         })
     }
 
@@ -443,14 +524,21 @@ impl GpuEngine {
         let Some(collective) = &self.collective else {
             return Ok(());
         };
-        let (m, len) = (self.m as usize, self.md() + self.m as usize + 1);
+        let (m, md) = (self.m as usize, self.md());
         let mut partials = self
             .shards
             .iter_mut()
-            .map(|s| s.partial.slice_mut(0..len))
-            .collect::<Result<Vec<DeviceViewMut<'_, f32>>, _>>()?;
+            .map(|s| s.partial.slice_mut(0..md))
+            .collect::<Result<Vec<DeviceViewMut<'_, f64>>, _>>()?;
         collective.all_reduce_sum(&mut partials)?;
         drop(partials);
+        let mut sumsq = self
+            .shards
+            .iter_mut()
+            .map(|s| s.sumsq.slice_mut(0..m))
+            .collect::<Result<Vec<DeviceViewMut<'_, f64>>, _>>()?;
+        collective.all_reduce_sum(&mut sumsq)?;
+        drop(sumsq);
         let mut members = self
             .shards
             .iter_mut()
@@ -483,6 +571,9 @@ impl GpuEngine {
         for (slot, &eta) in etas.iter().enumerate() {
             for shard in &mut self.shards {
                 shard.enqueue_partials(m, d)?;
+                if self.stats {
+                    shard.print_unresolved()?;
+                }
             }
             self.all_reduce()?;
             for shard in &mut self.shards {
@@ -545,14 +636,11 @@ impl Engine for GpuEngine {
     }
 
     fn stats(&mut self) -> Result<AnchorStats, AnnealError> {
-        let (m, md) = (self.m as usize, self.md());
+        let m = self.m as usize;
         let first = &self.shards[0];
         let counts = first.stream.to_host(&first.members.slice(0..m)?)?;
-        let sumsq = first.stream.to_host(&first.partial.slice(md..md + m)?)?;
-        Ok(AnchorStats {
-            counts,
-            sumsq: sumsq.into_iter().map(f64::from).collect(),
-        })
+        let sumsq = first.stream.to_host(&first.sumsq.slice(0..m)?)?;
+        Ok(AnchorStats { counts, sumsq })
     }
 
     fn anchors(&mut self) -> Result<Vec<f32>, AnnealError> {
@@ -565,24 +653,46 @@ impl Engine for GpuEngine {
         let (m, d) = (self.m, self.d);
         let md = self.md();
         let first = &mut self.shards[0];
-        first.stream.launch(
-            &self.anchor_assign,
-            assign_config(m),
-            (
-                first.anchors.slice(0..md)?,
-                first.anchor_norms.view(),
-                m,
-                d,
-                first.anchors.slice(0..md)?,
-                first.anchor_norms.view(),
-                m,
-                EXCLUDE_SELF,
-                self.idle.view(),
-                self.neighbors.view_mut(),
-                self.neighbor_dist.view_mut(),
-                first.counts.view_mut(),
-            ),
-        )?;
+        if let Some(tc) = &mut self.anchor_tc {
+            let anchors = first.anchors.slice(0..md)?;
+            tc.prepare_points(&first.stream, anchors.clone(), m, d)?;
+            tc.launch(
+                &first.stream,
+                TcJob {
+                    x: anchors.clone(),
+                    x_norms: first.anchor_norms.slice(0..m as usize)?,
+                    n: m,
+                    d,
+                    anchors,
+                    anchor_norms: first.anchor_norms.slice(0..m as usize)?,
+                    m,
+                    flags: EXCLUDE_SELF,
+                    control: self.idle.view(),
+                    assign: self.neighbors.view_mut(),
+                    dist: self.neighbor_dist.view_mut(),
+                    counts: first.counts.slice_mut(0..0)?,
+                },
+            )?;
+        } else {
+            first.stream.launch(
+                &self.anchor_assign,
+                assign_config(m),
+                (
+                    first.anchors.slice(0..md)?,
+                    first.anchor_norms.view(),
+                    m,
+                    d,
+                    first.anchors.slice(0..md)?,
+                    first.anchor_norms.view(),
+                    m,
+                    EXCLUDE_SELF,
+                    self.idle.view(),
+                    self.neighbors.view_mut(),
+                    self.neighbor_dist.view_mut(),
+                    first.counts.view_mut(),
+                ),
+            )?;
+        }
         let m = m as usize;
         let neighbors = first.stream.to_host(&self.neighbors.slice(0..m)?)?;
         Ok((

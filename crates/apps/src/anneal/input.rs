@@ -203,12 +203,21 @@ pub fn host_bytes(n: usize, d: usize, max_anchors: usize, f16: bool, cpu: bool) 
 }
 
 /// Bytes of device memory the GPU engine allocates over all its GPUs: the
-/// points, per-point state and per-anchor buffers on each.
+/// points and their f16 copy (the tensor-core assignment's, `d` rounded up
+/// to 32), per-point state (norm, assignment, distance, the sort's keys,
+/// values and order, the unresolved list, and about 8 bytes of the sort's
+/// scratch), the f64 sums of the pieces of 256 members (`n / 256 + m` of
+/// them) and per-anchor buffers on each.
 pub fn device_bytes(n: usize, d: usize, max_anchors: usize, f16: bool, gpus: usize) -> Option<u64> {
     let (n, d, a) = (n as u64, d as u64, max_anchors as u64);
     let points = n.checked_mul(d)?.checked_mul(if f16 { 2 } else { 4 })?;
-    let per_point = n.checked_mul(24)?;
-    let per_anchor = a.checked_mul(d.checked_add(8)?)?.checked_mul(8)?;
+    let copy = n.checked_mul(d.div_ceil(32).max(1) * 32)?.checked_mul(2)?;
+    let pieces = (n.div_ceil(256).checked_add(a)?).checked_mul(d.checked_add(1)?)?;
+    let points = points
+        .checked_add(copy)?
+        .checked_add(pieces.checked_mul(8)?)?;
+    let per_point = n.checked_mul(40)?;
+    let per_anchor = a.checked_mul(d.checked_add(8)?)?.checked_mul(16)?;
     points
         .checked_add(per_point)?
         .checked_add(per_anchor.checked_mul(gpus.max(1) as u64)?)

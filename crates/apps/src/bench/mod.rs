@@ -7,6 +7,7 @@
 //! `cargo xtask bench`, with the typed launch's overhead over raw cudarc
 //! (`launch`).
 
+pub mod grid;
 mod launch;
 
 use std::time::Instant;
@@ -58,6 +59,10 @@ pub struct Figure {
     /// Anything else worth keeping (iterations, energy, anchors).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// For an anneal: the distance flops (`2·n·d·m` per iteration) per
+    /// second of the whole run, in TFLOP/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tflops: Option<f64>,
 }
 
 /// The whole suite's results.
@@ -103,6 +108,7 @@ fn copy_bandwidth(backend: &Backend, n: usize, reps: usize) -> Result<Figure, Er
         runs: reps,
         gb_per_s: Some(8.0 * n as f64 / ms / 1e6),
         note: None,
+        tflops: None,
     })
 }
 
@@ -113,6 +119,61 @@ pub enum AnnealTarget<'a> {
     Cpu,
     /// The GPU engine over these GPUs (one: no NCCL).
     Gpus(&'a [Backend]),
+}
+
+/// The points of an anneal figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Data {
+    /// [`anneal::synthetic_points`] with `m / 2` clusters of spread 0.25.
+    Clustered,
+    /// Standard normal values ([`grid::gaussian_points`]), as PyTorch's
+    /// anchor script draws them.
+    Gaussian,
+}
+
+/// One anneal figure's workload.
+#[derive(Debug, Clone, Copy)]
+pub struct AnnealCase {
+    /// Points.
+    pub n: usize,
+    /// Dimension.
+    pub d: usize,
+    /// Initial anchors.
+    pub m: usize,
+    /// Iterations (`tol = 0`: all of them run).
+    pub iterations: u32,
+    /// Points given as f16 (else f32).
+    pub f16: bool,
+    /// What the points are.
+    pub data: Data,
+    /// Timed runs, after one warm-up.
+    pub reps: usize,
+}
+
+impl AnnealCase {
+    /// The seed shapes' case: 30 iterations of clustered f32 points.
+    pub fn seed(n: usize, d: usize, m: usize, reps: usize) -> Self {
+        Self {
+            n,
+            d,
+            m,
+            iterations: 30,
+            f16: false,
+            data: Data::Clustered,
+            reps,
+        }
+    }
+
+    /// `anneal NxDxM KIND`, plus `Nit f32|f16` past the seed shapes' case.
+    fn name(&self, kind: &str) -> String {
+        let base = format!("anneal {}x{}x{} {kind}", self.n, self.d, self.m);
+        if self.iterations == 30 && !self.f16 && self.data == Data::Clustered {
+            base
+        } else {
+            let dtype = if self.f16 { "f16" } else { "f32" };
+            format!("{base} {}it {dtype}", self.iterations)
+        }
+    }
 }
 
 /// Times whole anneal runs (without the upload of the points, which is
@@ -126,21 +187,48 @@ pub fn anneal_figure(
     m: usize,
     reps: usize,
 ) -> Result<Figure, anneal::AnnealError> {
+    anneal_case(target, &AnnealCase::seed(n, d, m, reps))
+}
+
+/// [`anneal_figure`] for any [`AnnealCase`].
+pub fn anneal_case(
+    target: AnnealTarget<'_>,
+    case: &AnnealCase,
+) -> Result<Figure, anneal::AnnealError> {
+    let &AnnealCase { n, d, m, reps, .. } = case;
     let params = Params {
         tol: 0.0,
+        max_iters: case.iterations,
         ..Params::default()
     };
     let mut samples = Vec::new();
     let mut upload = Vec::new();
+    let mut flops = Vec::new();
     let mut last = None;
     for rep in 0..=reps {
         let seed = 1000 + rep as u64;
-        let points = anneal::synthetic_points(n, d, m / 2, 0.25, seed);
+        let values = match case.data {
+            Data::Clustered => anneal::synthetic_points(n, d, m / 2, 0.25, seed),
+            Data::Gaussian => grid::gaussian_points(n, d, seed),
+        };
+        let bits: Vec<u16> = if case.f16 {
+            values
+                .iter()
+                .map(|v| half::f16::from_f32(*v).to_bits())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let points = if case.f16 {
+            Points::F16(&bits)
+        } else {
+            Points::F32(&values)
+        };
         let params = Params {
             seed,
             ..params.clone()
         };
-        let problem = anneal::validate(Points::F32(&points), n, d, m, &params)?;
+        let problem = anneal::validate(points, n, d, m, &params)?;
         let started = Instant::now();
         let mut engine: Box<dyn anneal::Engine> = match target {
             AnnealTarget::Gpus(backends) => {
@@ -156,9 +244,11 @@ pub fn anneal_figure(
         let started = Instant::now();
         let out = anneal::run_with(engine.as_mut(), &problem, &mut |_, _, _| {})?;
         samples.push(started.elapsed().as_secs_f64() * 1e3);
+        flops.push(grid::assignment_flops(&out, n, d, m));
         if rep == 0 {
             samples.clear();
             upload.clear();
+            flops.clear();
         }
         last = Some(out);
     }
@@ -168,9 +258,10 @@ pub fn anneal_figure(
         AnnealTarget::Gpus([_]) => "gpu".to_string(),
         AnnealTarget::Gpus(backends) => format!("gpu x{}", backends.len()),
     };
+    let ms = median(samples);
     Ok(Figure {
-        name: format!("anneal {n}x{d}x{m} {kind}"),
-        ms: median(samples),
+        name: case.name(&kind),
+        ms,
         runs: reps,
         gb_per_s: None,
         note: Some(format!(
@@ -180,6 +271,7 @@ pub fn anneal_figure(
             out.m,
             median(upload)
         )),
+        tflops: Some(median(flops) / ms / 1e9),
     })
 }
 
@@ -213,6 +305,7 @@ pub fn run(
             runs: 50,
             gb_per_s: Some(t.gb_per_s),
             note: None,
+            tflops: None,
         },
         &mut figures,
     )?;
@@ -226,6 +319,7 @@ pub fn run(
             runs: 20,
             gb_per_s: None,
             note: Some(format!("{:.2} G atoms/s", t.atoms_per_s / 1e9)),
+            tflops: None,
         },
         &mut figures,
     )?;
@@ -253,6 +347,22 @@ pub fn run(
                 anneal_figure(AnnealTarget::Cpu, n, d, m, reps)?,
                 &mut figures,
             )?;
+        }
+    }
+    if gpu && !quick {
+        for (n, d, m) in grid::SHAPES {
+            for f16 in [false, true] {
+                let case = AnnealCase {
+                    n,
+                    d,
+                    m,
+                    iterations: grid::ITERATIONS,
+                    f16,
+                    data: Data::Gaussian,
+                    reps: 3,
+                };
+                push(anneal_case(target, &case)?, &mut figures)?;
+            }
         }
     }
     let device = backend
@@ -290,6 +400,7 @@ pub fn run_multi(
             runs: reps,
             gb_per_s: None,
             note: Some(format!("{:.2}x", figures[0].ms / all.ms)),
+            tflops: None,
         };
         progress(&speedup).map_err(BenchError::Output)?;
         figures.push(all);

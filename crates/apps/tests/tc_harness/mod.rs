@@ -164,6 +164,8 @@ pub(crate) fn tc_on<T: TcPoint + Default>(
     x: &[T],
 ) -> Output {
     let mut dev = upload(stream, case, x);
+    tc.prepare_points(stream, points(&dev.x, case), case.n as u32, case.d as u32)
+        .unwrap();
     let job = TcJob {
         x: points(&dev.x, case),
         x_norms: dev.x_norms.slice(..case.n).unwrap(),
@@ -352,7 +354,7 @@ pub(crate) fn check(case: &Case, tc: &Output, simt: &Output) -> u32 {
 }
 
 pub(crate) fn run_and_check(backend: &Backend, stream: &Stream, case: &Case) -> u32 {
-    let mut tc = TcAssign::new(backend, stream, case.n)
+    let mut tc = TcAssign::new(backend, stream, case.n, case.d, case.m)
         .unwrap()
         .expect("tc_device_or_skip admitted this device");
     let got = run_tc(backend, stream, &mut tc, case);

@@ -1,6 +1,6 @@
 //! Argument marshalling for launches: how each kind of C parameter
 //! ([`param_kind`](crate::param_kind)) becomes the pointer the driver reads
-//! ([`FfiParam`]), the tuple impls of [`LaunchParams`] (arity 0 to 16), and
+//! ([`FfiParam`]), the tuple impls of [`LaunchParams`] (arity 0 to 20), and
 //! the launch of a checked runtime argument list ([`launch_by_name`]).
 //!
 //! With `ffi/`, the only place of gpu-core with `unsafe`: the impls promise
@@ -49,7 +49,7 @@ pub unsafe trait FfiParam {
 
 /// A kernel's whole parameter tuple: implemented for tuples of
 /// [`AbiParam`](crate::AbiParam) types whose kinds are [`FfiParam`], arity 0
-/// to 16.
+/// to 20.
 pub trait LaunchParams {
     /// The tuple of launch arguments.
     type Args<'a>;
@@ -320,6 +320,10 @@ tuple_params!(13; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh
 tuple_params!(14; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk, L l ml, M m mm, N n mn);
 tuple_params!(15; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk, L l ml, M m mm, N n mn, O o mo);
 tuple_params!(16; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk, L l ml, M m mm, N n mn, O o mo, P p mp);
+tuple_params!(17; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk, L l ml, M m mm, N n mn, O o mo, P p mp, Q q mq);
+tuple_params!(18; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk, L l ml, M m mm, N n mn, O o mo, P p mp, Q q mq, R r mr);
+tuple_params!(19; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk, L l ml, M m mm, N n mn, O o mo, P p mp, Q q mq, R r mr, S s ms);
+tuple_params!(20; A a ma, B b mb, C c mc, D d md, E e me, F f mf, G g mg, H h mh, I i mi, J j mj, K k mk, L l ml, M m mm, N n mn, O o mo, P p mp, Q q mq, R r mr, S s ms, T t mt);
 
 impl<'a> Args<'a> {
     /// The argument list of a launch by name, in parameter order.

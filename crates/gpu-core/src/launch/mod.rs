@@ -9,7 +9,7 @@
 //! | scalar or `GpuRepr` struct `T` | `T` | `T` |
 //!
 //! The argument marshalling ([`FfiParam`], [`LaunchParams`] and their impls
-//! for tuples of arity 0 to 16) lives beside, in `marshal.rs`; a launch is
+//! for tuples of arity 0 to 20) lives beside, in `marshal.rs`; a launch is
 //! allocation-free (parameters are marshalled on the stack) and the function
 //! is resolved once, when the [`Kernel`] is made. Kernels without a header
 //! are looked up and launched by name (`by_name.rs`), their argument list
@@ -235,6 +235,23 @@ where
     /// The kernel's name.
     pub fn name(&self) -> &'static str {
         K::NAME
+    }
+
+    /// Lets launches of this kernel ask for up to `bytes` of dynamic shared
+    /// memory: past 48 KiB a kernel must opt in before its launch (the
+    /// function attribute `MAX_DYNAMIC_SHARED_SIZE_BYTES`). The limit holds
+    /// for the function, so for every clone of this kernel too. The driver
+    /// refuses more than the device's opt-in maximum less the kernel's static
+    /// shared memory. A CPU kernel has nothing to reserve.
+    pub fn reserve_dynamic_shared(&mut self, bytes: u32) -> Result<(), Error> {
+        use sys::CUfunction_attribute as A;
+        if let KernelImpl::Cuda { func, .. } = &self.imp {
+            let value = i32::try_from(bytes).unwrap_or(i32::MAX);
+            func.set_attribute(A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, value)
+                .map_err(driver("cuFuncSetAttribute"))?;
+            self.limits.max_dynamic_shared_bytes = bytes;
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,553 @@
+//! [`TcAssign`]: the tensor-core assignment's kernels, buffers and launches
+//! (the design and the bound are in the parent module's docs).
+
+use cuda_sys::kernels::{
+    anneal_absmax_f16, anneal_absmax_f32, anneal_assign_list_f16, anneal_assign_list_f32,
+    anneal_assign_list_finish, anneal_assign_tc_f16, anneal_assign_tc_f32, anneal_to_half_f16,
+    anneal_to_half_f32,
+};
+use cuda_sys::types::{
+    AnnealControl, KILN_ANNEAL_COUNT, KILN_ANNEAL_LIST_THREADS, KILN_ANNEAL_TC_DP,
+    KILN_ANNEAL_TC_SMEM, KILN_ANNEAL_TC_THREADS, KILN_ANNEAL_TC_TILE,
+};
+use cuda_sys::{GpuRepr, KernelDecl};
+use gpu_core::{Backend, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream};
+
+use super::{tc_wanted, AnnealError, ENV};
+
+/// Blocks of the list kernels per SM (8 warps each): their grid is fixed,
+/// since the number of listed points is known only on the device.
+const LIST_BLOCKS_PER_SM: u32 = 8;
+
+/// Parameter tuple of `anneal_assign_tc_*` for points of type `T`.
+pub type TcParams<T> = (
+    *const T,
+    *const u16,
+    *const f32,
+    u32,
+    u32,
+    u32,
+    *const f32,
+    *const u16,
+    *const f32,
+    u32,
+    u32,
+    *const u32,
+    *const AnnealControl,
+    *mut u32,
+    *mut f32,
+    *mut u32,
+    *mut u32,
+    *mut u32,
+);
+
+/// Parameter tuple of `anneal_absmax_*` for points of type `T`.
+pub type AbsmaxParams<T> = (*const T, u64, *mut u32);
+
+/// Parameter tuple of `anneal_to_half_*` for values of type `T`.
+pub type ToHalfParams<T> = (*const T, u32, u32, u32, *mut u32, *mut u16);
+
+/// Parameter tuple of `anneal_assign_list_*` for points of type `T`.
+pub type ListParams<T> = (
+    *const T,
+    *const f32,
+    u32,
+    *const f32,
+    *const f32,
+    u32,
+    u32,
+    *const AnnealControl,
+    *const u32,
+    *const u32,
+    *mut u64,
+);
+
+/// A point type the tensor-core kernels read: `f32`, or `u16` for f16 points
+/// (raw IEEE half bits). Picks the kernels of that type.
+pub trait TcPoint: GpuRepr {
+    /// `anneal_assign_tc_*` for this type.
+    type Tc: KernelDecl<Params = TcParams<Self>>;
+    /// `anneal_assign_list_*` for this type.
+    type List: KernelDecl<Params = ListParams<Self>>;
+    /// `anneal_absmax_*` for this type.
+    type Absmax: KernelDecl<Params = AbsmaxParams<Self>>;
+    /// `anneal_to_half_*` for this type.
+    type ToHalf: KernelDecl<Params = ToHalfParams<Self>>;
+    /// The kernels of this type, from `all`.
+    fn kernels(all: &TcKernels) -> TypedKernels<'_, Self>;
+}
+
+/// The kernels of one point type.
+#[derive(Debug)]
+pub struct TypedKernels<'a, T: TcPoint> {
+    tc: &'a Kernel<T::Tc>,
+    list: &'a Kernel<T::List>,
+    absmax: &'a Kernel<T::Absmax>,
+    to_half: &'a Kernel<T::ToHalf>,
+}
+
+impl TcPoint for f32 {
+    type Tc = anneal_assign_tc_f32;
+    type List = anneal_assign_list_f32;
+    type Absmax = anneal_absmax_f32;
+    type ToHalf = anneal_to_half_f32;
+    fn kernels(all: &TcKernels) -> TypedKernels<'_, Self> {
+        TypedKernels {
+            tc: &all.tc_f32,
+            list: &all.list_f32,
+            absmax: &all.absmax_f32,
+            to_half: &all.to_half_f32,
+        }
+    }
+}
+
+impl TcPoint for u16 {
+    type Tc = anneal_assign_tc_f16;
+    type List = anneal_assign_list_f16;
+    type Absmax = anneal_absmax_f16;
+    type ToHalf = anneal_to_half_f16;
+    fn kernels(all: &TcKernels) -> TypedKernels<'_, Self> {
+        TypedKernels {
+            tc: &all.tc_f16,
+            list: &all.list_f16,
+            absmax: &all.absmax_f16,
+            to_half: &all.to_half_f16,
+        }
+    }
+}
+
+/// The kernels, both point types.
+#[derive(Debug)]
+pub struct TcKernels {
+    tc_f32: Kernel<anneal_assign_tc_f32>,
+    list_f32: Kernel<anneal_assign_list_f32>,
+    absmax_f32: Kernel<anneal_absmax_f32>,
+    to_half_f32: Kernel<anneal_to_half_f32>,
+    tc_f16: Kernel<anneal_assign_tc_f16>,
+    list_f16: Kernel<anneal_assign_list_f16>,
+    absmax_f16: Kernel<anneal_absmax_f16>,
+    to_half_f16: Kernel<anneal_to_half_f16>,
+    list_finish: Kernel<anneal_assign_list_finish>,
+}
+
+/// The points [`TcAssign::prepare_points`] converted: their device address,
+/// values and shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Prepared {
+    address: u64,
+    len: usize,
+    n: u32,
+    d: u32,
+}
+
+/// The tensor-core assignment's kernels and buffers, made once per run.
+#[derive(Debug)]
+pub struct TcAssign {
+    kernels: TcKernels,
+    /// Points the tc kernel left to the list kernel (capacity `n`).
+    unresolved: DeviceBuffer<u32>,
+    /// How many: `unresolved_count[0]`.
+    unresolved_count: DeviceBuffer<u32>,
+    /// The list kernel's least (distance, anchor) per listed point, packed
+    /// and complemented (anneal_tc.h).
+    best: DeviceBuffer<u64>,
+    list_grid: u32,
+    /// The scaled f16 copy of the points, `n × dp`.
+    xh: DeviceBuffer<u16>,
+    /// The scaled f16 copy of the anchors, `max_anchors × dp`.
+    ch: DeviceBuffer<u16>,
+    /// `[max |x| as f32 bits, anchors left the f16 range]` (anneal_tc.h).
+    half_state: DeviceBuffer<u32>,
+    /// The dimension the copies were made for.
+    d: u32,
+    /// The device's SMs (grids of the elementwise kernels).
+    sms: u32,
+    prepared: Option<Prepared>,
+}
+
+/// One assignment's arguments: those of `anneal_assign_f32/f16`, points of
+/// type `T`.
+#[derive(Debug)]
+pub struct TcJob<'a, T: GpuRepr> {
+    /// Points, row-major `n × d`: the ones [`TcAssign::prepare_points`] was
+    /// given last, unchanged since.
+    pub x: DeviceView<'a, T>,
+    /// `|x_i|^2`, `n` of them.
+    pub x_norms: DeviceView<'a, f32>,
+    /// Points.
+    pub n: u32,
+    /// Dimension.
+    pub d: u32,
+    /// Anchors, row-major `m × d`.
+    pub anchors: DeviceView<'a, f32>,
+    /// `|c_j|^2`, `m` of them.
+    pub anchor_norms: DeviceView<'a, f32>,
+    /// Anchors.
+    pub m: u32,
+    /// `KILN_ANNEAL_EXCLUDE_SELF`, `KILN_ANNEAL_COUNT`.
+    pub flags: u32,
+    /// The run's control: both kernels return at once when it is `done`.
+    pub control: DeviceView<'a, AnnealControl>,
+    /// Each point's anchor (`u32::MAX` when none is eligible).
+    pub assign: DeviceViewMut<'a, u32>,
+    /// Each point's distance to it.
+    pub dist: DeviceViewMut<'a, f32>,
+    /// Members per anchor, added to with `KILN_ANNEAL_COUNT`.
+    pub counts: DeviceViewMut<'a, u32>,
+}
+
+/// `launch_f32` and `launch_f16`: [`TcAssign::launch`] for one point type,
+/// with one argument per kernel parameter as `anneal_assign_f32/f16` take.
+macro_rules! typed_launch {
+    ($(#[$doc:meta])* $name:ident, $point:ty) => {
+        $(#[$doc])*
+        #[allow(clippy::too_many_arguments)] // one per kernel parameter, as in the header
+        pub fn $name(
+            &mut self,
+            stream: &Stream,
+            x: DeviceView<'_, $point>,
+            x_norms: DeviceView<'_, f32>,
+            n: u32,
+            d: u32,
+            anchors: DeviceView<'_, f32>,
+            anchor_norms: DeviceView<'_, f32>,
+            m: u32,
+            flags: u32,
+            control: DeviceView<'_, AnnealControl>,
+            assign: DeviceViewMut<'_, u32>,
+            dist: DeviceViewMut<'_, f32>,
+            counts: DeviceViewMut<'_, u32>,
+        ) -> Result<(), AnnealError> {
+            let job = TcJob {
+                x,
+                x_norms,
+                n,
+                d,
+                anchors,
+                anchor_norms,
+                m,
+                flags,
+                control,
+                assign,
+                dist,
+                counts,
+            };
+            self.launch(stream, job)
+        }
+    };
+}
+
+/// Row length of the f16 copies: `d` rounded up to `KILN_ANNEAL_TC_DP`.
+pub fn padded_dim(d: u32) -> u32 {
+    d.div_ceil(KILN_ANNEAL_TC_DP).max(1) * KILN_ANNEAL_TC_DP
+}
+
+/// A grid of `blocks_per_sm` blocks per SM at most, enough for `work` items
+/// of `per_block` each.
+fn grid_for(work: u64, per_block: u64, sms: u32, blocks_per_sm: u32) -> u32 {
+    let cap = u64::from(sms.max(1) * blocks_per_sm);
+    work.div_ceil(per_block).clamp(1, cap) as u32
+}
+
+impl TcAssign {
+    /// The kernels and buffers for up to `n` points of dimension `d` and up
+    /// to `max_anchors` anchors, or `None` where the tensor-core path does
+    /// not apply: the CPU backend, a device below sm_80, or [`ENV`]`=0`.
+    pub fn new(
+        backend: &Backend,
+        stream: &Stream,
+        n: usize,
+        d: usize,
+        max_anchors: usize,
+    ) -> Result<Option<Self>, AnnealError> {
+        let Some(device) = backend.device() else {
+            return Ok(None);
+        };
+        if !tc_wanted(device.arch(), std::env::var(ENV).ok().as_deref()) {
+            return Ok(None);
+        }
+        let too_big = || AnnealError::Input(format!("{n} x {d} points is over u32::MAX"));
+        u32::try_from(n).map_err(|_| too_big())?;
+        let d32 = u32::try_from(d).map_err(|_| too_big())?;
+        let dp = padded_dim(d32) as usize;
+        let list_grid = device.sm_count.max(1) * LIST_BLOCKS_PER_SM;
+        let mut tc_f32: Kernel<anneal_assign_tc_f32> = backend.kernel()?;
+        let mut tc_f16: Kernel<anneal_assign_tc_f16> = backend.kernel()?;
+        tc_f32.reserve_dynamic_shared(KILN_ANNEAL_TC_SMEM)?;
+        tc_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SMEM)?;
+        Ok(Some(Self {
+            kernels: TcKernels {
+                tc_f32,
+                list_f32: backend.kernel()?,
+                absmax_f32: backend.kernel()?,
+                to_half_f32: backend.kernel()?,
+                tc_f16,
+                list_f16: backend.kernel()?,
+                absmax_f16: backend.kernel()?,
+                to_half_f16: backend.kernel()?,
+                list_finish: backend.kernel()?,
+            },
+            unresolved: stream.alloc_zeros(n.max(1))?,
+            unresolved_count: stream.alloc_zeros(1)?,
+            best: stream.alloc_zeros(n.max(1))?,
+            list_grid,
+            xh: stream.alloc_zeros(n.max(1) * dp)?,
+            ch: stream.alloc_zeros(max_anchors.max(1) * dp)?,
+            half_state: stream.alloc_zeros(2)?,
+            d: d32,
+            sms: device.sm_count,
+            prepared: None,
+        }))
+    }
+
+    /// The points the last launch left to the list kernel: the first
+    /// `unresolved_count()[0]` entries, in no particular order.
+    pub fn unresolved(&self) -> &DeviceBuffer<u32> {
+        &self.unresolved
+    }
+
+    /// One value: how many points the last launch left to the list kernel.
+    pub fn unresolved_count(&self) -> &DeviceBuffer<u32> {
+        &self.unresolved_count
+    }
+
+    /// Makes the scaled f16 copy of `x` (`n × d`) that every later
+    /// [`Self::launch`] on these points reads: once per run, since the
+    /// points do not change. Enqueued on `stream`, no synchronization.
+    pub fn prepare_points<T: TcPoint>(
+        &mut self,
+        stream: &Stream,
+        x: DeviceView<'_, T>,
+        n: u32,
+        d: u32,
+    ) -> Result<(), AnnealError> {
+        let dp = padded_dim(d);
+        if d != self.d || n as usize > self.unresolved.len() {
+            return Err(AnnealError::Input(format!(
+                "{n} x {d} points do not fit the {} x {} this TcAssign was made for",
+                self.unresolved.len(),
+                self.d
+            )));
+        }
+        let values = n as usize * d as usize;
+        if x.len() < values {
+            return Err(AnnealError::Input(format!(
+                "the f16 copy of {n} x {d} points needs {values} values, got {}",
+                x.len()
+            )));
+        }
+        let sms = self.sms;
+        let kernels = T::kernels(&self.kernels);
+        stream.memset_zeros(&mut self.half_state.view_mut())?;
+        let elementwise = |work: u64| LaunchConfig {
+            grid: (grid_for(work, 256 * 8, sms, 8), 1, 1),
+            block: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        stream.launch(
+            kernels.absmax,
+            elementwise(values as u64),
+            (x.slice(..)?, values as u64, self.half_state.view_mut()),
+        )?;
+        stream.launch(
+            kernels.to_half,
+            elementwise(u64::from(n) * u64::from(dp)),
+            (
+                x.slice(..)?,
+                n,
+                d,
+                dp,
+                self.half_state.view_mut(),
+                self.xh.view_mut(),
+            ),
+        )?;
+        self.prepared = Some(Prepared {
+            address: x.raw_device_ptr(stream).unwrap_or(0),
+            len: x.len(),
+            n,
+            d,
+        });
+        Ok(())
+    }
+
+    typed_launch!(
+        /// [`Self::launch`] for f32 points.
+        launch_f32,
+        f32
+    );
+
+    typed_launch!(
+        /// [`Self::launch`] for f16 points (raw IEEE half bits).
+        launch_f16,
+        u16
+    );
+
+    /// Enqueues the assignment on `stream`: the anchors' f16 copy, the tc
+    /// kernel and the list kernel of point type `T`. No host
+    /// synchronization, no allocation. Views too short for `n`, `d` and `m`,
+    /// `n` over the capacity this was made for, or points other than the
+    /// ones [`Self::prepare_points`] converted are refused before anything
+    /// is enqueued.
+    pub fn launch<T: TcPoint>(
+        &mut self,
+        stream: &Stream,
+        job: TcJob<'_, T>,
+    ) -> Result<(), AnnealError> {
+        let TcJob {
+            x,
+            x_norms,
+            n,
+            d,
+            anchors,
+            anchor_norms,
+            m,
+            flags,
+            control,
+            mut assign,
+            mut dist,
+            mut counts,
+        } = job;
+        let counted = if flags & KILN_ANNEAL_COUNT != 0 { m } else { 0 };
+        let dp = padded_dim(d);
+        check_lengths(
+            self.unresolved.len(),
+            (n, d, m),
+            &[
+                ("x", x.len(), n as usize * d as usize),
+                ("x_norms", x_norms.len(), n as usize),
+                ("anchors", anchors.len(), m as usize * d as usize),
+                ("anchor_norms", anchor_norms.len(), m as usize),
+                ("assign", assign.len(), n as usize),
+                ("dist", dist.len(), n as usize),
+                ("counts", counts.len(), counted as usize),
+                ("the f16 anchors", self.ch.len(), m as usize * dp as usize),
+            ],
+        )?;
+        let points = Prepared {
+            address: x.raw_device_ptr(stream).unwrap_or(0),
+            len: x.len(),
+            n,
+            d,
+        };
+        if self.prepared != Some(points) {
+            return Err(AnnealError::Input(format!(
+                "the tensor-core assignment of {n} x {d} points needs their f16 copy: call \
+                 prepare_points with these points first"
+            )));
+        }
+        let sms = self.sms;
+        let kernels = T::kernels(&self.kernels);
+        stream.memset_zeros(&mut self.unresolved_count.view_mut())?;
+        // The anchors' copy, and its overflow flag (half_state[1]) afresh.
+        stream.memset_zeros(&mut self.half_state.slice_mut(1..2)?)?;
+        stream.launch(
+            &self.kernels.to_half_f32,
+            LaunchConfig {
+                grid: (
+                    grid_for(u64::from(m) * u64::from(dp), 256 * 8, sms, 8),
+                    1,
+                    1,
+                ),
+                block: (256, 1, 1),
+                shared_mem_bytes: 0,
+            },
+            (
+                anchors.slice(..)?,
+                m,
+                d,
+                dp,
+                self.half_state.view_mut(),
+                self.ch.view_mut(),
+            ),
+        )?;
+        let tile = LaunchConfig {
+            grid: (n.div_ceil(KILN_ANNEAL_TC_TILE).max(1), 1, 1),
+            block: (KILN_ANNEAL_TC_THREADS, 1, 1),
+            shared_mem_bytes: KILN_ANNEAL_TC_SMEM,
+        };
+        stream.launch(
+            kernels.tc,
+            tile,
+            (
+                x.slice(..)?,
+                self.xh.view(),
+                x_norms.slice(..)?,
+                n,
+                d,
+                dp,
+                anchors.slice(..)?,
+                self.ch.view(),
+                anchor_norms.slice(..)?,
+                m,
+                flags,
+                self.half_state.view(),
+                control.clone(),
+                assign.reborrow(),
+                dist.reborrow(),
+                counts.reborrow(),
+                self.unresolved.view_mut(),
+                self.unresolved_count.view_mut(),
+            ),
+        )?;
+        let per_pair = LaunchConfig {
+            grid: (self.list_grid, 1, 1),
+            block: (KILN_ANNEAL_LIST_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        stream.memset_zeros(&mut self.best.view_mut())?;
+        stream.launch(
+            kernels.list,
+            per_pair,
+            (
+                x,
+                x_norms,
+                d,
+                anchors,
+                anchor_norms,
+                m,
+                flags,
+                control.clone(),
+                self.unresolved.view(),
+                self.unresolved_count.view(),
+                self.best.view_mut(),
+            ),
+        )?;
+        stream.launch(
+            &self.kernels.list_finish,
+            per_pair,
+            (
+                control,
+                self.unresolved.view(),
+                self.unresolved_count.view(),
+                self.best.view(),
+                m,
+                flags,
+                assign,
+                dist,
+                counts,
+            ),
+        )?;
+        Ok(())
+    }
+}
+
+/// Refuses views too short for the kernels' reads and writes (they index by
+/// `n`, `d` and `m`, not by the views' lengths): `(name, length, needed)`.
+fn check_lengths(
+    capacity: usize,
+    (n, d, m): (u32, u32, u32),
+    views: &[(&str, usize, usize)],
+) -> Result<(), AnnealError> {
+    if n as usize > capacity {
+        return Err(AnnealError::Input(format!(
+            "{n} points is over the {capacity} this TcAssign was made for"
+        )));
+    }
+    match views.iter().find(|(_, len, need)| len < need) {
+        Some((what, len, need)) => Err(AnnealError::Input(format!(
+            "the tensor-core assignment of {n} x {d} points to {m} anchors needs {need} values in \
+             {what}, got {len}"
+        ))),
+        None => Ok(()),
+    }
+}
