@@ -20,7 +20,7 @@
 
 use cuda_sys::kernels::{
     anneal_assign_f16, anneal_assign_f32, anneal_finish, anneal_norms_f16, anneal_norms_f32,
-    anneal_reduce_f16, anneal_reduce_f32, anneal_scan, anneal_scatter, anneal_update,
+    anneal_reduce_f16, anneal_reduce_f32, anneal_scan, anneal_scatter, anneal_update, bf16_to_f32,
 };
 use cuda_sys::types::AnnealControl;
 use gpu_core::{
@@ -30,7 +30,7 @@ use gpu_core::{
 mod sum;
 
 use super::assign_tc::{TcAssign, TcJob};
-use super::{AnchorStats, AnnealError, Engine, Points, Problem, Steps};
+use super::{AnchorStats, AnnealError, Dtype, Engine, Points, Problem, Steps, BF16_STAGING};
 use sum::{sum_f32, sum_scratch_bytes};
 
 use cuda_sys::types::{KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF};
@@ -133,14 +133,67 @@ const SINGLE_THREAD: LaunchConfig = LaunchConfig {
     shared_mem_bytes: 0,
 };
 
+/// The f32 and bf16 `pieces` (`len` values in all) in one f32 buffer: f32
+/// copied as they are, bf16 through a staging buffer of at most
+/// [`BF16_STAGING`] elements and widened on the device (exactly).
+fn upload_f32(
+    backend: &Backend,
+    stream: &Stream,
+    pieces: &[Points<'_>],
+    len: usize,
+) -> Result<DeviceBuffer<f32>, AnnealError> {
+    let mut buffer = stream.alloc_zeros::<f32>(len)?;
+    let bf16_len: usize = pieces
+        .iter()
+        .filter(|p| matches!(p, Points::BF16(_)))
+        .map(Points::len)
+        .sum();
+    let mut staging = stream.alloc_zeros::<u16>(bf16_len.min(BF16_STAGING))?;
+    let widen: Kernel<bf16_to_f32> = backend.kernel()?;
+    let mut at = 0;
+    for piece in pieces {
+        match piece {
+            Points::F32(values) => {
+                let range = at..at + values.len();
+                stream.copy_to_device(values, &mut buffer.slice_mut(range)?)?;
+                at += values.len();
+            }
+            Points::BF16(values) => {
+                for chunk in values.chunks(BF16_STAGING) {
+                    let count = chunk.len();
+                    stream.copy_to_device(chunk, &mut staging.slice_mut(0..count)?)?;
+                    stream.launch(
+                        &widen,
+                        LaunchConfig::for_elements(count as u32, 256),
+                        (
+                            staging.slice(0..count)?,
+                            buffer.slice_mut(at..at + count)?,
+                            count as u32,
+                        ),
+                    )?;
+                    at += count;
+                }
+            }
+            Points::F16(_) | Points::Parts(_) => {
+                return Err(AnnealError::Input(
+                    "a shard's points mix element types; give parts of one type".into(),
+                ))
+            }
+        }
+    }
+    Ok(buffer)
+}
+
 impl Shard {
+    /// `pieces`: this shard's rows, as flat slices of one element type
+    /// (several when its rows span input files), uploaded in order.
     fn new(
         backend: &Backend,
-        points: Points<'_>,
+        pieces: &[Points<'_>],
         d: usize,
         max_anchors: usize,
     ) -> Result<Self, AnnealError> {
-        let n = points.len() / d;
+        let n = pieces.iter().map(Points::len).sum::<usize>() / d;
         let (n32, d32) = (n as u32, d as u32);
         // A stream of its own per GPU (NCCL runs on it too).
         let stream = if backend.kind() == BackendKind::Cuda {
@@ -149,27 +202,33 @@ impl Shard {
             backend.default_stream()
         };
         let mut point_norms = stream.alloc_zeros::<f32>(n)?;
-        let points = match points {
-            Points::F32(values) => {
-                let buffer = stream.to_device(values)?;
-                let norms: Kernel<anneal_norms_f32> = backend.kernel()?;
-                stream.launch(
-                    &norms,
-                    norms_config(n32),
-                    (buffer.view(), n32, d32, point_norms.view_mut()),
-                )?;
-                ShardPoints::F32(buffer, backend.kernel()?, backend.kernel()?)
+        let dtype = pieces.first().map_or(Dtype::F32, Points::dtype);
+        let points = if dtype == Dtype::F16 {
+            let mut buffer = stream.alloc_zeros::<u16>(n * d)?;
+            let mut at = 0;
+            for piece in pieces {
+                if let Points::F16(values) = piece {
+                    let range = at..at + values.len();
+                    stream.copy_to_device(values, &mut buffer.slice_mut(range)?)?;
+                    at += values.len();
+                }
             }
-            Points::F16(values) => {
-                let buffer = stream.to_device(values)?;
-                let norms: Kernel<anneal_norms_f16> = backend.kernel()?;
-                stream.launch(
-                    &norms,
-                    norms_config(n32),
-                    (buffer.view(), n32, d32, point_norms.view_mut()),
-                )?;
-                ShardPoints::F16(buffer, backend.kernel()?, backend.kernel()?)
-            }
+            let norms: Kernel<anneal_norms_f16> = backend.kernel()?;
+            stream.launch(
+                &norms,
+                norms_config(n32),
+                (buffer.view(), n32, d32, point_norms.view_mut()),
+            )?;
+            ShardPoints::F16(buffer, backend.kernel()?, backend.kernel()?)
+        } else {
+            let buffer = upload_f32(backend, &stream, pieces, n * d)?;
+            let norms: Kernel<anneal_norms_f32> = backend.kernel()?;
+            stream.launch(
+                &norms,
+                norms_config(n32),
+                (buffer.view(), n32, d32, point_norms.view_mut()),
+            )?;
+            ShardPoints::F32(buffer, backend.kernel()?, backend.kernel()?)
         };
         let scratch_bytes = sum_scratch_bytes(n32)?;
         Ok(Self {
@@ -403,11 +462,7 @@ impl GpuEngine {
         let mut shards = Vec::with_capacity(k);
         for (r, backend) in backends[..k].iter().enumerate() {
             let rows = (r * n / k) * d..((r + 1) * n / k) * d;
-            let part = match points {
-                Points::F32(v) => Points::F32(&v[rows]),
-                Points::F16(v) => Points::F16(&v[rows]),
-            };
-            shards.push(Shard::new(backend, part, d, max_anchors)?);
+            shards.push(Shard::new(backend, &points.pieces(rows), d, max_anchors)?);
         }
         let collective = if k > 1 {
             let streams: Vec<Stream> = shards.iter().map(|s| s.stream.clone()).collect();
