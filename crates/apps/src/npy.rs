@@ -145,39 +145,12 @@ fn shape_text(shape: &[u64]) -> String {
     }
 }
 
-/// The element type of the data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dtype {
-    /// float32.
-    F32,
-    /// float16.
-    F16,
-    /// bfloat16 (the top half of a float32). numpy has no such dtype:
-    /// `numpy.save` of an `ml_dtypes.bfloat16` array writes `'<V2'`, and
-    /// other writers `'bfloat16'`; both are read as bfloat16.
-    BF16,
-}
+/// The element type of the data (the anneal's, which reads it).
+pub use crate::anneal::Dtype;
 
-impl Dtype {
-    /// Bytes per element.
-    pub fn size(self) -> u64 {
-        match self {
-            Self::F32 => 4,
-            Self::F16 | Self::BF16 => 2,
-        }
-    }
-
-    /// The name users know it by (`"float32"`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::F32 => "float32",
-            Self::F16 => "float16",
-            Self::BF16 => "bfloat16",
-        }
-    }
-}
-
-/// The `descr`s read as bfloat16 (see [`Dtype::BF16`]).
+/// The `descr`s read as bfloat16: `numpy.save` of an `ml_dtypes.bfloat16`
+/// array writes `'<V2'` (numpy has no bfloat16 type code), other writers
+/// `'bfloat16'`.
 const BF16_DESCRS: &[&str] = &["<V2", "|V2", "bfloat16", "<bf16"];
 
 /// The elements of a matrix, in row-major order.

@@ -1,7 +1,9 @@
 //! The GPU engine, on one GPU or sharded over several.
 //!
 //! Every buffer is allocated once for the run and the points are uploaded
-//! once (f32 or f16), split into one contiguous shard per GPU. One iteration
+//! once (f32 or f16; bf16 widened to f32 on the device), split into one
+//! contiguous shard per GPU, each read straight from the caller's parts
+//! (memory-mapped files: no host copy). One iteration
 //! is, on every GPU: the fused distance + argmin of its shard (no `n × m`
 //! distance matrix exists anywhere), the per-anchor partial statistics (member
 //! counts, sums of member points and of their distances) and the CUB sum of
@@ -20,7 +22,7 @@
 
 use cuda_sys::kernels::{
     anneal_assign_f16, anneal_assign_f32, anneal_finish, anneal_norms_f16, anneal_norms_f32,
-    anneal_reduce_f16, anneal_reduce_f32, anneal_scan, anneal_scatter, anneal_update, bf16_to_f32,
+    anneal_reduce_f16, anneal_reduce_f32, anneal_scan, anneal_scatter, anneal_update,
 };
 use cuda_sys::types::AnnealControl;
 use gpu_core::{
@@ -28,10 +30,12 @@ use gpu_core::{
 };
 
 mod sum;
+mod upload;
 
 use super::assign_tc::{TcAssign, TcJob};
-use super::{AnchorStats, AnnealError, Dtype, Engine, Points, Problem, Steps, BF16_STAGING};
+use super::{AnchorStats, AnnealError, Dtype, Engine, Points, Problem, Steps};
 use sum::{sum_f32, sum_scratch_bytes};
+use upload::{upload_f16, upload_f32};
 
 use cuda_sys::types::{KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF};
 
@@ -133,57 +137,6 @@ const SINGLE_THREAD: LaunchConfig = LaunchConfig {
     shared_mem_bytes: 0,
 };
 
-/// The f32 and bf16 `pieces` (`len` values in all) in one f32 buffer: f32
-/// copied as they are, bf16 through a staging buffer of at most
-/// [`BF16_STAGING`] elements and widened on the device (exactly).
-fn upload_f32(
-    backend: &Backend,
-    stream: &Stream,
-    pieces: &[Points<'_>],
-    len: usize,
-) -> Result<DeviceBuffer<f32>, AnnealError> {
-    let mut buffer = stream.alloc_zeros::<f32>(len)?;
-    let bf16_len: usize = pieces
-        .iter()
-        .filter(|p| matches!(p, Points::BF16(_)))
-        .map(Points::len)
-        .sum();
-    let mut staging = stream.alloc_zeros::<u16>(bf16_len.min(BF16_STAGING))?;
-    let widen: Kernel<bf16_to_f32> = backend.kernel()?;
-    let mut at = 0;
-    for piece in pieces {
-        match piece {
-            Points::F32(values) => {
-                let range = at..at + values.len();
-                stream.copy_to_device(values, &mut buffer.slice_mut(range)?)?;
-                at += values.len();
-            }
-            Points::BF16(values) => {
-                for chunk in values.chunks(BF16_STAGING) {
-                    let count = chunk.len();
-                    stream.copy_to_device(chunk, &mut staging.slice_mut(0..count)?)?;
-                    stream.launch(
-                        &widen,
-                        LaunchConfig::for_elements(count as u32, 256),
-                        (
-                            staging.slice(0..count)?,
-                            buffer.slice_mut(at..at + count)?,
-                            count as u32,
-                        ),
-                    )?;
-                    at += count;
-                }
-            }
-            Points::F16(_) | Points::Parts(_) => {
-                return Err(AnnealError::Input(
-                    "a shard's points mix element types; give parts of one type".into(),
-                ))
-            }
-        }
-    }
-    Ok(buffer)
-}
-
 impl Shard {
     /// `pieces`: this shard's rows, as flat slices of one element type
     /// (several when its rows span input files), uploaded in order.
@@ -204,15 +157,7 @@ impl Shard {
         let mut point_norms = stream.alloc_zeros::<f32>(n)?;
         let dtype = pieces.first().map_or(Dtype::F32, Points::dtype);
         let points = if dtype == Dtype::F16 {
-            let mut buffer = stream.alloc_zeros::<u16>(n * d)?;
-            let mut at = 0;
-            for piece in pieces {
-                if let Points::F16(values) = piece {
-                    let range = at..at + values.len();
-                    stream.copy_to_device(values, &mut buffer.slice_mut(range)?)?;
-                    at += values.len();
-                }
-            }
+            let buffer = upload_f16(&stream, pieces, n * d)?;
             let norms: Kernel<anneal_norms_f16> = backend.kernel()?;
             stream.launch(
                 &norms,

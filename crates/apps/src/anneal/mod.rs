@@ -43,12 +43,41 @@ pub mod gpu;
 mod input;
 pub mod maintenance;
 
-pub use crate::npy::Dtype;
 pub use input::{
     check_sizes, coordinate_bound, device_bytes, host_bytes, validate, Problem, BF16_STAGING,
 };
 
 use crate::rng::Rng;
+
+/// The element type of the points (as the input files hold them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dtype {
+    /// float32.
+    F32,
+    /// float16.
+    F16,
+    /// bfloat16 (the top half of a float32).
+    BF16,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn size(self) -> u64 {
+        match self {
+            Self::F32 => 4,
+            Self::F16 | Self::BF16 => 2,
+        }
+    }
+
+    /// The name users know it by (`"float32"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "float32",
+            Self::F16 => "float16",
+            Self::BF16 => "bfloat16",
+        }
+    }
+}
 
 /// Points to compress: row-major `n × d`, f32, f16 or bf16 (raw bits).
 ///

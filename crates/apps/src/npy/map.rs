@@ -136,7 +136,7 @@ impl NpyShard {
 /// Bytes of host memory that reading (not mapping) `input`'s data would
 /// take: 0 where [`map_or_read`] maps it.
 pub fn read_bytes<R>(input: &NpyInput<R>) -> u64 {
-    if mappable(input) && input.data_offset % input.dtype.size() == 0 {
+    if mappable(input) && input.data_offset.is_multiple_of(input.dtype.size()) {
         0
     } else {
         input.n as u64 * input.d as u64 * input.dtype.size()
