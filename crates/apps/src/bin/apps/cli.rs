@@ -70,8 +70,8 @@ directory) once the new one is complete. Read it back with `apps decode DIR --np
 const DECODE_HELP: &str = "Checks the index: the shapes of anchors.npy and \
 assignments.npy against index.json, every assignment below m, the schema version.\n\n\
 The reconstruction error needs the original points: give the same --npy files, in the same \
-order, as to `apps anneal` (their hash must match index.json's; split into other shards is \
-fine). It reports the mean squared error (the energy recomputed from the index, which must \
+order, as to `apps anneal` (their hash must match index.json's; they may be split into other shards), \
+and it reports the mean squared error (the energy recomputed from the index, which must \
 equal index.json's energy within 1e-9 relative), the largest squared error and its point, \
 and per anchor the member counts and the members' mean squared distance (min / median / \
 max). Without --npy it reports the index alone.";
