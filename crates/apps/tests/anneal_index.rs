@@ -8,13 +8,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use apps::index::{Index, ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE};
-use assert_cmd::cargo::cargo_bin;
 
-fn apps() -> assert_cmd::Command {
-    let mut cmd = assert_cmd::Command::new(cargo_bin("apps"));
-    cmd.env_remove("KILN_BACKEND");
-    cmd
-}
+mod cli_support;
+
+use cli_support::{apps, npy, refused, refused_line};
 
 /// Runs `apps args`; returns stdout, panicking with stderr on failure.
 #[track_caller]
@@ -23,35 +20,6 @@ fn ok(args: &[&str]) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{args:?}: {stderr}");
     String::from_utf8(out.stdout).unwrap()
-}
-
-/// Runs `apps args` and checks a refusal: exit `code`, one line on stderr
-/// containing `says`.
-#[track_caller]
-fn refused(args: &[&str], code: i32, says: &str) {
-    let out = apps().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
-    assert!(
-        stderr.contains(says),
-        "{args:?}: {stderr:?} does not say {says:?}"
-    );
-    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-}
-
-/// An `.npy` file of `rows × d` elements given as little-endian bytes.
-fn npy(descr: &str, rows: usize, d: usize, data: &[u8]) -> Vec<u8> {
-    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({rows}, {d}), }}");
-    let unpadded = 10 + dict.len() + 1;
-    let header_len = dict.len() + 1 + unpadded.next_multiple_of(64) - unpadded;
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header_len as u16).to_le_bytes());
-    out.extend(dict.bytes());
-    out.resize(10 + header_len - 1, b' ');
-    out.push(b'\n');
-    out.extend(data);
-    out
 }
 
 /// The element types, with each value's bytes and its exact f32 value.
@@ -191,12 +159,7 @@ fn out_writes_an_index_that_recomputes_its_energy() {
         let dir = root.path().join(format!("index-{backend}"));
         let stdout = anneal_out(backend, &files, m, &dir, &[]);
         assert!(stdout.contains("index: "), "{stdout}");
-        let mut names: Vec<String> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        assert_eq!(names, [ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE]);
+        assert_eq!(listing(&dir), [ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE]);
         let index = Index::read(&dir).unwrap();
         let meta = &index.meta;
         assert_eq!((meta.n, meta.d), (n as u64, d as u64));
@@ -299,21 +262,11 @@ fn an_existing_out_dir_is_refused_untouched_and_force_replaces_an_index() {
     fs::create_dir(&mine).unwrap();
     fs::write(mine.join("notes.txt"), "keep").unwrap();
     let mine_arg = mine.display().to_string();
-    let base = [
-        "anneal",
-        "--backend",
-        "cpu",
-        "--npy",
-        &file,
-        "--m",
-        "5",
-        "--out",
-        &mine_arg,
-    ];
-    refused(&base, 1, "already exists; pass --force to replace it");
+    let base = format!("anneal --backend cpu --npy {file} --m 5 --out {mine_arg}");
+    refused_line(&base, 1, "already exists; pass --force to replace it");
     // --force replaces an index, never a directory of something else.
-    let forced: Vec<&str> = base.iter().copied().chain(["--force"]).collect();
-    refused(&forced, 1, "is not an anneal index directory");
+    let forced = format!("{base} --force");
+    refused_line(&forced, 1, "is not an anneal index directory");
     assert_eq!(listing(&mine), ["notes.txt"]);
     assert_eq!(fs::read_to_string(mine.join("notes.txt")).unwrap(), "keep");
 
@@ -321,20 +274,8 @@ fn an_existing_out_dir_is_refused_untouched_and_force_replaces_an_index() {
     anneal_out("cpu", &files, 5, &idx, &[]);
     let before = fs::read(idx.join(ASSIGNMENTS_FILE)).unwrap();
     let idx_arg = idx.display().to_string();
-    refused(
-        &[
-            "anneal",
-            "--backend",
-            "cpu",
-            "--npy",
-            &file,
-            "--m",
-            "5",
-            "--seed",
-            "9",
-            "--out",
-            &idx_arg,
-        ],
+    refused_line(
+        &format!("anneal --backend cpu --npy {file} --m 5 --seed 9 --out {idx_arg}"),
         1,
         "already exists",
     );
@@ -346,18 +287,8 @@ fn an_existing_out_dir_is_refused_untouched_and_force_replaces_an_index() {
     assert_eq!(listing(root.path()), ["idx", "mine", "p0.npy"]);
     // A missing parent is refused before the run.
     let orphan = root.path().join("no/idx").display().to_string();
-    refused(
-        &[
-            "anneal",
-            "--backend",
-            "cpu",
-            "--npy",
-            &file,
-            "--m",
-            "5",
-            "--out",
-            &orphan,
-        ],
+    refused_line(
+        &format!("anneal --backend cpu --npy {file} --m 5 --out {orphan}"),
         1,
         "does not exist; create it first",
     );
