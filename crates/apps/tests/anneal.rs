@@ -95,7 +95,7 @@ fn gpu_takes_shards_and_bf16_points_as_the_cpu_does() {
     let Some(gpu) = cuda_or_skip() else { return };
     // Above the bf16 staging buffer's size, so the widening runs in chunks
     // and a chunk boundary falls inside a part.
-    let (n, d, m) = (180_000, 96, 64);
+    let (n, d, m) = (180_000, 96, 16);
     assert!(n * d > anneal::BF16_STAGING);
     let values = anneal::synthetic_points(n, d, 32, 0.25, 6);
     let bits: Vec<u16> = values
