@@ -362,10 +362,11 @@ fn f16_and_bf16_inputs_give_the_index_of_their_exact_values() {
                     "{name}"
                 );
             } else {
-                // The GPU sums in its own order: the same run within rounding.
+                // The GPU sums in its own order: the same run within rounding
+                // (the tolerance of the GPU-against-CPU tests).
                 let rel = (ia.meta.energy - ib.meta.energy).abs() / ib.meta.energy;
                 assert!(
-                    rel <= 1e-4,
+                    rel <= 1e-3,
                     "{name}: {} vs {}",
                     ia.meta.energy,
                     ib.meta.energy
