@@ -55,24 +55,23 @@ pub enum IndexError {
     #[error("{}: directory does not exist; create it first", .0.display())]
     NoParent(PathBuf),
     /// A filesystem call failed.
-    #[error("{}: {what}: {source}", path.display())]
+    #[error("{}: {what}: {error}", path.display())]
     Io {
         /// What was being done (`"writing"`).
         what: &'static str,
         /// The path.
         path: PathBuf,
-        /// The error.
-        #[source]
-        source: io::Error,
+        /// The error (its text is in the message, so it is no `source`: a
+        /// report of the chain would repeat it).
+        error: io::Error,
     },
     /// An array file is not readable as the index's array.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Npy {
         /// The file.
         path: PathBuf,
-        /// Why.
-        #[source]
-        source: NpyError,
+        /// Why (in the message, as for `Io`).
+        error: NpyError,
     },
     /// `index.json` is not the metadata of an index of this version.
     #[error("{}: {message}", path.display())]
@@ -283,7 +282,7 @@ impl Index {
         }
         let io_err = |what, path: &Path| {
             let path = path.to_path_buf();
-            move |source| IndexError::Io { what, path, source }
+            move |error| IndexError::Io { what, path, error }
         };
         let temp = tempfile::Builder::new()
             .prefix(".kiln-index-")
@@ -318,25 +317,25 @@ impl Index {
     /// assignment below `m`, and the history's length.
     pub fn read(dir: &Path) -> Result<Self, IndexError> {
         let meta_path = dir.join(META_FILE);
-        let text = fs::read_to_string(&meta_path).map_err(|source| IndexError::Io {
+        let text = fs::read_to_string(&meta_path).map_err(|error| IndexError::Io {
             what: "reading",
             path: meta_path.clone(),
-            source,
+            error,
         })?;
         let meta = parse_meta(&text).map_err(|message| IndexError::Meta {
             path: meta_path,
             message,
         })?;
         let anchors_path = dir.join(ANCHORS_FILE);
-        let anchors = npy::read(&anchors_path).map_err(|source| IndexError::Npy {
+        let anchors = npy::read(&anchors_path).map_err(|error| IndexError::Npy {
             path: anchors_path.clone(),
-            source,
+            error,
         })?;
         let assignments_path = dir.join(ASSIGNMENTS_FILE);
         let assignments =
-            npy::read_u32_vector(&assignments_path).map_err(|source| IndexError::Npy {
+            npy::read_u32_vector(&assignments_path).map_err(|error| IndexError::Npy {
                 path: assignments_path,
-                source,
+                error,
             })?;
         let bad = |message: String| IndexError::Inconsistent {
             path: dir.to_path_buf(),
@@ -458,11 +457,11 @@ fn existing_index(dir: &Path, replace: bool) -> Result<bool, IndexError> {
     let meta = match fs::symlink_metadata(dir) {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(source) => {
+        Err(error) => {
             return Err(IndexError::Io {
                 what: "checking the output path",
                 path: dir.to_path_buf(),
-                source,
+                error,
             })
         }
     };
@@ -482,7 +481,7 @@ fn existing_index(dir: &Path, replace: bool) -> Result<bool, IndexError> {
 fn swap_in(staged: &Path, dir: &Path, parent: &Path) -> Result<(), IndexError> {
     let io_err = |what, path: &Path| {
         let path = path.to_path_buf();
-        move |source| IndexError::Io { what, path, source }
+        move |error| IndexError::Io { what, path, error }
     };
     let aside = tempfile::Builder::new()
         .prefix(".kiln-index-old-")
@@ -491,12 +490,12 @@ fn swap_in(staged: &Path, dir: &Path, parent: &Path) -> Result<(), IndexError> {
         .keep();
     // Renaming a directory onto an empty one replaces it.
     fs::rename(dir, &aside).map_err(io_err("moving the old index aside", dir))?;
-    if let Err(source) = fs::rename(staged, dir) {
+    if let Err(error) = fs::rename(staged, dir) {
         let _ = fs::rename(&aside, dir);
         return Err(IndexError::Io {
             what: "renaming the new index into place",
             path: dir.to_path_buf(),
-            source,
+            error,
         });
     }
     fs::remove_dir_all(&aside).map_err(io_err("removing the old index", &aside))
@@ -512,10 +511,10 @@ fn write_file(
         fill(&mut w)?;
         w.into_inner().map_err(|e| e.into_error())?.sync_all()
     })();
-    result.map_err(|source| IndexError::Io {
+    result.map_err(|error| IndexError::Io {
         what: "writing",
         path: path.to_path_buf(),
-        source,
+        error,
     })
 }
 
