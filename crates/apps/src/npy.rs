@@ -151,7 +151,7 @@ pub use crate::anneal::Dtype;
 /// The `descr`s read as bfloat16: `numpy.save` of an `ml_dtypes.bfloat16`
 /// array writes `'<V2'` (numpy has no bfloat16 type code), other writers
 /// `'bfloat16'`.
-const BF16_DESCRS: &[&str] = &["<V2", "|V2", "bfloat16", "<bf16"];
+const BF16_DESCRS: &[&str] = &["<V2", "|V2", "bfloat16"];
 
 /// The elements of a matrix, in row-major order.
 #[derive(Debug, Clone, PartialEq)]
