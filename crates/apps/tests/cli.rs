@@ -79,7 +79,7 @@ fn bad_names_name_the_flag_or_variable_set() {
 
 #[test]
 fn every_command_has_help_and_the_usage_lists_them_all() {
-    for cmd in ["vadd", "anneal", "batch", "bench", "devices"] {
+    for cmd in ["vadd", "anneal", "decode", "batch", "bench", "devices"] {
         apps()
             .args([cmd, "--help"])
             .assert()
@@ -89,7 +89,7 @@ fn every_command_has_help_and_the_usage_lists_them_all() {
     let out = apps().output().unwrap();
     let usage = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
-    for cmd in ["vadd", "anneal", "batch", "bench", "devices"] {
+    for cmd in ["vadd", "anneal", "decode", "batch", "bench", "devices"] {
         assert!(usage.contains(cmd), "{usage}");
     }
     apps()
