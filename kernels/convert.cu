@@ -33,3 +33,12 @@ KILN_KERNEL(f32_to_bf16, const float *__restrict__ in, uint16_t *__restrict__ ou
         out[i] = bf16_bits(in[i]);
     }
 }
+
+// bf16 is the top half of an f32: widening is a shift, exact for every
+// value (NaN payloads and signed zeros included), no arch guard needed.
+KILN_KERNEL(bf16_to_f32, const uint16_t *__restrict__ in, float *__restrict__ out, uint32_t n) {
+    const uint32_t stride = gridDim.x * blockDim.x;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        out[i] = __uint_as_float(static_cast<uint32_t>(in[i]) << 16);
+    }
+}

@@ -1,17 +1,22 @@
-//! `.npy` input: an `(n, d)` matrix of float32 or float16 in C order, read
-//! with `npyz` after a bounded check of the header (size, nesting, shape
-//! arithmetic), so that no input can exhaust the stack or memory.
+//! `.npy` input: an `(n, d)` matrix of float32, float16 or bfloat16 in C
+//! order, read with `npyz` after a bounded check of the header (size,
+//! nesting, shape arithmetic), so that no input can exhaust the stack or
+//! memory.
 //!
-//! f16 data stays as raw bits ([`NpyData::F16`]) so that it can go to the
-//! GPU as it is. The length of the data is taken from the file's metadata
-//! only for regular files: pipes and FIFOs are read to their end.
+//! f16 and bf16 data stay as raw bits ([`NpyData::F16`], [`NpyData::BF16`])
+//! so that they can go to the GPU as they are. The length of the data is
+//! taken from the file's metadata only for regular files: pipes and FIFOs are
+//! read to their end. A little-endian regular file is memory-mapped instead
+//! of read ([`map`]); the writer of the anneal index's arrays is here too
+//! ([`write_f32_matrix`], [`write_u32_vector`]), with its reader
+//! ([`read_u32_vector`]).
 
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufReader, Cursor, Read};
 use std::path::Path;
 
-use npyz::{DType, NpyFile, NpyHeader, Order, TypeChar};
+use npyz::{DType, Endianness, NpyFile, NpyHeader, Order, TypeChar};
 use py_literal::Value;
 
 /// The first six bytes of every `.npy` file.
@@ -54,12 +59,23 @@ pub enum NpyError {
     /// The header is not the Python dict literal numpy writes.
     #[error("the npy header is not valid ({0}); re-save the array with numpy.save")]
     BadHeader(String),
-    /// A dtype other than float32 and float16.
+    /// A dtype other than float32, float16 and bfloat16.
     #[error(
         "dtype {0} is not supported; convert with `a.astype(numpy.float32)` and \
-         re-save (accepted: float32 and float16)"
+         re-save (accepted: float32, float16 and bfloat16)"
     )]
     UnsupportedDtype(String),
+    /// An array of another type or rank than the one asked for (the anneal
+    /// index's arrays).
+    #[error("expected {expected} but the file holds dtype {descr} of shape {}", shape_text(.shape))]
+    WrongArray {
+        /// What was asked for (`"a 1-D uint32 array"`).
+        expected: &'static str,
+        /// The dtype found.
+        descr: String,
+        /// The shape found.
+        shape: Vec<u64>,
+    },
     /// `fortran_order: True`.
     #[error("the array is in Fortran order; save `numpy.ascontiguousarray(a)` instead")]
     FortranOrder,
@@ -129,24 +145,13 @@ fn shape_text(shape: &[u64]) -> String {
     }
 }
 
-/// The element type of the data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dtype {
-    /// float32.
-    F32,
-    /// float16.
-    F16,
-}
+/// The element type of the data (the anneal's, which reads it).
+pub use crate::anneal::Dtype;
 
-impl Dtype {
-    /// Bytes per element.
-    pub fn size(self) -> u64 {
-        match self {
-            Self::F32 => 4,
-            Self::F16 => 2,
-        }
-    }
-}
+/// The `descr`s read as bfloat16: `numpy.save` of an `ml_dtypes.bfloat16`
+/// array writes `'<V2'` (numpy has no bfloat16 type code), other writers
+/// `'bfloat16'`.
+const BF16_DESCRS: &[&str] = &["<V2", "|V2", "bfloat16"];
 
 /// The elements of a matrix, in row-major order.
 #[derive(Debug, Clone, PartialEq)]
@@ -155,6 +160,8 @@ pub enum NpyData {
     F32(Vec<f32>),
     /// float16, as IEEE binary16 bit patterns.
     F16(Vec<u16>),
+    /// bfloat16, as bit patterns.
+    BF16(Vec<u16>),
 }
 
 /// An `(n, d)` matrix: `data` holds `n * d` elements, row `i` at
@@ -182,6 +189,11 @@ pub struct NpyInput<R> {
     reader: R,
     /// Bytes of data after the header, where known (regular files only).
     data_len: Option<u64>,
+    /// Where the data starts: the preamble and header's length.
+    data_offset: u64,
+    /// Whether the data is stored big-endian (it is then read and swapped,
+    /// never mapped).
+    big_endian: bool,
 }
 
 impl<R> fmt::Debug for NpyInput<R> {
@@ -213,11 +225,23 @@ pub fn open(path: impl AsRef<Path>) -> Result<NpyInput<BufReader<File>>, NpyErro
 /// input's length where it is known.
 pub fn open_reader<R: Read>(mut reader: R, total: Option<u64>) -> Result<NpyInput<R>, NpyError> {
     let prefix = read_prefix(&mut reader)?;
-    let shape = checked_shape(&prefix.text)?;
-    let header = NpyHeader::from_reader(Cursor::new(&prefix.bytes)).map_err(|e| bad_header(&e))?;
-    let dtype = match header.dtype() {
-        DType::Plain(ts) if ts.type_char() == TypeChar::Float && ts.size_field() == 4 => Dtype::F32,
-        DType::Plain(ts) if ts.type_char() == TypeChar::Float && ts.size_field() == 2 => Dtype::F16,
+    let (shape, descr) = checked_shape(&prefix.text)?;
+    let bf16 = descr.as_deref().is_some_and(|d| BF16_DESCRS.contains(&d));
+    // npyz knows no bfloat16: it reads the header with the descr as '<u2'
+    // (the same 2-byte little-endian elements, as bits).
+    let header = match &descr {
+        Some(descr) if bf16 => npyz_header(&prefix.text, descr, "<u2"),
+        _ => NpyHeader::from_reader(Cursor::new(&prefix.bytes)),
+    }
+    .map_err(|e| bad_header(&e))?;
+    let (dtype, big_endian) = match header.dtype() {
+        DType::Plain(ts) if bf16 => (Dtype::BF16, ts.endianness() == Endianness::Big),
+        DType::Plain(ts) if ts.type_char() == TypeChar::Float && ts.size_field() == 4 => {
+            (Dtype::F32, ts.endianness() == Endianness::Big)
+        }
+        DType::Plain(ts) if ts.type_char() == TypeChar::Float && ts.size_field() == 2 => {
+            (Dtype::F16, ts.endianness() == Endianness::Big)
+        }
         other => return Err(NpyError::UnsupportedDtype(other.descr())),
     };
     if header.order() == Order::Fortran && shape.iter().filter(|&&s| s > 1).count() > 1 {
@@ -255,7 +279,27 @@ pub fn open_reader<R: Read>(mut reader: R, total: Option<u64>) -> Result<NpyInpu
         header,
         reader,
         data_len,
+        data_offset: prefix.bytes.len() as u64,
+        big_endian,
     })
+}
+
+/// npyz's reading of `text` (a header dict) with the quoted descr `from`
+/// replaced by `to`.
+fn npyz_header(text: &str, from: &str, to: &str) -> io::Result<NpyHeader> {
+    let quoted = [format!("'{from}'"), format!("\"{from}\"")];
+    let replaced = quoted
+        .iter()
+        .find(|q| text.contains(q.as_str()))
+        .map_or_else(
+            || text.to_string(),
+            |q| text.replacen(q.as_str(), &format!("'{to}'"), 1),
+        );
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend([2, 0]);
+    bytes.extend((replaced.len() as u32).to_le_bytes());
+    bytes.extend(replaced.bytes());
+    NpyHeader::from_reader(Cursor::new(bytes))
 }
 
 impl<R: Read> NpyInput<R> {
@@ -271,6 +315,7 @@ impl<R: Read> NpyInput<R> {
         let data = match self.dtype {
             Dtype::F32 => NpyData::F32(self.elements(count, needed, |v: f32| v)?),
             Dtype::F16 => NpyData::F16(self.elements(count, needed, |v: half::f16| v.to_bits())?),
+            Dtype::BF16 => NpyData::BF16(self.elements(count, needed, |v: u16| v)?),
         };
         if self.data_len.is_none() {
             // One byte more is enough to know; reading on could never end
@@ -438,8 +483,8 @@ fn check_nesting(text: &str) -> Result<(), NpyError> {
 }
 
 /// The header's shape, every dimension a u64 and their products too (npyz
-/// multiplies them unchecked).
-fn checked_shape(text: &str) -> Result<Vec<u64>, NpyError> {
+/// multiplies them unchecked), and its descr where it is a string.
+fn checked_shape(text: &str) -> Result<(Vec<u64>, Option<String>), NpyError> {
     let value: Value = text
         .trim_end()
         .parse()
@@ -457,6 +502,10 @@ fn checked_shape(text: &str) -> Result<Vec<u64>, NpyError> {
     let Value::Dict(entries) = value else {
         return Err(NpyError::BadHeader("it is not a dict".into()));
     };
+    let descr = entries
+        .iter()
+        .find(|(k, _)| k.as_string().map(String::as_str) == Some("descr"))
+        .and_then(|(_, v)| v.as_string().cloned());
     let shape = entries
         .iter()
         .find(|(k, _)| k.as_string().map(String::as_str) == Some("shape"))
@@ -484,7 +533,7 @@ fn checked_shape(text: &str) -> Result<Vec<u64>, NpyError> {
     if nonzero.try_fold(1u64, |p, &s| p.checked_mul(s)).is_none() {
         return Err(NpyError::ShapeTooLarge(dims));
     }
-    Ok(dims)
+    Ok((dims, descr))
 }
 
 fn bad_header(e: &dyn fmt::Display) -> NpyError {
@@ -499,6 +548,12 @@ fn one_line(text: &str) -> String {
         None => joined,
     }
 }
+
+pub mod map;
+mod write;
+
+pub use map::{map_or_read, NpyShard};
+pub use write::{read_u32_vector, write_f32_matrix, write_u32_vector};
 
 #[cfg(test)]
 mod tests;

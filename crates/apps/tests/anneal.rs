@@ -107,6 +107,51 @@ fn gpu_keeps_f16_points_and_agrees() {
 }
 
 #[test]
+fn gpu_takes_shards_and_bf16_points_as_the_cpu_does() {
+    let Some(gpu) = cuda_or_skip() else { return };
+    // Above the bf16 staging buffer's size, so the widening runs in chunks
+    // and a chunk boundary falls inside a part.
+    let (n, d, m) = (180_000, 96, 16);
+    assert!(n * d > anneal::BF16_STAGING);
+    let values = anneal::synthetic_points(n, d, 32, 0.25, 6);
+    let bits: Vec<u16> = values
+        .iter()
+        .map(|v| half::bf16::from_f32(*v).to_bits())
+        .collect();
+    let widened: Vec<f32> = bits
+        .iter()
+        .map(|b| f32::from_bits(u32::from(*b) << 16))
+        .collect();
+    let cut = 70_001 * d;
+    let bf16_parts = [Points::BF16(&bits[..cut]), Points::BF16(&bits[cut..])];
+    let f32_parts = [Points::F32(&widened[..cut]), Points::F32(&widened[cut..])];
+    let params = Params {
+        seed: 6,
+        max_iters: 10,
+        ..Params::default()
+    };
+    let cpu = anneal::run(
+        &Backend::cpu(),
+        &anneal::validate(Points::F32(&widened), n, d, m, &params).unwrap(),
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    for (what, points) in [
+        ("bf16", Points::BF16(&bits)),
+        ("bf16 parts", Points::Parts(&bf16_parts)),
+        ("f32 parts", Points::Parts(&f32_parts)),
+    ] {
+        let out = anneal::run(
+            &gpu,
+            &anneal::validate(points, n, d, m, &params).unwrap(),
+            &mut |_, _, _| {},
+        )
+        .unwrap();
+        check_agreement(&cpu, &out, what);
+    }
+}
+
+#[test]
 fn bad_input_is_refused_on_every_backend() {
     let mut backends = vec![Backend::cpu()];
     backends.extend(cuda_or_skip());

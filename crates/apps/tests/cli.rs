@@ -8,45 +8,14 @@ use std::process::{Command, Stdio};
 use assert_cmd::cargo::cargo_bin;
 use predicates::prelude::*;
 
-fn apps() -> assert_cmd::Command {
-    let mut cmd = assert_cmd::Command::new(cargo_bin("apps"));
-    cmd.env_remove("KILN_BACKEND");
-    cmd
-}
+mod cli_support;
 
-/// Runs `args` and checks a refusal: exit `code`, one line on stderr that
-/// contains `says`, no panic.
-#[track_caller]
-fn refused(args: &[&str], code: i32, says: &str) {
-    let out = apps().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
-    assert!(
-        stderr.contains(says),
-        "{args:?}: {stderr:?} does not say {says:?}"
-    );
-    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-}
-
-/// [`refused`] for a command line of plain words.
-#[track_caller]
-fn refused_line(args: &str, code: i32, says: &str) {
-    refused(&args.split_whitespace().collect::<Vec<_>>(), code, says);
-}
+use cli_support::{apps, npy, refused, refused_line};
 
 /// An `(n, d)` float32 .npy file.
 fn npy_f32(n: usize, d: usize, values: &[f32]) -> Vec<u8> {
-    let dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({n}, {d}), }}");
-    let unpadded = 10 + dict.len() + 1;
-    let header_len = dict.len() + 1 + unpadded.next_multiple_of(64) - unpadded;
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header_len as u16).to_le_bytes());
-    out.extend(dict.bytes());
-    out.resize(10 + header_len - 1, b' ');
-    out.push(b'\n');
-    out.extend(values.iter().flat_map(|v| v.to_le_bytes()));
-    out
+    let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    npy("<f4", n, d, &data)
 }
 
 #[test]
@@ -110,7 +79,7 @@ fn bad_names_name_the_flag_or_variable_set() {
 
 #[test]
 fn every_command_has_help_and_the_usage_lists_them_all() {
-    for cmd in ["vadd", "anneal", "batch", "bench", "devices"] {
+    for cmd in ["vadd", "anneal", "decode", "batch", "bench", "devices"] {
         apps()
             .args([cmd, "--help"])
             .assert()
@@ -120,7 +89,7 @@ fn every_command_has_help_and_the_usage_lists_them_all() {
     let out = apps().output().unwrap();
     let usage = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
-    for cmd in ["vadd", "anneal", "batch", "bench", "devices"] {
+    for cmd in ["vadd", "anneal", "decode", "batch", "bench", "devices"] {
         assert!(usage.contains(cmd), "{usage}");
     }
     apps()

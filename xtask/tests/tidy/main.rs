@@ -52,6 +52,10 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
     ),
     ("crates/apps/src/anneal/cpu/**", "AVX2 / AVX-512 intrinsics"),
     (
+        "crates/apps/src/npy/map.rs",
+        "memmap2's `Mmap::map` of the .npy input (the file must not change under the map)",
+    ),
+    (
         "crates/apps/src/anneal/gpu/sort.rs",
         "the CUB sort: host fns of a static-library module over the C ABI",
     ),

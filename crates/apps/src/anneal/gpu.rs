@@ -1,7 +1,9 @@
 //! The GPU engine, on one GPU or sharded over several.
 //!
 //! Every buffer is allocated once for the run and the points are uploaded
-//! once (f32 or f16), split into one contiguous shard per GPU. One iteration
+//! once (f32 or f16; bf16 widened to f32 on the device), split into one
+//! contiguous shard per GPU, each read straight from the caller's parts
+//! (memory-mapped files: no host copy). One iteration
 //! is, on every GPU: the fused distance + argmin of its shard (no `n × m`
 //! distance matrix exists anywhere), the CUB radix sort of its points by
 //! anchor (the static-library module `reduce`: member lists in point order),
@@ -23,91 +25,24 @@
 //! runs on tensor cores with exact refinement ([`super::assign_tc`]), unless
 //! `KILN_ANNEAL_TC=0` asks for the SIMT kernel.
 
-use cuda_sys::kernels::{
-    anneal_assign_f16, anneal_assign_f32, anneal_combine, anneal_finish, anneal_iota,
-    anneal_norms_f16, anneal_norms_f32, anneal_reduce_f16, anneal_reduce_f32, anneal_scan,
-    anneal_update,
-};
-use cuda_sys::types::AnnealControl;
+use cuda_sys::kernels::anneal_assign_f32;
+use cuda_sys::types::{AnnealControl, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF};
 use gpu_core::{
     Backend, BackendKind, Collective, DeviceBuffer, DeviceViewMut, Kernel, LaunchConfig, Stream,
 };
 
+mod shard;
 mod sort;
+mod upload;
 
 use super::assign_tc::{TcAssign, TcJob};
-use super::{AnchorStats, AnnealError, Engine, Points, Problem, Steps};
-use sort::{sort_pairs_u32, sort_scratch_bytes, SortOut};
-
-use cuda_sys::types::{
-    KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF,
-    KILN_ANNEAL_PIECE as PIECE,
-};
+use super::{AnchorStats, AnnealError, Engine, Problem, Steps};
+use shard::Shard;
 
 /// Points per block of `anneal_assign_*`.
 const ASSIGN_TILE: u32 = 128;
 /// Iterations enqueued between two read-backs at most (the history buffer).
 const RUN: usize = 64;
-
-/// A shard's points and the kernels that read them.
-#[derive(Debug)]
-enum ShardPoints {
-    F32(
-        DeviceBuffer<f32>,
-        Kernel<anneal_assign_f32>,
-        Kernel<anneal_reduce_f32>,
-    ),
-    F16(
-        DeviceBuffer<u16>,
-        Kernel<anneal_assign_f16>,
-        Kernel<anneal_reduce_f16>,
-    ),
-}
-
-/// One GPU's part: its rows of the points and every buffer of the iteration.
-#[derive(Debug)]
-struct Shard {
-    stream: Stream,
-    points: ShardPoints,
-    norms_f32: Kernel<anneal_norms_f32>,
-    scan: Kernel<anneal_scan>,
-    combine: Kernel<anneal_combine>,
-    update: Kernel<anneal_update>,
-    finish: Kernel<anneal_finish>,
-    /// Rows of this shard.
-    n: u32,
-    point_norms: DeviceBuffer<f32>,
-    anchors: DeviceBuffer<f32>,
-    anchor_norms: DeviceBuffer<f32>,
-    assign: DeviceBuffer<u32>,
-    dist: DeviceBuffer<f32>,
-    counts: DeviceBuffer<u32>,
-    offsets: DeviceBuffer<u32>,
-    /// First piece of each anchor's members (anneal.h).
-    pieces: DeviceBuffer<u32>,
-    /// Per piece: the sum of its points (`d` each) and of its distances.
-    piece_sums: DeviceBuffer<f64>,
-    piece_dist: DeviceBuffer<f64>,
-    /// `0..n`, the values the sort carries.
-    iota: DeviceBuffer<u32>,
-    /// The sorted keys (assignments), which nothing reads.
-    sorted: DeviceBuffer<u32>,
-    /// The points in anchor order, each anchor's in point order.
-    order: DeviceBuffer<u32>,
-    /// Members per anchor (this shard's, then all shards' after the
-    /// all-reduce).
-    members: DeviceBuffer<u32>,
-    /// Point sums per anchor (`m × d`), this shard's, then all shards'.
-    partial: DeviceBuffer<f64>,
-    /// Distance sums per anchor (`m`), likewise.
-    sumsq: DeviceBuffer<f64>,
-    control: DeviceBuffer<AnnealControl>,
-    history: DeviceBuffer<f64>,
-    scratch: DeviceBuffer<u8>,
-    /// The tensor-core assignment (sm_80+, unless `KILN_ANNEAL_TC=0`); the
-    /// SIMT kernel otherwise.
-    tc: Option<TcAssign>,
-}
 
 /// The GPU engine.
 #[derive(Debug)]
@@ -139,321 +74,6 @@ fn assign_config(rows: u32) -> LaunchConfig {
     }
 }
 
-fn norms_config(rows: u32) -> LaunchConfig {
-    // One warp per row.
-    LaunchConfig::for_elements(rows.saturating_mul(32), 256)
-}
-
-fn per_anchor(m: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid: (m.max(1), 1, 1),
-        block: (128, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
-
-/// `anneal_finish`: one block of 256 threads.
-const FINISH: LaunchConfig = LaunchConfig {
-    grid: (1, 1, 1),
-    block: (256, 1, 1),
-    shared_mem_bytes: 0,
-};
-
-impl Shard {
-    fn new(
-        backend: &Backend,
-        points: Points<'_>,
-        d: usize,
-        max_anchors: usize,
-    ) -> Result<Self, AnnealError> {
-        let n = points.len() / d;
-        let (n32, d32) = (n as u32, d as u32);
-        // A stream of its own per GPU (NCCL runs on it too).
-        let stream = if backend.kind() == BackendKind::Cuda {
-            backend.new_stream()?
-        } else {
-            backend.default_stream()
-        };
-        let mut point_norms = stream.alloc_zeros::<f32>(n)?;
-        let points = match points {
-            Points::F32(values) => {
-                let buffer = stream.to_device(values)?;
-                let norms: Kernel<anneal_norms_f32> = backend.kernel()?;
-                stream.launch(
-                    &norms,
-                    norms_config(n32),
-                    (buffer.view(), n32, d32, point_norms.view_mut()),
-                )?;
-                ShardPoints::F32(buffer, backend.kernel()?, backend.kernel()?)
-            }
-            Points::F16(values) => {
-                let buffer = stream.to_device(values)?;
-                let norms: Kernel<anneal_norms_f16> = backend.kernel()?;
-                stream.launch(
-                    &norms,
-                    norms_config(n32),
-                    (buffer.view(), n32, d32, point_norms.view_mut()),
-                )?;
-                ShardPoints::F16(buffer, backend.kernel()?, backend.kernel()?)
-            }
-        };
-        let scratch_bytes = sort_scratch_bytes(n32)?;
-        let max_pieces = n.div_ceil(PIECE as usize) + max_anchors;
-        let mut tc = TcAssign::new(backend, &stream, n, d, max_anchors)?;
-        match (&mut tc, &points) {
-            (Some(tc), ShardPoints::F32(x, _, _)) => {
-                tc.prepare_points(&stream, x.view(), n32, d32)?
-            }
-            (Some(tc), ShardPoints::F16(x, _, _)) => {
-                tc.prepare_points(&stream, x.view(), n32, d32)?
-            }
-            (None, _) => {}
-        }
-        let mut iota = stream.alloc_zeros(n)?;
-        let iota_kernel: Kernel<anneal_iota> = backend.kernel()?;
-        stream.launch(
-            &iota_kernel,
-            LaunchConfig::for_elements(n32, 256),
-            (n32, iota.view_mut()),
-        )?;
-        Ok(Self {
-            tc,
-            points,
-            norms_f32: backend.kernel()?,
-            scan: backend.kernel()?,
-            combine: backend.kernel()?,
-            update: backend.kernel()?,
-            finish: backend.kernel()?,
-            n: n32,
-            point_norms,
-            anchors: stream.alloc_zeros(max_anchors * d)?,
-            anchor_norms: stream.alloc_zeros(max_anchors)?,
-            assign: stream.alloc_zeros(n)?,
-            dist: stream.alloc_zeros(n)?,
-            counts: stream.alloc_zeros(max_anchors)?,
-            offsets: stream.alloc_zeros(max_anchors + 1)?,
-            pieces: stream.alloc_zeros(max_anchors + 1)?,
-            piece_sums: stream.alloc_zeros(max_pieces * d)?,
-            piece_dist: stream.alloc_zeros(max_pieces)?,
-            iota,
-            sorted: stream.alloc_zeros(n)?,
-            order: stream.alloc_zeros(n)?,
-            members: stream.alloc_zeros(max_anchors)?,
-            partial: stream.alloc_zeros(max_anchors * d)?,
-            sumsq: stream.alloc_zeros(max_anchors)?,
-            control: stream.alloc_zeros(1)?,
-            history: stream.alloc_zeros(RUN)?,
-            scratch: stream.alloc_zeros(scratch_bytes.max(1))?,
-            stream,
-        })
-    }
-
-    fn set_anchors(&mut self, anchors: &[f32], m: u32, d: u32) -> Result<(), AnnealError> {
-        let md = m as usize * d as usize;
-        self.stream
-            .copy_to_device(&anchors[..md], &mut self.anchors.slice_mut(0..md)?)?;
-        self.stream.launch(
-            &self.norms_f32,
-            norms_config(m),
-            (
-                self.anchors.slice(0..md)?,
-                m,
-                d,
-                self.anchor_norms.view_mut(),
-            ),
-        )?;
-        Ok(())
-    }
-
-    /// Enqueues assign, scan, sort, the partial statistics and the
-    /// energy sum of one iteration.
-    fn enqueue_partials(&mut self, m: u32, d: u32) -> Result<(), AnnealError> {
-        let n = self.n;
-        let md = m as usize * d as usize;
-        let s = &self.stream;
-        // The same arguments for either point type and either kernel.
-        macro_rules! tc_job {
-            ($points:expr) => {
-                TcJob {
-                    x: $points.view(),
-                    x_norms: self.point_norms.view(),
-                    n,
-                    d,
-                    anchors: self.anchors.slice(0..md)?,
-                    anchor_norms: self.anchor_norms.slice(0..m as usize)?,
-                    m,
-                    flags: COUNT,
-                    control: self.control.view(),
-                    assign: self.assign.view_mut(),
-                    dist: self.dist.view_mut(),
-                    counts: self.counts.slice_mut(0..m as usize)?,
-                }
-            };
-        }
-        macro_rules! simt_args {
-            ($points:expr) => {
-                (
-                    $points.view(),
-                    self.point_norms.view(),
-                    n,
-                    d,
-                    self.anchors.slice(0..md)?,
-                    self.anchor_norms.view(),
-                    m,
-                    COUNT,
-                    self.control.view(),
-                    self.assign.view_mut(),
-                    self.dist.view_mut(),
-                    self.counts.view_mut(),
-                )
-            };
-        }
-        match (&self.points, &mut self.tc) {
-            (ShardPoints::F32(points, _, _), Some(tc)) => tc.launch(s, tc_job!(points))?,
-            (ShardPoints::F16(points, _, _), Some(tc)) => tc.launch(s, tc_job!(points))?,
-            (ShardPoints::F32(points, assign, _), None) => {
-                s.launch(assign, assign_config(n), simt_args!(points))?
-            }
-            (ShardPoints::F16(points, assign, _), None) => {
-                s.launch(assign, assign_config(n), simt_args!(points))?
-            }
-        }
-        let single_block = LaunchConfig {
-            grid: (1, 1, 1),
-            block: (1024, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        s.launch(
-            &self.scan,
-            single_block,
-            (
-                self.control.view(),
-                self.counts.view_mut(),
-                m,
-                self.offsets.view_mut(),
-                self.pieces.view_mut(),
-            ),
-        )?;
-        // Keys below m: the bits of m - 1 (at least one).
-        let end_bit = (32 - (m.max(2) - 1).leading_zeros()).max(1);
-        sort_pairs_u32(
-            s,
-            (self.assign.view(), self.iota.view()),
-            n,
-            end_bit,
-            SortOut {
-                keys: self.sorted.view_mut(),
-                values: self.order.view_mut(),
-            },
-            self.scratch.view_mut(),
-        )?;
-        macro_rules! reduce_args {
-            ($points:expr) => {
-                (
-                    $points.view(),
-                    self.order.view(),
-                    self.offsets.view(),
-                    self.pieces.view(),
-                    self.dist.view(),
-                    m,
-                    d,
-                    self.control.view(),
-                    self.piece_sums.view_mut(),
-                    self.piece_dist.view_mut(),
-                )
-            };
-        }
-        // Enough blocks for any split of n points over m anchors; those past
-        // the pieces there are return at once.
-        let pieces = LaunchConfig {
-            grid: (n.div_ceil(PIECE) + m, 1, 1),
-            block: (128, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        match &self.points {
-            ShardPoints::F32(points, _, reduce) => {
-                s.launch(reduce, pieces, reduce_args!(points))?
-            }
-            ShardPoints::F16(points, _, reduce) => {
-                s.launch(reduce, pieces, reduce_args!(points))?
-            }
-        }
-        s.launch(
-            &self.combine,
-            per_anchor(m),
-            (
-                self.offsets.view(),
-                self.pieces.view(),
-                self.piece_sums.view(),
-                self.piece_dist.view(),
-                m,
-                d,
-                self.control.view(),
-                self.members.view_mut(),
-                self.partial.slice_mut(0..md)?,
-                self.sumsq.view_mut(),
-            ),
-        )?;
-        Ok(())
-    }
-
-    /// Waits for the last assignment and prints how many points it left to
-    /// the list kernel ([`super::assign_tc::STATS_ENV`]).
-    fn print_unresolved(&self) -> Result<(), AnnealError> {
-        if let Some(tc) = &self.tc {
-            let count = self.stream.to_host(&tc.unresolved_count().view())?[0];
-            eprintln!(
-                "tc: {count} of {} points ({:.2}%) left to the list kernel",
-                self.n,
-                100.0 * f64::from(count) / f64::from(self.n.max(1))
-            );
-        }
-        Ok(())
-    }
-
-    /// Enqueues the update and the finish of one iteration (history `slot`).
-    fn enqueue_update(
-        &mut self,
-        m: u32,
-        d: u32,
-        eta: f32,
-        n_total: u64,
-        tol: f64,
-        slot: u32,
-    ) -> Result<(), AnnealError> {
-        let md = m as usize * d as usize;
-        let s = &self.stream;
-        s.launch(
-            &self.update,
-            per_anchor(m),
-            (
-                self.partial.slice(0..md)?,
-                self.members.view(),
-                m,
-                d,
-                eta,
-                self.control.view(),
-                self.anchors.slice_mut(0..md)?,
-                self.anchor_norms.view_mut(),
-            ),
-        )?;
-        s.launch(
-            &self.finish,
-            FINISH,
-            (
-                self.sumsq.view(),
-                m,
-                n_total,
-                tol,
-                slot,
-                self.control.view_mut(),
-                self.history.view_mut(),
-            ),
-        )?;
-        Ok(())
-    }
-}
-
 impl GpuEngine {
     /// Uploads `problem`'s points and allocates every buffer of the run,
     /// for up to its `max_anchors` anchors, on one GPU. `backend` must be
@@ -478,11 +98,7 @@ impl GpuEngine {
         let mut shards = Vec::with_capacity(k);
         for (r, backend) in backends[..k].iter().enumerate() {
             let rows = (r * n / k) * d..((r + 1) * n / k) * d;
-            let part = match points {
-                Points::F32(v) => Points::F32(&v[rows]),
-                Points::F16(v) => Points::F16(&v[rows]),
-            };
-            shards.push(Shard::new(backend, part, d, max_anchors)?);
+            shards.push(Shard::new(backend, &points.pieces(rows), d, max_anchors)?);
         }
         let collective = if k > 1 {
             let streams: Vec<Stream> = shards.iter().map(|s| s.stream.clone()).collect();

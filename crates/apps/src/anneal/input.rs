@@ -3,7 +3,7 @@
 //! small enough that squared distances stay finite in f32). Its result,
 //! [`Problem`], is what the engines and the driver take.
 
-use super::{AnnealError, Params, Points};
+use super::{AnnealError, Dtype, Params, Points};
 
 /// A checked anneal input: `n × d` points, `m` initial anchors, parameters
 /// with `max_anchors` resolved. Made only by [`validate`].
@@ -132,6 +132,7 @@ pub fn validate<'a>(
     params: &Params,
 ) -> Result<Problem<'a>, AnnealError> {
     let max_anchors = check_sizes(n, d, m, params)?;
+    check_parts(points, d)?;
     if n.checked_mul(d) != Some(points.len()) {
         return Err(AnnealError::Input(format!(
             "{} values do not make {n} points of dimension {d}",
@@ -149,6 +150,29 @@ pub fn validate<'a>(
     })
 }
 
+/// Refuses [`Points::Parts`] that nest, mix element types or split a row.
+fn check_parts(points: Points<'_>, d: usize) -> Result<(), AnnealError> {
+    let Points::Parts(parts) = points else {
+        return Ok(());
+    };
+    let dtype = points.dtype();
+    for (i, part) in parts.iter().enumerate() {
+        let problem = if matches!(part, Points::Parts(_)) {
+            "is itself split into parts"
+        } else if part.dtype() != dtype {
+            "has another element type than part 0"
+        } else if part.len() % d != 0 {
+            "does not hold whole rows"
+        } else {
+            continue;
+        };
+        return Err(AnnealError::Input(format!(
+            "part {i} of the points {problem}; give row-contiguous parts of one element type"
+        )));
+    }
+    Ok(())
+}
+
 /// Refuses the first coordinate that is NaN, infinite or over
 /// [`coordinate_bound`] (in parallel: inputs run to billions of values).
 fn check_coordinates(points: Points<'_>, d: usize) -> Result<(), AnnealError> {
@@ -163,10 +187,21 @@ fn check_coordinates(points: Points<'_>, d: usize) -> Result<(), AnnealError> {
     }
     // NaN is neither finite nor within the bound.
     let out = |x: f32| !x.is_finite() || x.abs() > bound;
-    let bad = match points {
-        Points::F32(v) => first(v, |x| out(*x)),
-        Points::F16(v) => first(v, |b| out(half::f16::from_bits(*b).to_f32())),
-    };
+    let mut offset = 0;
+    let mut bad = None;
+    for piece in points.pieces(0..points.len()) {
+        let found = match piece {
+            Points::F32(v) => first(v, |x| out(*x)),
+            Points::F16(v) => first(v, |b| out(half::f16::from_bits(*b).to_f32())),
+            Points::BF16(v) => first(v, |b| out(half::bf16::from_bits(*b).to_f32())),
+            Points::Parts(_) => unreachable!("pieces are flat"),
+        };
+        if let Some(i) = found {
+            bad = Some(offset + i);
+            break;
+        }
+        offset += piece.len();
+    }
     let Some(i) = bad else {
         return Ok(());
     };
@@ -183,13 +218,14 @@ fn check_coordinates(points: Points<'_>, d: usize) -> Result<(), AnnealError> {
     })
 }
 
-/// Bytes of host memory a run holds at its peak: the points as given, and
-/// for the CPU engine their f32 copy, its packed copy and per-point state.
-/// `None` when the figure overflows.
-pub fn host_bytes(n: usize, d: usize, max_anchors: usize, f16: bool, cpu: bool) -> Option<u64> {
+/// Bytes of host memory a run holds at its peak: `held`, the bytes of the
+/// points the caller holds in memory (0 for memory-mapped input, whose
+/// pages the kernel can drop and read again), and for the CPU engine their
+/// f32 copy, its packed copy and per-point state. `None` when the figure
+/// overflows.
+pub fn host_bytes(n: usize, d: usize, max_anchors: usize, held: u64, cpu: bool) -> Option<u64> {
     let (n, d, a) = (n as u64, d as u64, max_anchors as u64);
     let values = n.checked_mul(d)?;
-    let given = values.checked_mul(if f16 { 2 } else { 4 })?;
     let engine = if cpu {
         // f32 copy + packed copy, assignment/distance/member arrays, anchors.
         values
@@ -199,24 +235,43 @@ pub fn host_bytes(n: usize, d: usize, max_anchors: usize, f16: bool, cpu: bool) 
     } else {
         a.checked_mul(d)?.checked_mul(8)?
     };
-    given.checked_add(engine)
+    held.checked_add(engine)
 }
 
+/// Elements of the staging buffer through which bf16 points go to the GPU
+/// (converted there to f32): 32 MiB of bits at a time.
+pub const BF16_STAGING: usize = 1 << 24;
+
 /// Bytes of device memory the GPU engine allocates over all its GPUs: the
-/// points and their f16 copy (the tensor-core assignment's, `d` rounded up
-/// to 32), per-point state (norm, assignment, distance, the sort's keys,
-/// values and order, the unresolved list, and about 8 bytes of the sort's
-/// scratch), the f64 sums of the pieces of 256 members (`n / 256 + m` of
-/// them) and per-anchor buffers on each.
-pub fn device_bytes(n: usize, d: usize, max_anchors: usize, f16: bool, gpus: usize) -> Option<u64> {
+/// points (f16 as they are, f32 and bf16 as f32, bf16 through a bounded
+/// staging buffer) and their f16 copy (the tensor-core assignment's, `d`
+/// rounded up to 32), per-point state (norm, assignment, distance, the
+/// sort's keys, values and order, the unresolved list and the list kernel's
+/// packed best, and about 8 bytes of the sort's scratch), the f64 sums of the
+/// pieces of 256 members (`n / 256 + m` of them) and per-anchor buffers on
+/// each.
+pub fn device_bytes(
+    n: usize,
+    d: usize,
+    max_anchors: usize,
+    dtype: Dtype,
+    gpus: usize,
+) -> Option<u64> {
     let (n, d, a) = (n as u64, d as u64, max_anchors as u64);
-    let points = n.checked_mul(d)?.checked_mul(if f16 { 2 } else { 4 })?;
+    let values = n.checked_mul(d)?;
+    let points = match dtype {
+        Dtype::F16 => values.checked_mul(2)?,
+        Dtype::F32 => values.checked_mul(4)?,
+        Dtype::BF16 => values
+            .checked_mul(4)?
+            .checked_add(values.min(BF16_STAGING as u64) * 2)?,
+    };
     let copy = n.checked_mul(d.div_ceil(32).max(1) * 32)?.checked_mul(2)?;
     let pieces = (n.div_ceil(256).checked_add(a)?).checked_mul(d.checked_add(1)?)?;
     let points = points
         .checked_add(copy)?
         .checked_add(pieces.checked_mul(8)?)?;
-    let per_point = n.checked_mul(40)?;
+    let per_point = n.checked_mul(48)?;
     let per_anchor = a.checked_mul(d.checked_add(8)?)?.checked_mul(16)?;
     points
         .checked_add(per_point)?

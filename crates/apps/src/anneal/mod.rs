@@ -43,25 +43,69 @@ pub mod gpu;
 mod input;
 pub mod maintenance;
 
-pub use input::{check_sizes, coordinate_bound, device_bytes, host_bytes, validate, Problem};
+pub use input::{
+    check_sizes, coordinate_bound, device_bytes, host_bytes, validate, Problem, BF16_STAGING,
+};
 
 use crate::rng::Rng;
 
-/// Points to compress: row-major `n × d`, f32 or f16 (raw IEEE half bits).
+/// The element type of the points (as the input files hold them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dtype {
+    /// float32.
+    F32,
+    /// float16.
+    F16,
+    /// bfloat16 (the top half of a float32).
+    BF16,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn size(self) -> u64 {
+        match self {
+            Self::F32 => 4,
+            Self::F16 | Self::BF16 => 2,
+        }
+    }
+
+    /// The name users know it by (`"float32"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "float32",
+            Self::F16 => "float16",
+            Self::BF16 => "bfloat16",
+        }
+    }
+}
+
+/// Points to compress: row-major `n × d`, f32, f16 or bf16 (raw bits).
+///
+/// One slice, or several row-contiguous parts of one element type read as
+/// one matrix ([`Points::Parts`]: `.npy` shards, each memory-mapped, so that
+/// nothing is copied to join them). Consumers read the values through
+/// [`Points::pieces`], which yields flat slices whatever the layout.
 #[derive(Debug, Clone, Copy)]
 pub enum Points<'a> {
     /// f32 values.
     F32(&'a [f32]),
     /// f16 values as raw bits (the GPU keeps them as f16).
     F16(&'a [u16]),
+    /// bf16 values as raw bits (the GPU converts them to f32, exactly).
+    BF16(&'a [u16]),
+    /// Parts concatenated by rows, in order: each a slice variant above (no
+    /// nesting), all of one element type, each holding whole rows
+    /// ([`validate`] checks all three).
+    Parts(&'a [Points<'a>]),
 }
 
-impl Points<'_> {
-    /// Values in the buffer.
+impl<'a> Points<'a> {
+    /// Values in the buffer (over all parts).
     pub fn len(&self) -> usize {
         match self {
             Points::F32(v) => v.len(),
-            Points::F16(v) => v.len(),
+            Points::F16(v) | Points::BF16(v) => v.len(),
+            Points::Parts(parts) => parts.iter().map(Points::len).sum(),
         }
     }
 
@@ -70,28 +114,80 @@ impl Points<'_> {
         self.len() == 0
     }
 
+    /// The element type (of the first part, for [`Points::Parts`]; f32 when
+    /// there is none).
+    pub fn dtype(&self) -> Dtype {
+        match self {
+            Points::F32(_) => Dtype::F32,
+            Points::F16(_) => Dtype::F16,
+            Points::BF16(_) => Dtype::BF16,
+            Points::Parts(parts) => parts.first().map_or(Dtype::F32, Points::dtype),
+        }
+    }
+
+    /// The flat slices (never [`Points::Parts`]) holding values
+    /// `range`, in order; empty pieces are left out.
+    pub fn pieces(&self, range: std::ops::Range<usize>) -> Vec<Points<'a>> {
+        let one = |p: Points<'a>, r: std::ops::Range<usize>| match p {
+            Points::F32(v) => Points::F32(&v[r]),
+            Points::F16(v) => Points::F16(&v[r]),
+            Points::BF16(v) => Points::BF16(&v[r]),
+            Points::Parts(_) => unreachable!("parts do not nest"),
+        };
+        let parts: &[Points<'a>] = match self {
+            Points::Parts(parts) => parts,
+            flat => {
+                return vec![one(*flat, range)]
+                    .into_iter()
+                    .filter(|p| !p.is_empty())
+                    .collect()
+            }
+        };
+        let mut out = Vec::new();
+        let mut start = 0;
+        for part in parts {
+            let end = start + part.len();
+            let (lo, hi) = (range.start.max(start), range.end.min(end));
+            if lo < hi {
+                out.push(one(*part, lo - start..hi - start));
+            }
+            start = end;
+        }
+        out
+    }
+
     /// Value `i` as f32.
     pub fn get(&self, i: usize) -> f32 {
         match self {
             Points::F32(v) => v[i],
             Points::F16(v) => half::f16::from_bits(v[i]).to_f32(),
+            Points::BF16(v) => half::bf16::from_bits(v[i]).to_f32(),
+            Points::Parts(_) => self.range_f32(i..i + 1)[0],
         }
     }
 
     /// Every value as f32.
     pub fn to_f32(&self) -> Vec<f32> {
-        match self {
-            Points::F32(v) => v.to_vec(),
-            Points::F16(v) => v
-                .iter()
-                .map(|b| half::f16::from_bits(*b).to_f32())
-                .collect(),
+        self.range_f32(0..self.len())
+    }
+
+    /// Values `range` as f32.
+    pub fn range_f32(&self, range: std::ops::Range<usize>) -> Vec<f32> {
+        let mut out = Vec::with_capacity(range.len());
+        for piece in self.pieces(range) {
+            match piece {
+                Points::F32(v) => out.extend_from_slice(v),
+                Points::F16(v) => out.extend(v.iter().map(|b| half::f16::from_bits(*b).to_f32())),
+                Points::BF16(v) => out.extend(v.iter().map(|b| half::bf16::from_bits(*b).to_f32())),
+                Points::Parts(_) => unreachable!("pieces are flat"),
+            }
         }
+        out
     }
 }
 
-/// Every knob of the algorithm.
-#[derive(Debug, Clone, PartialEq)]
+/// Every knob of the algorithm (as the anneal index records them).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Params {
     /// Iterations at most.
     pub max_iters: u32,
@@ -234,7 +330,7 @@ pub fn initial_anchors(points: Points<'_>, n: usize, d: usize, m: usize, seed: u
         let j = i + (rng.next_u64() % (n - i) as u64) as usize;
         index.swap(i, j);
         let p = index[i] as usize;
-        anchors.extend((0..d).map(|k| points.get(p * d + k)));
+        anchors.extend(points.range_f32(p * d..(p + 1) * d));
     }
     anchors
 }

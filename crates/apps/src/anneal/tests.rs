@@ -210,3 +210,110 @@ fn coordinates_at_the_bound_run_and_beyond_it_are_refused() {
         );
     }
 }
+
+#[test]
+fn pieces_cross_part_boundaries_in_row_order() {
+    let values: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let parts = [
+        Points::F32(&values[..4]),
+        Points::F32(&values[4..4]),
+        Points::F32(&values[4..10]),
+        Points::F32(&values[10..]),
+    ];
+    let points = Points::Parts(&parts);
+    assert_eq!(points.len(), 12);
+    assert_eq!(points.to_f32(), values);
+    assert_eq!(points.range_f32(3..11), &values[3..11]);
+    assert_eq!(points.get(10), 10.0);
+    let pieces = points.pieces(2..11);
+    let lens: Vec<usize> = pieces.iter().map(Points::len).collect();
+    assert_eq!(lens, [2, 6, 1]);
+    assert!(pieces.iter().all(|p| !matches!(p, Points::Parts(_))));
+    assert_eq!(Points::F32(&values).pieces(5..5).len(), 0);
+}
+
+#[test]
+fn parts_of_mixed_types_nested_or_split_rows_are_refused() {
+    let values = synthetic_points(6, 2, 2, 0.3, 1);
+    let bits = [0u16; 4];
+    let p = Params::default();
+    let check = |parts: &[Points<'_>], expected: &str| {
+        let err = validate(Points::Parts(parts), 6, 2, 2, &p)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(expected), "{err}");
+    };
+    check(
+        &[Points::F32(&values[..8]), Points::BF16(&bits)],
+        "part 1 of the points has another element type",
+    );
+    check(
+        &[Points::F32(&values[..3]), Points::F32(&values[3..])],
+        "part 0 of the points does not hold whole rows",
+    );
+    let inner = [Points::F32(&values[..4])];
+    check(
+        &[Points::Parts(&inner), Points::F32(&values[4..])],
+        "part 0 of the points is itself split",
+    );
+}
+
+#[test]
+fn shards_run_exactly_as_one_matrix() {
+    let (n, d, m) = (500, 6, 12);
+    let values = synthetic_points(n, d, 6, 0.3, 5);
+    let parts = [
+        Points::F32(&values[..123 * d]),
+        Points::F32(&values[123 * d..124 * d]),
+        Points::F32(&values[124 * d..]),
+    ];
+    let params = Params::default();
+    let cpu = gpu_core::Backend::cpu();
+    let whole = run(
+        &cpu,
+        &validate(Points::F32(&values), n, d, m, &params).unwrap(),
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    let sharded = run(
+        &cpu,
+        &validate(Points::Parts(&parts), n, d, m, &params).unwrap(),
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    assert_eq!(whole, sharded);
+}
+
+#[test]
+fn bf16_input_runs_as_its_exact_f32_values() {
+    let (n, d, m) = (400, 5, 10);
+    let values = synthetic_points(n, d, 5, 0.3, 6);
+    let bits: Vec<u16> = values
+        .iter()
+        .map(|v| half::bf16::from_f32(*v).to_bits())
+        .collect();
+    let widened: Vec<f32> = bits
+        .iter()
+        .map(|b| f32::from_bits(u32::from(*b) << 16))
+        .collect();
+    assert_eq!(Points::BF16(&bits).to_f32(), widened);
+    let params = Params::default();
+    let cpu = gpu_core::Backend::cpu();
+    let a = run(
+        &cpu,
+        &validate(Points::BF16(&bits), n, d, m, &params).unwrap(),
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    let b = run(
+        &cpu,
+        &validate(Points::F32(&widened), n, d, m, &params).unwrap(),
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    assert_eq!(a, b);
+    let mut bad = bits.clone();
+    bad[7] = 0x7fc0; // bf16 NaN
+    let err = validate(Points::BF16(&bad), n, d, m, &params).unwrap_err();
+    assert!(err.to_string().contains("point 1 has a NaN"), "{err}");
+}

@@ -354,3 +354,110 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn bf16_is_read_as_numpy_and_other_writers_name_it() {
+    let values = [1.0f32, -2.5, 3.0e38, 0.0];
+    let bits: Vec<u16> = values
+        .iter()
+        .map(|&v| half::bf16::from_f32(v).to_bits())
+        .collect();
+    let data: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+    for descr in ["<V2", "|V2", "bfloat16"] {
+        let m = from_bytes(&npy_bytes(1, &dict(descr, "(2, 2)"), &data)).unwrap();
+        assert_eq!(m.data, NpyData::BF16(bits.clone()), "{descr}");
+    }
+    // Double quotes, as some writers use.
+    let quoted = "{\"descr\": \"bfloat16\", \"fortran_order\": False, \"shape\": (4, 1)}";
+    let m = from_bytes(&npy_bytes(1, quoted, &data)).unwrap();
+    assert_eq!(m.data, NpyData::BF16(bits.clone()));
+    // Plain 2-byte integers are not bfloat16.
+    check_rejected(
+        &npy_bytes(1, &dict("<u2", "(2, 2)"), &data),
+        "dtype '<u2' is not supported",
+    );
+    check_rejected(
+        &npy_bytes(1, &dict("<V4", "(2, 2)"), &[0; 16]),
+        "is not supported",
+    );
+}
+
+/// Writes `bytes` to a temp file and maps (or reads) it.
+fn shard_of(bytes: &[u8]) -> (tempfile::TempDir, NpyShard) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.npy");
+    std::fs::write(&path, bytes).unwrap();
+    let shard = map_or_read(open(&path).unwrap()).unwrap();
+    (dir, shard)
+}
+
+#[test]
+fn regular_files_are_mapped_and_others_read() {
+    use crate::anneal::Points;
+    let values = [1.0f32, -2.5, 3.0, 0.5, 65504.0, -0.0];
+    let (_dir, shard) = shard_of(&npy_bytes(1, &dict("<f4", "(2, 3)"), &f32_bytes(&values)));
+    assert!(shard.is_mapped());
+    assert!(matches!(shard.points(), Points::F32(v) if v == values));
+    let bits = [0x3c00u16, 0xc000, 0x7bff, 0];
+    let data: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+    for (descr, f16) in [("<f2", true), ("<V2", false)] {
+        let (_dir, shard) = shard_of(&npy_bytes(1, &dict(descr, "(2, 2)"), &data));
+        assert!(shard.is_mapped());
+        match shard.points() {
+            Points::F16(v) if f16 => assert_eq!(v, bits),
+            Points::BF16(v) if !f16 => assert_eq!(v, bits),
+            other => panic!("{descr}: {other:?}"),
+        }
+    }
+    // Big-endian data is read and swapped.
+    let be: Vec<u8> = values.iter().flat_map(|v| v.to_be_bytes()).collect();
+    let (_dir, shard) = shard_of(&npy_bytes(1, &dict(">f4", "(2, 3)"), &be));
+    assert!(!shard.is_mapped());
+    assert!(matches!(shard.points(), Points::F32(v) if v == values));
+    // A header whose length leaves the data unaligned: copied, same values.
+    let dict = dict("<f4", "(2, 3)");
+    let header_len = dict.len() + 2;
+    let mut odd = MAGIC.to_vec();
+    odd.extend([1, 0]);
+    odd.extend((header_len as u16).to_le_bytes());
+    odd.extend(dict.bytes());
+    odd.extend(b" \n");
+    assert_ne!(odd.len() % 4, 0);
+    odd.extend(f32_bytes(&values));
+    let (_dir, shard) = shard_of(&odd);
+    assert!(!shard.is_mapped());
+    assert!(matches!(shard.points(), Points::F32(v) if v == values));
+}
+
+#[test]
+fn index_arrays_round_trip_and_other_arrays_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.npy");
+    let values: Vec<u32> = (0..1000).map(|i| i * 7).collect();
+    write_u32_vector(&mut std::fs::File::create(&path).unwrap(), &values).unwrap();
+    assert_eq!(read_u32_vector(&path).unwrap(), values);
+    // The header is padded to 64 bytes, as numpy pads it.
+    assert_eq!((std::fs::read(&path).unwrap().len() - 4000) % 64, 0);
+    let matrix = dir.path().join("m.npy");
+    let anchors = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    write_f32_matrix(&mut std::fs::File::create(&matrix).unwrap(), 3, 2, &anchors).unwrap();
+    let m = read(&matrix).unwrap();
+    assert_eq!((m.n, m.d, m.data), (3, 2, NpyData::F32(anchors.to_vec())));
+    let err = read_u32_vector(&matrix).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "expected a 1-D uint32 array but the file holds dtype <f4 of shape (3, 2)"
+    );
+    let signed = dir.path().join("i.npy");
+    std::fs::write(&signed, npy_bytes(1, &dict("<i4", "(2,)"), &[0; 8])).unwrap();
+    assert!(read_u32_vector(&signed)
+        .unwrap_err()
+        .to_string()
+        .contains("<i4"));
+    let short = dir.path().join("s.npy");
+    std::fs::write(&short, npy_bytes(1, &dict("<u4", "(3,)"), &[0; 8])).unwrap();
+    assert!(read_u32_vector(&short)
+        .unwrap_err()
+        .to_string()
+        .contains("truncated"));
+}

@@ -1,24 +1,31 @@
 //! `apps anneal`: sizes checked (against the memory there is) before the
-//! points are generated or read, the input validated once into a
-//! [`Problem`], then run on the CPU, one GPU or several, and compared.
+//! points are generated or mapped, the input validated once into a
+//! [`Problem`], then run on the CPU, one GPU or several, and compared; with
+//! `--out`, the index written (checked to be writable before the run).
 
 use std::io::Write;
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use apps::anneal::{self, Params, Points, Problem};
-use apps::npy::{self, NpyData};
+use apps::anneal::{self, Dtype, Params, Points, Problem};
+use apps::index::{self, Index, IndexError, IndexMeta, InputFile, InputRecord};
 use apps::{describe_backend, memory};
 use gpu_core::{Backend, BackendKind, Devices, GpuCount};
 
 use crate::cli::AnnealArgs;
+use crate::inputs;
 use crate::output::out;
 use crate::select_backend;
 
 /// One backend's run.
 struct AnnealRun {
     backend: String,
+    /// `"cpu"` or `"cuda"`, for the index.
+    kind: &'static str,
+    /// The GPU's name, or the CPU's threads, for the index.
+    device: String,
+    /// GPUs it ran on (0: the CPU).
+    gpus: usize,
     /// Upload and allocation.
     setup_seconds: f64,
     /// The iterations.
@@ -61,24 +68,24 @@ impl Target<'_> {
         }
     }
 
-    /// Refuses a run that needs more memory than the host or a GPU has.
+    /// Refuses a run that needs more memory than the host or a GPU has;
+    /// `held`: bytes of the points in host memory (0 when mapped).
     fn check_memory(
         &self,
         what: &str,
-        n: usize,
-        d: usize,
-        max_anchors: usize,
-        f16: bool,
+        (n, d, max_anchors): (usize, usize, usize),
+        held: u64,
+        dtype: Dtype,
     ) -> Result<()> {
         let gpus = self.gpus();
         memory::check_host(
             what,
-            anneal::host_bytes(n, d, max_anchors, f16, gpus.is_empty()),
+            anneal::host_bytes(n, d, max_anchors, held, gpus.is_empty()),
         )?;
         for backend in gpus {
             if let Some(dev) = backend.device() {
                 let rows = n.div_ceil(gpus.len());
-                let needed = anneal::device_bytes(rows, d, max_anchors, f16, 1);
+                let needed = anneal::device_bytes(rows, d, max_anchors, dtype, 1);
                 memory::check(what, "device", needed, memory::device_free(dev.ordinal))?;
             }
         }
@@ -127,8 +134,18 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
     if let Some(e) = write_error {
         return Err(e.into());
     }
+    let (kind, device) = match backends.first().and_then(|b| b.device()) {
+        Some(dev) => ("cuda", dev.name.clone()),
+        None => (
+            "cpu",
+            format!("cpu ({} threads)", rayon::current_num_threads()),
+        ),
+    };
     Ok(AnnealRun {
         backend: target.name(),
+        kind,
+        device,
+        gpus: backends.len(),
         setup_seconds,
         seconds: started.elapsed().as_secs_f64(),
         out,
@@ -168,12 +185,6 @@ fn open_gpus(count: GpuCount) -> Result<Option<Devices>> {
     }
 }
 
-/// The points: read from `--npy` or generated.
-enum Values {
-    F32(Vec<f32>),
-    F16(Vec<u16>),
-}
-
 pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
     let (mut n, mut d, m) = if args.large {
         (10_000, 128, 256)
@@ -189,22 +200,27 @@ pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
         seed: args.seed,
         ..Params::default()
     };
-    let npy_input = match &args.npy {
-        Some(path) => {
-            let input = npy::open(path).with_context(|| format!("--npy {}", path.display()))?;
-            (n, d) = (input.n, input.d);
-            Some(input)
-        }
-        None => None,
+    let shards = if args.npy.is_empty() {
+        None
+    } else {
+        let shards = inputs::open(&args.npy)?;
+        (n, d) = (shards.n, shards.d);
+        Some(shards)
     };
-    let what = match &args.npy {
-        Some(path) => format!("--npy {} ({n} x {d}), --m {m}", path.display()),
+    let what = match &shards {
+        Some(shards) => format!("{}, --m {m}", shards.describe()),
         None => format!("anneal --n {n} --d {d} --m {m}"),
     };
-    let f16 = npy_input
-        .as_ref()
-        .is_some_and(|i| i.dtype == npy::Dtype::F16);
+    let dtype = shards.as_ref().map_or(Dtype::F32, |s| s.dtype);
+    // Synthetic points are generated into memory; files are mapped.
+    let held = shards.as_ref().map_or_else(
+        || (n as u64).saturating_mul(d as u64).saturating_mul(4),
+        inputs::Shards::held_bytes,
+    );
     let max_anchors = anneal::check_sizes(n, d, m, &params).with_context(|| what.clone())?;
+    if let Some(dir) = &args.out {
+        index::check_output(dir, args.force).map_err(out_error)?;
+    }
     let devices = match args.gpus {
         Some(count) => open_gpus(count)?,
         None => None,
@@ -245,31 +261,18 @@ pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
         (None, None, None) => unreachable!("one of the three is set"),
     };
     for target in &targets {
-        target.check_memory(&what, n, d, max_anchors, f16)?;
+        target.check_memory(&what, (n, d, max_anchors), held, dtype)?;
     }
-    let values = match npy_input {
-        Some(input) => {
-            let path = args.npy.as_deref().unwrap_or(Path::new("-"));
-            let matrix = input
-                .read()
-                .with_context(|| format!("--npy {}", path.display()))?;
-            match matrix.data {
-                NpyData::F32(v) => Values::F32(v),
-                NpyData::F16(v) => Values::F16(v),
-            }
-        }
-        None => Values::F32(anneal::synthetic_points(
-            n,
-            d,
-            (m / 2).max(1),
-            0.25,
-            params.seed,
-        )),
+    let loaded = shards.map(inputs::Shards::load).transpose()?;
+    let synthetic = match loaded {
+        Some(_) => Vec::new(),
+        None => anneal::synthetic_points(n, d, (m / 2).max(1), 0.25, params.seed),
     };
-    let points = match &values {
-        Values::F32(v) => Points::F32(v),
-        Values::F16(v) => Points::F16(v),
+    let parts = match &loaded {
+        Some(loaded) => loaded.parts(),
+        None => vec![Points::F32(&synthetic)],
     };
+    let points = inputs::as_points(&parts);
     let problem = anneal::validate(points, n, d, m, &params).with_context(|| what.clone())?;
     out!(
         "anneal: {n} points x {d} dims, {m} initial anchors, up to {} iterations",
@@ -279,7 +282,74 @@ pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
     for target in targets {
         runs.push(anneal_on(target, &problem)?);
     }
-    report(&runs)
+    report(&runs)?;
+    if let (Some(dir), Some(run)) = (&args.out, runs.last()) {
+        let files = loaded.as_ref().map_or_else(Vec::new, inputs::Loaded::files);
+        let index = index_of(run, &problem, files);
+        index.write(dir, args.force).map_err(out_error)?;
+        out!(
+            "index: {} ({} anchors x {d}, {n} assignments, energy {:.8})",
+            dir.display(),
+            index.meta.m,
+            index.meta.energy
+        );
+    }
+    Ok(())
+}
+
+/// An [`IndexError`] of `--out`, with the flag that overrides a refusal.
+fn out_error(e: IndexError) -> anyhow::Error {
+    match e {
+        IndexError::Exists(dir) => anyhow::anyhow!(
+            "--out {}: already exists; pass --force to replace it, or choose another directory",
+            dir.display()
+        ),
+        other => anyhow::Error::new(other).context("--out"),
+    }
+}
+
+/// The index of `run` over `problem`'s points (`files`: where they came
+/// from, empty for synthetic points).
+fn index_of(run: &AnnealRun, problem: &Problem<'_>, files: Vec<InputFile>) -> Index {
+    let (points, n, d) = (problem.points(), problem.n(), problem.d());
+    let out = &run.out;
+    let anchors = out.anchors[..out.m * d].to_vec();
+    let energy = index::energy(points, d, &anchors, &out.assignments);
+    Index {
+        meta: IndexMeta {
+            schema: index::SCHEMA.to_string(),
+            version: index::VERSION,
+            n: n as u64,
+            d: d as u64,
+            m: out.m as u64,
+            iterations: out.iterations,
+            energy_history: out.history.clone(),
+            energy,
+            params: problem.params().clone(),
+            seed: problem.params().seed,
+            maintenance: out
+                .maintenance
+                .iter()
+                .map(|&(iteration, merged, split)| index::MaintenanceRecord {
+                    iteration,
+                    merged: merged as u64,
+                    split: split as u64,
+                })
+                .collect(),
+            backend: run.kind.to_string(),
+            device: run.device.clone(),
+            gpus: run.gpus as u32,
+            kiln_version: env!("CARGO_PKG_VERSION").to_string(),
+            input: InputRecord {
+                dtype: points.dtype().name().to_string(),
+                hash_algorithm: index::HASH_ALGORITHM.to_string(),
+                hash: index::input_hash(points, n, d),
+                files,
+            },
+        },
+        anchors,
+        assignments: out.assignments.clone(),
+    }
 }
 
 fn report(runs: &[AnnealRun]) -> Result<()> {

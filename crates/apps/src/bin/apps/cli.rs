@@ -12,7 +12,8 @@ const NUMBERS: &str = "Counts are whole numbers: 1000000, 1_000_000 or 1e6 \
 (an integer mantissa and exponent; 2.5e3 and 1e-3 are refused).";
 
 /// Run kiln's workloads: a vector add, a batch of structure statistics, the
-/// anneal of embeddings, the benchmark suite, the devices.
+/// anneal of embeddings (and the decode of its index), the benchmark suite,
+/// the devices.
 #[derive(Debug, Parser)]
 #[command(
     name = "apps",
@@ -32,9 +33,13 @@ pub(crate) enum Command {
     #[command(after_help = NUMBERS)]
     Vadd(VaddArgs),
     /// Temperature-annealed anchor compression of embeddings (synthetic, or
-    /// read from a .npy file).
+    /// read from .npy files); --out keeps the index.
     #[command(after_help = ANNEAL_HELP)]
     Anneal(AnnealArgs),
+    /// Read an index written by `anneal --out` back, check it, and report
+    /// what it kept: the reconstruction error against the original points.
+    #[command(after_help = DECODE_HELP)]
+    Decode(DecodeArgs),
     /// Per-structure centroid and radius of gyration over a random batch.
     #[command(after_help = NUMBERS)]
     Batch(BatchArgs),
@@ -50,7 +55,26 @@ const ANNEAL_HELP: &str = "Counts are whole numbers: 1000000, 1_000_000 or 1e6 \
 Coordinates must be finite and within ±sqrt(f32::MAX / (16 d)) (about 4.1e17 at d = 128), \
 so that squared distances summed over d dimensions stay finite in f32; a coordinate beyond \
 is refused, naming its row and column (the data is never rescaled behind your back). \
-The memory a run needs is compared with what the machine has before anything is allocated.";
+The memory a run needs is compared with what the machine has before anything is allocated.\n\n\
+--npy takes one or more .npy files (shards), read as one matrix: their rows concatenated in \
+the order given. Each is an (n_i, d) float32, float16 or bfloat16 matrix in C order (bfloat16 \
+as numpy.save writes an ml_dtypes.bfloat16 array, descr '<V2', or with descr 'bfloat16'); all \
+must have the same d and dtype. Regular files are memory-mapped, not copied.\n\n\
+--out DIR keeps the index: DIR/anchors.npy (m x d float32), DIR/assignments.npy (n uint32, \
+each point's anchor) and DIR/index.json (shapes, the energy of each iteration and of the \
+index as stored, the parameters, seed, backend, device, kiln version, and an xxh3-128 hash \
+of the input). It is written into a temp directory beside DIR and renamed into place; an \
+existing DIR is refused unless --force, which replaces an earlier index (or an empty \
+directory) once the new one is complete. Read it back with `apps decode DIR --npy ...`.";
+
+const DECODE_HELP: &str = "Checks the index: the shapes of anchors.npy and \
+assignments.npy against index.json, every assignment below m, the schema version.\n\n\
+The reconstruction error needs the original points: give the same --npy files, in the same \
+order, as to `apps anneal` (their hash must match index.json's; they may be split into other shards), \
+and it reports the mean squared error (the energy recomputed from the index, which must \
+equal index.json's energy within 1e-9 relative), the largest squared error and its point, \
+and per anchor the member counts and the members' mean squared distance (min / median / \
+max). Without --npy it reports the index alone.";
 
 /// Which backend runs a workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -112,10 +136,18 @@ pub(crate) struct AnnealArgs {
     /// Seed of the synthetic points and the initial anchors (0 to 2^64 - 1)
     #[arg(long, default_value = "42", value_parser = count::<0, { u64::MAX }>, allow_negative_numbers = true)]
     pub(crate) seed: u64,
-    /// Read the points from this .npy file: an (n, d) float32 or float16
-    /// matrix in C order (pipes and FIFOs work, e.g. /dev/stdin)
-    #[arg(long, value_name = "FILE")]
-    pub(crate) npy: Option<PathBuf>,
+    /// Read the points from these .npy files, rows concatenated in order:
+    /// (n_i, d) float32, float16 or bfloat16 in C order (pipes and FIFOs
+    /// work, e.g. /dev/stdin)
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub(crate) npy: Vec<PathBuf>,
+    /// Write the index (anchors, assignments, index.json) to this new
+    /// directory
+    #[arg(long, value_name = "DIR", conflicts_with = "compare")]
+    pub(crate) out: Option<PathBuf>,
+    /// With --out: replace DIR if it holds an earlier index (or is empty)
+    #[arg(long, requires = "out")]
+    pub(crate) force: bool,
     /// Run on the CPU and on the GPU and compare
     #[arg(long)]
     pub(crate) compare: bool,
@@ -124,6 +156,21 @@ pub(crate) struct AnnealArgs {
     pub(crate) gpus: Option<GpuCount>,
     #[command(flatten)]
     pub(crate) backend: BackendArg,
+}
+
+/// `apps decode`.
+#[derive(Debug, Args)]
+pub(crate) struct DecodeArgs {
+    /// The index directory (written by `apps anneal --out DIR`)
+    #[arg(value_name = "DIR")]
+    pub(crate) dir: PathBuf,
+    /// The original points, the same .npy files as given to the anneal;
+    /// needed for the reconstruction error
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub(crate) npy: Vec<PathBuf>,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// `apps batch`.

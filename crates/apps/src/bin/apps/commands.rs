@@ -159,11 +159,18 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
                 .map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
             memory::check_host(
                 &what,
-                apps::anneal::host_bytes(n, d, max_anchors, false, false),
+                apps::anneal::host_bytes(
+                    n,
+                    d,
+                    max_anchors,
+                    (n as u64).saturating_mul(d as u64).saturating_mul(4),
+                    false,
+                ),
             )?;
             for backend in devices.backends() {
                 if let Some(dev) = backend.device() {
-                    let needed = apps::anneal::device_bytes(n, d, max_anchors, false, 1);
+                    let needed =
+                        apps::anneal::device_bytes(n, d, max_anchors, apps::anneal::Dtype::F32, 1);
                     memory::check(&what, "device", needed, memory::device_free(dev.ordinal))?;
                 }
             }

@@ -5,6 +5,8 @@
 mod anneal_cmd;
 mod cli;
 mod commands;
+mod decode_cmd;
+mod inputs;
 mod output;
 
 use std::io::{self, Write};
@@ -38,6 +40,7 @@ fn main() {
     let result = match cli.command {
         Command::Vadd(args) => commands::vadd(&args),
         Command::Anneal(args) => anneal_cmd::run(&args),
+        Command::Decode(args) => decode_cmd::run(&args),
         Command::Batch(args) => commands::batch(&args),
         Command::Bench(args) => commands::bench(&args),
         Command::Devices => commands::devices(),

@@ -1,0 +1,397 @@
+//! One GPU's part of the engine ([`Shard`]): its rows of the points, every
+//! buffer of the iteration, and the kernels of one iteration, enqueued
+//! without reading anything back.
+
+use cuda_sys::kernels::{
+    anneal_assign_f16, anneal_assign_f32, anneal_combine, anneal_finish, anneal_iota,
+    anneal_norms_f16, anneal_norms_f32, anneal_reduce_f16, anneal_reduce_f32, anneal_scan,
+    anneal_update,
+};
+use cuda_sys::types::{AnnealControl, KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_PIECE as PIECE};
+use gpu_core::{Backend, BackendKind, DeviceBuffer, Kernel, LaunchConfig, Stream};
+
+use super::super::assign_tc::{TcAssign, TcJob};
+use super::super::{AnnealError, Dtype, Points};
+use super::sort::{sort_pairs_u32, sort_scratch_bytes, SortOut};
+use super::upload::{upload_f16, upload_f32};
+use super::{assign_config, RUN};
+
+/// A shard's points and the kernels that read them.
+#[derive(Debug)]
+pub(super) enum ShardPoints {
+    F32(
+        DeviceBuffer<f32>,
+        Kernel<anneal_assign_f32>,
+        Kernel<anneal_reduce_f32>,
+    ),
+    F16(
+        DeviceBuffer<u16>,
+        Kernel<anneal_assign_f16>,
+        Kernel<anneal_reduce_f16>,
+    ),
+}
+
+/// One GPU's part: its rows of the points and every buffer of the iteration.
+#[derive(Debug)]
+pub(super) struct Shard {
+    pub(super) stream: Stream,
+    pub(super) points: ShardPoints,
+    norms_f32: Kernel<anneal_norms_f32>,
+    pub(super) scan: Kernel<anneal_scan>,
+    pub(super) combine: Kernel<anneal_combine>,
+    pub(super) update: Kernel<anneal_update>,
+    pub(super) finish: Kernel<anneal_finish>,
+    /// Rows of this shard.
+    pub(super) n: u32,
+    pub(super) point_norms: DeviceBuffer<f32>,
+    pub(super) anchors: DeviceBuffer<f32>,
+    pub(super) anchor_norms: DeviceBuffer<f32>,
+    pub(super) assign: DeviceBuffer<u32>,
+    pub(super) dist: DeviceBuffer<f32>,
+    pub(super) counts: DeviceBuffer<u32>,
+    pub(super) offsets: DeviceBuffer<u32>,
+    /// First piece of each anchor's members (anneal.h).
+    pub(super) pieces: DeviceBuffer<u32>,
+    /// Per piece: the sum of its points (`d` each) and of its distances.
+    pub(super) piece_sums: DeviceBuffer<f64>,
+    pub(super) piece_dist: DeviceBuffer<f64>,
+    /// `0..n`, the values the sort carries.
+    pub(super) iota: DeviceBuffer<u32>,
+    /// The sorted keys (assignments), which nothing reads.
+    pub(super) sorted: DeviceBuffer<u32>,
+    /// The points in anchor order, each anchor's in point order.
+    pub(super) order: DeviceBuffer<u32>,
+    /// Members per anchor (this shard's, then all shards' after the
+    /// all-reduce).
+    pub(super) members: DeviceBuffer<u32>,
+    /// Point sums per anchor (`m × d`), this shard's, then all shards'.
+    pub(super) partial: DeviceBuffer<f64>,
+    /// Distance sums per anchor (`m`), likewise.
+    pub(super) sumsq: DeviceBuffer<f64>,
+    pub(super) control: DeviceBuffer<AnnealControl>,
+    pub(super) history: DeviceBuffer<f64>,
+    pub(super) scratch: DeviceBuffer<u8>,
+    /// The tensor-core assignment (sm_80+, unless `KILN_ANNEAL_TC=0`); the
+    /// SIMT kernel otherwise.
+    pub(super) tc: Option<TcAssign>,
+}
+
+fn norms_config(rows: u32) -> LaunchConfig {
+    // One warp per row.
+    LaunchConfig::for_elements(rows.saturating_mul(32), 256)
+}
+
+fn per_anchor(m: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: (m.max(1), 1, 1),
+        block: (128, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// `anneal_finish`: one block of 256 threads.
+const FINISH: LaunchConfig = LaunchConfig {
+    grid: (1, 1, 1),
+    block: (256, 1, 1),
+    shared_mem_bytes: 0,
+};
+
+impl Shard {
+    /// `pieces`: this shard's rows, as flat slices of one element type
+    /// (several when its rows span input files), uploaded in order.
+    pub(super) fn new(
+        backend: &Backend,
+        pieces: &[Points<'_>],
+        d: usize,
+        max_anchors: usize,
+    ) -> Result<Self, AnnealError> {
+        let n = pieces.iter().map(Points::len).sum::<usize>() / d;
+        let (n32, d32) = (n as u32, d as u32);
+        // A stream of its own per GPU (NCCL runs on it too).
+        let stream = if backend.kind() == BackendKind::Cuda {
+            backend.new_stream()?
+        } else {
+            backend.default_stream()
+        };
+        let mut point_norms = stream.alloc_zeros::<f32>(n)?;
+        let dtype = pieces.first().map_or(Dtype::F32, Points::dtype);
+        let points = if dtype == Dtype::F16 {
+            let buffer = upload_f16(&stream, pieces, n * d)?;
+            let norms: Kernel<anneal_norms_f16> = backend.kernel()?;
+            stream.launch(
+                &norms,
+                norms_config(n32),
+                (buffer.view(), n32, d32, point_norms.view_mut()),
+            )?;
+            ShardPoints::F16(buffer, backend.kernel()?, backend.kernel()?)
+        } else {
+            let buffer = upload_f32(backend, &stream, pieces, n * d)?;
+            let norms: Kernel<anneal_norms_f32> = backend.kernel()?;
+            stream.launch(
+                &norms,
+                norms_config(n32),
+                (buffer.view(), n32, d32, point_norms.view_mut()),
+            )?;
+            ShardPoints::F32(buffer, backend.kernel()?, backend.kernel()?)
+        };
+        let scratch_bytes = sort_scratch_bytes(n32)?;
+        let max_pieces = n.div_ceil(PIECE as usize) + max_anchors;
+        let mut tc = TcAssign::new(backend, &stream, n, d, max_anchors)?;
+        match (&mut tc, &points) {
+            (Some(tc), ShardPoints::F32(x, _, _)) => {
+                tc.prepare_points(&stream, x.view(), n32, d32)?
+            }
+            (Some(tc), ShardPoints::F16(x, _, _)) => {
+                tc.prepare_points(&stream, x.view(), n32, d32)?
+            }
+            (None, _) => {}
+        }
+        let mut iota = stream.alloc_zeros(n)?;
+        let iota_kernel: Kernel<anneal_iota> = backend.kernel()?;
+        stream.launch(
+            &iota_kernel,
+            LaunchConfig::for_elements(n32, 256),
+            (n32, iota.view_mut()),
+        )?;
+        Ok(Self {
+            tc,
+            points,
+            norms_f32: backend.kernel()?,
+            scan: backend.kernel()?,
+            combine: backend.kernel()?,
+            update: backend.kernel()?,
+            finish: backend.kernel()?,
+            n: n32,
+            point_norms,
+            anchors: stream.alloc_zeros(max_anchors * d)?,
+            anchor_norms: stream.alloc_zeros(max_anchors)?,
+            assign: stream.alloc_zeros(n)?,
+            dist: stream.alloc_zeros(n)?,
+            counts: stream.alloc_zeros(max_anchors)?,
+            offsets: stream.alloc_zeros(max_anchors + 1)?,
+            pieces: stream.alloc_zeros(max_anchors + 1)?,
+            piece_sums: stream.alloc_zeros(max_pieces * d)?,
+            piece_dist: stream.alloc_zeros(max_pieces)?,
+            iota,
+            sorted: stream.alloc_zeros(n)?,
+            order: stream.alloc_zeros(n)?,
+            members: stream.alloc_zeros(max_anchors)?,
+            partial: stream.alloc_zeros(max_anchors * d)?,
+            sumsq: stream.alloc_zeros(max_anchors)?,
+            control: stream.alloc_zeros(1)?,
+            history: stream.alloc_zeros(RUN)?,
+            scratch: stream.alloc_zeros(scratch_bytes.max(1))?,
+            stream,
+        })
+    }
+
+    pub(super) fn set_anchors(
+        &mut self,
+        anchors: &[f32],
+        m: u32,
+        d: u32,
+    ) -> Result<(), AnnealError> {
+        let md = m as usize * d as usize;
+        self.stream
+            .copy_to_device(&anchors[..md], &mut self.anchors.slice_mut(0..md)?)?;
+        self.stream.launch(
+            &self.norms_f32,
+            norms_config(m),
+            (
+                self.anchors.slice(0..md)?,
+                m,
+                d,
+                self.anchor_norms.view_mut(),
+            ),
+        )?;
+        Ok(())
+    }
+
+    /// Enqueues assign, scan, sort, the partial statistics and the
+    /// energy sum of one iteration.
+    pub(super) fn enqueue_partials(&mut self, m: u32, d: u32) -> Result<(), AnnealError> {
+        let n = self.n;
+        let md = m as usize * d as usize;
+        let s = &self.stream;
+        // The same arguments for either point type and either kernel.
+        macro_rules! tc_job {
+            ($points:expr) => {
+                TcJob {
+                    x: $points.view(),
+                    x_norms: self.point_norms.view(),
+                    n,
+                    d,
+                    anchors: self.anchors.slice(0..md)?,
+                    anchor_norms: self.anchor_norms.slice(0..m as usize)?,
+                    m,
+                    flags: COUNT,
+                    control: self.control.view(),
+                    assign: self.assign.view_mut(),
+                    dist: self.dist.view_mut(),
+                    counts: self.counts.slice_mut(0..m as usize)?,
+                }
+            };
+        }
+        macro_rules! simt_args {
+            ($points:expr) => {
+                (
+                    $points.view(),
+                    self.point_norms.view(),
+                    n,
+                    d,
+                    self.anchors.slice(0..md)?,
+                    self.anchor_norms.view(),
+                    m,
+                    COUNT,
+                    self.control.view(),
+                    self.assign.view_mut(),
+                    self.dist.view_mut(),
+                    self.counts.view_mut(),
+                )
+            };
+        }
+        match (&self.points, &mut self.tc) {
+            (ShardPoints::F32(points, _, _), Some(tc)) => tc.launch(s, tc_job!(points))?,
+            (ShardPoints::F16(points, _, _), Some(tc)) => tc.launch(s, tc_job!(points))?,
+            (ShardPoints::F32(points, assign, _), None) => {
+                s.launch(assign, assign_config(n), simt_args!(points))?
+            }
+            (ShardPoints::F16(points, assign, _), None) => {
+                s.launch(assign, assign_config(n), simt_args!(points))?
+            }
+        }
+        let single_block = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (1024, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        s.launch(
+            &self.scan,
+            single_block,
+            (
+                self.control.view(),
+                self.counts.view_mut(),
+                m,
+                self.offsets.view_mut(),
+                self.pieces.view_mut(),
+            ),
+        )?;
+        // Keys below m: the bits of m - 1 (at least one).
+        let end_bit = (32 - (m.max(2) - 1).leading_zeros()).max(1);
+        sort_pairs_u32(
+            s,
+            (self.assign.view(), self.iota.view()),
+            n,
+            end_bit,
+            SortOut {
+                keys: self.sorted.view_mut(),
+                values: self.order.view_mut(),
+            },
+            self.scratch.view_mut(),
+        )?;
+        macro_rules! reduce_args {
+            ($points:expr) => {
+                (
+                    $points.view(),
+                    self.order.view(),
+                    self.offsets.view(),
+                    self.pieces.view(),
+                    self.dist.view(),
+                    m,
+                    d,
+                    self.control.view(),
+                    self.piece_sums.view_mut(),
+                    self.piece_dist.view_mut(),
+                )
+            };
+        }
+        // Enough blocks for any split of n points over m anchors; those past
+        // the pieces there are return at once.
+        let pieces = LaunchConfig {
+            grid: (n.div_ceil(PIECE) + m, 1, 1),
+            block: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        match &self.points {
+            ShardPoints::F32(points, _, reduce) => {
+                s.launch(reduce, pieces, reduce_args!(points))?
+            }
+            ShardPoints::F16(points, _, reduce) => {
+                s.launch(reduce, pieces, reduce_args!(points))?
+            }
+        }
+        s.launch(
+            &self.combine,
+            per_anchor(m),
+            (
+                self.offsets.view(),
+                self.pieces.view(),
+                self.piece_sums.view(),
+                self.piece_dist.view(),
+                m,
+                d,
+                self.control.view(),
+                self.members.view_mut(),
+                self.partial.slice_mut(0..md)?,
+                self.sumsq.view_mut(),
+            ),
+        )?;
+        Ok(())
+    }
+
+    /// Waits for the last assignment and prints how many points it left to
+    /// the list kernel ([`super::super::assign_tc::STATS_ENV`]).
+    pub(super) fn print_unresolved(&self) -> Result<(), AnnealError> {
+        if let Some(tc) = &self.tc {
+            let count = self.stream.to_host(&tc.unresolved_count().view())?[0];
+            eprintln!(
+                "tc: {count} of {} points ({:.2}%) left to the list kernel",
+                self.n,
+                100.0 * f64::from(count) / f64::from(self.n.max(1))
+            );
+        }
+        Ok(())
+    }
+
+    /// Enqueues the update and the finish of one iteration (history `slot`).
+    pub(super) fn enqueue_update(
+        &mut self,
+        m: u32,
+        d: u32,
+        eta: f32,
+        n_total: u64,
+        tol: f64,
+        slot: u32,
+    ) -> Result<(), AnnealError> {
+        let md = m as usize * d as usize;
+        let s = &self.stream;
+        s.launch(
+            &self.update,
+            per_anchor(m),
+            (
+                self.partial.slice(0..md)?,
+                self.members.view(),
+                m,
+                d,
+                eta,
+                self.control.view(),
+                self.anchors.slice_mut(0..md)?,
+                self.anchor_norms.view_mut(),
+            ),
+        )?;
+        s.launch(
+            &self.finish,
+            FINISH,
+            (
+                self.sumsq.view(),
+                m,
+                n_total,
+                tol,
+                slot,
+                self.control.view_mut(),
+                self.history.view_mut(),
+            ),
+        )?;
+        Ok(())
+    }
+}

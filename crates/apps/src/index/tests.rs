@@ -1,0 +1,307 @@
+//! Tests of the anneal index: the writer and reader round-trip, the atomic
+//! write's refusals and replacement, the reader's refusals of corrupt
+//! indexes, the input hash's independence from the sharding, and the error
+//! measures against hand-computed values.
+
+use super::*;
+use crate::anneal::Params;
+
+fn meta(n: u64, d: u64, m: u64) -> IndexMeta {
+    IndexMeta {
+        schema: SCHEMA.to_string(),
+        version: VERSION,
+        n,
+        d,
+        m,
+        iterations: 2,
+        energy_history: vec![3.0, 2.5],
+        energy: 2.25,
+        params: Params::default(),
+        seed: 0,
+        maintenance: vec![MaintenanceRecord {
+            iteration: 1,
+            merged: 0,
+            split: 1,
+        }],
+        backend: "cpu".into(),
+        device: "cpu (1 threads)".into(),
+        gpus: 0,
+        kiln_version: "0.1.0".into(),
+        input: InputRecord {
+            dtype: "float32".into(),
+            hash_algorithm: HASH_ALGORITHM.into(),
+            hash: "0".repeat(32),
+            files: vec![InputFile {
+                path: "a.npy".into(),
+                rows: n,
+            }],
+        },
+    }
+}
+
+/// 4 points of 2 dims, 2 anchors.
+fn small_index() -> Index {
+    Index {
+        meta: meta(4, 2, 2),
+        anchors: vec![0.0, 0.0, 10.0, 10.0],
+        assignments: vec![0, 0, 1, 1],
+    }
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn an_index_round_trips_and_leaves_no_temp_files() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("idx");
+    let index = small_index();
+    index.write(&dir, false).unwrap();
+    assert_eq!(entries(&dir), [ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE]);
+    assert_eq!(entries(root.path()), ["idx"]);
+    assert_eq!(Index::read(&dir).unwrap(), index);
+    // The arrays are plain .npy files the input reader takes too.
+    let anchors = npy::read(dir.join(ANCHORS_FILE)).unwrap();
+    assert_eq!((anchors.n, anchors.d), (2, 2));
+}
+
+#[test]
+fn an_existing_directory_is_refused_untouched_unless_replacing_an_index() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("idx");
+    fs::create_dir(&dir).unwrap();
+    fs::write(dir.join("keep.txt"), "mine").unwrap();
+    let index = small_index();
+    for replace in [false, true] {
+        let err = index.write(&dir, replace).unwrap_err();
+        let expected = if replace {
+            "is not an anneal index"
+        } else {
+            "already exists"
+        };
+        assert!(err.to_string().contains(expected), "{err}");
+        assert_eq!(entries(&dir), ["keep.txt"]);
+        assert!(check_output(&dir, replace).is_err());
+    }
+    assert_eq!(entries(root.path()), ["idx"]);
+
+    // An earlier index is replaced, whole.
+    let other = root.path().join("other");
+    index.write(&other, false).unwrap();
+    assert!(matches!(
+        index.write(&other, false),
+        Err(IndexError::Exists(_))
+    ));
+    let mut newer = small_index();
+    newer.assignments = vec![1, 1, 1, 0];
+    check_output(&other, true).unwrap();
+    newer.write(&other, true).unwrap();
+    assert_eq!(Index::read(&other).unwrap(), newer);
+    assert_eq!(entries(root.path()), ["idx", "other"]);
+
+    // So is an empty directory; a missing parent is named.
+    let empty = root.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    index.write(&empty, true).unwrap();
+    assert_eq!(Index::read(&empty).unwrap(), index);
+    let orphan = root.path().join("no/such/idx");
+    assert!(matches!(
+        check_output(&orphan, false),
+        Err(IndexError::NoParent(_))
+    ));
+    assert!(matches!(
+        index.write(&orphan, false),
+        Err(IndexError::NoParent(_))
+    ));
+}
+
+/// Writes `index` and rewrites one of its files with `edit`; returns the
+/// reader's message.
+fn corrupt(index: &Index, edit: impl FnOnce(&Path)) -> String {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("idx");
+    index.write(&dir, false).unwrap();
+    edit(&dir);
+    let message = Index::read(&dir).unwrap_err().to_string();
+    assert_eq!(message.lines().count(), 1, "{message}");
+    message
+}
+
+fn rewrite_meta(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let path = dir.join(META_FILE);
+    let mut value: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut value);
+    fs::write(path, value.to_string()).unwrap();
+}
+
+#[test]
+fn corrupt_indexes_are_refused_in_one_line() {
+    let index = small_index();
+    let out_of_range = corrupt(&index, |dir| {
+        let mut w = File::create(dir.join(ASSIGNMENTS_FILE)).unwrap();
+        npy::write_u32_vector(&mut w, &[0, 1, 2, 0]).unwrap();
+    });
+    assert!(
+        out_of_range.contains("point 2 is assigned to anchor 2, but there are 2 anchors"),
+        "{out_of_range}"
+    );
+    let short = corrupt(&index, |dir| {
+        let mut w = File::create(dir.join(ASSIGNMENTS_FILE)).unwrap();
+        npy::write_u32_vector(&mut w, &[0, 1, 1]).unwrap();
+    });
+    assert!(
+        short.contains("holds 3 assignments but index.json says n = 4"),
+        "{short}"
+    );
+    let shape = corrupt(&index, |dir| {
+        let mut w = File::create(dir.join(ANCHORS_FILE)).unwrap();
+        npy::write_f32_matrix(&mut w, 1, 4, &[0.0; 4]).unwrap();
+    });
+    assert!(
+        shape.contains("is 1 x 4 but index.json says m = 2, d = 2"),
+        "{shape}"
+    );
+    let truncated = corrupt(&index, |dir| {
+        let path = dir.join(ANCHORS_FILE);
+        let bytes = fs::read(&path).unwrap();
+        fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+    });
+    assert!(truncated.contains("truncated"), "{truncated}");
+    let floats = corrupt(&index, |dir| {
+        let mut w = File::create(dir.join(ASSIGNMENTS_FILE)).unwrap();
+        npy::write_f32_matrix(&mut w, 4, 1, &[0.0; 4]).unwrap();
+    });
+    assert!(floats.contains("expected a 1-D uint32 array"), "{floats}");
+    let version = corrupt(&index, |dir| {
+        rewrite_meta(dir, |v| v["version"] = 99.into())
+    });
+    assert!(
+        version.contains("index version 99 is not supported"),
+        "{version}"
+    );
+    let schema = corrupt(&index, |dir| {
+        rewrite_meta(dir, |v| v["schema"] = "x".into())
+    });
+    assert!(schema.contains("not an anneal index"), "{schema}");
+    let missing = corrupt(&index, |dir| {
+        rewrite_meta(dir, |v| {
+            v.as_object_mut().unwrap().remove("energy");
+        })
+    });
+    assert!(missing.contains("missing field `energy`"), "{missing}");
+    let history = corrupt(&index, |dir| {
+        rewrite_meta(dir, |v| v["iterations"] = 5.into())
+    });
+    assert!(history.contains("2 energies for 5 iterations"), "{history}");
+    let gone = corrupt(&index, |dir| {
+        fs::remove_file(dir.join(ANCHORS_FILE)).unwrap()
+    });
+    assert!(gone.contains(ANCHORS_FILE), "{gone}");
+}
+
+#[test]
+fn the_input_hash_ignores_the_sharding_but_not_the_values_or_type() {
+    let values: Vec<f32> = (0..24).map(|i| i as f32 * 0.5).collect();
+    let whole = input_hash(Points::F32(&values), 6, 4);
+    let parts = [
+        Points::F32(&values[..8]),
+        Points::F32(&values[8..12]),
+        Points::F32(&values[12..]),
+    ];
+    assert_eq!(input_hash(Points::Parts(&parts), 6, 4), whole);
+    assert_eq!(whole.len(), 32);
+    let mut changed = values.clone();
+    changed[23] = 0.25;
+    assert_ne!(input_hash(Points::F32(&changed), 6, 4), whole);
+    // The same shape read as 3 x 8 is other data.
+    assert_ne!(input_hash(Points::F32(&values), 3, 8), whole);
+    let bits: Vec<u16> = (0..24).collect();
+    assert_ne!(
+        input_hash(Points::F16(&bits), 6, 4),
+        input_hash(Points::BF16(&bits), 6, 4)
+    );
+}
+
+#[test]
+fn energy_and_reconstruction_match_hand_computed_values() {
+    let points = [1.0f32, 0.0, 0.0, 2.0, 10.0, 13.0, 10.0, 10.0];
+    let mut index = small_index();
+    // Squared errors: 1, 4, 9, 0.
+    let mse = energy(Points::F32(&points), 2, &index.anchors, &index.assignments);
+    assert_eq!(mse, 14.0 / 4.0);
+    index.meta.energy = mse;
+    let r = Reconstruction::measure(&index, Points::F32(&points));
+    assert_eq!(r.mse, 3.5);
+    assert_eq!((r.max_squared_error, r.max_point), (9.0, 2));
+    assert_eq!(r.energy_relative_difference, 0.0);
+    // Anchor 0: (1 + 4) / 2; anchor 1: (9 + 0) / 2.
+    assert_eq!(
+        r.anchor_mse,
+        Spread {
+            min: 2.5,
+            median: 2.5,
+            max: 4.5
+        }
+    );
+    index.assignments = vec![0, 0, 0, 0];
+    let (members, empty) = member_spread(&index);
+    assert_eq!((members.min, members.max, empty), (0.0, 4.0, 1));
+}
+
+#[test]
+fn the_energy_sum_does_not_depend_on_the_thread_count() {
+    let (n, d, m) = (3 * measure::BLOCK + 17, 3, 5);
+    let points = crate::anneal::synthetic_points(n, d, m, 0.5, 9);
+    let anchors = &points[..m * d];
+    let assignments: Vec<u32> = (0..n as u32).map(|i| i % m as u32).collect();
+    let on = |threads| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| energy(Points::F32(&points), d, anchors, &assignments))
+    };
+    let one = on(1);
+    assert_eq!(one.to_bits(), on(3).to_bits());
+    let naive: f64 = (0..n)
+        .map(|i| {
+            let a = assignments[i] as usize;
+            (0..d)
+                .map(|k| (f64::from(points[i * d + k]) - f64::from(anchors[a * d + k])).powi(2))
+                .sum::<f64>()
+        })
+        .sum::<f64>()
+        / n as f64;
+    assert!((one - naive).abs() <= 1e-12 * naive, "{one} vs {naive}");
+}
+
+#[test]
+fn check_input_refuses_other_points_in_one_line() {
+    let points = [1.0f32, 0.0, 0.0, 2.0, 10.0, 13.0, 10.0, 10.0];
+    let mut index = small_index();
+    index.meta.input.hash = input_hash(Points::F32(&points), 4, 2);
+    index.check_input(Points::F32(&points), 4, 2).unwrap();
+    let mut other = points;
+    other[0] = 1.5;
+    let err = index.check_input(Points::F32(&other), 4, 2).unwrap_err();
+    assert!(err.to_string().contains("xxh3-128 hash is"), "{err}");
+    let err = index.check_input(Points::F32(&points), 2, 4).unwrap_err();
+    assert!(
+        err.to_string().contains("it is 2 x 4, the index 4 x 2"),
+        "{err}"
+    );
+    let bits = [0u16; 8];
+    let err = index.check_input(Points::BF16(&bits), 4, 2).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("it is bfloat16, the index was made from float32"),
+        "{err}"
+    );
+}
