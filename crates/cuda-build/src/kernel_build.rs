@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::arch::{Arch, ArchList, ArchSpec, SupportedArchs};
+use crate::cache::{self, Cache};
 use crate::compile::{static_lib_name, Context, ModulePlan};
 use crate::config::{KernelConfig, LinkMode};
 use crate::driver::{nvcc_from_env, HOST_COMPILER_VARS, NVCC_OWN_VARS};
@@ -232,6 +233,7 @@ impl KernelBuild {
             .chain(own.map(String::as_str))
             .chain(HOST_COMPILER_VARS)
             .chain(NVCC_OWN_VARS)
+            .chain(cache::VARS)
             .chain(["NUM_JOBS"])
             .map(|var| format!("cargo::rerun-if-env-changed={var}"))
             .collect();
@@ -335,6 +337,8 @@ impl KernelBuild {
             ptx: Vec::new(),
             toolkit: None,
             modules: inputs.modules.iter().map(cpu_only_entry).collect(),
+            cache: None,
+            prebuilt: None,
         })
     }
 
@@ -355,6 +359,8 @@ impl KernelBuild {
         let nvcc = nvcc_from_env(&toolkit.nvcc, &vars.launcher)?;
         let base = io(Path::new("."), std::env::current_dir())?;
         let lib_prefix = self.lower_prefix();
+        let cache =
+            cache::settings_from_env()?.map(|(dir, max)| Cache::new(dir, max, toolkit, out_dir));
         let cx = Context {
             nvcc: &nvcc,
             toolkit,
@@ -363,6 +369,7 @@ impl KernelBuild {
             include_dirs: &self.include_dirs,
             lib_prefix: &lib_prefix,
             base: &base,
+            cache: cache.as_ref(),
         };
         let mut plans = Vec::new();
         for (module, own) in inputs.modules.into_iter().zip(inputs.specs) {
@@ -374,6 +381,15 @@ impl KernelBuild {
             plans.push(ModulePlan::new(module, archs, &cx));
         }
         let entries = bring_up_to_date(&plans, &cx)?;
+        let cache = cache.map(|cache| {
+            cache.evict();
+            cache.report()
+        });
+        // In the manifest, and on stderr (`cargo build -vv`): a warning
+        // would be replayed by Cargo on every later build.
+        if let Some(report) = cache.as_ref().filter(|r| r.hits + r.misses > 0) {
+            eprintln!("{report}");
+        }
         let libraries: Vec<String> = entries
             .iter()
             .filter(|e| e.link == LinkMode::Static)
@@ -393,6 +409,8 @@ impl KernelBuild {
                 found_by: toolkit.found_by.clone(),
             }),
             modules: entries,
+            cache: cache.filter(|r| r.hits + r.misses > 0),
+            prebuilt: None,
         };
         cargo.extend(emit::link_directives(
             &manifest, &libraries, out_dir, toolkit,

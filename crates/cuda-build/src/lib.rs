@@ -38,6 +38,7 @@
 
 pub mod arch;
 pub mod bindings;
+mod cache;
 #[cfg(feature = "codegen")]
 pub mod codegen;
 mod compile;
@@ -59,5 +60,5 @@ pub use arch::{Arch, ArchError, ArchList, ArchSpec, SupportedArchs};
 pub use config::{KernelConfig, LinkMode, ModuleConfig};
 pub use error::Error;
 pub use kernel_build::{cpu_only_directives, BuildReport, KernelBuild};
-pub use manifest::Manifest;
+pub use manifest::{CacheReport, Manifest};
 pub use toolkit::{discover, Discovery, Toolkit, ToolkitVersion};

@@ -45,6 +45,24 @@ pub struct Manifest {
     pub toolkit: Option<ToolkitEntry>,
     /// One entry per module.
     pub modules: Vec<ModuleEntry>,
+    /// What the kernel cache did (absent when it is off or unused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheReport>,
+    /// The prebuilt kernels embedded instead of compiling (no toolkit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prebuilt: Option<PathBuf>,
+}
+
+/// What the kernel cache did in one build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CacheReport {
+    /// The store.
+    pub dir: PathBuf,
+    /// nvcc steps served from it.
+    pub hits: usize,
+    /// nvcc steps that ran (and were stored).
+    pub misses: usize,
 }
 
 /// The toolkit a build used.
@@ -95,6 +113,19 @@ pub struct ModuleEntry {
     pub deps: Vec<PathBuf>,
     /// Per-kernel, per-arch resource usage (fat-binary modules).
     pub kernels: Vec<KernelResources>,
+}
+
+impl std::fmt::Display for CacheReport {
+    /// `kernel cache: 3 of 4 nvcc steps served from /home/u/.cache/kiln`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "kernel cache: {} of {} nvcc steps served from {}",
+            self.hits,
+            self.hits + self.misses,
+            self.dir.display()
+        )
+    }
 }
 
 impl ModuleEntry {
