@@ -19,9 +19,10 @@ use crate::config::{KernelConfig, LinkMode};
 use crate::driver::{nvcc_from_env, HOST_COMPILER_VARS, NVCC_OWN_VARS};
 use crate::emit;
 use crate::error::{io, Error};
-use crate::manifest::{self, Manifest, ModuleEntry, ToolkitEntry, FORMAT};
+use crate::manifest::{self, Manifest, ModuleEntry, PrebuiltEntry, ToolkitEntry, FORMAT};
 use crate::modules::{self, Module};
 use crate::parallel;
+use crate::prebuilt::{self, Check, Naming, Prebuilt};
 use crate::toolkit::{discover, Discovery, ProcessEnv, Toolkit, DISCOVERY_ENV_VARS};
 
 /// A kernel build, configured by the caller's build script.
@@ -35,6 +36,7 @@ pub struct KernelBuild {
     candidates: Vec<(String, PathBuf)>,
     image_type: String,
     out_dir: Option<PathBuf>,
+    prebuilt_dir: PathBuf,
 }
 
 /// What a kernel build produced.
@@ -97,6 +99,7 @@ impl KernelBuild {
             candidates: Vec::new(),
             image_type: "::gpu_core::FatbinImage".to_string(),
             out_dir: None,
+            prebuilt_dir: PathBuf::from(prebuilt::DEFAULT_DIR),
         }
     }
 
@@ -151,6 +154,14 @@ impl KernelBuild {
         self
     }
 
+    /// The folder of prebuilt kernels (default `kernels-prebuilt` in the
+    /// package root), embedded when no toolkit is found and they were built
+    /// from the sources as they are; see [`prebuilt`](crate::prebuilt).
+    pub fn prebuilt_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.prebuilt_dir = dir.into();
+        self
+    }
+
     /// Runs the build and prints the Cargo directives. For build scripts.
     pub fn run(self) -> Result<BuildReport, Error> {
         let report = self.build()?;
@@ -194,6 +205,7 @@ impl KernelBuild {
         if let Some(dir) = &self.out_dir {
             self.out_dir = Some(absolute(dir)?);
         }
+        self.prebuilt_dir = absolute(&self.prebuilt_dir)?;
         Ok(self)
     }
 
@@ -211,11 +223,32 @@ impl KernelBuild {
         for probe in discovery.iter().flat_map(Discovery::misconfigured) {
             cargo.push(format!("cargo::warning={probe}: ignored, looking further"));
         }
+        if self.prebuilt_dir.is_dir() {
+            cargo.push(format!(
+                "cargo::rerun-if-changed={}",
+                self.prebuilt_dir.display()
+            ));
+        }
         match discovery.as_ref().and_then(|d| d.toolkit.clone()) {
-            None => {
-                let manifest = self.cpu_only(inputs, discovery.as_ref(), &vars, &mut cargo)?;
+            None if switched_off => {
+                let manifest = self.cpu_only(inputs, None, None, &vars, &mut cargo)?;
                 self.finish(manifest, None, discovery, &out_dir, cargo)
             }
+            None => match self.check_prebuilt(&inputs)? {
+                Check::Matching(prebuilt) => {
+                    let manifest = self.from_prebuilt(inputs, &prebuilt, &out_dir, &mut cargo)?;
+                    self.finish(manifest, None, discovery, &out_dir, cargo)
+                }
+                check => {
+                    let stale = match check {
+                        Check::Stale(why) => Some(why),
+                        _ => None,
+                    };
+                    let manifest =
+                        self.cpu_only(inputs, discovery.as_ref(), stale, &vars, &mut cargo)?;
+                    self.finish(manifest, None, discovery, &out_dir, cargo)
+                }
+            },
             Some(toolkit) => {
                 let manifest = self.compile(inputs, &toolkit, &vars, &out_dir, &mut cargo)?;
                 self.finish(manifest, Some(toolkit), discovery, &out_dir, cargo)
@@ -297,13 +330,20 @@ impl KernelBuild {
         &self,
         inputs: Inputs,
         discovery: Option<&Discovery>,
+        stale: Option<String>,
         vars: &Vars,
         cargo: &mut Vec<String>,
     ) -> Result<Manifest, Error> {
-        let looked_at = match discovery {
+        let mut looked_at = match discovery {
             Some(d) => d.looked_at(),
             None => format!("nowhere: {}=off", vars.switch),
         };
+        if let Some(why) = &stale {
+            looked_at.push_str(&format!(
+                "; the prebuilt kernels in {} are stale: {why}",
+                self.prebuilt_dir.display()
+            ));
+        }
         if std::env::var(&vars.require).is_ok_and(|v| v == "1") {
             return Err(Error::ToolkitRequired {
                 var: vars.require.clone(),
@@ -322,7 +362,13 @@ impl KernelBuild {
             };
             check_rdc_archs(module, &archs, &inputs.config_path)?;
         }
-        let reason = format!("no CUDA toolkit found (looked at {looked_at})");
+        let reason = match &stale {
+            None => format!("no CUDA toolkit found (looked at {looked_at})"),
+            Some(why) => format!(
+                "prebuilt kernels refused ({why}) and no CUDA toolkit found (looked at {})",
+                discovery.map(Discovery::looked_at).unwrap_or_default()
+            ),
+        };
         cargo.push(format!(
             "cargo::warning={reason}; building CPU-only. For GPU code, {}",
             self.toolkit_hint
@@ -339,7 +385,82 @@ impl KernelBuild {
             modules: inputs.modules.iter().map(cpu_only_entry).collect(),
             cache: None,
             prebuilt: None,
+            base: None,
+            include_dirs: Vec::new(),
+            inputs: Vec::new(),
         })
+    }
+
+    fn naming<'a>(&'a self, base: &'a Path) -> Naming<'a> {
+        Naming {
+            base,
+            include_dirs: &self.include_dirs,
+        }
+    }
+
+    /// Whether the prebuilt kernels fit the modules as they are now.
+    fn check_prebuilt(&self, inputs: &Inputs) -> Result<Check, Error> {
+        let base = io(Path::new("."), std::env::current_dir())?;
+        let modules: Vec<(String, Vec<PathBuf>)> = inputs
+            .modules
+            .iter()
+            .map(|m| (m.name.clone(), m.sources.clone()))
+            .collect();
+        Ok(prebuilt::check(
+            &self.prebuilt_dir,
+            &self.naming(&base),
+            &modules,
+        ))
+    }
+
+    /// No toolkit, but prebuilt kernels that fit: their images copied into
+    /// the out dir and embedded as a toolkit build's would be, in one line.
+    fn from_prebuilt(
+        &self,
+        inputs: Inputs,
+        prebuilt: &Prebuilt,
+        out_dir: &Path,
+        cargo: &mut Vec<String>,
+    ) -> Result<Manifest, Error> {
+        let modules = prebuilt.install(&self.prebuilt_dir, out_dir)?;
+        let libraries: Vec<String> = modules
+            .iter()
+            .filter(|e| e.link == LinkMode::Static)
+            .map(|e| static_lib_name(&self.lower_prefix(), &e.name))
+            .collect();
+        let relative = self
+            .prebuilt_dir
+            .strip_prefix(io(Path::new("."), std::env::current_dir())?)
+            .unwrap_or(&self.prebuilt_dir)
+            .to_path_buf();
+        cargo.push(format!(
+            "cargo::warning=prebuilt kernels: {} (from {}; no CUDA toolkit found)",
+            prebuilt.summary(),
+            relative.display()
+        ));
+        let manifest = Manifest {
+            format: FORMAT,
+            cuda_enabled: true,
+            cpu_only_reason: None,
+            arch_spec: inputs.spec.as_str().to_string(),
+            arch_origin: inputs.origin,
+            sass: prebuilt.sass.clone(),
+            ptx: prebuilt.ptx.clone(),
+            toolkit: None,
+            modules,
+            cache: None,
+            prebuilt: Some(PrebuiltEntry {
+                dir: relative,
+                toolkit: prebuilt.toolkit.clone(),
+            }),
+            base: None,
+            include_dirs: Vec::new(),
+            inputs: Vec::new(),
+        };
+        cargo.extend(emit::link_directives(
+            &manifest, &libraries, out_dir, out_dir,
+        ));
+        Ok(manifest)
     }
 
     /// With a toolkit: resolve the archs, bring every module up to date, and
@@ -408,12 +529,21 @@ impl KernelBuild {
                 version: toolkit.version.to_string(),
                 found_by: toolkit.found_by.clone(),
             }),
+            inputs: self.naming(&base).inputs(
+                &entries,
+                Some(inputs.config_path.as_path()).filter(|p| p.is_file()),
+            )?,
             modules: entries,
             cache: cache.filter(|r| r.hits + r.misses > 0),
             prebuilt: None,
+            base: Some(base.clone()),
+            include_dirs: self.include_dirs.clone(),
         };
         cargo.extend(emit::link_directives(
-            &manifest, &libraries, out_dir, toolkit,
+            &manifest,
+            &libraries,
+            out_dir,
+            &toolkit.lib_dir(),
         ));
         for dep in manifest.modules.iter().flat_map(|e| &e.deps) {
             if !dep.starts_with(&self.kernels_dir) {
@@ -432,14 +562,19 @@ impl KernelBuild {
         mut cargo: Vec<String>,
     ) -> Result<BuildReport, Error> {
         let prefix = self.lower_prefix();
+        let version = match (&toolkit, &manifest.prebuilt) {
+            (Some(tk), _) => Some((tk.version.major, tk.version.minor)),
+            (None, Some(prebuilt)) => Some(prebuilt::major_minor(&prebuilt.toolkit)),
+            (None, None) => None,
+        };
         let manifest_path = out_dir.join(manifest::file_name(&self.env_prefix));
         emit::write_if_changed(&manifest_path, &manifest.to_toml())?;
         let modules_rs = out_dir.join(format!("{prefix}_modules.rs"));
         emit::write_if_changed(
             &modules_rs,
-            &emit::modules_rust(&manifest, toolkit.as_ref(), &self.image_type),
+            &emit::modules_rust(&manifest, version, &self.image_type),
         )?;
-        cargo.extend(emit::cfg_directives(&self.env_prefix, toolkit.as_ref()));
+        cargo.extend(emit::cfg_directives(&self.env_prefix, version));
         Ok(BuildReport {
             manifest,
             manifest_path,

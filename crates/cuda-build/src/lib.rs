@@ -53,6 +53,7 @@ pub mod manifest;
 mod modules;
 mod nvcc;
 mod parallel;
+pub mod prebuilt;
 pub mod resources;
 pub mod toolkit;
 

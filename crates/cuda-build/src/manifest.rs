@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::LinkMode;
 use crate::error::{io, Error};
+use crate::prebuilt::InputFile;
 use crate::resources::KernelResources;
 
 /// The manifest's file name in OUT_DIR for a build with this env prefix
@@ -50,7 +51,26 @@ pub struct Manifest {
     pub cache: Option<CacheReport>,
     /// The prebuilt kernels embedded instead of compiling (no toolkit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prebuilt: Option<PathBuf>,
+    pub prebuilt: Option<PrebuiltEntry>,
+    /// The dir the build named files from (the package root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<PathBuf>,
+    /// The build's own include dirs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include_dirs: Vec<PathBuf>,
+    /// Every input of a CUDA build by content (what prebuilt kernels record).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputFile>,
+}
+
+/// Prebuilt kernels a build embedded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct PrebuiltEntry {
+    /// Their folder.
+    pub dir: PathBuf,
+    /// The toolkit that built them (`13.0.88`).
+    pub toolkit: String,
 }
 
 /// What the kernel cache did in one build.
