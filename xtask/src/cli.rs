@@ -34,6 +34,10 @@ pub(crate) enum Command {
     Toolkit(ToolkitArgs),
     /// Run the CPU CI matrix of ci/matrix.toml.
     CiCpu(CiArgs),
+    /// Build a crate's kernels and write them into its kernels-prebuilt/.
+    Prebuilt(PrebuiltArgs),
+    /// cargo package the user crates; build them as users would (packed, by git URL).
+    Package,
 }
 
 /// `--arch SPEC`, shared by the commands that build kernels.
@@ -87,6 +91,17 @@ pub(crate) struct ToolkitArgs {
 pub(crate) enum ToolkitAction {
     /// Install the pins of ci/toolkit.toml, or repair a damaged install.
     Install,
+}
+
+/// `cargo xtask prebuilt`.
+#[derive(Debug, Args)]
+pub(crate) struct PrebuiltArgs {
+    /// The crate (its Cargo.toml) whose build script runs cuda-build's KernelBuild.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) manifest_path: PathBuf,
+    /// Where to write (default: kernels-prebuilt beside that Cargo.toml).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
 }
 
 /// `cargo xtask ci-cpu`.

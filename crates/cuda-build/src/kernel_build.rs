@@ -236,7 +236,7 @@ impl KernelBuild {
             }
             None => match self.check_prebuilt(&inputs)? {
                 Check::Matching(prebuilt) => {
-                    let manifest = self.from_prebuilt(inputs, &prebuilt, &out_dir, &mut cargo)?;
+                    let manifest = self.embed_prebuilt(inputs, &prebuilt, &out_dir, &mut cargo)?;
                     self.finish(manifest, None, discovery, &out_dir, cargo)
                 }
                 check => {
@@ -415,7 +415,7 @@ impl KernelBuild {
 
     /// No toolkit, but prebuilt kernels that fit: their images copied into
     /// the out dir and embedded as a toolkit build's would be, in one line.
-    fn from_prebuilt(
+    fn embed_prebuilt(
         &self,
         inputs: Inputs,
         prebuilt: &Prebuilt,

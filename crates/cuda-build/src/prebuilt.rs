@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::cache::{hex, write_atomically};
+use crate::cache::hex;
 use crate::config::LinkMode;
 use crate::error::{io, Error};
 use crate::manifest::{Manifest, ModuleEntry};
@@ -330,7 +330,7 @@ pub fn export(build_manifest: &Path, dest: &Path) -> Result<Prebuilt, Error> {
     };
     let text = toml::to_string_pretty(&prebuilt).expect("a prebuilt manifest always serializes");
     let path = staging.path().join(MANIFEST);
-    io(&path, write_atomically(&path, text.as_bytes()))?;
+    io(&path, std::fs::write(&path, text))?;
     if dest.exists() {
         io(dest, std::fs::remove_dir_all(dest))?;
     }

@@ -225,7 +225,7 @@ impl Fixture {
         let cuda_build = Path::new(env!("CARGO_MANIFEST_DIR"));
         let manifest = format!(
             "[package]\nname = \"{}\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
-             [build-dependencies]\ncuda-build = {{ path = {:?} }}\n\n\
+             [build-dependencies]\ncuda-build = {{ package = \"kiln-cuda-build\", path = {:?} }}\n\n\
              # Its own workspace, not a stray member of the one above it.\n[workspace]\n",
             self.name,
             cuda_build.display().to_string()
