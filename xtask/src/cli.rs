@@ -74,6 +74,9 @@ pub(crate) struct AuditArgs {
     /// Also write the report as JSON to FILE (checked writable before the build).
     #[arg(long, value_name = "FILE")]
     pub(crate) json: Option<PathBuf>,
+    /// Audit this folder of prebuilt kernels (prebuilt.toml) instead of building.
+    #[arg(long, value_name = "DIR", conflicts_with = "arch")]
+    pub(crate) prebuilt: Option<PathBuf>,
 }
 
 /// `cargo xtask toolkit [install] [--dir DIR]`.
