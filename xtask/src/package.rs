@@ -186,7 +186,8 @@ pub(crate) fn unpacked_downstream_tests(
     let stderr = String::from_utf8_lossy(&output.stderr);
     if !output.status.success() {
         bail!(
-            "the unpacked downstream did not build with no toolkit ({}):\n{stderr}",
+            "the unpacked downstream did not build with no toolkit ({}); if its kernels changed, \
+             rerun `cargo xtask prebuilt --manifest-path examples/downstream/Cargo.toml`:\n{stderr}",
             output.status
         );
     }
