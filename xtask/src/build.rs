@@ -1,6 +1,7 @@
 //! `cargo xtask build [--arch SPEC] [--release]`: builds the workspace with
 //! those archs and reports, per module, what the fat binary holds (read back
-//! with cuobjdump), its size and its compile time.
+//! with cuobjdump), its size and its compile time, and what the kernel cache
+//! served.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -180,6 +181,9 @@ fn report(manifest: &Manifest, cuobjdump: &Cuobjdump) -> String {
             human_size(module.size_bytes),
             compile
         ));
+    }
+    if let Some(cache) = &manifest.cache {
+        text.push_str(&format!("{cache}\n"));
     }
     text
 }
