@@ -71,14 +71,8 @@ fn build_with_toolkit(root: &Path, manifest_path: &Path, crate_dir: &Path) -> Re
             }
         }
     }
-    let output = cargo
-        .spawn()
-        .context("cannot run cargo")?
-        .wait_with_output()?;
-    if !output.status.success() {
-        bail!("cargo build failed ({})", output.status);
-    }
-    kernel_manifest(&output.stdout, crate_dir).with_context(|| {
+    let stdout = crate::build::cargo_stdout(cargo)?;
+    kernel_manifest(&stdout, crate_dir).with_context(|| {
         format!(
             "no build script of {} wrote a kernel build manifest: does its build.rs run cuda_build::KernelBuild?",
             workspace::display(crate_dir)

@@ -19,7 +19,7 @@ use crate::config::{KernelConfig, LinkMode};
 use crate::driver::{nvcc_from_env, HOST_COMPILER_VARS, NVCC_OWN_VARS};
 use crate::emit;
 use crate::error::{io, Error};
-use crate::manifest::{self, Manifest, ModuleEntry, ToolkitEntry, FORMAT};
+use crate::manifest::{self, Manifest, ModuleEntry, ToolkitEntry};
 use crate::modules::{self, Module};
 use crate::parallel;
 use crate::prebuilt::{self, Check};
@@ -379,11 +379,7 @@ impl KernelBuild {
             .map(|e| static_lib_name(&lib_prefix, &e.name))
             .collect();
         let manifest = Manifest {
-            format: FORMAT,
             cuda_enabled: true,
-            cpu_only_reason: None,
-            arch_spec: inputs.spec.as_str().to_string(),
-            arch_origin: inputs.origin,
             sass: names(&archs.sass, Arch::sm_name),
             ptx: names(&archs.ptx, Arch::compute_name),
             toolkit: Some(ToolkitEntry {
@@ -397,9 +393,9 @@ impl KernelBuild {
             )?,
             modules: entries,
             cache: cache.filter(|r| r.hits + r.misses > 0),
-            prebuilt: None,
             base: Some(base.clone()),
             include_dirs: self.include_dirs.clone(),
+            ..Manifest::empty(inputs.spec.as_str(), inputs.origin)
         };
         cargo.extend(emit::link_directives(
             &manifest,

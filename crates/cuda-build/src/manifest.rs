@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::LinkMode;
 use crate::error::{io, Error};
-use crate::prebuilt::InputFile;
 use crate::resources::KernelResources;
 
 /// The manifest's file name in OUT_DIR for a build with this env prefix
@@ -61,6 +60,20 @@ pub struct Manifest {
     /// Every input of a CUDA build by content (what prebuilt kernels record).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<InputFile>,
+}
+
+/// One file a build read, by content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct InputFile {
+    /// Relative to the package root, or (with `include`) to an include dir
+    /// (absolute when it lies under neither).
+    pub path: PathBuf,
+    /// Whether `path` is relative to an include dir.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include: bool,
+    /// SHA-256 of its content, in hex.
+    pub sha256: String,
 }
 
 /// Prebuilt kernels a build embedded.
@@ -162,6 +175,27 @@ impl ModuleEntry {
 }
 
 impl Manifest {
+    /// A manifest of a build of these archs that built nothing yet: the
+    /// fields every kind of build fills in start empty.
+    pub(crate) fn empty(arch_spec: &str, arch_origin: String) -> Self {
+        Self {
+            format: FORMAT,
+            cuda_enabled: false,
+            cpu_only_reason: None,
+            arch_spec: arch_spec.to_string(),
+            arch_origin,
+            sass: Vec::new(),
+            ptx: Vec::new(),
+            toolkit: None,
+            modules: Vec::new(),
+            cache: None,
+            prebuilt: None,
+            base: None,
+            include_dirs: Vec::new(),
+            inputs: Vec::new(),
+        }
+    }
+
     /// TOML text.
     pub(crate) fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("a manifest always serializes")

@@ -22,6 +22,7 @@ use sha2::{Digest as _, Sha256};
 use crate::cache::hex;
 use crate::config::LinkMode;
 use crate::error::{io, Error};
+pub use crate::manifest::InputFile;
 use crate::manifest::{Manifest, ModuleEntry};
 
 /// The folder's default name, in the package root.
@@ -50,19 +51,6 @@ pub struct Prebuilt {
     /// The modules; `output` is a file name in the folder, sources are named
     /// as [`InputFile::path`] names them.
     pub modules: Vec<ModuleEntry>,
-}
-
-/// One file a build read, by content.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct InputFile {
-    /// Relative to the package root, or (with `include`) to an include dir.
-    pub path: PathBuf,
-    /// Whether `path` is relative to an include dir.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub include: bool,
-    /// SHA-256 of its content, in hex.
-    pub sha256: String,
 }
 
 /// How files are named: the package root and the include dirs.

@@ -10,7 +10,7 @@ use crate::compile::static_lib_name;
 use crate::config::LinkMode;
 use crate::emit;
 use crate::error::{io, Error};
-use crate::manifest::{Manifest, ModuleEntry, PrebuiltEntry, FORMAT};
+use crate::manifest::{Manifest, ModuleEntry, PrebuiltEntry};
 use crate::modules::Module;
 use crate::prebuilt::{self, Check, Naming, Prebuilt};
 use crate::toolkit::Discovery;
@@ -67,20 +67,9 @@ impl KernelBuild {
             self.toolkit_hint
         ));
         Ok(Manifest {
-            format: FORMAT,
-            cuda_enabled: false,
             cpu_only_reason: Some(reason),
-            arch_spec: inputs.spec.as_str().to_string(),
-            arch_origin: inputs.origin,
-            sass: Vec::new(),
-            ptx: Vec::new(),
-            toolkit: None,
             modules: inputs.modules.iter().map(cpu_only_entry).collect(),
-            cache: None,
-            prebuilt: None,
-            base: None,
-            include_dirs: Vec::new(),
-            inputs: Vec::new(),
+            ..Manifest::empty(inputs.spec.as_str(), inputs.origin)
         })
     }
 
@@ -132,23 +121,15 @@ impl KernelBuild {
             relative.display()
         ));
         let manifest = Manifest {
-            format: FORMAT,
             cuda_enabled: true,
-            cpu_only_reason: None,
-            arch_spec: inputs.spec.as_str().to_string(),
-            arch_origin: inputs.origin,
             sass: prebuilt.sass.clone(),
             ptx: prebuilt.ptx.clone(),
-            toolkit: None,
             modules,
-            cache: None,
             prebuilt: Some(PrebuiltEntry {
                 dir: relative,
                 toolkit: prebuilt.toolkit.clone(),
             }),
-            base: None,
-            include_dirs: Vec::new(),
-            inputs: Vec::new(),
+            ..Manifest::empty(inputs.spec.as_str(), inputs.origin)
         };
         cargo.extend(emit::link_directives(
             &manifest, &libraries, out_dir, out_dir,
