@@ -1,8 +1,10 @@
-//! `cargo xtask ptx-audit [--arch SPEC] [--json FILE]`: builds like
-//! `cargo xtask build`, then proves from the fat binaries alone (no GPU) that
-//! every kernel exists for every arch, fits `ci/budgets.toml`, has PTX the
-//! oldest supported driver can JIT, holds no accidental f64, and matches its
-//! Rust declaration.
+//! `cargo xtask ptx-audit [--arch SPEC] [--json FILE] [--prebuilt DIR]`:
+//! builds like `cargo xtask build`, then proves from the fat binaries alone
+//! (no GPU) that every kernel exists for every arch, fits `ci/budgets.toml`,
+//! has PTX the oldest supported driver can JIT, holds no accidental f64, and
+//! matches its Rust declaration. With `--prebuilt`, audits a folder of
+//! prebuilt kernels (`kernels-prebuilt/`) instead of building: the same
+//! checks, except the ABI (the declarations are that crate's).
 //!
 //! The checks are pure functions (`checks`) over parsed data (`ptx`, `sass`,
 //! `budgets`); only `facts` runs cuobjdump.
@@ -43,8 +45,10 @@ pub(crate) fn run(root: &Path, args: &AuditArgs) -> Result<()> {
         output::check_file(path, "--json")?;
     }
     let budgets = Budgets::read(&root.join(BUDGETS_FILE), BUDGETS_FILE)?;
-    let manifest = build_workspace(root, arch, false)?;
-    let report = audit_build(root, &manifest, &budgets)?;
+    let report = match &args.prebuilt {
+        Some(dir) => audit_prebuilt(root, dir, &budgets)?,
+        None => audit_build(root, &build_workspace(root, arch, false)?, &budgets)?,
+    };
     print!("{}", report.render());
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&report)? + "\n";
@@ -72,6 +76,42 @@ fn audit_build(root: &Path, manifest: &cuda_build::Manifest, budgets: &Budgets) 
         manifest.toolkit.as_ref().map(|t| t.version.clone()),
         &modules,
         budgets,
-        cuda_sys::kernels::ALL,
+        Some(cuda_sys::kernels::ALL),
+    ))
+}
+
+/// Audits a folder of prebuilt kernels (`prebuilt.toml` and its images).
+fn audit_prebuilt(root: &Path, dir: &Path, budgets: &Budgets) -> Result<Report> {
+    let prebuilt = cuda_build::prebuilt::read(dir)?;
+    let cuobjdump = Cuobjdump::find(root);
+    let tool = cuobjdump
+        .path()
+        .context("cuobjdump not found in the CUDA toolkit; run `cargo xtask toolkit install`")?;
+    let mut modules = Vec::new();
+    for m in &prebuilt.modules {
+        let file = m
+            .output
+            .as_deref()
+            .with_context(|| format!("{} lists no image for module {}", dir.display(), m.name))?;
+        modules.push(facts::read_module(
+            tool,
+            &m.name,
+            m.link == cuda_build::config::LinkMode::Static,
+            &dir.join(file),
+            m.kernels.clone(),
+        )?);
+    }
+    let requested = model::Requested {
+        spec: prebuilt.summary(),
+        origin: dir.display().to_string(),
+        sass: prebuilt.sass.clone(),
+        ptx: prebuilt.ptx.clone(),
+    };
+    Ok(report::audit(
+        &requested,
+        Some(prebuilt.toolkit.clone()),
+        &modules,
+        budgets,
+        None,
     ))
 }

@@ -1,6 +1,7 @@
 //! `cargo xtask build [--arch SPEC] [--release]`: builds the workspace with
 //! those archs and reports, per module, what the fat binary holds (read back
-//! with cuobjdump), its size and its compile time.
+//! with cuobjdump), its size and its compile time, and what the kernel cache
+//! served.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -67,6 +68,17 @@ pub(crate) fn build_workspace(root: &Path, spec: Option<&str>, release: bool) ->
     if let Some(spec) = spec {
         cargo.env("KILN_CUDA_ARCHS", spec);
     }
+    let stdout = cargo_stdout(cargo)?;
+    let out_dir =
+        cuda_sys_out_dir(&stdout).context("cargo did not report cuda-sys's build script output")?;
+    Ok(Manifest::read(
+        &out_dir.join(cuda_build::manifest::file_name("KILN")),
+    )?)
+}
+
+/// Runs a cargo build whose stdout is piped (its JSON messages); fails
+/// when the build does.
+pub(crate) fn cargo_stdout(mut cargo: Command) -> Result<Vec<u8>> {
     let output = cargo
         .spawn()
         .context("cannot run cargo")?
@@ -74,11 +86,7 @@ pub(crate) fn build_workspace(root: &Path, spec: Option<&str>, release: bool) ->
     if !output.status.success() {
         bail!("cargo build failed ({})", output.status);
     }
-    let out_dir = cuda_sys_out_dir(&output.stdout)
-        .context("cargo did not report cuda-sys's build script output")?;
-    Ok(Manifest::read(
-        &out_dir.join(cuda_build::manifest::file_name("KILN")),
-    )?)
+    Ok(output.stdout)
 }
 
 /// The OUT_DIR of cuda-sys's build script, from cargo's JSON messages.
@@ -180,6 +188,9 @@ fn report(manifest: &Manifest, cuobjdump: &Cuobjdump) -> String {
             human_size(module.size_bytes),
             compile
         ));
+    }
+    if let Some(cache) = &manifest.cache {
+        text.push_str(&format!("{cache}\n"));
     }
     text
 }

@@ -1,6 +1,8 @@
 //! `cargo xtask gpu-bundle [--arch SPEC]`: builds the release test binaries
 //! of the crates that touch the GPU (and of `examples/downstream` and
-//! `examples/kernel-trees`, crates outside the workspace), the `apps` CLI and xtask itself (for
+//! `examples/kernel-trees`, crates outside the workspace; and, as
+//! `downstream-prebuilt__*`, of `examples/downstream` packaged and built with
+//! no toolkit from its prebuilt kernels), the `apps` CLI and xtask itself (for
 //! `xtask bench --apps bin/apps`), and copies them with a `run.sh` into
 //! `target/gpu-bundle/`, so that a GPU host with no Rust runs the whole GPU
 //! suite, the benchmarks and the suite under compute-sanitizer with one
@@ -19,8 +21,13 @@ use crate::output;
 /// The bundle's size limit: what one device call can carry with room to spare.
 const MAX_BYTES: u64 = 60 << 20;
 
-/// Crates whose tests run on the GPU host.
-const GPU_CRATES: &[&str] = &["gpu-core", "cuda-sys", "apps"];
+/// Crates whose tests run on the GPU host, by folder (the bundle's names)
+/// and package name (cargo's `-p`).
+const GPU_CRATES: &[(&str, &str)] = &[
+    ("gpu-core", "kiln-gpu-core"),
+    ("cuda-sys", "cuda-sys"),
+    ("apps", "apps"),
+];
 
 /// A crate outside the workspace whose tests are bundled too: its own
 /// manifest, target dir and env prefix.
@@ -78,6 +85,7 @@ const SANITIZED: &[&str] = &[
     "apps__anneal",
     "apps__assign_tc",
     "downstream__saxpy",
+    "downstream-prebuilt__saxpy",
     "kernel-trees__elementwise",
     "kernel-trees__host",
     "kernel-trees__rdc",
@@ -131,10 +139,11 @@ pub(crate) fn run(root: &Path, args: &ArchArg) -> Result<()> {
         "--no-run",
         "--message-format=json-render-diagnostics",
     ]);
-    for krate in GPU_CRATES {
-        tests.args(["-p", krate]);
+    for (_, package) in GPU_CRATES {
+        tests.args(["-p", package]);
     }
-    let mut binaries = executables(tests, true, GPU_CRATES)?;
+    let folders: Vec<&str> = GPU_CRATES.iter().map(|(folder, _)| *folder).collect();
+    let mut binaries = executables(tests, true, &folders)?;
     for outside in OUTSIDE_CRATES {
         binaries.extend(executables(
             outside_tests(root, outside, arch.as_deref()),
@@ -142,6 +151,9 @@ pub(crate) fn run(root: &Path, args: &ArchArg) -> Result<()> {
             &[outside.name],
         )?);
     }
+    // The user's view: examples/downstream packaged, unpacked and built
+    // where no toolkit is found, its GPU code from its kernels-prebuilt/.
+    binaries.extend(crate::package::unpacked_downstream_tests(root, true)?);
     let mut apps = cargo(root, arch.as_deref());
     apps.args([
         "build",
@@ -275,11 +287,7 @@ fn outside_tests(root: &Path, outside: &OutsideCrate, arch: Option<&str>) -> Com
 /// `(bundle name, path)` of each executable cargo reports: test binaries
 /// (`crate__target`, `crate` one of `crates`) or, with `tests` false,
 /// binaries (`target`).
-fn executables(
-    mut cargo: Command,
-    tests: bool,
-    crates: &[&'static str],
-) -> Result<Vec<(String, PathBuf)>> {
+fn executables(mut cargo: Command, tests: bool, crates: &[&str]) -> Result<Vec<(String, PathBuf)>> {
     let output = cargo
         .spawn()
         .context("cannot run cargo")?
@@ -320,7 +328,7 @@ fn executables(
 
 /// Which of `crates` a cargo package id names: `path+file:///…/gpu-core#0.1.0`
 /// (the folder's name) or `…#apps@0.1.0` (a name that differs from it).
-fn package_name(id: &str, crates: &[&'static str]) -> Option<&'static str> {
+fn package_name<'a>(id: &str, crates: &[&'a str]) -> Option<&'a str> {
     crates
         .iter()
         .find(|c| id.contains(&format!("/{c}#")) || id.contains(&format!("#{c}@")))

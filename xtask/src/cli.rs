@@ -34,6 +34,10 @@ pub(crate) enum Command {
     Toolkit(ToolkitArgs),
     /// Run the CPU CI matrix of ci/matrix.toml.
     CiCpu(CiArgs),
+    /// Build a crate's kernels and write them into its kernels-prebuilt/.
+    Prebuilt(PrebuiltArgs),
+    /// cargo package the user crates; build them as users would (packed, by git URL).
+    Package,
 }
 
 /// `--arch SPEC`, shared by the commands that build kernels.
@@ -70,6 +74,9 @@ pub(crate) struct AuditArgs {
     /// Also write the report as JSON to FILE (checked writable before the build).
     #[arg(long, value_name = "FILE")]
     pub(crate) json: Option<PathBuf>,
+    /// Audit this folder of prebuilt kernels (prebuilt.toml) instead of building.
+    #[arg(long, value_name = "DIR", conflicts_with = "arch")]
+    pub(crate) prebuilt: Option<PathBuf>,
 }
 
 /// `cargo xtask toolkit [install] [--dir DIR]`.
@@ -87,6 +94,17 @@ pub(crate) struct ToolkitArgs {
 pub(crate) enum ToolkitAction {
     /// Install the pins of ci/toolkit.toml, or repair a damaged install.
     Install,
+}
+
+/// `cargo xtask prebuilt`.
+#[derive(Debug, Args)]
+pub(crate) struct PrebuiltArgs {
+    /// The crate (its Cargo.toml) whose build script runs cuda-build's KernelBuild.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) manifest_path: PathBuf,
+    /// Where to write (default: kernels-prebuilt beside that Cargo.toml).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
 }
 
 /// `cargo xtask ci-cpu`.

@@ -17,6 +17,8 @@ mod config;
 mod discovery;
 mod doctor;
 mod output;
+mod package;
+mod prebuilt;
 mod toolkit;
 mod workspace;
 
@@ -54,5 +56,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::PtxAudit(args) => audit::run(&root, &args),
         Command::Toolkit(args) => toolkit::run(&args),
         Command::CiCpu(args) => ci::run(&args),
+        Command::Prebuilt(args) => prebuilt::run(&root, &args),
+        Command::Package => package::run(&root),
     }
 }

@@ -65,7 +65,7 @@ fn crates_outside_the_workspace_compile_none_of_kilns_kernels() {
         "examples/kernel-trees/Cargo.lock",
     ] {
         let packages = locked(lock);
-        assert!(packages.iter().any(|p| p == "gpu-core"), "{lock}");
+        assert!(packages.iter().any(|p| p == "kiln-gpu-core"), "{lock}");
         assert!(
             !packages.iter().any(|p| p == "cuda-sys"),
             "{lock} resolves cuda-sys: a user's crate would build kiln's kernels"
@@ -96,5 +96,31 @@ fn gpu_core_depends_on_no_kernels_crate() {
     assert!(
         !names(&core, "dependencies").contains(&"cuda-sys".to_string()),
         "gpu-core depends on cuda-sys"
+    );
+}
+
+/// What a user depends on is publishable under a name of its own on the
+/// registry, and cuda-sys (kiln's kernels, outside its package; apps, which
+/// depends on it, cannot be published either) is not: gpu-core's test-only
+/// use of it names no version, so `cargo package` drops it.
+#[test]
+fn only_the_user_crates_are_published() {
+    for (path, package, published) in [
+        ("crates/kiln-abi/Cargo.toml", "kiln-abi", true),
+        ("crates/cuda-build/Cargo.toml", "kiln-cuda-build", true),
+        ("crates/gpu-core/Cargo.toml", "kiln-gpu-core", true),
+        ("crates/cuda-sys/Cargo.toml", "cuda-sys", false),
+    ] {
+        let toml = manifest(path);
+        let fields = toml["package"].as_table().unwrap();
+        assert_eq!(fields["name"].as_str(), Some(package), "{path}");
+        let publish = fields.get("publish").and_then(toml::Value::as_bool);
+        assert_eq!(publish.unwrap_or(true), published, "{path}: publish");
+    }
+    let core = manifest("crates/gpu-core/Cargo.toml");
+    let sys = &core["dev-dependencies"]["cuda-sys"];
+    assert!(
+        sys.get("version").is_none() && sys.get("workspace").is_none(),
+        "gpu-core's dev-dependency on cuda-sys must be by path alone: {sys}"
     );
 }

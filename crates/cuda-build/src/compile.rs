@@ -10,6 +10,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use crate::arch::ArchList;
+use crate::cache::{Cache, Hit};
 use crate::config::LinkMode;
 use crate::depfile;
 use crate::error::{io, Error};
@@ -35,6 +36,8 @@ pub(crate) struct Context<'a> {
     pub(crate) lib_prefix: &'a str,
     /// Diagnostics name files relative to this dir (the crate's root).
     pub(crate) base: &'a Path,
+    /// The kernel cache, unless it is off.
+    pub(crate) cache: Option<&'a Cache>,
 }
 
 /// One source's compile: its command and the files beside its output.
@@ -56,6 +59,9 @@ pub(crate) struct UnitResult {
     pub(crate) deps: Vec<PathBuf>,
     pub(crate) log: String,
     pub(crate) ms: Option<u64>,
+    /// Whether its output was written by this build (compiled, or restored
+    /// from the cache).
+    pub(crate) written: bool,
 }
 
 /// A module's units, link steps and output.
@@ -64,7 +70,8 @@ pub(crate) struct ModulePlan {
     pub(crate) module: Module,
     pub(crate) archs: ArchList,
     pub(crate) units: Vec<Unit>,
-    link_steps: Vec<(PathBuf, Vec<OsString>)>,
+    /// Each step's output, arguments and input objects.
+    link_steps: Vec<LinkStep>,
     link_stamp: PathBuf,
     link_log: PathBuf,
     /// The stamp of the module's other shape (one-call fat binary or linked
@@ -79,6 +86,9 @@ pub(crate) struct ModulePlan {
 pub(crate) fn static_lib_name(prefix: &str, module: &str) -> String {
     format!("{prefix}_{module}").replace('-', "_")
 }
+
+/// A link step: its output, its arguments and the objects it reads.
+type LinkStep = (PathBuf, Vec<OsString>, Vec<PathBuf>);
 
 /// What every unit of one module shares.
 struct Units<'a> {
@@ -128,7 +138,7 @@ fn link_steps(
     mut objects: Vec<PathBuf>,
     objs: &Path,
     cx: &Context<'_>,
-) -> (Vec<(PathBuf, Vec<OsString>)>, PathBuf) {
+) -> (Vec<LinkStep>, PathBuf) {
     let device_link = |output: &Path, fatbin: bool, objects: &[PathBuf]| {
         DeviceLinkCommand {
             nvcc: cx.nvcc,
@@ -143,18 +153,26 @@ fn link_steps(
     match module.link {
         LinkMode::Fatbin => {
             let output = cx.out_dir.join(format!("{}.fatbin", module.name));
-            steps.push((output.clone(), device_link(&output, true, &objects)));
+            steps.push((
+                output.clone(),
+                device_link(&output, true, &objects),
+                objects,
+            ));
             (steps, output)
         }
         LinkMode::Static => {
             if module.rdc {
                 let dlink = objs.join("dlink.o");
-                steps.push((dlink.clone(), device_link(&dlink, false, &objects)));
+                steps.push((
+                    dlink.clone(),
+                    device_link(&dlink, false, &objects),
+                    objects.clone(),
+                ));
                 objects.push(dlink);
             }
             let lib_name = static_lib_name(cx.lib_prefix, &module.name);
             let output = cx.out_dir.join(format!("lib{lib_name}.a"));
-            steps.push((output.clone(), library_args(&objects, &output)));
+            steps.push((output.clone(), library_args(&objects, &output), objects));
             (steps, output)
         }
     }
@@ -230,21 +248,20 @@ impl ModulePlan {
         cx: &Context<'_>,
     ) -> Result<ModuleEntry, Error> {
         let fingerprint = self.link_fingerprint(cx);
-        let compiled_any = results.iter().any(|r| r.ms.is_some());
+        let compiled_any = results.iter().any(|r| r.written);
         let up_to_date = !compiled_any
             && self.output.is_file()
             && std::fs::read_to_string(&self.link_stamp).is_ok_and(|s| s == fingerprint);
         let started = Instant::now();
         let mut link_log = String::new();
         let mut linked = false;
+        let mut ran_nvcc = false;
         if !self.link_steps.is_empty() && !up_to_date {
             let _ = std::fs::remove_file(&self.link_stamp);
-            for (output, args) in &self.link_steps {
-                let log =
-                    run_nvcc(cx, &self.module.name, &cx.nvcc.program, args).inspect_err(|_| {
-                        let _ = std::fs::remove_file(output);
-                    })?;
+            for (output, args, inputs) in &self.link_steps {
+                let (log, ran) = link_step(cx, &self.module.name, output, args, inputs)?;
                 link_log.push_str(&log);
+                ran_nvcc |= ran;
             }
             io(&self.link_log, std::fs::write(&self.link_log, &link_log))?;
             io(
@@ -258,7 +275,7 @@ impl ModulePlan {
         if linked || (self.link_steps.is_empty() && compiled_any) {
             let _ = std::fs::remove_file(&self.other_stamp);
         }
-        let link_ms = linked.then(|| elapsed_ms(started));
+        let link_ms = ran_nvcc.then(|| elapsed_ms(started));
         let ms = results
             .iter()
             .filter_map(|r| r.ms)
@@ -312,7 +329,7 @@ impl ModulePlan {
         let lines: Vec<String> = self
             .link_steps
             .iter()
-            .map(|(_, args)| shell_line(&cx.nvcc.program, args))
+            .map(|(_, args, _)| shell_line(&cx.nvcc.program, args))
             .collect();
         format!("{} {}", cx.toolkit.version, lines.join("\n"))
     }
@@ -334,7 +351,45 @@ impl Unit {
         if let Some(result) = self.reuse(cx) {
             return Ok(result);
         }
+        if let Some(cache) = cx.cache {
+            if let Some(hit) = cache.lookup_compile(&self.args, &self.source) {
+                return self.restore(cx, hit);
+            }
+        }
         self.compile(cx)
+    }
+
+    /// Writes a cached compile's output, log and stamp, as if nvcc had run.
+    fn restore(&self, cx: &Context<'_>, hit: Hit) -> Result<UnitResult, Error> {
+        if let Some(dir) = self.output.parent() {
+            io(dir, std::fs::create_dir_all(dir))?;
+        }
+        io(&self.output, std::fs::write(&self.output, &hit.output))?;
+        io(&self.log, std::fs::write(&self.log, &hit.log))?;
+        let deps = self.project_deps(cx, hit.deps);
+        self.write_stamp(cx, &deps)?;
+        Ok(UnitResult {
+            deps,
+            log: hit.log,
+            ms: None,
+            written: true,
+        })
+    }
+
+    /// The dependencies worth watching: not the source, not the system's or
+    /// the toolkit's headers.
+    fn project_deps(&self, cx: &Context<'_>, all: Vec<PathBuf>) -> Vec<PathBuf> {
+        all.into_iter()
+            .filter(|d| *d != self.source && !depfile::is_system_header(d, &cx.toolkit.root))
+            .collect()
+    }
+
+    fn write_stamp(&self, cx: &Context<'_>, deps: &[PathBuf]) -> Result<(), Error> {
+        let stamp: String = std::iter::once(self.fingerprint(cx))
+            .chain(deps.iter().map(|d| d.display().to_string()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        io(&self.stamp, std::fs::write(&self.stamp, stamp))
     }
 
     fn reuse(&self, cx: &Context<'_>) -> Option<UnitResult> {
@@ -360,6 +415,7 @@ impl Unit {
             deps,
             log,
             ms: None,
+            written: false,
         })
     }
 
@@ -376,23 +432,45 @@ impl Unit {
         })?;
         let ms = elapsed_ms(started);
         let text = io(&self.depfile, std::fs::read_to_string(&self.depfile))?;
-        let deps: Vec<PathBuf> = depfile::parse(&text, cx.out_dir)
+        let all: Vec<PathBuf> = depfile::parse(&text, cx.out_dir)
             .into_iter()
             .map(|d| depfile::normalize(&d))
-            .filter(|d| *d != self.source && !depfile::is_system_header(d, &cx.toolkit.root))
             .collect();
         io(&self.log, std::fs::write(&self.log, &log))?;
-        let stamp: String = std::iter::once(self.fingerprint(cx))
-            .chain(deps.iter().map(|d| d.display().to_string()))
-            .collect::<Vec<_>>()
-            .join("\n");
-        io(&self.stamp, std::fs::write(&self.stamp, stamp))?;
+        if let Some(cache) = cx.cache {
+            cache.store_compile(&self.args, &self.source, &all, &self.output, &log);
+        }
+        let deps = self.project_deps(cx, all);
+        self.write_stamp(cx, &deps)?;
         Ok(UnitResult {
             deps,
             log,
             ms: Some(ms),
+            written: true,
         })
     }
+}
+
+/// One link step, from the cache when the same command linked the same
+/// objects before; returns what it printed and whether nvcc ran.
+fn link_step(
+    cx: &Context<'_>,
+    module: &str,
+    output: &Path,
+    args: &[OsString],
+    inputs: &[PathBuf],
+) -> Result<(String, bool), Error> {
+    if let Some((bytes, log)) = cx.cache.and_then(|c| c.lookup_link(args, inputs)) {
+        io(output, std::fs::write(output, bytes))?;
+        return Ok((log, false));
+    }
+    let log = run_nvcc(cx, module, &cx.nvcc.program, args).inspect_err(|_| {
+        let _ = std::fs::remove_file(output);
+    })?;
+    if let Some(cache) = cx.cache {
+        cache.store_link(args, inputs, output, &log);
+    }
+    Ok((log, true))
 }
 
 fn elapsed_ms(since: Instant) -> u64 {

@@ -12,16 +12,20 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::arch::{Arch, ArchList, ArchSpec, SupportedArchs};
+use crate::arch::{Arch, ArchList, ArchSpec};
+use crate::cache::{self, Cache};
 use crate::compile::{static_lib_name, Context, ModulePlan};
 use crate::config::{KernelConfig, LinkMode};
 use crate::driver::{nvcc_from_env, HOST_COMPILER_VARS, NVCC_OWN_VARS};
 use crate::emit;
 use crate::error::{io, Error};
-use crate::manifest::{self, Manifest, ModuleEntry, ToolkitEntry, FORMAT};
+use crate::manifest::{self, Manifest, ModuleEntry, ToolkitEntry};
 use crate::modules::{self, Module};
 use crate::parallel;
+use crate::prebuilt::{self, Check};
 use crate::toolkit::{discover, Discovery, ProcessEnv, Toolkit, DISCOVERY_ENV_VARS};
+
+mod no_toolkit;
 
 /// A kernel build, configured by the caller's build script.
 #[derive(Debug, Clone)]
@@ -34,6 +38,7 @@ pub struct KernelBuild {
     candidates: Vec<(String, PathBuf)>,
     image_type: String,
     out_dir: Option<PathBuf>,
+    prebuilt_dir: PathBuf,
 }
 
 /// What a kernel build produced.
@@ -96,6 +101,7 @@ impl KernelBuild {
             candidates: Vec::new(),
             image_type: "::gpu_core::FatbinImage".to_string(),
             out_dir: None,
+            prebuilt_dir: PathBuf::from(prebuilt::DEFAULT_DIR),
         }
     }
 
@@ -150,6 +156,14 @@ impl KernelBuild {
         self
     }
 
+    /// The folder of prebuilt kernels (default `kernels-prebuilt` in the
+    /// package root), embedded when no toolkit is found and they were built
+    /// from the sources as they are; see [`prebuilt`](crate::prebuilt).
+    pub fn prebuilt_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.prebuilt_dir = dir.into();
+        self
+    }
+
     /// Runs the build and prints the Cargo directives. For build scripts.
     pub fn run(self) -> Result<BuildReport, Error> {
         let report = self.build()?;
@@ -193,6 +207,7 @@ impl KernelBuild {
         if let Some(dir) = &self.out_dir {
             self.out_dir = Some(absolute(dir)?);
         }
+        self.prebuilt_dir = absolute(&self.prebuilt_dir)?;
         Ok(self)
     }
 
@@ -210,11 +225,32 @@ impl KernelBuild {
         for probe in discovery.iter().flat_map(Discovery::misconfigured) {
             cargo.push(format!("cargo::warning={probe}: ignored, looking further"));
         }
+        if self.prebuilt_dir.is_dir() {
+            cargo.push(format!(
+                "cargo::rerun-if-changed={}",
+                self.prebuilt_dir.display()
+            ));
+        }
         match discovery.as_ref().and_then(|d| d.toolkit.clone()) {
-            None => {
-                let manifest = self.cpu_only(inputs, discovery.as_ref(), &vars, &mut cargo)?;
+            None if switched_off => {
+                let manifest = self.cpu_only(inputs, None, None, &vars, &mut cargo)?;
                 self.finish(manifest, None, discovery, &out_dir, cargo)
             }
+            None => match self.check_prebuilt(&inputs)? {
+                Check::Matching(prebuilt) => {
+                    let manifest = self.embed_prebuilt(inputs, &prebuilt, &out_dir, &mut cargo)?;
+                    self.finish(manifest, None, discovery, &out_dir, cargo)
+                }
+                check => {
+                    let stale = match check {
+                        Check::Stale(why) => Some(why),
+                        _ => None,
+                    };
+                    let manifest =
+                        self.cpu_only(inputs, discovery.as_ref(), stale, &vars, &mut cargo)?;
+                    self.finish(manifest, None, discovery, &out_dir, cargo)
+                }
+            },
             Some(toolkit) => {
                 let manifest = self.compile(inputs, &toolkit, &vars, &out_dir, &mut cargo)?;
                 self.finish(manifest, Some(toolkit), discovery, &out_dir, cargo)
@@ -232,6 +268,7 @@ impl KernelBuild {
             .chain(own.map(String::as_str))
             .chain(HOST_COMPILER_VARS)
             .chain(NVCC_OWN_VARS)
+            .chain(cache::VARS)
             .chain(["NUM_JOBS"])
             .map(|var| format!("cargo::rerun-if-env-changed={var}"))
             .collect();
@@ -288,56 +325,6 @@ impl KernelBuild {
         })
     }
 
-    /// No toolkit: an error under `<PREFIX>_REQUIRE_CUDA=1`, else one warning
-    /// and a manifest of modules with nothing built. The specs are still
-    /// checked, so a bad one fails on every machine.
-    fn cpu_only(
-        &self,
-        inputs: Inputs,
-        discovery: Option<&Discovery>,
-        vars: &Vars,
-        cargo: &mut Vec<String>,
-    ) -> Result<Manifest, Error> {
-        let looked_at = match discovery {
-            Some(d) => d.looked_at(),
-            None => format!("nowhere: {}=off", vars.switch),
-        };
-        if std::env::var(&vars.require).is_ok_and(|v| v == "1") {
-            return Err(Error::ToolkitRequired {
-                var: vars.require.clone(),
-                looked_at,
-                hint: self.toolkit_hint.clone(),
-            });
-        }
-        let builtin = SupportedArchs::cuda_13_0_builtin();
-        let archs = inputs
-            .spec
-            .resolve(&builtin, &inputs.origin, || Ok(Vec::new()))?;
-        for (module, own) in inputs.modules.iter().zip(&inputs.specs) {
-            let archs = match own {
-                Some((spec, origin)) => spec.resolve(&builtin, origin, || Ok(Vec::new()))?,
-                None => archs.clone(),
-            };
-            check_rdc_archs(module, &archs, &inputs.config_path)?;
-        }
-        let reason = format!("no CUDA toolkit found (looked at {looked_at})");
-        cargo.push(format!(
-            "cargo::warning={reason}; building CPU-only. For GPU code, {}",
-            self.toolkit_hint
-        ));
-        Ok(Manifest {
-            format: FORMAT,
-            cuda_enabled: false,
-            cpu_only_reason: Some(reason),
-            arch_spec: inputs.spec.as_str().to_string(),
-            arch_origin: inputs.origin,
-            sass: Vec::new(),
-            ptx: Vec::new(),
-            toolkit: None,
-            modules: inputs.modules.iter().map(cpu_only_entry).collect(),
-        })
-    }
-
     /// With a toolkit: resolve the archs, bring every module up to date, and
     /// add the link lines and the watched headers outside the kernels dir.
     fn compile(
@@ -355,6 +342,8 @@ impl KernelBuild {
         let nvcc = nvcc_from_env(&toolkit.nvcc, &vars.launcher)?;
         let base = io(Path::new("."), std::env::current_dir())?;
         let lib_prefix = self.lower_prefix();
+        let cache =
+            cache::settings_from_env()?.map(|(dir, max)| Cache::new(dir, max, toolkit, out_dir));
         let cx = Context {
             nvcc: &nvcc,
             toolkit,
@@ -363,6 +352,7 @@ impl KernelBuild {
             include_dirs: &self.include_dirs,
             lib_prefix: &lib_prefix,
             base: &base,
+            cache: cache.as_ref(),
         };
         let mut plans = Vec::new();
         for (module, own) in inputs.modules.into_iter().zip(inputs.specs) {
@@ -374,17 +364,22 @@ impl KernelBuild {
             plans.push(ModulePlan::new(module, archs, &cx));
         }
         let entries = bring_up_to_date(&plans, &cx)?;
+        let cache = cache.map(|cache| {
+            cache.evict();
+            cache.report()
+        });
+        // In the manifest, and on stderr (`cargo build -vv`): a warning
+        // would be replayed by Cargo on every later build.
+        if let Some(report) = cache.as_ref().filter(|r| r.hits + r.misses > 0) {
+            eprintln!("{report}");
+        }
         let libraries: Vec<String> = entries
             .iter()
             .filter(|e| e.link == LinkMode::Static)
             .map(|e| static_lib_name(&lib_prefix, &e.name))
             .collect();
         let manifest = Manifest {
-            format: FORMAT,
             cuda_enabled: true,
-            cpu_only_reason: None,
-            arch_spec: inputs.spec.as_str().to_string(),
-            arch_origin: inputs.origin,
             sass: names(&archs.sass, Arch::sm_name),
             ptx: names(&archs.ptx, Arch::compute_name),
             toolkit: Some(ToolkitEntry {
@@ -392,10 +387,21 @@ impl KernelBuild {
                 version: toolkit.version.to_string(),
                 found_by: toolkit.found_by.clone(),
             }),
+            inputs: self.naming(&base).inputs(
+                &entries,
+                Some(inputs.config_path.as_path()).filter(|p| p.is_file()),
+            )?,
             modules: entries,
+            cache: cache.filter(|r| r.hits + r.misses > 0),
+            base: Some(base.clone()),
+            include_dirs: self.include_dirs.clone(),
+            ..Manifest::empty(inputs.spec.as_str(), inputs.origin)
         };
         cargo.extend(emit::link_directives(
-            &manifest, &libraries, out_dir, toolkit,
+            &manifest,
+            &libraries,
+            out_dir,
+            &toolkit.lib_dir(),
         ));
         for dep in manifest.modules.iter().flat_map(|e| &e.deps) {
             if !dep.starts_with(&self.kernels_dir) {
@@ -414,14 +420,19 @@ impl KernelBuild {
         mut cargo: Vec<String>,
     ) -> Result<BuildReport, Error> {
         let prefix = self.lower_prefix();
+        let version = match (&toolkit, &manifest.prebuilt) {
+            (Some(tk), _) => Some((tk.version.major, tk.version.minor)),
+            (None, Some(prebuilt)) => Some(prebuilt::major_minor(&prebuilt.toolkit)),
+            (None, None) => None,
+        };
         let manifest_path = out_dir.join(manifest::file_name(&self.env_prefix));
         emit::write_if_changed(&manifest_path, &manifest.to_toml())?;
         let modules_rs = out_dir.join(format!("{prefix}_modules.rs"));
         emit::write_if_changed(
             &modules_rs,
-            &emit::modules_rust(&manifest, toolkit.as_ref(), &self.image_type),
+            &emit::modules_rust(&manifest, version, &self.image_type),
         )?;
-        cargo.extend(emit::cfg_directives(&self.env_prefix, toolkit.as_ref()));
+        cargo.extend(emit::cfg_directives(&self.env_prefix, version));
         Ok(BuildReport {
             manifest,
             manifest_path,
@@ -474,25 +485,6 @@ fn check_rdc_archs(module: &Module, archs: &ArchList, config_path: &Path) -> Res
 
 fn names(archs: &[Arch], name: fn(Arch) -> String) -> Vec<String> {
     archs.iter().map(|a| name(*a)).collect()
-}
-
-/// A module's entry in a CPU-only build: nothing built.
-fn cpu_only_entry(module: &Module) -> ModuleEntry {
-    ModuleEntry {
-        name: module.name.clone(),
-        source: module.sources[0].clone(),
-        sources: module.sources.clone(),
-        link: module.link,
-        rdc: module.rdc,
-        sass: Vec::new(),
-        ptx: Vec::new(),
-        output: None,
-        size_bytes: 0,
-        compiled: false,
-        compile_ms: None,
-        deps: Vec::new(),
-        kernels: Vec::new(),
-    }
 }
 
 /// The GPUs' archs on this machine, for `native`.

@@ -28,16 +28,26 @@
 //! The API: [`KernelBuild`], [`BuildReport`], [`Error`], [`header`],
 //! [`cpu_only_directives`].
 //!
+//! Every nvcc step goes through a content-addressed kernel cache kept outside
+//! the target dir (`KILN_CACHE_DIR`, default the user's cache dir;
+//! `KILN_CACHE_MAX`; `KILN_CACHE=off`), so `cargo clean` and the other
+//! profile compile nothing compiled before. With no toolkit, a crate's
+//! [`prebuilt`] kernels (`kernels-prebuilt/`, written by
+//! [`prebuilt::export`]) are embedded when they were built from the sources
+//! as they are.
+//!
 //! # For tools
 //! What a build reads and writes, for tools that report on or check builds
 //! (kiln's own build tooling uses these): [`toolkit`] (discovery and where it looked), [`arch`]
 //! (the arch grammar), [`config`] (the config file), [`manifest`] and
 //! [`resources`] (what a build produced), and, without libclang, the
-//! committed-bindings check in [`bindings`]; `codegen` (feature `codegen`)
-//! runs bindgen over kernel headers.
+//! committed-bindings check in [`bindings`], prebuilt kernels in
+//! [`prebuilt`]; `codegen` (feature `codegen`) runs bindgen over kernel
+//! headers.
 
 pub mod arch;
 pub mod bindings;
+mod cache;
 #[cfg(feature = "codegen")]
 pub mod codegen;
 mod compile;
@@ -52,6 +62,7 @@ pub mod manifest;
 mod modules;
 mod nvcc;
 mod parallel;
+pub mod prebuilt;
 pub mod resources;
 pub mod toolkit;
 
@@ -59,5 +70,5 @@ pub use arch::{Arch, ArchError, ArchList, ArchSpec, SupportedArchs};
 pub use config::{KernelConfig, LinkMode, ModuleConfig};
 pub use error::Error;
 pub use kernel_build::{cpu_only_directives, BuildReport, KernelBuild};
-pub use manifest::Manifest;
+pub use manifest::{CacheReport, Manifest};
 pub use toolkit::{discover, Discovery, Toolkit, ToolkitVersion};

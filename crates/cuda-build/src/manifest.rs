@@ -45,6 +45,57 @@ pub struct Manifest {
     pub toolkit: Option<ToolkitEntry>,
     /// One entry per module.
     pub modules: Vec<ModuleEntry>,
+    /// What the kernel cache did (absent when it is off or unused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheReport>,
+    /// The prebuilt kernels embedded instead of compiling (no toolkit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prebuilt: Option<PrebuiltEntry>,
+    /// The dir the build named files from (the package root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<PathBuf>,
+    /// The build's own include dirs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include_dirs: Vec<PathBuf>,
+    /// Every input of a CUDA build by content (what prebuilt kernels record).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputFile>,
+}
+
+/// One file a build read, by content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct InputFile {
+    /// Relative to the package root, or (with `include`) to an include dir
+    /// (absolute when it lies under neither).
+    pub path: PathBuf,
+    /// Whether `path` is relative to an include dir.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include: bool,
+    /// SHA-256 of its content, in hex.
+    pub sha256: String,
+}
+
+/// Prebuilt kernels a build embedded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct PrebuiltEntry {
+    /// Their folder.
+    pub dir: PathBuf,
+    /// The toolkit that built them (`13.0.88`).
+    pub toolkit: String,
+}
+
+/// What the kernel cache did in one build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CacheReport {
+    /// The store.
+    pub dir: PathBuf,
+    /// nvcc steps served from it.
+    pub hits: usize,
+    /// nvcc steps that ran (and were stored).
+    pub misses: usize,
 }
 
 /// The toolkit a build used.
@@ -97,6 +148,19 @@ pub struct ModuleEntry {
     pub kernels: Vec<KernelResources>,
 }
 
+impl std::fmt::Display for CacheReport {
+    /// `kernel cache: 3 of 4 nvcc steps served from /home/u/.cache/kiln`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "kernel cache: {} of {} nvcc steps served from {}",
+            self.hits,
+            self.hits + self.misses,
+            self.dir.display()
+        )
+    }
+}
+
 impl ModuleEntry {
     /// Distinct kernel names, in first-seen order.
     pub fn kernel_names(&self) -> Vec<&str> {
@@ -111,6 +175,27 @@ impl ModuleEntry {
 }
 
 impl Manifest {
+    /// A manifest of a build of these archs that built nothing yet: the
+    /// fields every kind of build fills in start empty.
+    pub(crate) fn empty(arch_spec: &str, arch_origin: String) -> Self {
+        Self {
+            format: FORMAT,
+            cuda_enabled: false,
+            cpu_only_reason: None,
+            arch_spec: arch_spec.to_string(),
+            arch_origin,
+            sass: Vec::new(),
+            ptx: Vec::new(),
+            toolkit: None,
+            modules: Vec::new(),
+            cache: None,
+            prebuilt: None,
+            base: None,
+            include_dirs: Vec::new(),
+            inputs: Vec::new(),
+        }
+    }
+
     /// TOML text.
     pub(crate) fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("a manifest always serializes")

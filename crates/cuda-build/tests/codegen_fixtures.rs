@@ -73,7 +73,7 @@ fn generate(fixture: &str) -> Option<Generated> {
     let generated = Codegen::new(dir)
         .include_dir(cuda_build::header::include_dir())
         .toolkit(root)
-        .regenerate_with("cargo test -p cuda-build --features codegen --test codegen_fixtures")
+        .regenerate_with("cargo test -p kiln-cuda-build --features codegen --test codegen_fixtures")
         .generate()
         .unwrap_or_else(|e| panic!("codegen on fixture {fixture}: {e}"));
     Some(generated)

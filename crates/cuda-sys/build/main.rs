@@ -8,7 +8,8 @@
 //! Env: `KILN_CUDA_ARCHS` (arch spec), `KILN_REQUIRE_CUDA=1` (no fallback),
 //! `KILN_CUDA=off` (pretend there is no toolkit), `KILN_NVCC_LAUNCHER`
 //! (`sccache`, `ccache`), `CUDAHOSTCXX` / `NVCC_CCBIN` (host compiler), plus
-//! discovery's `NVCC`, `CUDA_PATH`, `CUDA_HOME`, `CUDA_ROOT`, `PATH`.
+//! discovery's `NVCC`, `CUDA_PATH`, `CUDA_HOME`, `CUDA_ROOT`, `PATH`, and
+//! the kernel cache's `KILN_CACHE_DIR`, `KILN_CACHE_MAX`, `KILN_CACHE=off`.
 //! Sets `KILN_TOOLKIT_MAJOR` / `KILN_TOOLKIT_MINOR` for the crate's code.
 
 use std::path::{Path, PathBuf};

@@ -30,7 +30,8 @@ pub mod modules {
     include!(concat!(env!("OUT_DIR"), "/downstream_modules.rs"));
 }
 
-/// Whether this build carries GPU code (a toolkit was found at build time).
+/// Whether this build carries GPU code (a toolkit was found at build time,
+/// or none was and `kernels-prebuilt/` matched the kernels' sources).
 pub const CUDA_ENABLED: bool = cfg!(cuda_enabled);
 
 /// The backend: CUDA when a device can run this crate's modules, else the CPU

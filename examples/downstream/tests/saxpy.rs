@@ -55,3 +55,16 @@ fn backend_choice_says_why_it_fell_back() {
         None => println!("running on CUDA"),
     }
 }
+
+/// Where the embedded kernels came from: nvcc at build time, or the crate's
+/// `kernels-prebuilt/` where the build found no toolkit (the GPU bundle's
+/// `downstream-prebuilt__saxpy` prints `kernels: prebuilt kernels-prebuilt:
+/// CUDA 13.0, ...`).
+#[test]
+fn kernels_say_where_they_came_from() {
+    println!("kernels: {}", modules::IMAGES_FROM);
+    assert_eq!(
+        downstream::CUDA_ENABLED,
+        !modules::IMAGES_FROM.starts_with("none")
+    );
+}

@@ -114,7 +114,7 @@ fn run(requested: &Requested, module: &ModuleFacts, budgets: &Budgets, decl: Ker
         None,
         std::slice::from_ref(module),
         budgets,
-        &[decl],
+        Some(&[decl]),
     )
 }
 

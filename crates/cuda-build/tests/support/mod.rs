@@ -191,9 +191,17 @@ impl Fixture {
     /// Removes what an earlier test run left of this crate in the shared
     /// target dir, so that its first build starts from nothing.
     fn forget_earlier_runs(&self) {
-        let debug = self.target_dir.join("debug");
-        for dir in [".fingerprint", "build", "deps"] {
-            let Ok(entries) = std::fs::read_dir(debug.join(dir)) else {
+        self.clean();
+    }
+
+    /// What `cargo clean -p <crate>` removes: this crate's build script
+    /// runs, fingerprints and artifacts, in both profiles.
+    pub(crate) fn clean(&self) {
+        let dirs = ["debug", "release"].into_iter().flat_map(|profile| {
+            [".fingerprint", "build", "deps"].map(|dir| self.target_dir.join(profile).join(dir))
+        });
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
                 continue;
             };
             for entry in entries.flatten() {
@@ -217,7 +225,7 @@ impl Fixture {
         let cuda_build = Path::new(env!("CARGO_MANIFEST_DIR"));
         let manifest = format!(
             "[package]\nname = \"{}\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
-             [build-dependencies]\ncuda-build = {{ path = {:?} }}\n\n\
+             [build-dependencies]\ncuda-build = {{ package = \"kiln-cuda-build\", path = {:?} }}\n\n\
              # Its own workspace, not a stray member of the one above it.\n[workspace]\n",
             self.name,
             cuda_build.display().to_string()
@@ -265,10 +273,18 @@ impl Fixture {
     /// every dir holding an `nvcc`. `NVCC` is then set to the fixture's nvcc.
     /// `env` comes last; an empty value removes the variable.
     pub(crate) fn cargo_build(&self, env: &[(&str, &str)]) -> Output {
+        self.cargo_build_with(&[], env)
+    }
+
+    /// [`Fixture::cargo_build`] with more arguments (`--release`). The
+    /// kernel cache is off (`KILN_CACHE=off`) unless `env` turns it on.
+    pub(crate) fn cargo_build_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut command = Command::new(cargo);
         command
-            .args(["build", "--offline", "-v", "--manifest-path"])
+            .args(["build", "--offline", "-v"])
+            .args(args)
+            .arg("--manifest-path")
             .arg(self.crate_dir.join("Cargo.toml"))
             .current_dir(&self.crate_dir);
         for (key, _) in std::env::vars_os() {
@@ -282,6 +298,8 @@ impl Fixture {
             "CUDA_HOME",
             "CUDA_ROOT",
             "CARGO_BUILD_TARGET_DIR",
+            "KILN_CACHE_DIR",
+            "KILN_CACHE_MAX",
         ] {
             command.env_remove(key);
         }
@@ -289,6 +307,7 @@ impl Fixture {
             .env("PATH", path_without_nvcc())
             .env("CARGO_TARGET_DIR", &self.target_dir)
             .env("CARGO_TERM_COLOR", "never")
+            .env("KILN_CACHE", "off")
             .env("FAKE_NVCC_LOG", &self.log)
             .env("FAKE_NVCC_COMMANDS", self.root.join("commands.log"))
             .env("NVCC", &self.nvcc);

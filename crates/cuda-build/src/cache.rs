@@ -1,0 +1,501 @@
+//! The kernel cache: nvcc's outputs kept by content, outside any target dir,
+//! so that `cargo clean`, a fresh clone at the same path, or the other
+//! profile (dev and release share it) compiles nothing that was compiled
+//! before.
+//!
+//! # What a key covers
+//! A compile's key is found in two steps, as ccache's direct mode does: a
+//! base key of what is known before nvcc runs, then, for each set of files an
+//! earlier compile with that base key read (its depfile, `nvcc -MD`), the
+//! content of every one of those files as they are now.
+//! - the base key: the command line (out dir written as `$OUT`, so that the
+//!   dev and release profiles and a cleaned target dir share entries; the
+//!   launcher left out, it does not change the output), the source's path,
+//!   `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS` (nvcc reads them), and the
+//!   toolkit: its version with the build number (`13.0.88`, from
+//!   `nvcc --version`: another release or patch level compiles differently)
+//!   and its root (`-lineinfo` records the paths of the headers it inlines).
+//!   The archs and flags are in the command line.
+//! - the inputs: every file of the depfile (the source, the crate's headers,
+//!   the host compiler's headers) by content, except those under the toolkit
+//!   root, which its version covers. Hashing what the depfile lists rather
+//!   than nvcc's preprocessed output needs no extra nvcc run per source.
+//!   Absolute paths stay in the key: `-lineinfo` puts them in the image, so
+//!   a checkout at another path compiles again.
+//!
+//! A link step's key (`-dlink`, `-lib`) is its command line and the content
+//! of the objects it reads.
+//!
+//! # The store
+//! `KILN_CACHE_DIR` (default: the user's cache dir, `$XDG_CACHE_HOME/kiln`
+//! on Linux), bounded by `KILN_CACHE_MAX` (default 2G; least recently used
+//! entries go first), off with `KILN_CACHE=off`. These names are the same for
+//! every crate built with cuda-build, whatever its env prefix: the store is
+//! one per user. Every file is written to a temp file beside it and renamed
+//! into place, so concurrent builds read whole entries or none; a damaged or
+//! unreadable entry is a miss, and a store that cannot be written only costs
+//! the next build its hit.
+
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::SystemTime;
+
+use sha2::{Digest as _, Sha256};
+
+use crate::depfile;
+use crate::driver::NVCC_OWN_VARS;
+use crate::error::Error;
+use crate::manifest::CacheReport;
+use crate::toolkit::Toolkit;
+
+/// `KILN_CACHE=off` turns the cache off.
+pub(crate) const SWITCH_VAR: &str = "KILN_CACHE";
+/// Where the store lives.
+pub(crate) const DIR_VAR: &str = "KILN_CACHE_DIR";
+/// Its bound (`500M`, `2G`, `2GiB`, or bytes).
+pub(crate) const MAX_VAR: &str = "KILN_CACHE_MAX";
+/// The variables the cache reads.
+pub(crate) const VARS: [&str; 3] = [SWITCH_VAR, DIR_VAR, MAX_VAR];
+
+const DEFAULT_MAX: u64 = 2_000_000_000;
+/// Bumped when the key or the entry format changes: old entries are ignored.
+const LAYOUT: &str = "v1";
+/// Sets of inputs kept per base key (a header switched back and forth).
+const CANDIDATES: usize = 4;
+
+/// Where the store is and how big it may grow, from the environment; `None`
+/// when it is off (or there is no cache dir to default to).
+pub(crate) fn settings_from_env() -> Result<Option<(PathBuf, u64)>, Error> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    if var(SWITCH_VAR).is_some_and(|v| matches!(v.trim(), "off" | "0" | "false" | "no")) {
+        return Ok(None);
+    }
+    let max = match var(MAX_VAR) {
+        None => DEFAULT_MAX,
+        Some(text) => parse_size::parse_size(text.trim()).map_err(|e| Error::Setting {
+            var: MAX_VAR.to_string(),
+            value: text.clone(),
+            problem: format!("is not a size ({e})"),
+            fix: format!("write a size such as 500M or 2G, or unset {MAX_VAR}"),
+        })?,
+    };
+    let dir = match var(DIR_VAR) {
+        Some(dir) => PathBuf::from(dir),
+        None => match dirs::cache_dir() {
+            Some(dir) => dir.join("kiln"),
+            None => return Ok(None),
+        },
+    };
+    Ok(Some((dir, max)))
+}
+
+/// One build's view of the store.
+#[derive(Debug)]
+pub(crate) struct Cache {
+    root: PathBuf,
+    max_bytes: u64,
+    /// The toolkit and nvcc's own variables, in every key.
+    identity: String,
+    toolkit_root: PathBuf,
+    out_dir: PathBuf,
+    hits: AtomicUsize,
+    misses: AtomicUsize,
+    stored: AtomicUsize,
+}
+
+/// A compile served from the store.
+#[derive(Debug)]
+pub(crate) struct Hit {
+    pub(crate) output: Vec<u8>,
+    pub(crate) log: String,
+    /// Every file the compile read (its depfile).
+    pub(crate) deps: Vec<PathBuf>,
+}
+
+impl Cache {
+    pub(crate) fn new(dir: PathBuf, max_bytes: u64, toolkit: &Toolkit, out_dir: &Path) -> Self {
+        let mut identity = format!("toolkit {} at {}", toolkit.version, toolkit.root.display());
+        for var in NVCC_OWN_VARS {
+            identity.push_str(&format!(
+                "\n{var}={}",
+                std::env::var(var).unwrap_or_default()
+            ));
+        }
+        Self {
+            root: dir.join(LAYOUT),
+            max_bytes,
+            identity,
+            toolkit_root: depfile::normalize(&toolkit.root),
+            out_dir: out_dir.to_path_buf(),
+            hits: AtomicUsize::new(0),
+            misses: AtomicUsize::new(0),
+            stored: AtomicUsize::new(0),
+        }
+    }
+
+    /// The counts so far.
+    pub(crate) fn report(&self) -> CacheReport {
+        CacheReport {
+            dir: self.root.parent().unwrap_or(&self.root).to_path_buf(),
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The compile of `source` by `args`, if an earlier one read files that
+    /// are all still as they were.
+    pub(crate) fn lookup_compile(&self, args: &[OsString], source: &Path) -> Option<Hit> {
+        let base = self.base_key("compile", args, source);
+        let hit = self.candidates(&base).into_iter().find_map(|deps| {
+            let key = self.inputs_key(&base, &deps)?;
+            let (log, output) = self.read_entry(&key)?;
+            Some(Hit { output, log, deps })
+        });
+        self.count(hit.is_some());
+        hit
+    }
+
+    /// Stores a compile's output under the files it read (`deps`, its whole
+    /// depfile).
+    pub(crate) fn store_compile(
+        &self,
+        args: &[OsString],
+        source: &Path,
+        deps: &[PathBuf],
+        output: &Path,
+        log: &str,
+    ) {
+        let base = self.base_key("compile", args, source);
+        let Some(key) = self.inputs_key(&base, deps) else {
+            return;
+        };
+        if self.write_entry(&key, output, log).is_ok() {
+            let _ = self.add_candidate(&base, deps);
+        }
+    }
+
+    /// A link step's output and log, when the same command linked objects of
+    /// the same content before.
+    pub(crate) fn lookup_link(
+        &self,
+        args: &[OsString],
+        inputs: &[PathBuf],
+    ) -> Option<(Vec<u8>, String)> {
+        let key = self.inputs_key(&self.base_key("link", args, Path::new("")), inputs)?;
+        let hit = self.read_entry(&key).map(|(log, output)| (output, log));
+        self.count(hit.is_some());
+        hit
+    }
+
+    /// Stores a link step's output.
+    pub(crate) fn store_link(
+        &self,
+        args: &[OsString],
+        inputs: &[PathBuf],
+        output: &Path,
+        log: &str,
+    ) {
+        let base = self.base_key("link", args, Path::new(""));
+        if let Some(key) = self.inputs_key(&base, inputs) {
+            let _ = self.write_entry(&key, output, log);
+        }
+    }
+
+    fn count(&self, hit: bool) {
+        let counter = if hit { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn base_key(&self, kind: &str, args: &[OsString], source: &Path) -> String {
+        let mut hasher = Sha256::new();
+        for field in [
+            kind.as_bytes(),
+            self.identity.as_bytes(),
+            source.as_os_str().as_encoded_bytes(),
+        ] {
+            feed(&mut hasher, field);
+        }
+        for arg in args {
+            feed(&mut hasher, &self.without_out_dir(arg.as_encoded_bytes()));
+        }
+        hex(&hasher.finalize())
+    }
+
+    /// `$OUT/...` for a path in the out dir (the profiles' differ).
+    fn without_out_dir(&self, text: &[u8]) -> Vec<u8> {
+        let out = self.out_dir.as_os_str().as_encoded_bytes();
+        match text.windows(out.len().max(1)).position(|w| w == out) {
+            Some(at) if !out.is_empty() => {
+                let mut normalized = text[..at].to_vec();
+                normalized.extend_from_slice(b"$OUT");
+                normalized.extend_from_slice(&text[at + out.len()..]);
+                normalized
+            }
+            _ => text.to_vec(),
+        }
+    }
+
+    /// The key of `base` with these files as they are now; `None` when one
+    /// cannot be read.
+    fn inputs_key(&self, base: &str, files: &[PathBuf]) -> Option<String> {
+        let mut hasher = Sha256::new();
+        feed(&mut hasher, base.as_bytes());
+        for file in files {
+            let normalized = depfile::normalize(file);
+            feed(
+                &mut hasher,
+                &self.without_out_dir(normalized.as_os_str().as_encoded_bytes()),
+            );
+            if !normalized.starts_with(&self.toolkit_root) {
+                feed(&mut hasher, &Sha256::digest(std::fs::read(file).ok()?));
+            }
+        }
+        Some(hex(&hasher.finalize()))
+    }
+
+    fn entry_path(&self, key: &str) -> PathBuf {
+        self.root.join("entries").join(&key[..2]).join(key)
+    }
+
+    fn index_path(&self, base: &str) -> PathBuf {
+        self.root.join("index").join(&base[..2]).join(base)
+    }
+
+    /// An entry: the log's length (8 bytes, little-endian), the log, the
+    /// output. Reading it marks it used, for the eviction order.
+    fn read_entry(&self, key: &str) -> Option<(String, Vec<u8>)> {
+        let path = self.entry_path(key);
+        let bytes = std::fs::read(&path).ok()?;
+        let (len, rest) = bytes.split_first_chunk::<8>()?;
+        let len = usize::try_from(u64::from_le_bytes(*len)).ok()?;
+        let log = String::from_utf8(rest.get(..len)?.to_vec()).ok()?;
+        let output = rest.get(len..)?.to_vec();
+        if let Ok(file) = std::fs::File::options().append(true).open(&path) {
+            let _ = file.set_modified(SystemTime::now());
+        }
+        Some((log, output))
+    }
+
+    fn write_entry(&self, key: &str, output: &Path, log: &str) -> std::io::Result<()> {
+        let output = std::fs::read(output)?;
+        let mut bytes = Vec::with_capacity(8 + log.len() + output.len());
+        bytes.extend_from_slice(&(log.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(log.as_bytes());
+        bytes.extend_from_slice(&output);
+        write_atomically(&self.entry_path(key), &bytes)?;
+        self.stored.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The sets of files earlier compiles with this base key read, newest
+    /// first (one path a line, sets separated by an empty line).
+    fn candidates(&self, base: &str) -> Vec<Vec<PathBuf>> {
+        let text = std::fs::read_to_string(self.index_path(base)).unwrap_or_default();
+        text.split("\n\n")
+            .map(|set| {
+                set.lines()
+                    .filter(|l| !l.is_empty())
+                    .map(PathBuf::from)
+                    .collect::<Vec<_>>()
+            })
+            .filter(|set| !set.is_empty())
+            .collect()
+    }
+
+    fn add_candidate(&self, base: &str, deps: &[PathBuf]) -> std::io::Result<()> {
+        let mut sets = self.candidates(base);
+        sets.retain(|set| set != deps);
+        sets.insert(0, deps.to_vec());
+        sets.truncate(CANDIDATES);
+        let text: Vec<String> = sets
+            .iter()
+            .map(|set| set.iter().map(|p| format!("{}\n", p.display())).collect())
+            .collect();
+        write_atomically(&self.index_path(base), text.join("\n").as_bytes())
+    }
+
+    /// After a build that stored something: removes the least recently used
+    /// entries until the store is within its bound.
+    pub(crate) fn evict(&self) {
+        if self.stored.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut entries = Vec::new();
+        let Ok(shards) = std::fs::read_dir(self.root.join("entries")) else {
+            return;
+        };
+        for shard in shards.flatten() {
+            for entry in std::fs::read_dir(shard.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if let Ok(meta) = entry.metadata() {
+                    let used = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                    entries.push((used, meta.len(), entry.path()));
+                }
+            }
+        }
+        let mut total: u64 = entries.iter().map(|(_, len, _)| len).sum();
+        entries.sort();
+        for (_, len, path) in entries {
+            if total <= self.max_bytes {
+                break;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                total -= len;
+            }
+        }
+    }
+}
+
+fn feed(hasher: &mut Sha256, field: &[u8]) {
+    hasher.update((field.len() as u64).to_le_bytes());
+    hasher.update(field);
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes `bytes` to a temp file beside `path`, then renames it into place.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    file.write_all(bytes)?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::toolkit::ToolkitVersion;
+
+    fn toolkit(patch: u32) -> Toolkit {
+        Toolkit {
+            root: "/cuda".into(),
+            nvcc: "/cuda/bin/nvcc".into(),
+            version: ToolkitVersion {
+                major: 13,
+                minor: 0,
+                patch,
+            },
+            found_by: "test".into(),
+        }
+    }
+
+    fn args(out: &Path) -> Vec<OsString> {
+        vec![
+            "-fatbin".into(),
+            "-o".into(),
+            out.join("a.fatbin").into_os_string(),
+            "/src/a.cu".into(),
+        ]
+    }
+
+    /// A compile stored from one out dir is found from another (the other
+    /// profile), with the same toolkit only, and only while its inputs are
+    /// unchanged; a link step is keyed by its objects' content.
+    #[test]
+    fn keys_follow_content_toolkit_and_not_the_out_dir() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (store, dev, release) = (
+            tmp.path().join("store"),
+            tmp.path().join("dev"),
+            tmp.path().join("release"),
+        );
+        for dir in [&dev, &release] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let header = tmp.path().join("h.h");
+        std::fs::write(&header, "one").unwrap();
+        std::fs::write(dev.join("a.fatbin"), "image").unwrap();
+        let deps = vec![
+            header.clone(),
+            PathBuf::from("/cuda/include/cuda_runtime.h"),
+        ];
+        let source = Path::new("/src/a.cu");
+
+        let cache = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(88), &dev);
+        assert!(cache.lookup_compile(&args(&dev), source).is_none());
+        cache.store_compile(
+            &args(&dev),
+            source,
+            &deps,
+            &dev.join("a.fatbin"),
+            "ptxas info",
+        );
+
+        let other_profile = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(88), &release);
+        let hit = other_profile
+            .lookup_compile(&args(&release), source)
+            .expect("a hit");
+        assert_eq!(
+            (hit.output.as_slice(), hit.log.as_str()),
+            (&b"image"[..], "ptxas info")
+        );
+        assert_eq!(hit.deps, deps);
+        assert_eq!(other_profile.report().hits, 1);
+
+        let other_toolkit = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(89), &release);
+        assert!(other_toolkit
+            .lookup_compile(&args(&release), source)
+            .is_none());
+
+        std::fs::write(&header, "two").unwrap();
+        assert!(other_profile
+            .lookup_compile(&args(&release), source)
+            .is_none());
+        std::fs::write(&header, "one").unwrap();
+        assert!(other_profile
+            .lookup_compile(&args(&release), source)
+            .is_some());
+
+        let link = vec![OsString::from("-lib")];
+        let objects = vec![header.clone()];
+        cache.store_link(&link, &objects, &dev.join("a.fatbin"), "");
+        assert!(cache.lookup_link(&link, &objects).is_some());
+        std::fs::write(&header, "three").unwrap();
+        assert!(cache.lookup_link(&link, &objects).is_none());
+    }
+
+    #[test]
+    fn eviction_removes_the_least_recently_used_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        let cache = Cache::new(tmp.path().join("store"), 250, &toolkit(88), &out);
+        let mut keys = Vec::new();
+        for (i, when) in [(0u8, 30u64), (1, 10), (2, 20)] {
+            let object = out.join(format!("o{i}"));
+            std::fs::write(&object, vec![i; 100]).unwrap();
+            let args = vec![OsString::from(format!("-lib{i}"))];
+            cache.store_link(&args, std::slice::from_ref(&object), &object, "");
+            let key = cache
+                .inputs_key(&cache.base_key("link", &args, Path::new("")), &[object])
+                .unwrap();
+            let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(when);
+            std::fs::File::options()
+                .append(true)
+                .open(cache.entry_path(&key))
+                .unwrap()
+                .set_modified(at)
+                .unwrap();
+            keys.push(key);
+        }
+        cache.evict();
+        let kept: Vec<bool> = keys.iter().map(|k| cache.entry_path(k).exists()).collect();
+        assert_eq!(kept, [true, false, true], "the entry used longest ago went");
+    }
+
+    #[test]
+    fn sizes_parse_as_documented() {
+        assert_eq!(parse_size::parse_size("2G").unwrap(), 2_000_000_000);
+        assert_eq!(parse_size::parse_size("2GiB").unwrap(), 2 << 30);
+        assert_eq!(parse_size::parse_size("500M").unwrap(), 500_000_000);
+    }
+}

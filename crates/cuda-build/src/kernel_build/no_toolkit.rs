@@ -1,0 +1,158 @@
+//! A build that found no toolkit: the prebuilt kernels when they fit the
+//! sources (embedded as a toolkit build's images would be), else CPU-only
+//! with one warning, or an error under `<PREFIX>_REQUIRE_CUDA=1`.
+
+use std::path::{Path, PathBuf};
+
+use super::{check_rdc_archs, Inputs, KernelBuild, Vars};
+use crate::arch::SupportedArchs;
+use crate::compile::static_lib_name;
+use crate::config::LinkMode;
+use crate::emit;
+use crate::error::{io, Error};
+use crate::manifest::{Manifest, ModuleEntry, PrebuiltEntry};
+use crate::modules::Module;
+use crate::prebuilt::{self, Check, Naming, Prebuilt};
+use crate::toolkit::Discovery;
+
+impl KernelBuild {
+    /// No toolkit: an error under `<PREFIX>_REQUIRE_CUDA=1`, else one warning
+    /// and a manifest of modules with nothing built. The specs are still
+    /// checked, so a bad one fails on every machine.
+    pub(super) fn cpu_only(
+        &self,
+        inputs: Inputs,
+        discovery: Option<&Discovery>,
+        stale: Option<String>,
+        vars: &Vars,
+        cargo: &mut Vec<String>,
+    ) -> Result<Manifest, Error> {
+        let mut looked_at = match discovery {
+            Some(d) => d.looked_at(),
+            None => format!("nowhere: {}=off", vars.switch),
+        };
+        if let Some(why) = &stale {
+            looked_at.push_str(&format!(
+                "; the prebuilt kernels in {} are stale: {why}",
+                self.prebuilt_dir.display()
+            ));
+        }
+        if std::env::var(&vars.require).is_ok_and(|v| v == "1") {
+            return Err(Error::ToolkitRequired {
+                var: vars.require.clone(),
+                looked_at,
+                hint: self.toolkit_hint.clone(),
+            });
+        }
+        let builtin = SupportedArchs::cuda_13_0_builtin();
+        let archs = inputs
+            .spec
+            .resolve(&builtin, &inputs.origin, || Ok(Vec::new()))?;
+        for (module, own) in inputs.modules.iter().zip(&inputs.specs) {
+            let archs = match own {
+                Some((spec, origin)) => spec.resolve(&builtin, origin, || Ok(Vec::new()))?,
+                None => archs.clone(),
+            };
+            check_rdc_archs(module, &archs, &inputs.config_path)?;
+        }
+        let reason = match &stale {
+            None => format!("no CUDA toolkit found (looked at {looked_at})"),
+            Some(why) => format!(
+                "prebuilt kernels refused ({why}) and no CUDA toolkit found (looked at {})",
+                discovery.map(Discovery::looked_at).unwrap_or_default()
+            ),
+        };
+        cargo.push(format!(
+            "cargo::warning={reason}; building CPU-only. For GPU code, {}",
+            self.toolkit_hint
+        ));
+        Ok(Manifest {
+            cpu_only_reason: Some(reason),
+            modules: inputs.modules.iter().map(cpu_only_entry).collect(),
+            ..Manifest::empty(inputs.spec.as_str(), inputs.origin)
+        })
+    }
+
+    pub(super) fn naming<'a>(&'a self, base: &'a Path) -> Naming<'a> {
+        Naming {
+            base,
+            include_dirs: &self.include_dirs,
+        }
+    }
+
+    /// Whether the prebuilt kernels fit the modules as they are now.
+    pub(super) fn check_prebuilt(&self, inputs: &Inputs) -> Result<Check, Error> {
+        let base = io(Path::new("."), std::env::current_dir())?;
+        let modules: Vec<(String, Vec<PathBuf>)> = inputs
+            .modules
+            .iter()
+            .map(|m| (m.name.clone(), m.sources.clone()))
+            .collect();
+        Ok(prebuilt::check(
+            &self.prebuilt_dir,
+            &self.naming(&base),
+            &modules,
+        ))
+    }
+
+    /// No toolkit, but prebuilt kernels that fit: their images copied into
+    /// the out dir and embedded as a toolkit build's would be, in one line.
+    pub(super) fn embed_prebuilt(
+        &self,
+        inputs: Inputs,
+        prebuilt: &Prebuilt,
+        out_dir: &Path,
+        cargo: &mut Vec<String>,
+    ) -> Result<Manifest, Error> {
+        let modules = prebuilt.install(&self.prebuilt_dir, out_dir)?;
+        let libraries: Vec<String> = modules
+            .iter()
+            .filter(|e| e.link == LinkMode::Static)
+            .map(|e| static_lib_name(&self.lower_prefix(), &e.name))
+            .collect();
+        let relative = self
+            .prebuilt_dir
+            .strip_prefix(io(Path::new("."), std::env::current_dir())?)
+            .unwrap_or(&self.prebuilt_dir)
+            .to_path_buf();
+        cargo.push(format!(
+            "cargo::warning=prebuilt kernels: {} (from {}; no CUDA toolkit found)",
+            prebuilt.summary(),
+            relative.display()
+        ));
+        let manifest = Manifest {
+            cuda_enabled: true,
+            sass: prebuilt.sass.clone(),
+            ptx: prebuilt.ptx.clone(),
+            modules,
+            prebuilt: Some(PrebuiltEntry {
+                dir: relative,
+                toolkit: prebuilt.toolkit.clone(),
+            }),
+            ..Manifest::empty(inputs.spec.as_str(), inputs.origin)
+        };
+        cargo.extend(emit::link_directives(
+            &manifest, &libraries, out_dir, out_dir,
+        ));
+        Ok(manifest)
+    }
+}
+
+/// A module's entry in a CPU-only build: nothing built.
+fn cpu_only_entry(module: &Module) -> ModuleEntry {
+    ModuleEntry {
+        name: module.name.clone(),
+        source: module.sources[0].clone(),
+        sources: module.sources.clone(),
+        link: module.link,
+        rdc: module.rdc,
+        sass: Vec::new(),
+        ptx: Vec::new(),
+        output: None,
+        size_bytes: 0,
+        compiled: false,
+        compile_ms: None,
+        deps: Vec::new(),
+        kernels: Vec::new(),
+    }
+}

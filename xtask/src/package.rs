@@ -1,0 +1,327 @@
+//! `cargo xtask package`: kiln's library crates as a user gets them.
+//! 1. `cargo package` of the crates a user depends on (kiln-abi,
+//!    kiln-cuda-build, kiln-gpu-core), each verified by building the packed
+//!    copy.
+//! 2. `examples/downstream` packaged, unpacked with them in a temp dir and
+//!    built where no toolkit can be found (no `NVCC`, `CUDA_PATH`,
+//!    `CUDA_HOME`, `CUDA_ROOT`, no nvcc on `PATH`, `DOWNSTREAM_REQUIRE_CUDA=1`
+//!    so that a CPU-only fallback fails): GPU code comes from its
+//!    `kernels-prebuilt/`; its tests then run. The unpacked kiln crates stand
+//!    in for the registry (`[patch.crates-io]`), since they are not published.
+//! 3. A crate outside the repository depending on kiln-gpu-core and
+//!    kiln-cuda-build by git URL (a bare clone of this checkout's HEAD, so
+//!    only committed work counts), built CPU-only and with the toolkit.
+//!
+//! [`unpacked_downstream_tests`] is also what `gpu-bundle` ships as
+//! `downstream-prebuilt__*`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+use cargo_metadata::Message;
+
+/// The library crates a user depends on, by package name.
+const USER_CRATES: &[&str] = &["kiln-abi", "kiln-cuda-build", "kiln-gpu-core"];
+
+/// The line a build from prebuilt kernels prints.
+const PREBUILT_LINE: &str = "warning: downstream@0.1.0: prebuilt kernels: ";
+
+/// Runs the command.
+pub(crate) fn run(root: &Path) -> Result<()> {
+    println!(
+        "[1/3] cargo package {} (each verified)",
+        USER_CRATES.join(" ")
+    );
+    package_user_crates(root, true)?;
+
+    println!("[2/3] examples/downstream packaged, unpacked and built with no toolkit");
+    let tests = unpacked_downstream_tests(root, false)?;
+    for (name, path) in &tests {
+        let status = Command::new(path)
+            .status()
+            .with_context(|| format!("cannot run {}", path.display()))?;
+        if !status.success() {
+            bail!("the unpacked downstream's {name} failed ({status})");
+        }
+    }
+
+    println!("[3/3] a crate depending on kiln by git URL, CPU-only and with the toolkit");
+    git_user(root)
+}
+
+fn cargo(root: &Path) -> Command {
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo.current_dir(root);
+    cargo
+}
+
+/// `cargo package` of the user crates into `target/package`.
+fn package_user_crates(root: &Path, verify: bool) -> Result<()> {
+    let mut cargo = cargo(root);
+    cargo.args(["package", "--allow-dirty"]);
+    if !verify {
+        cargo.arg("--no-verify");
+    }
+    for krate in USER_CRATES {
+        cargo.args(["-p", krate]);
+    }
+    let status = cargo.status().context("cannot run cargo package")?;
+    if !status.success() {
+        bail!(
+            "cargo package of {} failed ({status})",
+            USER_CRATES.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// `--config patch.crates-io.<crate>.path=...` for each user crate unpacked
+/// under `dir`: they stand in for the registry.
+fn patches(dir: &Path) -> Vec<String> {
+    USER_CRATES
+        .iter()
+        .flat_map(|krate| {
+            let path = dir.join(format!("{krate}-0.1.0"));
+            [
+                "--config".to_string(),
+                format!(
+                    "patch.crates-io.{krate}.path={:?}",
+                    path.display().to_string()
+                ),
+            ]
+        })
+        .collect()
+}
+
+/// Unpacks a `.crate` into `dir`.
+fn unpack(archive: &Path, dir: &Path) -> Result<()> {
+    let status = Command::new("tar")
+        .arg("xzf")
+        .arg(archive)
+        .arg("-C")
+        .arg(dir)
+        .status()
+        .context("cannot run tar")?;
+    if !status.success() {
+        bail!("tar could not unpack {} ({status})", archive.display());
+    }
+    Ok(())
+}
+
+/// `PATH` without the dirs that hold an nvcc.
+fn path_without_nvcc() -> std::ffi::OsString {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::env::split_paths(&path).filter(|dir| !dir.join("nvcc").exists());
+    std::env::join_paths(dirs).unwrap_or_default()
+}
+
+/// Packages `examples/downstream` and the user crates, unpacks them in a
+/// temp dir outside the repository, builds the downstream's tests there
+/// with no toolkit to be found (release when asked) in
+/// `target/downstream-prebuilt`, checks that the build said it used its
+/// prebuilt kernels, and returns the test binaries as
+/// `downstream-prebuilt__<target>`.
+pub(crate) fn unpacked_downstream_tests(
+    root: &Path,
+    release: bool,
+) -> Result<Vec<(String, PathBuf)>> {
+    package_user_crates(root, false)?;
+    let unpacked = tempfile::Builder::new()
+        .prefix("kiln-user-")
+        .tempdir()
+        .context("cannot create a temp dir")?;
+    for krate in USER_CRATES {
+        unpack(
+            &root.join(format!("target/package/{krate}-0.1.0.crate")),
+            unpacked.path(),
+        )?;
+    }
+    let package_dir = root.join("target/downstream-package");
+    let status = cargo(root)
+        .args(["package", "--no-verify", "--allow-dirty", "--manifest-path"])
+        .arg(root.join("examples/downstream/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&package_dir)
+        .args(patches(&root.join("target/package")))
+        .status()
+        .context("cannot run cargo package")?;
+    if !status.success() {
+        bail!("cargo package of examples/downstream failed ({status})");
+    }
+    unpack(
+        &package_dir.join("package/downstream-0.1.0.crate"),
+        unpacked.path(),
+    )?;
+    let crate_dir = unpacked.path().join("downstream-0.1.0");
+
+    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    build.current_dir(&crate_dir);
+    for var in [
+        "NVCC",
+        "CUDA_PATH",
+        "CUDA_HOME",
+        "CUDA_ROOT",
+        "KILN_CUDA",
+        "DOWNSTREAM_CUDA",
+    ] {
+        build.env_remove(var);
+    }
+    build
+        .env("PATH", path_without_nvcc())
+        .env("DOWNSTREAM_REQUIRE_CUDA", "1")
+        .env("CARGO_TARGET_DIR", root.join("target/downstream-prebuilt"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .args([
+            "test",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .args(patches(unpacked.path()));
+    if release {
+        build.arg("--release");
+    }
+    let output = build.output().context("cannot run cargo")?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        bail!(
+            "the unpacked downstream did not build with no toolkit ({}); if its kernels changed, \
+             rerun `cargo xtask prebuilt --manifest-path examples/downstream/Cargo.toml`:\n{stderr}",
+            output.status
+        );
+    }
+    let Some(line) = stderr.lines().find(|l| l.starts_with(PREBUILT_LINE)) else {
+        bail!(
+            "the unpacked downstream's build did not say it embedded prebuilt kernels:\n{stderr}"
+        );
+    };
+    println!("{line}");
+    let mut tests = Vec::new();
+    for msg in Message::parse_stream(output.stdout.as_slice()) {
+        let Message::CompilerArtifact(artifact) = msg.context("cannot read cargo's output")? else {
+            continue;
+        };
+        match artifact.executable {
+            Some(path) if artifact.profile.test && artifact.target.name != "bindings" => {
+                let name = format!("downstream-prebuilt__{}", artifact.target.name);
+                tests.push((name, path.into_std_path_buf()));
+            }
+            _ => {}
+        }
+    }
+    Ok(tests)
+}
+
+/// The crate that depends on kiln by git URL: a kernel of its own, built by
+/// cuda-build, launched through gpu-core.
+const GIT_USER_BUILD_RS: &str = r#"fn main() {
+    let build = cuda_build::KernelBuild::new("kernels")
+        .env_prefix("GITUSER")
+        .include_dir(cuda_build::header::include_dir());
+    if let Err(error) = build.run() {
+        println!("cargo::error={}", error.to_string().lines().next().unwrap_or_default());
+        std::process::exit(1);
+    }
+}
+"#;
+
+const GIT_USER_LIB_RS: &str = r#"//! A crate using kiln by git URL.
+
+/// Its fat binaries.
+pub mod modules {
+    include!(concat!(env!("OUT_DIR"), "/gituser_modules.rs"));
+}
+
+/// Whether the build carried GPU code.
+pub const CUDA_ENABLED: bool = cfg!(cuda_enabled);
+
+/// The backend for its modules.
+pub fn backend() -> Result<gpu_core::Backend, gpu_core::Error> {
+    gpu_core::Backend::auto(modules::ALL)
+}
+"#;
+
+const GIT_USER_KERNEL: &str = r#"#include "kiln.h"
+
+KILN_KERNEL(scale, float *x, float a, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= a;
+}
+"#;
+
+fn git_user(root: &Path) -> Result<()> {
+    let head = String::from_utf8(
+        Command::new("git")
+            .current_dir(root)
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .context("cannot run git")?
+            .stdout,
+    )?
+    .trim()
+    .to_string();
+    let tmp = tempfile::Builder::new()
+        .prefix("kiln-git-user-")
+        .tempdir()?;
+    let bare = tmp.path().join("kiln.git");
+    let status = Command::new("git")
+        .args(["clone", "--quiet", "--bare"])
+        .arg(root)
+        .arg(&bare)
+        .status()
+        .context("cannot run git clone")?;
+    if !status.success() {
+        bail!("git clone of {} failed ({status})", root.display());
+    }
+    let url = format!("file://{}", bare.display());
+    let krate = tmp.path().join("gituser");
+    std::fs::create_dir_all(krate.join("src"))?;
+    std::fs::create_dir_all(krate.join("kernels"))?;
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"gituser\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
+             [dependencies]\ngpu-core = {{ package = \"kiln-gpu-core\", git = {url:?}, rev = {head:?} }}\n\n\
+             [build-dependencies]\ncuda-build = {{ package = \"kiln-cuda-build\", git = {url:?}, rev = {head:?} }}\n\n\
+             [workspace]\n"
+        ),
+    )?;
+    std::fs::write(krate.join("build.rs"), GIT_USER_BUILD_RS)?;
+    std::fs::write(krate.join("src/lib.rs"), GIT_USER_LIB_RS)?;
+    std::fs::write(krate.join("kernels/scale.cu"), GIT_USER_KERNEL)?;
+    // Pinned to the versions kiln's own lock resolved (already downloaded).
+    std::fs::copy(root.join("Cargo.lock"), krate.join("Cargo.lock"))?;
+    let nvcc = crate::toolkit::toolkit_present()
+        .context(
+            "no CUDA toolkit for the git-URL crate's CUDA build: run `cargo xtask toolkit install`",
+        )?
+        .nvcc;
+    let target = root.join("target/git-user");
+    for (what, env) in [
+        ("CPU-only", vec![("GITUSER_CUDA", "off".into())]),
+        (
+            "with the toolkit",
+            vec![
+                ("GITUSER_REQUIRE_CUDA", "1".into()),
+                ("NVCC", nvcc.display().to_string()),
+            ],
+        ),
+    ] {
+        let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        build
+            .current_dir(&krate)
+            .env("CARGO_TARGET_DIR", &target)
+            .args(["build", "--manifest-path"])
+            .arg(krate.join("Cargo.toml"));
+        for (key, value) in env {
+            build.env(key, value);
+        }
+        let status = build.status().context("cannot run cargo")?;
+        if !status.success() {
+            bail!("the git-URL crate did not build {what} ({status})");
+        }
+        println!("git-URL crate built {what}");
+    }
+    Ok(())
+}
