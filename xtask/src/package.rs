@@ -143,7 +143,9 @@ pub(crate) fn unpacked_downstream_tests(
         .arg(root.join("examples/downstream/Cargo.toml"))
         .arg("--target-dir")
         .arg(&package_dir)
-        .args(patches(&root.join("target/package")))
+        // The crates just unpacked: `target/package/<crate>-0.1.0` exists
+        // only after a verified `cargo package`.
+        .args(patches(unpacked.path()))
         .status()
         .context("cannot run cargo package")?;
     if !status.success() {
