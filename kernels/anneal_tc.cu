@@ -179,12 +179,13 @@ __device__ void to_half(const T *__restrict__ src, uint32_t rows, uint32_t d, ui
 }
 
 // ---------------------------------------------------------------------------
-// Tensor cores. A block of 8 warps takes 256 points; warp w owns points
-// w*32 .. w*32+31 and meets every anchor, 64 per anchor tile, so each point's
-// state stays inside one warp. Per anchor tile the warp's 32 x 64 dot
-// products are 2 (m16) x 8 (n8) mma.sync.m16n8k16 f16 accumulators (64 f32
-// per thread) on the scaled f16 copies, which stream through a 3-stage
-// cp.async pipeline, 32 halves of d per stage, fragments read by ldmatrix.
+// Tensor cores. A block of 4 warps takes 128 points (two blocks per SM);
+// warp w owns points w*32 .. w*32+31 and meets every anchor, 128 per anchor
+// tile, so each point's state stays inside one warp. Per anchor tile the
+// warp's 32 x 128 dot products are 2 (m16) x 16 (n8) mma.sync.m16n8k16 f16
+// accumulators (128 f32 per thread) on the scaled f16 copies, which stream
+// through a 4-stage cp.async pipeline, 32 halves of d per stage, fragments
+// read by ldmatrix.
 // The pipeline runs over (anchor tile, k stage) pairs without draining
 // between anchor tiles; the epilogue of a tile runs while the next tile's
 // first stages are in flight.
@@ -418,7 +419,7 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
         const int slot = static_cast<int>(tile % kNormSlots);
         ++tile;
 
-        // Epilogue, per point row: bounds of the 16 anchors this lane holds,
+        // Epilogue, per point row: bounds of the 32 anchors this lane holds,
         // the quad's best upper bound, then the anchors whose lower bound is
         // within it join the row's list (pruned by the current bound when full).
 #pragma unroll
@@ -601,7 +602,7 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
                 uint32_t *half_state, uint16_t *dst) {                                         \
         to_half(src, rows, d, dp, half_state, dst);                                            \
     }                                                                                          \
-    extern "C" __global__ void __launch_bounds__(kThreads, 1) anneal_assign_tc_##suffix(       \
+    extern "C" __global__ void __launch_bounds__(kThreads, 2) anneal_assign_tc_##suffix(       \
         const T *x, const uint16_t *xh, const float *x_norms, uint32_t n, uint32_t d,          \
         uint32_t dp, const float *anchors, const uint16_t *ch, const float *anchor_norms,      \
         uint32_t m, uint32_t flags, const uint32_t *half_state, const AnnealControl *control,  \

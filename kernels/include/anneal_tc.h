@@ -43,12 +43,12 @@
 
 /* Candidates kept per point before it is handed to the list kernel. */
 #define KILN_ANNEAL_TC_CANDIDATES 8u
-/* Points per block of anneal_assign_tc_*: grid ceil(n / 256), block
+/* Points per block of anneal_assign_tc_*: grid ceil(n / 128), block
  * KILN_ANNEAL_TC_THREADS threads, KILN_ANNEAL_TC_SMEM bytes of dynamic shared
  * memory (past the 48 KiB default: the kernel must be allowed it first). */
-#define KILN_ANNEAL_TC_TILE 256u
-#define KILN_ANNEAL_TC_THREADS 256u
-#define KILN_ANNEAL_TC_SMEM 146432u
+#define KILN_ANNEAL_TC_TILE 128u
+#define KILN_ANNEAL_TC_THREADS 128u
+#define KILN_ANNEAL_TC_SMEM 95744u
 /* The f16 copies' row length is d rounded up to a multiple of this. */
 #define KILN_ANNEAL_TC_DP 32u
 /* Block of anneal_assign_list_* (8 warps, 8 anchors each, per (point, 64

@@ -19,20 +19,23 @@
 //!   the bits: the same on every run), so scaling is exact and f16's range
 //!   has a factor 8 to spare for anchors; an anchor that still leaves it sets
 //!   a flag that sends every point to the list kernel (exact, slow, correct).
-//! - **Tile.** A block of 256 threads (8 warps) takes 256 points; warp `w`
+//! - **Tile.** A block of 128 threads (4 warps) takes 128 points; warp `w`
 //!   owns 32 of them and meets every anchor, 128 per anchor tile, so a
 //!   point's state never leaves its warp. Per anchor tile a warp's 32 × 128
 //!   dot products are 2 × 16 `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`
 //!   accumulators (128 f32 per thread). `d` streams 32 halves at a time
-//!   through a 4-stage `cp.async` pipeline (256 point rows and 128 anchor
+//!   through a 4-stage `cp.async` pipeline (128 point rows and 128 anchor
 //!   rows of 80 bytes per stage, so the 8 rows of an `ldmatrix` hit 32
 //!   distinct banks); the pipeline runs over (anchor tile, stage) pairs
-//!   without draining between anchor tiles. 143 KiB of dynamic shared memory
-//!   (`KILN_ANNEAL_TC_SMEM`), 246 registers: one block (8 warps) per SM.
-//!   Measured on the H100 (BENCHMARKS.md): 128-anchor tiles against 64 cut
-//!   the kernel's time by 23% at d = 768 and 28% at d = 1536, since every
-//!   anchor tile reads the block's points again and 64-anchor tiles, two
-//!   blocks per SM, kept more points in flight than L2 holds.
+//!   without draining between anchor tiles. 93.5 KiB of dynamic shared
+//!   memory (`KILN_ANNEAL_TC_SMEM`), 246 registers: two blocks (8 warps) per
+//!   SM, so one block's epilogue runs beside the other's tensor work.
+//!   Measured on the H100 (BENCHMARKS.md), against 64-anchor tiles: 23% less
+//!   time at d = 768 and 28% at d = 1536, since every anchor tile reads the
+//!   block's points again and with 64-anchor tiles more points were in
+//!   flight than L2 holds; against one block of 256 points per SM: the same
+//!   at d = 768, 6% less at d = 1536 and 10% less at 1M × 768 × 4096, 3%
+//!   more at d = 384.
 //! - **Epilogue, per anchor tile.** The 4 lanes of a quad hold one point row
 //!   (32 anchors each). Each turns its dot products into `A = max(xn + cn -
 //!   2·dot, 0)` (`dot` = accumulator · `σ⁻²`, exact) and the bound `e`
@@ -102,8 +105,8 @@
 //! # Speed
 //! Measured figures are in BENCHMARKS.md (the embedding grid and the seed
 //! shapes, beside PyTorch). By the tile shape: per warp and 16 of `d`, 32
-//! mma and 10 `ldmatrix.x4`; the block tile (256 points × 128 anchors) reads
-//! 30 KB per 2 MFLOP (68 FLOP/byte). The epilogue adds ~16 FP32
+//! mma and 10 `ldmatrix.x4`; the block tile (128 points × 128 anchors) reads
+//! 20 KB per 1 MFLOP (51 FLOP/byte). The epilogue adds ~16 FP32
 //! instructions per (point, anchor) against `2d` tensor FLOP, and the
 //! tensor pipe idles while it runs, so it weighs on small `d`. A bound
 //! shared by a whole tile (its largest anchor norm) was tried: 10% faster on
