@@ -70,6 +70,7 @@ const NOT_BUNDLED: &[&str] = &[
     "cuda-sys__bindings",
     "downstream__bindings",
     "kernel-trees__bindings",
+    "apps__launch",
 ];
 
 /// Test binaries run under the sanitizers: those that use the GPU (a binary
@@ -92,6 +93,22 @@ const SANITIZED: &[&str] = &[
     "kernel-trees__hopper",
     "kernel-trees__byname",
 ];
+
+/// Tests whose GPU work includes NCCL's (`binary:test filter`), sanitized in
+/// steps of their own and skipped in their binary's main steps. On the
+/// 2-GPU host NCCL's own reports drowned kiln's: memcheck reported API
+/// errors from inside libnccl (`cudaFuncGetAttributes` answering
+/// `cudaErrorNoKernelImageForDevice` while NCCL probes its kernels), and
+/// initcheck uninitialized reads in `ncclDevKernel_*` (NCCL's LL protocol
+/// polls flags in its own buffers, which it never initializes). So these
+/// steps exclude NCCL's kernels from every tool (`--kernel-name-exclude
+/// kns=ncclDevKernel`: kiln's kernels in the same test stay checked, and
+/// every buffer kiln hands NCCL is written by kiln first) and memcheck's
+/// API-error reports (`--report-api-errors no`: compute-sanitizer cannot
+/// scope them to a library; kiln's own API calls in these tests are the
+/// single-GPU tests' calls, which run under full memcheck). Not yet
+/// confirmed clean on the 2-GPU host.
+const NCCL_TESTS: &[&str] = &["apps__anneal:sharded_over_gpus"];
 
 /// Tests skipped under the sanitizers: the out-of-memory test makes a failing
 /// API call on purpose (memcheck reports it).
@@ -392,15 +409,25 @@ if [[ $what == all || $what == sanitize ]]; then
       by_name=""; only=""
       for b in {by_name}; do [[ $t == "$b" ]] && by_name="--skip by_name"; done
       for b in {by_name_only}; do [[ $t == "$b" ]] && only=1; done
+      nccl=""; skip_nccl=""
+      for b in {nccl}; do [[ $t == "${{b%%:*}}" ]] && nccl="${{b#*:}}" && skip_nccl="--skip $nccl"; done
       if [[ -z $only ]]; then
-        step "memcheck $t" "$SAN" --tool memcheck --leak-check full --error-exitcode 99 ./bin/$t --test-threads=1 {skips} $by_name
+        step "memcheck $t" "$SAN" --tool memcheck --leak-check full --error-exitcode 99 ./bin/$t --test-threads=1 {skips} $by_name $skip_nccl
       fi
       if [[ -n $by_name ]]; then
         step "memcheck $t (launches by name)" "$SAN" --tool memcheck --report-api-errors no --leak-check full --error-exitcode 99 ./bin/$t --test-threads=1 by_name
       fi
-      step "racecheck $t" "$SAN" --tool racecheck --error-exitcode 99 ./bin/$t --test-threads=1 {skips}
-      step "initcheck $t" "$SAN" --tool initcheck --error-exitcode 99 ./bin/$t --test-threads=1 {skips}
-      step "synccheck $t" "$SAN" --tool synccheck --error-exitcode 99 ./bin/$t --test-threads=1 {skips}
+      step "racecheck $t" "$SAN" --tool racecheck --error-exitcode 99 ./bin/$t --test-threads=1 {skips} $skip_nccl
+      step "initcheck $t" "$SAN" --tool initcheck --error-exitcode 99 ./bin/$t --test-threads=1 {skips} $skip_nccl
+      step "synccheck $t" "$SAN" --tool synccheck --error-exitcode 99 ./bin/$t --test-threads=1 {skips} $skip_nccl
+      if [[ -n $nccl ]]; then
+        # NCCL_TESTS in xtask/src/bundle.rs says why these options.
+        ex=(--kernel-name-exclude kns=ncclDevKernel)
+        step "memcheck $t (nccl)" "$SAN" --tool memcheck --report-api-errors no "${{ex[@]}}" --leak-check full --error-exitcode 99 ./bin/$t --test-threads=1 $nccl
+        for tool in racecheck initcheck synccheck; do
+          step "$tool $t (nccl)" "$SAN" --tool $tool "${{ex[@]}}" --error-exitcode 99 ./bin/$t --test-threads=1 $nccl
+        done
+      fi
     done
     # Positive control: memcheck must flag the planted out-of-bounds write.
     control() {{ "$SAN" --tool memcheck --error-exitcode 99 ./bin/gpu-core__memcheck_control --ignored --test-threads=1; [[ $? == 99 ]]; }}
@@ -417,6 +444,7 @@ echo "gpu-bundle: $passed passed, $failed failed"
         skips = SANITIZER_SKIPS,
         by_name = BY_NAME.join(" "),
         by_name_only = BY_NAME_ONLY.join(" "),
+        nccl = NCCL_TESTS.join(" "),
     )
 }
 
@@ -496,6 +524,62 @@ mod tests {
             Some("gpu-bundle: 2 passed, 1 failed"),
             "{stdout}"
         );
+    }
+
+    /// The sanitize step run on a fake binary and a fake compute-sanitizer
+    /// that logs its arguments: the NCCL test is skipped in the binary's
+    /// main steps and sanitized alone with NCCL's kernels excluded.
+    #[test]
+    fn nccl_tests_are_sanitized_apart_with_nccls_kernels_excluded() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let (bin, tools) = (dir.path().join("bin"), dir.path().join("tools"));
+        std::fs::create_dir(&bin).unwrap();
+        std::fs::create_dir(&tools).unwrap();
+        let executable = |path: &Path, body: &str| {
+            std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        let log = dir.path().join("san.log");
+        executable(
+            &tools.join("compute-sanitizer"),
+            &format!("echo \"$*\" >> {}; exit 0", log.display()),
+        );
+        executable(&bin.join("apps__anneal"), "exit 0");
+        executable(&bin.join("gpu-core__memcheck_control"), "exit 0");
+        let binaries = [("apps__anneal".to_string(), bin.join("apps__anneal"))];
+        std::fs::write(dir.path().join("run.sh"), run_script(&binaries)).unwrap();
+        let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap());
+        Command::new("bash")
+            .args(["run.sh", "sanitize"])
+            .current_dir(dir.path())
+            .env("PATH", path)
+            .output()
+            .unwrap();
+        let log = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<&str> = log.lines().collect();
+        let main: Vec<&&str> = lines
+            .iter()
+            .filter(|l| !l.contains("ncclDevKernel"))
+            .collect();
+        let apart: Vec<&&str> = lines
+            .iter()
+            .filter(|l| l.contains("ncclDevKernel"))
+            .collect();
+        // memcheck, racecheck, initcheck, synccheck, and the control.
+        assert_eq!(main.len(), 5, "{log}");
+        for line in &main[..4] {
+            assert!(line.ends_with("--skip sharded_over_gpus"), "{line}");
+        }
+        assert_eq!(apart.len(), 4, "{log}");
+        for line in &apart {
+            assert!(
+                line.contains("--kernel-name-exclude kns=ncclDevKernel")
+                    && line.ends_with("--test-threads=1 sharded_over_gpus"),
+                "{line}"
+            );
+        }
+        assert!(apart[0].contains("--tool memcheck --report-api-errors no"));
     }
 
     #[test]
