@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use apps::anneal::{self, cpu::CpuEngine, Params, Points};
 use apps::distributed::{
-    rendezvous, rows_of, Communicator, DistError, RankEngine, RankEnv, TcpComm, NCCL_ID_BYTES,
+    rendezvous, rows_of, Communicator, DistError, RankEngine, RankEnv, TcpComm, Watchdog,
+    NCCL_ID_BYTES,
 };
 
 fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -251,6 +252,39 @@ fn a_rank_that_dies_is_named_by_the_others() {
     }
 }
 
+#[test]
+fn the_watchdog_aborts_when_a_peer_goes_and_not_after_the_run() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let aborts = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&aborts);
+    let results = on_ranks(3, move |rank, mut comm| {
+        let aborts = Arc::clone(&seen);
+        let watchdog = Watchdog::start(&comm, move || {
+            aborts.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+        if rank > 0 {
+            // These ranks are done before they leave: rank 0 leaving after
+            // them is no failure of theirs (no abort).
+            watchdog.finish();
+        }
+        comm.all_reduce_sum(&mut [1.0], "a step").unwrap();
+        if rank > 0 {
+            return None;
+        }
+        // Ranks 1 and 2 closed their connections: the watchdog names the
+        // first and aborts once, without this thread reading anything.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while watchdog.gone().is_none() && std::time::Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        Some(watchdog.gone())
+    });
+    assert!(matches!(results[0], Some(Some(1 | 2))), "{:?}", results[0]);
+    assert_eq!(aborts.load(Ordering::SeqCst), 1, "one abort, rank 0's");
+}
+
 /// A shape with maintenance passes (merges and splits) in its 12 iterations.
 fn problem_points() -> (Vec<f32>, usize, usize, usize, Params) {
     let (n, d, m) = (3000, 16, 24);
@@ -295,4 +329,47 @@ fn ranks_together_match_one_process() {
         );
         assert!(outs[1..].iter().all(|o| o.assignments.is_empty()));
     }
+}
+
+/// Two GPU ranks (threads here, processes in a run), one GPU each, NCCL
+/// between them and TCP for the rest, against one GPU alone: the same
+/// iterations, maintenance and anchors count, the energy within 1e-6.
+#[test]
+fn two_gpu_ranks_match_one_gpu() {
+    let Some(devices) = gpu_core::testing::devices(cuda_sys::modules::ALL, 2) else {
+        return;
+    };
+    let backends = devices.backends()[..2].to_vec();
+    // The gate that skips (or fails under KILN_REQUIRE_NCCL) without libnccl.
+    let streams: Vec<_> = backends.iter().map(|b| b.default_stream()).collect();
+    let Some(gate) = gpu_core::testing::collective(&streams) else {
+        return;
+    };
+    drop(gate);
+    let (points, n, d, m, params) = problem_points();
+    let whole = anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
+    let one = anneal::run_sharded(&backends[..1], &whole, &mut |_, _, _| {}).unwrap();
+    let id = gpu_core::nccl_unique_id().unwrap();
+    let outs = on_ranks(2, move |rank, comm| {
+        let backend = &backends[rank];
+        let (points, n, d, m, params) = problem_points();
+        let rows = rows_of(rank, 2, n).unwrap();
+        let mine = Points::F32(&points[rows.start * d..rows.end * d]);
+        let problem = anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
+        let gpu = anneal::gpu::GpuEngine::for_rank(backend, &problem, &id, rank, 2).unwrap();
+        let abort = gpu.abort_handle().unwrap();
+        let watchdog = Watchdog::start(&comm, move || abort.abort()).unwrap();
+        let mut engine = apps::distributed::GpuRankEngine::new(gpu, &problem, comm, Some(watchdog));
+        let out = anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap();
+        engine.finish();
+        out
+    });
+    for (rank, out) in outs.iter().enumerate() {
+        assert_eq!(out.iterations, one.iterations, "rank {rank}");
+        assert_eq!(out.maintenance, one.maintenance, "rank {rank}");
+        assert_eq!(out.m, one.m, "rank {rank}");
+        let rel = (out.energy - one.energy).abs() / one.energy;
+        assert!(rel <= 1e-6, "rank {rank}: {rel:e}");
+    }
+    assert_eq!(outs[0].assignments.len(), n);
 }

@@ -158,16 +158,10 @@ fn bad_launches_and_rank_variables_are_refused_in_one_line() {
         stderr.contains("RANK=\"x\": not a whole number"),
         "{stderr}"
     );
-    let out = apps()
-        .envs([
-            ("WORLD_SIZE", "2"),
-            ("RANK", "0"),
-            ("MASTER_ADDR", "127.0.0.1"),
-            ("MASTER_PORT", "29500"),
-        ])
-        .args(["anneal", "--backend", "cuda"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--backend cuda: multi-process"));
+    refused(&["launch", "--gpus", "0", "--", "anneal"], 2, "--gpus");
+    refused(
+        &["launch", "--gpus", "1", "--nprocs", "2", "--", "anneal"],
+        2,
+        "--nprocs",
+    );
 }

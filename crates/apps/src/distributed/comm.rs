@@ -49,6 +49,35 @@ impl TcpComm {
     }
 }
 
+impl Drop for TcpComm {
+    /// Leaving ends the connections, even where a watchdog holds a second
+    /// handle on them: the peers see this rank go.
+    fn drop(&mut self) {
+        for peer in self.peers.iter().chain(&self.root) {
+            peer.shutdown();
+        }
+    }
+}
+
+impl TcpComm {
+    /// Each peer's rank and a second handle on its connection.
+    pub(super) fn watch_handles(&self) -> Result<Vec<(usize, std::net::TcpStream)>, DistError> {
+        self.peers
+            .iter()
+            .chain(&self.root)
+            .map(|peer| {
+                peer.watch_handle()
+                    .map(|s| (peer.rank, s))
+                    .map_err(|source| DistError::Io {
+                        rank: peer.rank,
+                        what: "duplicating the connection for the watchdog".into(),
+                        source,
+                    })
+            })
+            .collect()
+    }
+}
+
 fn to_bytes(values: &[f64]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }

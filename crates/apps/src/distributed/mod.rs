@@ -15,13 +15,17 @@
 mod comm;
 mod engine;
 mod env;
+mod gpu_engine;
 mod rendezvous;
+mod watchdog;
 mod wire;
 
 pub use comm::{Communicator, TcpComm};
 pub use engine::RankEngine;
 pub use env::{rows_of, RankEnv, TIMEOUT_ENV};
+pub use gpu_engine::GpuRankEngine;
 pub use rendezvous::{rendezvous, Link, NCCL_ID_BYTES};
+pub use watchdog::Watchdog;
 
 /// Why a multi-process run could not start or went on no further.
 #[derive(Debug, thiserror::Error)]

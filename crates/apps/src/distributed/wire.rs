@@ -111,4 +111,14 @@ impl Peer {
         }
         Ok(bytes)
     }
+
+    /// A second handle on the connection, for a watchdog that peeks.
+    pub(super) fn watch_handle(&self) -> std::io::Result<TcpStream> {
+        self.stream.try_clone()
+    }
+
+    /// Ends the connection for every handle on it (the watchdog's too).
+    pub(super) fn shutdown(&self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
 }

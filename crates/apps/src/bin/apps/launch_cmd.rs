@@ -1,5 +1,5 @@
-//! `apps launch --nprocs N -- anneal ...`: the launcher for users without
-//! one. Starts N copies of this program on this host with the variables
+//! `apps launch --nprocs N -- anneal ...` (or `--gpus N|all`, one process
+//! per GPU): the launcher for users without one. Starts N copies of this program on this host with the variables
 //! torchrun sets (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`,
 //! `MASTER_PORT`: loopback and a free port), forwards their output line by
 //! line behind `[rank N]`, and when one fails, kills the others and fails
@@ -11,6 +11,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+
+use gpu_core::GpuCount;
 
 use crate::cli::LaunchArgs;
 use crate::output::out;
@@ -52,8 +54,27 @@ fn describe(status: ExitStatus) -> String {
     }
 }
 
+/// Processes to start: `--nprocs`, or the GPUs `--gpus` asks for (checked
+/// against the GPUs there are).
+fn processes(args: &LaunchArgs) -> Result<usize> {
+    let Some(count) = args.gpus else {
+        return Ok(args.nprocs.unwrap_or(1) as usize);
+    };
+    let found = gpu_core::devices()
+        .map_err(|e| anyhow::Error::new(e).context(format!("--gpus {count}")))?
+        .len();
+    match count {
+        GpuCount::All if found > 0 => Ok(found),
+        GpuCount::Exactly(n) if n <= found => Ok(n),
+        _ => anyhow::bail!(
+            "--gpus {count}: this host has {found} usable GPU{}; ask for fewer, or use --nprocs N for CPU ranks",
+            if found == 1 { "" } else { "s" }
+        ),
+    }
+}
+
 pub(crate) fn run(args: &LaunchArgs) -> Result<()> {
-    let nprocs = args.nprocs as usize;
+    let nprocs = processes(args)?;
     let exe = std::env::current_exe().context("finding this program to start its ranks")?;
     let port = match args.port {
         Some(port) => port,

@@ -1,7 +1,8 @@
 //! `apps anneal` as one process of several (`WORLD_SIZE` set, by a launcher
-//! or `apps launch`): this rank's rows of the input, the rendezvous at
-//! `MASTER_ADDR:MASTER_PORT`, the run over the TCP collectives; rank 0
-//! reports and writes the index, the other ranks write nothing.
+//! or `apps launch`): this rank's rows of the input, on the CPU or on GPU
+//! `LOCAL_RANK`, the rendezvous at `MASTER_ADDR:MASTER_PORT`, the run over
+//! the TCP collectives (and NCCL between GPUs); rank 0 reports and writes
+//! the index, the other ranks write nothing.
 
 use std::io::Write;
 use std::ops::Range;
@@ -9,12 +10,16 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use apps::anneal::{self, Params, Points};
-use apps::distributed::{self, RankEngine, RankEnv, TcpComm};
+use apps::distributed::{self, GpuRankEngine, RankEngine, RankEnv, TcpComm, Watchdog};
+use apps::memory;
+use apps::npy::Dtype;
+use gpu_core::{Backend, BackendKind};
 
 use crate::anneal_cmd::{index_of, out_error, report, AnnealRun};
-use crate::cli::{AnnealArgs, BackendChoice};
+use crate::cli::AnnealArgs;
 use crate::inputs;
 use crate::output::out;
+use crate::select_backend;
 
 /// Test hook: `RANK:ITERATION` makes that rank exit with status 3 once it
 /// has run that iteration (what a crashed rank looks like to the others).
@@ -51,6 +56,12 @@ fn rows_of_points<'a>(
     }
 }
 
+/// This rank's engine: the CPU's, or one GPU's.
+enum Ranked {
+    Cpu(Box<RankEngine<TcpComm>>),
+    Gpu(Box<GpuRankEngine<TcpComm>>),
+}
+
 pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
     let (rank, world) = (env.rank, env.world_size);
     if args.compare {
@@ -61,12 +72,14 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
             "--gpus: a multi-process run has one process per device; drop --gpus (WORLD_SIZE={world})"
         );
     }
-    if args.backend.backend == Some(BackendChoice::Cuda) {
-        anyhow::bail!(
-            "--backend cuda: multi-process runs have only the CPU engine so far; \
-             pass --backend cpu, or run on this host's GPUs in one process with --gpus all"
-        );
-    }
+    // A GPU rank runs on GPU LOCAL_RANK of its host.
+    let gpu = match select_backend(args.backend.backend)?.kind() {
+        BackendKind::Cuda => Some(
+            Backend::cuda(env.local_rank, cuda_sys::modules::ALL)
+                .with_context(|| format!("LOCAL_RANK={}: its gpu", env.local_rank))?,
+        ),
+        _ => None,
+    };
     let (mut n, mut d, m) = if args.large {
         (10_000, 128, 256)
     } else {
@@ -92,7 +105,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
         Some(shards) => format!("{}, --m {m}", shards.describe()),
         None => format!("anneal --n {n} --d {d} --m {m}"),
     };
-    anneal::check_sizes(n, d, m, &params).with_context(|| what.clone())?;
+    let max_anchors = anneal::check_sizes(n, d, m, &params).with_context(|| what.clone())?;
     let rows = distributed::rows_of(rank, world, n).with_context(|| {
         format!("WORLD_SIZE={world}: more ranks than the {n} points; every rank needs a row")
     })?;
@@ -101,13 +114,19 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
             apps::index::check_output(dir, args.force).map_err(out_error)?;
         }
     }
+    if let Some(dev) = gpu.as_ref().and_then(Backend::device) {
+        let dtype = shards.as_ref().map_or(Dtype::F32, |s| s.dtype);
+        let needed = anneal::device_bytes(rows.len(), d, max_anchors, dtype, 1);
+        memory::check(&what, "device", needed, memory::device_free(dev.ordinal))?;
+    }
     let dtype = shards.as_ref().map_or("float32", |s| s.dtype.name());
     let loaded = shards.map(inputs::Shards::load).transpose()?;
     let files = loaded.as_ref().map_or_else(Vec::new, inputs::Loaded::files);
     // Every rank must run this: sizes, parameters, dtype and the files'
     // names and rows (hashing the input would make every rank read all of it).
     let problem_text = format!(
-        "n={n} d={d} m={m} dtype={dtype} params={params:?} files={:?}",
+        "n={n} d={d} m={m} dtype={dtype} params={params:?} backend={} files={:?}",
+        if gpu.is_some() { "cuda" } else { "cpu" },
         files
             .iter()
             .map(|f| format!("{}:{}", f.path, f.rows))
@@ -128,18 +147,42 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
     let mine = rows_of_points(all, &rows, d, &mut keep);
     let problem = anneal::validate_rows(mine, rows.clone(), n, d, m, &params)
         .with_context(|| what.clone())?;
+    let device = match gpu.as_ref().and_then(Backend::device) {
+        Some(dev) => format!("gpu {} ({})", dev.ordinal, dev.name),
+        None => format!("cpu ({} threads)", rayon::current_num_threads()),
+    };
     out!(
-        "rank {rank} of {world}: rows {}..{} of {n}, cpu ({} threads); rendezvous at {}:{}",
+        "rank {rank} of {world}: rows {}..{} of {n}, {device}; rendezvous at {}:{}",
         rows.start,
         rows.end,
-        rayon::current_num_threads(),
         env.master_addr,
         env.master_port
     );
     let started = Instant::now();
-    let (link, _) =
-        distributed::rendezvous(env, &problem_text, || Ok([0; distributed::NCCL_ID_BYTES]))?;
-    let mut engine = RankEngine::new(&problem, TcpComm::new(rank, world, link));
+    // Rank 0 makes the NCCL id the others get at the rendezvous.
+    let id = match (&gpu, rank) {
+        (Some(_), 0) => gpu_core::nccl_unique_id()?,
+        _ => [0; distributed::NCCL_ID_BYTES],
+    };
+    let (link, id) = distributed::rendezvous(env, &problem_text, || Ok(id))?;
+    let comm = TcpComm::new(rank, world, link);
+    let mut engine = match &gpu {
+        None => Ranked::Cpu(Box::new(RankEngine::new(&problem, comm))),
+        Some(backend) => {
+            let engine = anneal::gpu::GpuEngine::for_rank(backend, &problem, &id, rank, world)?;
+            let abort = engine
+                .abort_handle()
+                .context("a rank's engine has its communicator")?;
+            let watchdog = Watchdog::start(&comm, move || abort.abort())?;
+            backend.synchronize()?;
+            Ranked::Gpu(Box::new(GpuRankEngine::new(
+                engine,
+                &problem,
+                comm,
+                Some(watchdog),
+            )))
+        }
+    };
     let setup_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let exit_after = fault(env)?;
@@ -157,7 +200,14 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
             .err();
         }
     };
-    let out = anneal::run_with(&mut engine, &problem, &mut progress)?;
+    let out = match &mut engine {
+        Ranked::Cpu(engine) => anneal::run_with(engine.as_mut(), &problem, &mut progress)?,
+        Ranked::Gpu(engine) => {
+            let out = anneal::run_with(engine.as_mut(), &problem, &mut progress)?;
+            engine.finish();
+            out
+        }
+    };
     if let Some(e) = write_error {
         return Err(e.into());
     }
@@ -166,10 +216,16 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
         return Ok(());
     }
     let run = AnnealRun {
-        backend: format!("cpu x{world} processes"),
-        kind: "cpu",
-        device: format!("cpu ({world} processes)"),
-        gpus: 0,
+        backend: format!(
+            "{} x{world} processes",
+            if gpu.is_some() { "cuda" } else { "cpu" }
+        ),
+        kind: if gpu.is_some() { "cuda" } else { "cpu" },
+        device: match gpu.as_ref().and_then(Backend::device) {
+            Some(dev) => dev.name.clone(),
+            None => format!("cpu ({world} processes)"),
+        },
+        gpus: if gpu.is_some() { world } else { 0 },
         setup_seconds,
         seconds: started.elapsed().as_secs_f64(),
         out,
