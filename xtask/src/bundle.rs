@@ -375,7 +375,7 @@ fn run_script(binaries: &[(String, PathBuf)]) -> String {
 # tests see KILN_REQUIRE_GPU=<the GPUs nvidia-smi lists, at least 1> (a test
 # that needs more prints `not run:`, which is no failure), and a test binary
 # that prints `skipped:` counts as a failure here even when it exits 0.
-# Usage: bash run.sh [tests|bench|sanitize|all]   (default: all)
+# Usage: bash run.sh [tests|bench|ranks|sanitize|all]   (default: all)
 set -uo pipefail
 cd "$(dirname "$0")"
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
@@ -402,6 +402,24 @@ if [[ $what == all || $what == bench ]]; then
   torch=()
   if [[ -f torch_anchor.py ]]; then torch=(--torch-script torch_anchor.py); else echo "torch_anchor.py is not beside run.sh: no PyTorch comparison"; fi
   step "bench" ./bin/xtask bench --apps bin/apps ${{torch[@]+"${{torch[@]}}"}} --out "${{OUT:-.}}/bench"
+fi
+if [[ $what == all || $what == ranks ]]; then
+  # The anneal as one process per GPU against one GPU (the iterations' times
+  # and each rank's peak host memory are in the output), and a rank that
+  # exits mid-run, which must end the run naming it within 60 s.
+  if (( gpus >= 2 )); then
+    shape=(--backend cuda --n 4000000 --d 128 --m 2048 --iters 10 --tol 0)
+    step "anneal on one gpu" ./bin/apps anneal "${{shape[@]}}"
+    step "anneal as one process per gpu" ./bin/apps launch --gpus all -- anneal "${{shape[@]}}"
+    rank_fault() {{
+      local out rc; out=$(KILN_FAULT_EXIT_RANK=1:3 timeout 60 ./bin/apps launch --gpus all -- anneal "${{shape[@]}}" 2>&1); rc=$?
+      echo "$out" | tail -n 8
+      [[ $rc != 0 && $rc != 124 ]] && grep -q "rank 1 exited with status 3" <<<"$out"
+    }}
+    step "a rank that exits mid-run ends the run within 60 s" rank_fault
+  else
+    echo "ranks: needs 2 GPUs, $gpus here: not run"
+  fi
 fi
 if [[ $what == all || $what == sanitize ]]; then
   if [[ -x $SAN ]]; then

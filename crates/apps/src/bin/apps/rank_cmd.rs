@@ -211,8 +211,12 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
     if let Some(e) = write_error {
         return Err(e.into());
     }
+    out!(
+        "rank {rank}: done, {} rows; peak host memory {}",
+        rows.len(),
+        peak_rss().unwrap_or_else(|| "unknown".into())
+    );
     if rank != 0 {
-        out!("rank {rank}: done");
         return Ok(());
     }
     let run = AnnealRun {
@@ -246,4 +250,19 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// This process's peak resident memory (`VmHWM` of `/proc/self/status`),
+/// for the memory figures per rank; `None` off Linux.
+fn peak_rss() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(format!("{:.1} MiB", kib as f64 / 1024.0))
 }
