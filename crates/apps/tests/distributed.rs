@@ -260,7 +260,7 @@ fn the_watchdog_aborts_when_a_peer_goes_and_not_after_the_run() {
     let seen = Arc::clone(&aborts);
     let results = on_ranks(3, move |rank, mut comm| {
         let aborts = Arc::clone(&seen);
-        let watchdog = Watchdog::start(&comm, move || {
+        let watchdog = Watchdog::start(&comm, move |_| {
             aborts.fetch_add(1, Ordering::SeqCst);
         })
         .unwrap();
@@ -358,7 +358,7 @@ fn two_gpu_ranks_match_one_gpu() {
         let problem = anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
         let gpu = anneal::gpu::GpuEngine::for_rank(backend, &problem, &id, rank, 2).unwrap();
         let abort = gpu.abort_handle().unwrap();
-        let watchdog = Watchdog::start(&comm, move || abort.abort()).unwrap();
+        let watchdog = Watchdog::start(&comm, move |_| abort.abort()).unwrap();
         let mut engine = apps::distributed::GpuRankEngine::new(gpu, &problem, comm, Some(watchdog));
         let out = anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap();
         engine.finish();

@@ -20,10 +20,10 @@ pub struct Watchdog {
 
 impl Watchdog {
     /// Starts watching `comm`'s connections; `abort` runs once, on the
-    /// watching thread, when the first peer goes.
+    /// watching thread, with the rank of the first peer that goes.
     pub fn start(
         comm: &TcpComm,
-        abort: impl Fn() + Send + Sync + 'static,
+        abort: impl Fn(usize) + Send + Sync + 'static,
     ) -> Result<Self, DistError> {
         let gone = Arc::new(Mutex::new(None));
         let done = Arc::new(AtomicBool::new(false));
@@ -50,7 +50,7 @@ impl Watchdog {
                         if first.is_none() && !done.load(Ordering::Relaxed) {
                             *first = Some(rank);
                             drop(first);
-                            abort();
+                            abort(rank);
                         }
                         return;
                     }

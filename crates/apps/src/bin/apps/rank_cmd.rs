@@ -6,6 +6,7 @@
 
 use std::io::Write;
 use std::ops::Range;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -13,7 +14,7 @@ use apps::anneal::{self, Params, Points};
 use apps::distributed::{self, GpuRankEngine, RankEngine, RankEnv, TcpComm, Watchdog};
 use apps::memory;
 use apps::npy::Dtype;
-use gpu_core::{Backend, BackendKind};
+use gpu_core::{AbortHandle, Backend, BackendKind};
 
 use crate::anneal_cmd::{index_of, out_error, report, AnnealRun};
 use crate::cli::AnnealArgs;
@@ -169,11 +170,26 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
     let mut engine = match &gpu {
         None => Ranked::Cpu(Box::new(RankEngine::new(&problem, comm))),
         Some(backend) => {
+            // Watched from before NCCL's setup, which waits for every rank:
+            // a peer that dies then ends this process, naming it; later,
+            // NCCL is aborted and the engine names it.
+            let slot: Arc<OnceLock<AbortHandle>> = Arc::new(OnceLock::new());
+            let abort = Arc::clone(&slot);
+            let watchdog = Watchdog::start(&comm, move |gone| match abort.get() {
+                Some(handle) => handle.abort(),
+                None => {
+                    eprintln!(
+                        "error: rank {gone} closed its connection during nccl's setup: \
+                         that process exited or was killed; see its output"
+                    );
+                    std::process::exit(1);
+                }
+            })?;
             let engine = anneal::gpu::GpuEngine::for_rank(backend, &problem, &id, rank, world)?;
-            let abort = engine
+            let handle = engine
                 .abort_handle()
                 .context("a rank's engine has its communicator")?;
-            let watchdog = Watchdog::start(&comm, move || abort.abort())?;
+            let _ = slot.set(handle);
             backend.synchronize()?;
             Ranked::Gpu(Box::new(GpuRankEngine::new(
                 engine,
