@@ -93,6 +93,12 @@ fn launcher_variables_parse_or_are_refused_naming_the_variable() {
         &with(&[("KILN_RANK_TIMEOUT", Some("soon"))]),
         Err("KILN_RANK_TIMEOUT"),
     );
+    check_env(
+        &with(&[("KILN_MASTER_PORT", Some("x"))]),
+        Err("KILN_MASTER_PORT=\"x\""),
+    );
+    let moved = RankEnv::from_lookup(lookup(&with(&[("KILN_MASTER_PORT", Some("29600"))])));
+    assert_eq!(moved.unwrap().unwrap().master_port, 29600);
     let env = RankEnv::from_lookup(lookup(&with(&[("KILN_RANK_TIMEOUT", Some("7"))])))
         .unwrap()
         .unwrap();

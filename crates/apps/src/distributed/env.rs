@@ -6,6 +6,10 @@ use std::time::Duration;
 
 use super::DistError;
 
+/// The port of kiln's rendezvous on rank 0's host, when it must differ from
+/// `MASTER_PORT` (under torchrun, whose own store listens there).
+pub const PORT_ENV: &str = "KILN_MASTER_PORT";
+
 /// Seconds a rank waits for a peer (to connect, or to send its part of a
 /// step) before it fails naming that peer; default 600.
 pub const TIMEOUT_ENV: &str = "KILN_RANK_TIMEOUT";
@@ -21,7 +25,8 @@ pub struct RankEnv {
     pub local_rank: usize,
     /// Rank 0's host: where the rendezvous listens.
     pub master_addr: String,
-    /// Rank 0's port.
+    /// The rendezvous's port on rank 0's host (`KILN_MASTER_PORT`, else
+    /// `MASTER_PORT`).
     pub master_port: u16,
     /// How long a rank waits for a peer ([`TIMEOUT_ENV`]).
     pub timeout: Duration,
@@ -86,12 +91,17 @@ impl RankEnv {
                 why: "empty; give rank 0's host name or address".into(),
             });
         }
-        let port_text = required("MASTER_PORT")?;
+        // torchrun's own store listens on MASTER_PORT; PORT_ENV moves kiln's
+        // rendezvous off it.
+        let (port_var, port_text) = match lookup(PORT_ENV) {
+            Some(v) => (PORT_ENV, v),
+            None => ("MASTER_PORT", required("MASTER_PORT")?),
+        };
         let master_port = match port_text.trim().parse::<u16>() {
             Ok(p) if p > 0 => p,
             _ => {
                 return Err(DistError::BadVar {
-                    var: "MASTER_PORT",
+                    var: port_var,
                     value: port_text,
                     why: "not a port number (1 to 65535)".into(),
                 })

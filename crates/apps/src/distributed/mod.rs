@@ -22,7 +22,7 @@ mod wire;
 
 pub use comm::{Communicator, TcpComm};
 pub use engine::RankEngine;
-pub use env::{rows_of, RankEnv, TIMEOUT_ENV};
+pub use env::{rows_of, RankEnv, PORT_ENV, TIMEOUT_ENV};
 pub use gpu_engine::GpuRankEngine;
 pub use rendezvous::{rendezvous, Link, NCCL_ID_BYTES};
 pub use watchdog::Watchdog;

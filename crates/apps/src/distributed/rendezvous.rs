@@ -98,7 +98,18 @@ fn root(
             source,
         }
     };
-    let listener = TcpListener::bind(addr).map_err(io(format!("listening on {addr}")))?;
+    let listener = TcpListener::bind(addr).map_err(|source| {
+        let taken = source.kind() == std::io::ErrorKind::AddrInUse;
+        io(if taken {
+            format!(
+                "listening on {addr} (the port is taken: under torchrun its own store holds \
+                 MASTER_PORT; set {} to a free port on every rank)",
+                super::PORT_ENV
+            )
+        } else {
+            format!("listening on {addr}")
+        })(source)
+    })?;
     listener
         .set_nonblocking(true)
         .map_err(io("setting the listener non-blocking".into()))?;
