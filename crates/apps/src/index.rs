@@ -134,10 +134,18 @@ pub struct IndexMeta {
     pub device: String,
     /// GPUs the points were sharded over (0 on the CPU).
     pub gpus: u32,
+    /// Processes the run was spread over (one per GPU or CPU rank; 1 for a
+    /// one-process run, and for indexes written before this field).
+    #[serde(default = "one_process")]
+    pub world_size: u32,
     /// kiln's version (the apps crate's).
     pub kiln_version: String,
     /// What the points were.
     pub input: InputRecord,
+}
+
+fn one_process() -> u32 {
+    1
 }
 
 /// One maintenance pass in [`IndexMeta`].

@@ -4,6 +4,7 @@
 pub mod anneal;
 pub mod batch;
 pub mod bench;
+pub mod distributed;
 pub mod index;
 pub mod memory;
 pub mod npy;

@@ -91,6 +91,7 @@ mod launch;
 mod memory;
 mod module;
 mod multi;
+mod ranks;
 mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -105,4 +106,5 @@ pub use launch::{
 };
 pub use memory::{DeviceBuffer, DeviceView, DeviceViewMut};
 pub use multi::{nccl_available, nccl_version, Collective, CollectiveElem, Devices, GpuCount};
+pub use ranks::{nccl_unique_id, AbortHandle, RankCollective, NCCL_ID_BYTES};
 pub use stream::{Event, Stream};

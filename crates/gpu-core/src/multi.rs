@@ -187,7 +187,7 @@ pub fn nccl_version() -> Option<(u32, u32, u32)> {
     nccl::nccl().ok().and_then(|nccl| nccl.version())
 }
 
-mod sealed {
+pub(crate) mod sealed {
     /// Keeps [`CollectiveElem`](super::CollectiveElem) to the types below,
     /// and carries each one's NCCL data type.
     pub trait Sealed {

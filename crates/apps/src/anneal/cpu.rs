@@ -12,6 +12,8 @@
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod partial;
+pub(crate) use partial::SumsLayout;
 
 use rayon::prelude::*;
 

@@ -28,7 +28,8 @@
 use cuda_sys::kernels::anneal_assign_f32;
 use cuda_sys::types::{AnnealControl, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF};
 use gpu_core::{
-    Backend, BackendKind, Collective, DeviceBuffer, DeviceViewMut, Kernel, LaunchConfig, Stream,
+    AbortHandle, Backend, BackendKind, Collective, DeviceBuffer, DeviceViewMut, Kernel,
+    LaunchConfig, RankCollective, Stream, NCCL_ID_BYTES,
 };
 
 mod shard;
@@ -48,8 +49,8 @@ const RUN: usize = 64;
 #[derive(Debug)]
 pub struct GpuEngine {
     shards: Vec<Shard>,
-    /// Present with more than one shard.
-    collective: Option<Collective>,
+    /// Present with more than one shard, or more than one process.
+    collective: Option<Combine>,
     /// Anchor-to-anchor nearest neighbours, on shard 0.
     anchor_assign: Kernel<anneal_assign_f32>,
     /// The same search on tensor cores (when the points' assignment uses
@@ -64,6 +65,15 @@ pub struct GpuEngine {
     m: u32,
     /// [`super::assign_tc::STATS_ENV`] is `1`.
     stats: bool,
+}
+
+/// How the shards' partial statistics are summed.
+#[derive(Debug)]
+enum Combine {
+    /// The shards of this process, one per GPU.
+    Local(Collective),
+    /// This process's one shard with the other processes' (one GPU each).
+    Ranks(RankCollective),
 }
 
 fn assign_config(rows: u32) -> LaunchConfig {
@@ -93,7 +103,7 @@ impl GpuEngine {
         }
         // Sizes fit u32: `validate` checked them.
         let (points, n, d) = (problem.points(), problem.n(), problem.d());
-        let (d32, max_anchors) = (d as u32, problem.max_anchors());
+        let max_anchors = problem.max_anchors();
         let k = backends.len().min(n);
         let mut shards = Vec::with_capacity(k);
         for (r, backend) in backends[..k].iter().enumerate() {
@@ -102,10 +112,63 @@ impl GpuEngine {
         }
         let collective = if k > 1 {
             let streams: Vec<Stream> = shards.iter().map(|s| s.stream.clone()).collect();
-            Some(Collective::new(&streams)?)
+            Some(Combine::Local(Collective::new(&streams)?))
         } else {
             None
         };
+        Self::with_shards(backends, problem, shards, collective)
+    }
+
+    /// The engine of one process of several, on one GPU (`backend`): the
+    /// points are `problem`'s rows (`anneal::validate_rows`), combined each
+    /// iteration with the other ranks' through NCCL (`ncclCommInitRank`
+    /// with rank 0's `id`; blocks until every rank has joined). Its
+    /// assignments are its rows'.
+    pub fn for_rank(
+        backend: &Backend,
+        problem: &Problem<'_>,
+        id: &[u8; NCCL_ID_BYTES],
+        rank: usize,
+        world_size: usize,
+    ) -> Result<Self, AnnealError> {
+        if backend.kind() != BackendKind::Cuda {
+            return Err(AnnealError::Input(
+                "the GPU engine needs CUDA backends".into(),
+            ));
+        }
+        let points = problem.points();
+        let shard = Shard::new(
+            backend,
+            &points.pieces(0..points.len()),
+            problem.d(),
+            problem.max_anchors(),
+        )?;
+        let ranks = RankCollective::new(&shard.stream, id, rank, world_size)?;
+        Self::with_shards(
+            std::slice::from_ref(backend),
+            problem,
+            vec![shard],
+            Some(Combine::Ranks(ranks)),
+        )
+    }
+
+    /// Ends this process's NCCL operations from another thread (a peer
+    /// died); `None` unless made by [`GpuEngine::for_rank`].
+    pub fn abort_handle(&self) -> Option<AbortHandle> {
+        match &self.collective {
+            Some(Combine::Ranks(ranks)) => Some(ranks.abort_handle()),
+            _ => None,
+        }
+    }
+
+    fn with_shards(
+        backends: &[Backend],
+        problem: &Problem<'_>,
+        shards: Vec<Shard>,
+        collective: Option<Combine>,
+    ) -> Result<Self, AnnealError> {
+        let (n, d, max_anchors) = (problem.n(), problem.d(), problem.max_anchors());
+        let d32 = d as u32;
         let first = &shards[0].stream;
         Ok(Self {
             anchor_assign: backends[0].kernel()?,
@@ -137,10 +200,18 @@ impl GpuEngine {
 
     /// Sums every shard's partials into every shard's (NCCL).
     fn all_reduce(&mut self) -> Result<(), AnnealError> {
-        let Some(collective) = &self.collective else {
-            return Ok(());
-        };
         let (m, md) = (self.m as usize, self.md());
+        let collective = match &self.collective {
+            None => return Ok(()),
+            Some(Combine::Ranks(ranks)) => {
+                let shard = &mut self.shards[0];
+                ranks.all_reduce_sum(&mut shard.partial.slice_mut(0..md)?)?;
+                ranks.all_reduce_sum(&mut shard.sumsq.slice_mut(0..m)?)?;
+                ranks.all_reduce_sum(&mut shard.members.slice_mut(0..m)?)?;
+                return Ok(());
+            }
+            Some(Combine::Local(collective)) => collective,
+        };
         let mut partials = self
             .shards
             .iter_mut()

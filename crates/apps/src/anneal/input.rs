@@ -15,14 +15,22 @@ pub struct Problem<'a> {
     m: usize,
     params: Params,
     max_anchors: usize,
+    /// The rows of the whole input that `points` holds (`0..n`, except in
+    /// one process of several: [`validate_rows`]).
+    rows: std::ops::Range<usize>,
 }
 
 impl<'a> Problem<'a> {
-    /// The points, row-major.
+    /// The points, row-major: rows [`Problem::rows`] of the input.
     pub fn points(&self) -> Points<'a> {
         self.points
     }
-    /// Points.
+    /// The rows of the input [`Problem::points`] holds: all of them
+    /// (`0..n`) but in one process of a multi-process run.
+    pub fn rows(&self) -> std::ops::Range<usize> {
+        self.rows.clone()
+    }
+    /// Points (of the whole input).
     pub fn n(&self) -> usize {
         self.n
     }
@@ -147,6 +155,64 @@ pub fn validate<'a>(
         m,
         params: params.clone(),
         max_anchors,
+        rows: 0..n,
+    })
+}
+
+/// [`validate`] for one process of several: `points` are rows `rows` of an
+/// `n × d` input (the sizes and parameters are checked against the whole,
+/// the coordinates of these rows only, and a bad one is named by its row in
+/// the whole input). At least one row.
+pub fn validate_rows<'a>(
+    points: Points<'a>,
+    rows: std::ops::Range<usize>,
+    n: usize,
+    d: usize,
+    m: usize,
+    params: &Params,
+) -> Result<Problem<'a>, AnnealError> {
+    let max_anchors = check_sizes(n, d, m, params)?;
+    if rows.is_empty() || rows.end > n {
+        return Err(AnnealError::Input(format!(
+            "rows {}..{} are not a non-empty part of {n} points",
+            rows.start, rows.end
+        )));
+    }
+    check_parts(points, d)?;
+    if rows.len().checked_mul(d) != Some(points.len()) {
+        return Err(AnnealError::Input(format!(
+            "{} values do not make rows {}..{} of dimension {d}",
+            points.len(),
+            rows.start,
+            rows.end
+        )));
+    }
+    check_coordinates(points, d).map_err(|e| match e {
+        AnnealError::NonFinite { point, dim } => AnnealError::NonFinite {
+            point: point + rows.start,
+            dim,
+        },
+        AnnealError::OutOfRange {
+            point,
+            dim,
+            value,
+            bound,
+        } => AnnealError::OutOfRange {
+            point: point + rows.start,
+            dim,
+            value,
+            bound,
+        },
+        other => other,
+    })?;
+    Ok(Problem {
+        points,
+        n,
+        d,
+        m,
+        params: params.clone(),
+        max_anchors,
+        rows,
     })
 }
 

@@ -44,7 +44,8 @@ mod input;
 pub mod maintenance;
 
 pub use input::{
-    check_sizes, coordinate_bound, device_bytes, host_bytes, validate, Problem, BF16_STAGING,
+    check_sizes, coordinate_bound, device_bytes, host_bytes, validate, validate_rows, Problem,
+    BF16_STAGING,
 };
 
 use crate::rng::Rng;
@@ -323,16 +324,25 @@ impl From<gpu_core::Error> for AnnealError {
 
 /// The initial anchors: `m` distinct points by a seeded partial shuffle.
 pub fn initial_anchors(points: Points<'_>, n: usize, d: usize, m: usize, seed: u64) -> Vec<f32> {
-    let mut rng = Rng::new(seed);
-    let mut index: Vec<u32> = (0..n as u32).collect();
     let mut anchors = Vec::with_capacity(m * d);
-    for i in 0..m {
-        let j = i + (rng.next_u64() % (n - i) as u64) as usize;
-        index.swap(i, j);
-        let p = index[i] as usize;
+    for p in initial_rows(n, m, seed) {
         anchors.extend(points.range_f32(p * d..(p + 1) * d));
     }
     anchors
+}
+
+/// The rows [`initial_anchors`] takes, in anchor order: a process holding
+/// only some rows of the input knows from these which anchors are its own.
+pub fn initial_rows(n: usize, m: usize, seed: u64) -> Vec<usize> {
+    let mut rng = Rng::new(seed);
+    let mut index: Vec<u32> = (0..n as u32).collect();
+    let mut rows = Vec::with_capacity(m);
+    for i in 0..m {
+        let j = i + (rng.next_u64() % (n - i) as u64) as usize;
+        index.swap(i, j);
+        rows.push(index[i] as usize);
+    }
+    rows
 }
 
 /// Per-anchor statistics of the last assignment.
@@ -363,6 +373,19 @@ pub struct Steps {
 
 /// The heavy steps, done by a backend; the driver does every decision.
 pub trait Engine {
+    /// The anchors the run starts from ([`initial_anchors`] of the
+    /// problem's points). An engine holding only some rows of the input (one
+    /// process of several) assembles them with the others.
+    fn initial_anchors(&mut self, problem: &Problem<'_>) -> Result<Vec<f32>, AnnealError> {
+        let (n, d, m) = (problem.n(), problem.d(), problem.m());
+        Ok(initial_anchors(
+            problem.points(),
+            n,
+            d,
+            m,
+            problem.params().seed,
+        ))
+    }
     /// Replaces the anchors (`m × d`, `m <= max_anchors`).
     fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError>;
     /// Assigns every point, computes the stats, moves the anchors by `eta`;
@@ -416,10 +439,11 @@ pub fn run_with(
     problem: &Problem<'_>,
     progress: Progress<'_>,
 ) -> Result<Output, AnnealError> {
-    let (points, n, d, m) = (problem.points(), problem.n(), problem.d(), problem.m());
+    let (n, d, m) = (problem.n(), problem.d(), problem.m());
     let (params, max_anchors) = (problem.params(), problem.max_anchors());
     let mut m_now = m;
-    engine.set_anchors(&initial_anchors(points, n, d, m, params.seed), m)?;
+    let initial = engine.initial_anchors(problem)?;
+    engine.set_anchors(&initial, m)?;
     let mut temperature = params.t0;
     let mut previous: Option<f64> = None;
     let mut history = Vec::new();

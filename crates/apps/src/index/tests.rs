@@ -26,6 +26,7 @@ fn meta(n: u64, d: u64, m: u64) -> IndexMeta {
         backend: "cpu".into(),
         device: "cpu (1 threads)".into(),
         gpus: 0,
+        world_size: 1,
         kiln_version: "0.1.0".into(),
         input: InputRecord {
             dtype: "float32".into(),

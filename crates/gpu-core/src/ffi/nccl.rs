@@ -12,6 +12,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, CudaViewMut, DevicePtrMut, DeviceSlice, DriverError};
 use cudarc::nccl::sys::{cudaStream_t, ncclComm_t, ncclDataType_t, ncclRedOp_t};
 
+pub(crate) mod rank;
+
 /// Why libnccl could not be used; NCCL is loaded at run time, so a missing
 /// library is an error of `Collective::new`, not of the build.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,6 +83,27 @@ pub(crate) const NCCL_LIBRARIES: &[&str] = &["libnccl.so.2", "libnccl.so"];
 /// NCCL may return a code the enum lacks (undefined behaviour for a Rust enum).
 type NcclResult = c_int;
 
+/// `ncclAllReduce`'s signature.
+type AllReduceFn = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    ncclDataType_t,
+    ncclRedOp_t,
+    ncclComm_t,
+    cudaStream_t,
+) -> NcclResult;
+
+/// `nccl`'s `ncclAllReduce`, for the multi-process communicator.
+fn all_reduce_fn(nccl: &Nccl) -> AllReduceFn {
+    nccl.all_reduce
+}
+
+/// `nccl`'s `ncclCommDestroy`, for the multi-process communicator.
+fn comm_destroy_fn(nccl: &Nccl) -> unsafe extern "C" fn(ncclComm_t) -> NcclResult {
+    nccl.comm_destroy
+}
+
 /// libnccl, loaded once, with the functions gpu-core calls. Signatures are
 /// those of `nccl.h` (NCCL 2.x), with cudarc's types for the arguments.
 #[derive(Debug)]
@@ -89,15 +112,7 @@ pub(crate) struct Nccl {
     get_error_string: unsafe extern "C" fn(NcclResult) -> *const c_char,
     comm_init_all: unsafe extern "C" fn(*mut ncclComm_t, c_int, *const c_int) -> NcclResult,
     comm_destroy: unsafe extern "C" fn(ncclComm_t) -> NcclResult,
-    all_reduce: unsafe extern "C" fn(
-        *const c_void,
-        *mut c_void,
-        usize,
-        ncclDataType_t,
-        ncclRedOp_t,
-        ncclComm_t,
-        cudaStream_t,
-    ) -> NcclResult,
+    all_reduce: AllReduceFn,
     group_start: unsafe extern "C" fn() -> NcclResult,
     group_end: unsafe extern "C" fn() -> NcclResult,
     /// Keeps the function pointers above valid; never unloaded (it lives in a

@@ -18,19 +18,19 @@ use crate::output::out;
 use crate::select_backend;
 
 /// One backend's run.
-struct AnnealRun {
-    backend: String,
+pub(crate) struct AnnealRun {
+    pub(crate) backend: String,
     /// `"cpu"` or `"cuda"`, for the index.
-    kind: &'static str,
+    pub(crate) kind: &'static str,
     /// The GPU's name, or the CPU's threads, for the index.
-    device: String,
+    pub(crate) device: String,
     /// GPUs it ran on (0: the CPU).
-    gpus: usize,
+    pub(crate) gpus: usize,
     /// Upload and allocation.
-    setup_seconds: f64,
+    pub(crate) setup_seconds: f64,
     /// The iterations.
-    seconds: f64,
-    out: anneal::Output,
+    pub(crate) seconds: f64,
+    pub(crate) out: anneal::Output,
 }
 
 /// Where one run goes: one backend, or the points sharded over GPUs.
@@ -186,6 +186,10 @@ fn open_gpus(count: GpuCount) -> Result<Option<Devices>> {
 }
 
 pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
+    // One process of several (a launcher set WORLD_SIZE).
+    if let Some(env) = apps::distributed::RankEnv::from_env()? {
+        return crate::rank_cmd::run(args, &env);
+    }
     let (mut n, mut d, m) = if args.large {
         (10_000, 128, 256)
     } else {
@@ -298,7 +302,7 @@ pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
 }
 
 /// An [`IndexError`] of `--out`, with the flag that overrides a refusal.
-fn out_error(e: IndexError) -> anyhow::Error {
+pub(crate) fn out_error(e: IndexError) -> anyhow::Error {
     match e {
         IndexError::Exists(dir) => anyhow::anyhow!(
             "--out {}: already exists; pass --force to replace it, or choose another directory",
@@ -310,7 +314,7 @@ fn out_error(e: IndexError) -> anyhow::Error {
 
 /// The index of `run` over `problem`'s points (`files`: where they came
 /// from, empty for synthetic points).
-fn index_of(run: &AnnealRun, problem: &Problem<'_>, files: Vec<InputFile>) -> Index {
+pub(crate) fn index_of(run: &AnnealRun, problem: &Problem<'_>, files: Vec<InputFile>) -> Index {
     let (points, n, d) = (problem.points(), problem.n(), problem.d());
     let out = &run.out;
     let anchors = out.anchors[..out.m * d].to_vec();
@@ -339,6 +343,7 @@ fn index_of(run: &AnnealRun, problem: &Problem<'_>, files: Vec<InputFile>) -> In
             backend: run.kind.to_string(),
             device: run.device.clone(),
             gpus: run.gpus as u32,
+            world_size: 1,
             kiln_version: env!("CARGO_PKG_VERSION").to_string(),
             input: InputRecord {
                 dtype: points.dtype().name().to_string(),
@@ -352,7 +357,7 @@ fn index_of(run: &AnnealRun, problem: &Problem<'_>, files: Vec<InputFile>) -> In
     }
 }
 
-fn report(runs: &[AnnealRun]) -> Result<()> {
+pub(crate) fn report(runs: &[AnnealRun]) -> Result<()> {
     out!(
         "{:<32} {:>10} {:>11} {:>6} {:>14} {:>8} {:>12}",
         "backend",

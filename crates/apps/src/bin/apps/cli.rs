@@ -48,6 +48,33 @@ pub(crate) enum Command {
     Bench(BenchArgs),
     /// The driver, the GPUs and their figures.
     Devices,
+    /// Start one process per rank on this host, as torchrun would, each
+    /// running the apps command after `--` (`anneal ...`).
+    #[command(after_help = LAUNCH_HELP)]
+    Launch(LaunchArgs),
+}
+
+const LAUNCH_HELP: &str = "Each process gets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR (127.0.0.1) and MASTER_PORT, the variables torchrun sets; `apps anneal` run with them is one rank of a multi-process run (under torchrun, srun or mpirun set them yourself, MASTER_ADDR being rank 0's host). With --gpus, rank r runs on GPU r of this host (CUDA_VISIBLE_DEVICES \
+still applies); with --nprocs, where the command's --backend says. Output comes back line by line behind [rank N]. When a process fails, the others are killed and launch fails naming it.
+
+Example: apps launch --nprocs 2 -- anneal --backend cpu --n 1e6 --d 128 --m 1024 --out idx";
+
+/// `apps launch`.
+#[derive(Debug, Args)]
+pub(crate) struct LaunchArgs {
+    /// Processes to start (1 to 1024), on the CPU unless the command says
+    /// otherwise
+    #[arg(long, value_parser = count::<1, 1024>, allow_negative_numbers = true, required_unless_present = "gpus", conflicts_with = "gpus")]
+    pub(crate) nprocs: Option<u64>,
+    /// One process per GPU of this host (N, or all), each on GPU LOCAL_RANK
+    #[arg(long, value_name = "N|all")]
+    pub(crate) gpus: Option<GpuCount>,
+    /// Port of rank 0's rendezvous on 127.0.0.1 [default: a free one]
+    #[arg(long)]
+    pub(crate) port: Option<u16>,
+    /// The apps command each process runs, after `--`
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<String>,
 }
 
 const ANNEAL_HELP: &str = "Counts are whole numbers: 1000000, 1_000_000 or 1e6 \

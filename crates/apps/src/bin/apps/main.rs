@@ -7,7 +7,9 @@ mod cli;
 mod commands;
 mod decode_cmd;
 mod inputs;
+mod launch_cmd;
 mod output;
+mod rank_cmd;
 
 use std::io::{self, Write};
 
@@ -44,6 +46,7 @@ fn main() {
         Command::Batch(args) => commands::batch(&args),
         Command::Bench(args) => commands::bench(&args),
         Command::Devices => commands::devices(),
+        Command::Launch(args) => launch_cmd::run(&args),
     };
     if let Err(e) = result {
         // The reader of stdout went away (`| head -1`): it has what it

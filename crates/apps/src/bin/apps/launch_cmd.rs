@@ -1,0 +1,167 @@
+//! `apps launch --nprocs N -- anneal ...` (or `--gpus N|all`, one process
+//! per GPU): the launcher for users without one. Starts N copies of this program on this host with the variables
+//! torchrun sets (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`,
+//! `MASTER_PORT`: loopback and a free port), forwards their output line by
+//! line behind `[rank N]`, and when one fails, kills the others and fails
+//! naming it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use gpu_core::GpuCount;
+
+use crate::cli::LaunchArgs;
+use crate::output::out;
+
+/// Copies `from` to stdout or stderr, each line behind `[rank N] `.
+fn forward(rank: usize, from: impl Read + Send + 'static, to_stderr: bool) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines() {
+            let Ok(line) = line else { break };
+            // A closed stdout or stderr only loses the copy.
+            let _ = if to_stderr {
+                writeln!(std::io::stderr().lock(), "[rank {rank}] {line}")
+            } else {
+                writeln!(std::io::stdout().lock(), "[rank {rank}] {line}")
+            };
+        }
+    })
+}
+
+/// A free TCP port on loopback (the OS's pick; free when this returns, and
+/// rank 0 binds it at once).
+fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .context("finding a free port on 127.0.0.1")?;
+    Ok(listener.local_addr()?.port())
+}
+
+fn describe(status: ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return format!("was killed by signal {signal}");
+        }
+    }
+    match status.code() {
+        Some(code) => format!("exited with status {code}"),
+        None => format!("ended ({status})"),
+    }
+}
+
+/// Processes to start: `--nprocs`, or the GPUs `--gpus` asks for (checked
+/// against the GPUs there are).
+fn processes(args: &LaunchArgs) -> Result<usize> {
+    let Some(count) = args.gpus else {
+        return Ok(args.nprocs.unwrap_or(1) as usize);
+    };
+    let found = gpu_core::devices()
+        .map_err(|e| anyhow::Error::new(e).context(format!("--gpus {count}")))?
+        .len();
+    match count {
+        GpuCount::All if found > 0 => Ok(found),
+        GpuCount::Exactly(n) if n <= found => Ok(n),
+        _ => anyhow::bail!(
+            "--gpus {count}: this host has {found} usable GPU{}; ask for fewer, or use --nprocs N for CPU ranks",
+            if found == 1 { "" } else { "s" }
+        ),
+    }
+}
+
+pub(crate) fn run(args: &LaunchArgs) -> Result<()> {
+    let nprocs = processes(args)?;
+    let exe = std::env::current_exe().context("finding this program to start its ranks")?;
+    let port = match args.port {
+        Some(port) => port,
+        None => free_port()?,
+    };
+    out!(
+        "launch: {nprocs} processes of `{}` on this host, rendezvous at 127.0.0.1:{port}",
+        args.command.join(" ")
+    );
+    let mut children: Vec<Child> = Vec::with_capacity(nprocs);
+    let mut threads = Vec::new();
+    for rank in 0..nprocs {
+        let spawned = Command::new(&exe)
+            .args(&args.command)
+            .env("RANK", rank.to_string())
+            .env("LOCAL_RANK", rank.to_string())
+            .env("WORLD_SIZE", nprocs.to_string())
+            .env("LOCAL_WORLD_SIZE", nprocs.to_string())
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                stop(&mut children);
+                return Err(anyhow::Error::new(e).context(format!("starting rank {rank}")));
+            }
+        };
+        if let Some(stdout) = child.stdout.take() {
+            threads.push(forward(rank, stdout, false));
+        }
+        if let Some(stderr) = child.stderr.take() {
+            threads.push(forward(rank, stderr, true));
+        }
+        children.push(child);
+    }
+    let failure = wait_all(&mut children);
+    for thread in threads {
+        let _ = thread.join();
+    }
+    match failure? {
+        None => {
+            out!("launch: all {nprocs} processes succeeded");
+            Ok(())
+        }
+        Some(failed) => anyhow::bail!("launch: {failed}; the other ranks were stopped"),
+    }
+}
+
+/// Waits for every child; at the first failure, kills the rest. Returns
+/// what failed (every rank found failed in that round, in rank order).
+fn wait_all(children: &mut [Child]) -> Result<Option<String>> {
+    let mut done = vec![false; children.len()];
+    while done.iter().any(|d| !d) {
+        let mut failed = Vec::new();
+        for (rank, child) in children.iter_mut().enumerate() {
+            if done[rank] {
+                continue;
+            }
+            if let Some(status) = child
+                .try_wait()
+                .with_context(|| format!("waiting for rank {rank}"))?
+            {
+                done[rank] = true;
+                if !status.success() {
+                    failed.push(format!("rank {rank} {}", describe(status)));
+                }
+            }
+        }
+        if !failed.is_empty() {
+            stop(children);
+            return Ok(Some(failed.join(", ")));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(None)
+}
+
+/// Kills and reaps every child still running.
+fn stop(children: &mut [Child]) {
+    for child in children.iter_mut() {
+        if matches!(child.try_wait(), Ok(None)) {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+    }
+}

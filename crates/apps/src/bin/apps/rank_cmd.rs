@@ -1,0 +1,284 @@
+//! `apps anneal` as one process of several (`WORLD_SIZE` set, by a launcher
+//! or `apps launch`): this rank's rows of the input, on the CPU or on GPU
+//! `LOCAL_RANK`, the rendezvous at `MASTER_ADDR:MASTER_PORT`, the run over
+//! the TCP collectives (and NCCL between GPUs); rank 0 reports and writes
+//! the index, the other ranks write nothing.
+
+use std::io::Write;
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use apps::anneal::{self, Params, Points};
+use apps::distributed::{self, GpuRankEngine, RankEngine, RankEnv, TcpComm, Watchdog};
+use apps::memory;
+use apps::npy::Dtype;
+use gpu_core::{AbortHandle, Backend, BackendKind};
+
+use crate::anneal_cmd::{index_of, out_error, report, AnnealRun};
+use crate::cli::AnnealArgs;
+use crate::inputs;
+use crate::output::out;
+use crate::select_backend;
+
+/// Test hook: `RANK:ITERATION` makes that rank exit with status 3 once it
+/// has run that iteration (what a crashed rank looks like to the others).
+pub(crate) const FAULT_ENV: &str = "KILN_FAULT_EXIT_RANK";
+
+fn fault(env: &RankEnv) -> Result<Option<u32>> {
+    let Ok(value) = std::env::var(FAULT_ENV) else {
+        return Ok(None);
+    };
+    let parsed = value.split_once(':').and_then(|(r, k)| {
+        Some((
+            r.trim().parse::<usize>().ok()?,
+            k.trim().parse::<u32>().ok()?,
+        ))
+    });
+    match parsed {
+        Some((rank, k)) => Ok((rank == env.rank).then_some(k)),
+        None => anyhow::bail!("{FAULT_ENV}={value:?} is not RANK:ITERATION; unset it"),
+    }
+}
+
+/// The rows `rows` of `points` (`d` values a row), as one matrix.
+fn rows_of_points<'a>(
+    points: Points<'a>,
+    rows: &Range<usize>,
+    d: usize,
+    keep: &'a mut Vec<Points<'a>>,
+) -> Points<'a> {
+    *keep = points.pieces(rows.start * d..rows.end * d);
+    let keep: &'a Vec<Points<'a>> = keep;
+    match keep.as_slice() {
+        [one] => *one,
+        many => Points::Parts(many),
+    }
+}
+
+/// This rank's engine: the CPU's, or one GPU's.
+enum Ranked {
+    Cpu(Box<RankEngine<TcpComm>>),
+    Gpu(Box<GpuRankEngine<TcpComm>>),
+}
+
+pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
+    let (rank, world) = (env.rank, env.world_size);
+    if args.compare {
+        anyhow::bail!("--compare: not in a multi-process run (WORLD_SIZE={world}); run it alone");
+    }
+    if args.gpus.is_some() {
+        anyhow::bail!(
+            "--gpus: a multi-process run has one process per device; drop --gpus (WORLD_SIZE={world})"
+        );
+    }
+    // A GPU rank runs on GPU LOCAL_RANK of its host.
+    let gpu = match select_backend(args.backend.backend)?.kind() {
+        BackendKind::Cuda => Some(
+            Backend::cuda(env.local_rank, cuda_sys::modules::ALL)
+                .with_context(|| format!("LOCAL_RANK={}: its gpu", env.local_rank))?,
+        ),
+        _ => None,
+    };
+    let (mut n, mut d, m) = if args.large {
+        (10_000, 128, 256)
+    } else {
+        (1000, 64, 32)
+    };
+    n = args.n.map_or(n, |v| v as usize);
+    d = args.d.map_or(d, |v| v as usize);
+    let m = args.m.map_or(m, |v| v as usize);
+    let params = Params {
+        max_iters: args.iters as u32,
+        tol: args.tol,
+        seed: args.seed,
+        ..Params::default()
+    };
+    let shards = if args.npy.is_empty() {
+        None
+    } else {
+        let shards = inputs::open(&args.npy)?;
+        (n, d) = (shards.n, shards.d);
+        Some(shards)
+    };
+    let what = match &shards {
+        Some(shards) => format!("{}, --m {m}", shards.describe()),
+        None => format!("anneal --n {n} --d {d} --m {m}"),
+    };
+    let max_anchors = anneal::check_sizes(n, d, m, &params).with_context(|| what.clone())?;
+    let rows = distributed::rows_of(rank, world, n).with_context(|| {
+        format!("WORLD_SIZE={world}: more ranks than the {n} points; every rank needs a row")
+    })?;
+    if rank == 0 {
+        if let Some(dir) = &args.out {
+            apps::index::check_output(dir, args.force).map_err(out_error)?;
+        }
+    }
+    if let Some(dev) = gpu.as_ref().and_then(Backend::device) {
+        let dtype = shards.as_ref().map_or(Dtype::F32, |s| s.dtype);
+        let needed = anneal::device_bytes(rows.len(), d, max_anchors, dtype, 1);
+        memory::check(&what, "device", needed, memory::device_free(dev.ordinal))?;
+    }
+    let dtype = shards.as_ref().map_or("float32", |s| s.dtype.name());
+    let loaded = shards.map(inputs::Shards::load).transpose()?;
+    let files = loaded.as_ref().map_or_else(Vec::new, inputs::Loaded::files);
+    // Every rank must run this: sizes, parameters, dtype and the files'
+    // names and rows (hashing the input would make every rank read all of it).
+    let problem_text = format!(
+        "n={n} d={d} m={m} dtype={dtype} params={params:?} backend={} files={:?}",
+        if gpu.is_some() { "cuda" } else { "cpu" },
+        files
+            .iter()
+            .map(|f| format!("{}:{}", f.path, f.rows))
+            .collect::<Vec<_>>()
+    );
+    // Synthetic points are generated whole on each rank (a test shape);
+    // files are mapped, and only this rank's rows are read.
+    let synthetic = match loaded {
+        Some(_) => Vec::new(),
+        None => anneal::synthetic_points(n, d, (m / 2).max(1), 0.25, params.seed),
+    };
+    let parts = match &loaded {
+        Some(loaded) => loaded.parts(),
+        None => vec![Points::F32(&synthetic)],
+    };
+    let all = inputs::as_points(&parts);
+    let mut keep = Vec::new();
+    let mine = rows_of_points(all, &rows, d, &mut keep);
+    let problem = anneal::validate_rows(mine, rows.clone(), n, d, m, &params)
+        .with_context(|| what.clone())?;
+    let device = match gpu.as_ref().and_then(Backend::device) {
+        Some(dev) => format!("gpu {} ({})", dev.ordinal, dev.name),
+        None => format!("cpu ({} threads)", rayon::current_num_threads()),
+    };
+    out!(
+        "rank {rank} of {world}: rows {}..{} of {n}, {device}; rendezvous at {}:{}",
+        rows.start,
+        rows.end,
+        env.master_addr,
+        env.master_port
+    );
+    let started = Instant::now();
+    // Rank 0 makes the NCCL id the others get at the rendezvous.
+    let id = match (&gpu, rank) {
+        (Some(_), 0) => gpu_core::nccl_unique_id()?,
+        _ => [0; distributed::NCCL_ID_BYTES],
+    };
+    let (link, id) = distributed::rendezvous(env, &problem_text, || Ok(id))?;
+    let comm = TcpComm::new(rank, world, link);
+    let mut engine = match &gpu {
+        None => Ranked::Cpu(Box::new(RankEngine::new(&problem, comm))),
+        Some(backend) => {
+            // Watched from before NCCL's setup, which waits for every rank:
+            // a peer that dies then ends this process, naming it; later,
+            // NCCL is aborted and the engine names it.
+            let slot: Arc<OnceLock<AbortHandle>> = Arc::new(OnceLock::new());
+            let abort = Arc::clone(&slot);
+            let watchdog = Watchdog::start(&comm, move |gone| match abort.get() {
+                Some(handle) => handle.abort(),
+                None => {
+                    eprintln!(
+                        "error: rank {gone} closed its connection during nccl's setup: \
+                         that process exited or was killed; see its output"
+                    );
+                    std::process::exit(1);
+                }
+            })?;
+            let engine = anneal::gpu::GpuEngine::for_rank(backend, &problem, &id, rank, world)?;
+            let handle = engine
+                .abort_handle()
+                .context("a rank's engine has its communicator")?;
+            let _ = slot.set(handle);
+            backend.synchronize()?;
+            Ranked::Gpu(Box::new(GpuRankEngine::new(
+                engine,
+                &problem,
+                comm,
+                Some(watchdog),
+            )))
+        }
+    };
+    let setup_seconds = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let exit_after = fault(env)?;
+    let mut write_error = None;
+    let mut progress = |it: u32, energy: f64, anchors: usize| {
+        if exit_after.is_some_and(|k| it >= k) {
+            eprintln!("{FAULT_ENV}: rank {rank} exits after iteration {it}");
+            std::process::exit(3);
+        }
+        if rank == 0 && write_error.is_none() {
+            write_error = writeln!(
+                std::io::stdout().lock(),
+                "  iteration {it:>3}: energy {energy:.6}, {anchors} anchors"
+            )
+            .err();
+        }
+    };
+    let out = match &mut engine {
+        Ranked::Cpu(engine) => anneal::run_with(engine.as_mut(), &problem, &mut progress)?,
+        Ranked::Gpu(engine) => {
+            let out = anneal::run_with(engine.as_mut(), &problem, &mut progress)?;
+            engine.finish();
+            out
+        }
+    };
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
+    out!(
+        "rank {rank}: done, {} rows; peak host memory {}",
+        rows.len(),
+        peak_rss().unwrap_or_else(|| "unknown".into())
+    );
+    if rank != 0 {
+        return Ok(());
+    }
+    let run = AnnealRun {
+        backend: format!(
+            "{} x{world} processes",
+            if gpu.is_some() { "cuda" } else { "cpu" }
+        ),
+        kind: if gpu.is_some() { "cuda" } else { "cpu" },
+        device: match gpu.as_ref().and_then(Backend::device) {
+            Some(dev) => dev.name.clone(),
+            None => format!("cpu ({world} processes)"),
+        },
+        gpus: if gpu.is_some() { world } else { 0 },
+        setup_seconds,
+        seconds: started.elapsed().as_secs_f64(),
+        out,
+    };
+    report(std::slice::from_ref(&run))?;
+    if let Some(dir) = &args.out {
+        // The index's hash and energy are over every row: rank 0 reads the
+        // whole input once more (mapped pages, not held).
+        let whole = anneal::validate(all, n, d, m, &params).with_context(|| what.clone())?;
+        let mut index = index_of(&run, &whole, files);
+        index.meta.world_size = world as u32;
+        index.write(dir, args.force).map_err(out_error)?;
+        out!(
+            "index: {} ({} anchors x {d}, {n} assignments, energy {:.8}, {world} processes)",
+            dir.display(),
+            index.meta.m,
+            index.meta.energy
+        );
+    }
+    Ok(())
+}
+
+/// This process's peak resident memory (`VmHWM` of `/proc/self/status`),
+/// for the memory figures per rank; `None` off Linux.
+fn peak_rss() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(format!("{:.1} MiB", kib as f64 / 1024.0))
+}

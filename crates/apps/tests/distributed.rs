@@ -1,0 +1,384 @@
+//! The multi-process anneal's parts on loopback, in one test process (a
+//! thread per rank): the launcher variables, the row split, the rendezvous
+//! (the id handed out, a different problem refused naming the rank, a rank
+//! that never arrives timed out naming it), the TCP collectives, a dead
+//! peer named, and ranks that together match the one-process CPU run.
+
+use std::collections::HashMap;
+use std::thread;
+use std::time::Duration;
+
+use apps::anneal::{self, cpu::CpuEngine, Params, Points};
+use apps::distributed::{
+    rendezvous, rows_of, Communicator, DistError, RankEngine, RankEnv, TcpComm, Watchdog,
+    NCCL_ID_BYTES,
+};
+
+fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |name| map.get(name).cloned()
+}
+
+/// `Ok(rank)` or the error's text.
+fn check_env(vars: &[(&str, &str)], expected: Result<Option<usize>, &str>) {
+    let got = RankEnv::from_lookup(lookup(vars));
+    match (got, expected) {
+        (Ok(env), Ok(rank)) => assert_eq!(env.map(|e| e.rank), rank, "{vars:?}"),
+        (Err(e), Err(needle)) => {
+            let text = e.to_string();
+            assert!(text.contains(needle), "{vars:?}: {text}");
+            assert!(!text.contains('\n'));
+        }
+        (got, expected) => panic!("{vars:?}: got {got:?}, expected {expected:?}"),
+    }
+}
+
+const GOOD: [(&str, &str); 5] = [
+    ("RANK", "1"),
+    ("WORLD_SIZE", "2"),
+    ("LOCAL_RANK", "1"),
+    ("MASTER_ADDR", "127.0.0.1"),
+    ("MASTER_PORT", "29500"),
+];
+
+fn with(changes: &[(&'static str, Option<&'static str>)]) -> Vec<(&'static str, &'static str)> {
+    let mut vars: Vec<(&str, &str)> = GOOD.to_vec();
+    for (name, value) in changes {
+        vars.retain(|(k, _)| k != name);
+        if let Some(v) = value {
+            vars.push((name, v));
+        }
+    }
+    vars
+}
+
+#[test]
+fn launcher_variables_parse_or_are_refused_naming_the_variable() {
+    check_env(&GOOD, Ok(Some(1)));
+    check_env(&[], Ok(None));
+    check_env(&with(&[("LOCAL_RANK", None)]), Ok(Some(1)));
+    check_env(&with(&[("RANK", None)]), Err("RANK is not set"));
+    check_env(
+        &with(&[("MASTER_ADDR", None)]),
+        Err("MASTER_ADDR is not set"),
+    );
+    check_env(
+        &with(&[("MASTER_PORT", None)]),
+        Err("MASTER_PORT is not set"),
+    );
+    check_env(
+        &with(&[("RANK", Some("x"))]),
+        Err("RANK=\"x\": not a whole number"),
+    );
+    check_env(
+        &with(&[("RANK", Some("2"))]),
+        Err("RANK=\"2\": ranks are 0..2"),
+    );
+    check_env(&with(&[("WORLD_SIZE", Some("0"))]), Err("WORLD_SIZE=\"0\""));
+    check_env(
+        &with(&[("WORLD_SIZE", Some("-1"))]),
+        Err("WORLD_SIZE=\"-1\""),
+    );
+    check_env(&with(&[("LOCAL_RANK", Some("3"))]), Err("LOCAL_RANK"));
+    check_env(
+        &with(&[("MASTER_PORT", Some("0"))]),
+        Err("MASTER_PORT=\"0\""),
+    );
+    check_env(&with(&[("MASTER_PORT", Some("70000"))]), Err("MASTER_PORT"));
+    check_env(&with(&[("MASTER_ADDR", Some(" "))]), Err("MASTER_ADDR"));
+    check_env(
+        &with(&[("KILN_RANK_TIMEOUT", Some("soon"))]),
+        Err("KILN_RANK_TIMEOUT"),
+    );
+    check_env(
+        &with(&[("KILN_MASTER_PORT", Some("x"))]),
+        Err("KILN_MASTER_PORT=\"x\""),
+    );
+    let moved = RankEnv::from_lookup(lookup(&with(&[("KILN_MASTER_PORT", Some("29600"))])));
+    assert_eq!(moved.unwrap().unwrap().master_port, 29600);
+    let env = RankEnv::from_lookup(lookup(&with(&[("KILN_RANK_TIMEOUT", Some("7"))])))
+        .unwrap()
+        .unwrap();
+    assert_eq!(env.timeout, Duration::from_secs(7));
+}
+
+#[test]
+fn rows_split_balanced_contiguous_and_refuse_idle_ranks() {
+    for (n, world) in [(10, 3), (7, 7), (1000, 4), (5, 1)] {
+        let mut next = 0;
+        for rank in 0..world {
+            let rows = rows_of(rank, world, n).unwrap();
+            assert_eq!(rows.start, next, "n {n} world {world}");
+            assert!(rows.len() == n / world || rows.len() == n / world + 1);
+            next = rows.end;
+        }
+        assert_eq!(next, n);
+    }
+    assert_eq!(rows_of(0, 4, 3), None);
+    assert_eq!(rows_of(2, 2, 10), None);
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn env(rank: usize, world: usize, port: u16, timeout: u64) -> RankEnv {
+    RankEnv {
+        rank,
+        world_size: world,
+        local_rank: rank,
+        master_addr: "127.0.0.1".into(),
+        master_port: port,
+        timeout: Duration::from_secs(timeout),
+    }
+}
+
+/// Runs `body(rank, comm)` on `world` ranks (threads) after a rendezvous on
+/// loopback; returns each rank's result in rank order.
+fn on_ranks<T: Send + 'static>(
+    world: usize,
+    body: impl Fn(usize, TcpComm) -> T + Send + Sync + Clone + 'static,
+) -> Vec<T> {
+    let port = free_port();
+    let handles: Vec<_> = (0..world)
+        .map(|rank| {
+            let body = body.clone();
+            thread::spawn(move || {
+                let (link, id) =
+                    rendezvous(&env(rank, world, port, 30), "p", || Ok([7; NCCL_ID_BYTES]))
+                        .unwrap();
+                assert_eq!(id, [7; NCCL_ID_BYTES], "rank {rank} got rank 0's id");
+                body(rank, TcpComm::new(rank, world, link))
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn collectives_sum_in_rank_order_broadcast_and_gather() {
+    let results = on_ranks(3, |rank, mut comm| {
+        assert_eq!((comm.rank(), comm.world_size()), (rank, 3));
+        // 1e16 + 1 + 1 in rank order loses both ones; any other order
+        // keeps one of them: the order is part of the contract.
+        let mut sum = [[1e16, 1.0, 1.0][rank], rank as f64];
+        comm.all_reduce_sum(&mut sum, "test").unwrap();
+        let mut bytes = vec![rank as u8; rank + 1];
+        comm.broadcast(&mut bytes, "test").unwrap();
+        let gathered = comm.gather(&[rank as u8 * 10], "test").unwrap();
+        (sum, bytes, gathered)
+    });
+    for (rank, (sum, bytes, gathered)) in results.iter().enumerate() {
+        assert_eq!(sum[0].to_bits(), ((1e16 + 1.0) + 1.0f64).to_bits());
+        assert_eq!(sum[1], 3.0);
+        assert_eq!(bytes, &vec![0u8], "rank {rank} got rank 0's bytes");
+        if rank == 0 {
+            assert_eq!(gathered, &vec![vec![0], vec![10], vec![20]]);
+        } else {
+            assert!(gathered.is_empty());
+        }
+    }
+}
+
+#[test]
+fn a_rank_with_another_problem_is_refused_naming_it() {
+    let port = free_port();
+    let leaves: Vec<_> = [(1, "p"), (2, "q")]
+        .into_iter()
+        .map(|(rank, problem)| {
+            thread::spawn(move || rendezvous(&env(rank, 3, port, 3), problem, || unreachable!()))
+        })
+        .collect();
+    let root = rendezvous(&env(0, 3, port, 30), "p", || Ok([0; NCCL_ID_BYTES]));
+    match root {
+        Err(DistError::Mismatch { rank: 2, what }) => assert!(what.contains("`q`"), "{what}"),
+        other => panic!("rank 0: {other:?}"),
+    }
+    let mut leaves = leaves.into_iter().map(|h| h.join().unwrap());
+    // Rank 1 is told the run is off, or (when rank 2 came first) finds rank
+    // 0 gone or no longer listening; it never hangs.
+    match leaves.next().unwrap() {
+        Err(DistError::Refused(why)) => assert!(why.contains("rank 2"), "{why}"),
+        Err(DistError::PeerGone { rank: 0, .. } | DistError::Timeout { rank: 0, .. }) => {}
+        other => panic!("rank 1: {other:?}"),
+    }
+    match leaves.next().unwrap() {
+        Err(DistError::Refused(why)) => assert!(why.contains("`q` where rank 0 runs `p`"), "{why}"),
+        other => panic!("rank 2: {other:?}"),
+    }
+}
+
+#[test]
+fn a_rank_that_never_arrives_times_out_naming_it() {
+    let port = free_port();
+    let leaf = thread::spawn(move || rendezvous(&env(1, 3, port, 30), "p", || unreachable!()));
+    let root = rendezvous(&env(0, 3, port, 1), "p", || Ok([0; NCCL_ID_BYTES]));
+    match root {
+        Err(e @ DistError::Timeout { rank: 2, .. }) => {
+            assert!(e.to_string().contains("rank 2"), "{e}")
+        }
+        other => panic!("rank 0: {other:?}"),
+    }
+    // Rank 0 went away: rank 1 hears it, it does not hang.
+    assert!(matches!(
+        leaf.join().unwrap(),
+        Err(DistError::PeerGone { rank: 0, .. })
+    ));
+    // No rank 0 at all: connecting gives up after the timeout.
+    let alone = rendezvous(&env(1, 2, free_port(), 1), "p", || unreachable!());
+    assert!(
+        matches!(alone, Err(DistError::Timeout { rank: 0, .. })),
+        "{alone:?}"
+    );
+}
+
+#[test]
+fn a_rank_that_dies_is_named_by_the_others() {
+    let results = on_ranks(2, |rank, mut comm| {
+        if rank == 1 {
+            drop(comm);
+            return None;
+        }
+        Some(comm.all_reduce_sum(&mut [1.0], "a step's statistics"))
+    });
+    match &results[0] {
+        Some(Err(e @ DistError::PeerGone { rank: 1, .. })) => {
+            assert!(e
+                .to_string()
+                .starts_with("rank 1 closed its connection during a step's"))
+        }
+        other => panic!("rank 0: {other:?}"),
+    }
+}
+
+#[test]
+fn the_watchdog_aborts_when_a_peer_goes_and_not_after_the_run() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let aborts = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&aborts);
+    let results = on_ranks(3, move |rank, mut comm| {
+        let aborts = Arc::clone(&seen);
+        let watchdog = Watchdog::start(&comm, move |_| {
+            aborts.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+        if rank > 0 {
+            // These ranks are done before they leave: rank 0 leaving after
+            // them is no failure of theirs (no abort).
+            watchdog.finish();
+        }
+        comm.all_reduce_sum(&mut [1.0], "a step").unwrap();
+        if rank > 0 {
+            return None;
+        }
+        // Ranks 1 and 2 closed their connections: the watchdog names the
+        // first and aborts once, without this thread reading anything.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while watchdog.gone().is_none() && std::time::Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        Some(watchdog.gone())
+    });
+    assert!(matches!(results[0], Some(Some(1 | 2))), "{:?}", results[0]);
+    assert_eq!(aborts.load(Ordering::SeqCst), 1, "one abort, rank 0's");
+}
+
+/// A shape with maintenance passes (merges and splits) in its 12 iterations.
+fn problem_points() -> (Vec<f32>, usize, usize, usize, Params) {
+    let (n, d, m) = (3000, 16, 24);
+    let params = Params {
+        max_iters: 12,
+        tol: 0.0,
+        seed: 5,
+        ..Params::default()
+    };
+    (anneal::synthetic_points(n, d, 12, 0.25, 5), n, d, m, params)
+}
+
+#[test]
+fn ranks_together_match_one_process() {
+    let (points, n, d, m, params) = problem_points();
+    let whole = anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
+    let one = anneal::run_with(&mut CpuEngine::new(&whole), &whole, &mut |_, _, _| {}).unwrap();
+    assert!(!one.maintenance.is_empty(), "no maintenance in {one:?}");
+    for world in [2, 3] {
+        let outs = on_ranks(world, move |rank, comm| {
+            let (points, n, d, m, params) = problem_points();
+            let rows = rows_of(rank, world, n).unwrap();
+            let mine = Points::F32(&points[rows.start * d..rows.end * d]);
+            let problem = anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
+            let mut engine = RankEngine::new(&problem, comm);
+            anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap()
+        });
+        for (rank, out) in outs.iter().enumerate() {
+            assert_eq!(out.iterations, one.iterations, "world {world} rank {rank}");
+            assert_eq!(
+                out.maintenance, one.maintenance,
+                "world {world} rank {rank}"
+            );
+            assert_eq!(out.m, one.m);
+            let rel = (out.energy - one.energy).abs() / one.energy;
+            assert!(rel <= 1e-6, "world {world} rank {rank}: {rel:e}");
+            assert_eq!(out.anchors, one.anchors, "world {world} rank {rank}");
+        }
+        assert_eq!(
+            outs[0].assignments, one.assignments,
+            "world {world}: rank 0 has all"
+        );
+        assert!(outs[1..].iter().all(|o| o.assignments.is_empty()));
+    }
+}
+
+/// Two GPU ranks (threads here, processes in a run), one GPU each, NCCL
+/// between them and TCP for the rest, against one GPU alone: the same
+/// iterations, maintenance and anchors count, the energy within 1e-6.
+#[test]
+fn two_gpu_ranks_match_one_gpu() {
+    let Some(devices) = gpu_core::testing::devices(cuda_sys::modules::ALL, 2) else {
+        return;
+    };
+    let backends = devices.backends()[..2].to_vec();
+    // The gate that skips (or fails under KILN_REQUIRE_NCCL) without libnccl.
+    let streams: Vec<_> = backends.iter().map(|b| b.default_stream()).collect();
+    let Some(gate) = gpu_core::testing::collective(&streams) else {
+        return;
+    };
+    drop(gate);
+    let (points, n, d, m, params) = problem_points();
+    let whole = anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
+    let one = anneal::run_sharded(&backends[..1], &whole, &mut |_, _, _| {}).unwrap();
+    let id = gpu_core::nccl_unique_id().unwrap();
+    let outs = on_ranks(2, move |rank, comm| {
+        let backend = &backends[rank];
+        let (points, n, d, m, params) = problem_points();
+        let rows = rows_of(rank, 2, n).unwrap();
+        let mine = Points::F32(&points[rows.start * d..rows.end * d]);
+        let problem = anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
+        let gpu = anneal::gpu::GpuEngine::for_rank(backend, &problem, &id, rank, 2).unwrap();
+        let abort = gpu.abort_handle().unwrap();
+        let watchdog = Watchdog::start(&comm, move |_| abort.abort()).unwrap();
+        let mut engine = apps::distributed::GpuRankEngine::new(gpu, &problem, comm, Some(watchdog));
+        let out = anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap();
+        engine.finish();
+        out
+    });
+    for (rank, out) in outs.iter().enumerate() {
+        assert_eq!(out.iterations, one.iterations, "rank {rank}");
+        assert_eq!(out.maintenance, one.maintenance, "rank {rank}");
+        assert_eq!(out.m, one.m, "rank {rank}");
+        let rel = (out.energy - one.energy).abs() / one.energy;
+        assert!(rel <= 1e-6, "rank {rank}: {rel:e}");
+    }
+    assert_eq!(outs[0].assignments.len(), n);
+    // NCCL's sums reach every rank with the same bits.
+    assert_eq!(outs[0].anchors, outs[1].anchors);
+    assert_eq!(outs[0].history, outs[1].history);
+}

@@ -1,0 +1,167 @@
+//! `apps launch` and `apps anneal` as ranks of a multi-process run, on the
+//! CPU backend over loopback: two processes give the index one process
+//! gives (input split across `.npy` shards on another boundary than the
+//! ranks'), a rank that dies mid-run ends the run with an error naming it
+//! in bounded time, a rank alone times out naming the missing one, and bad
+//! launcher variables or command lines are refused in one line.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use apps::anneal;
+use apps::index::Index;
+
+mod cli_support;
+
+use cli_support::{apps, npy, refused};
+
+/// The points of the runs: 3000 x 16, in two shards of 1200 and 1800 rows
+/// (rank 0 of 2 holds rows 0..1500: all of the first shard and part of the
+/// second).
+fn write_shards(dir: &Path) -> [String; 2] {
+    let (n, d) = (3000, 16);
+    let points = anneal::synthetic_points(n, d, 12, 0.25, 5);
+    let bytes: Vec<u8> = points.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let split = 1200 * d * 4;
+    let a = dir.join("a.npy");
+    let b = dir.join("b.npy");
+    std::fs::write(&a, npy("<f4", 1200, d, &bytes[..split])).unwrap();
+    std::fs::write(&b, npy("<f4", 1800, d, &bytes[split..])).unwrap();
+    [a.display().to_string(), b.display().to_string()]
+}
+
+fn anneal_args<'a>(files: &'a [String; 2], out: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["anneal", "--backend", "cpu", "--npy"];
+    args.extend(files.iter().map(String::as_str));
+    args.extend([
+        "--m", "24", "--iters", "12", "--tol", "0", "--seed", "5", "--out", out,
+    ]);
+    args
+}
+
+#[test]
+fn two_processes_give_the_index_one_process_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_shards(dir.path());
+    let one_dir = dir.path().join("one").display().to_string();
+    let two_dir = dir.path().join("two").display().to_string();
+    apps()
+        .args(anneal_args(&files, &one_dir))
+        .assert()
+        .success();
+    let out = apps()
+        .args(["launch", "--nprocs", "2", "--"])
+        .args(anneal_args(&files, &two_dir))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("[rank 0] rank 0 of 2: rows 0..1500 of 3000"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("[rank 1] rank 1 of 2: rows 1500..3000 of 3000"),
+        "{stdout}"
+    );
+    let (one, two) = (
+        Index::read(Path::new(&one_dir)).unwrap(),
+        Index::read(Path::new(&two_dir)).unwrap(),
+    );
+    assert!(
+        !one.meta.maintenance.is_empty(),
+        "the run exercises maintenance"
+    );
+    assert_eq!(two.meta.iterations, one.meta.iterations);
+    assert_eq!(two.meta.maintenance, one.meta.maintenance);
+    assert_eq!(two.meta.m, one.meta.m);
+    let rel = (two.meta.energy - one.meta.energy).abs() / one.meta.energy;
+    assert!(rel <= 1e-6, "energy differs by {rel:e}");
+    for (a, b) in one.meta.energy_history.iter().zip(&two.meta.energy_history) {
+        assert!((a - b).abs() <= 1e-6 * a, "{a} vs {b}");
+    }
+    assert_eq!(two.anchors, one.anchors);
+    assert_eq!(two.assignments, one.assignments);
+    assert_eq!(two.meta.input.hash, one.meta.input.hash);
+    assert_eq!((one.meta.world_size, two.meta.world_size), (1, 2));
+}
+
+#[test]
+fn a_rank_that_dies_mid_run_ends_the_run_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_shards(dir.path());
+    let out_dir = dir.path().join("idx").display().to_string();
+    let started = Instant::now();
+    let out = apps()
+        .env("KILN_FAULT_EXIT_RANK", "1:3")
+        .args(["launch", "--nprocs", "3", "--"])
+        .args(anneal_args(&files, &out_dir))
+        .output()
+        .unwrap();
+    // The bound the issue sets; it takes well under a second here.
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("rank 1 exited with status 3"), "{stderr}");
+    assert!(
+        stderr.contains("[rank 0] error: rank 1 closed its connection"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        !Path::new(&out_dir).exists(),
+        "nothing half-done is written"
+    );
+}
+
+#[test]
+fn a_rank_alone_times_out_naming_the_missing_rank() {
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let out = apps()
+        .envs([
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", port.as_str()),
+            ("KILN_RANK_TIMEOUT", "1"),
+        ])
+        .args(["anneal", "--backend", "cpu"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no word from rank 1 for 1 s"), "{stderr}");
+}
+
+#[test]
+fn bad_launches_and_rank_variables_are_refused_in_one_line() {
+    refused(&["launch", "--nprocs", "2"], 2, "COMMAND");
+    refused(&["launch", "--nprocs", "0", "--", "anneal"], 2, "--nprocs");
+    let out = apps()
+        .envs([("WORLD_SIZE", "2"), ("RANK", "x")])
+        .args(["anneal", "--backend", "cpu"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("RANK=\"x\": not a whole number"),
+        "{stderr}"
+    );
+    refused(&["launch", "--gpus", "0", "--", "anneal"], 2, "--gpus");
+    refused(
+        &["launch", "--gpus", "1", "--nprocs", "2", "--", "anneal"],
+        2,
+        "--nprocs",
+    );
+}
