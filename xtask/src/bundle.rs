@@ -408,7 +408,7 @@ if [[ $what == all || $what == ranks ]]; then
   # and each rank's peak host memory are in the output), and a rank that
   # exits mid-run, which must end the run naming it within 60 s.
   if (( gpus >= 2 )); then
-    shape=(--backend cuda --n 4000000 --d 128 --m 2048 --iters 10 --tol 0)
+    shape=(--backend cuda --n 4000000 --d 128 --m 2048 --iters 30 --tol 0)
     step "anneal on one gpu" ./bin/apps anneal "${{shape[@]}}"
     step "anneal as one process per gpu" ./bin/apps launch --gpus all -- anneal "${{shape[@]}}"
     rank_fault() {{

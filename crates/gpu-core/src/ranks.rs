@@ -6,7 +6,7 @@
 //! (`ncclCommAbort`, from any thread) ends them, and
 //! [`RankCollective::check`] reports NCCL's own asynchronous errors.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use crate::error::{driver, nccl_failed, CollectiveMismatch, Error};
 use crate::ffi::nccl::rank::{self, RankComm, RankError};
@@ -48,15 +48,22 @@ pub struct RankCollective {
 }
 
 /// Ends a [`RankCollective`]'s operations from another thread (a watchdog
-/// that saw a peer die).
+/// that saw a peer die). It does not keep the communicator alive: a handle
+/// left in a thread that outlives the run (a watchdog blocked on a socket)
+/// must not keep NCCL's communicator, and its proxy threads, alive until
+/// the process exits, where they crashed the 2-GPU host's ranks (SIGSEGV
+/// after the run) once the CUDA context was gone.
 #[derive(Debug, Clone)]
-pub struct AbortHandle(Arc<RankComm>);
+pub struct AbortHandle(Weak<RankComm>);
 
 impl AbortHandle {
     /// `ncclCommAbort`: every NCCL operation in flight returns, the
-    /// communicator is freed, and its later calls fail. Idempotent.
+    /// communicator is freed, and its later calls fail. Idempotent; nothing
+    /// once the [`RankCollective`] is dropped (its communicator destroyed).
     pub fn abort(&self) {
-        self.0.abort();
+        if let Some(comm) = self.0.upgrade() {
+            comm.abort();
+        }
     }
 }
 
@@ -96,7 +103,7 @@ impl RankCollective {
 
     /// A handle that aborts this communicator from any thread.
     pub fn abort_handle(&self) -> AbortHandle {
-        AbortHandle(Arc::clone(&self.comm))
+        AbortHandle(Arc::downgrade(&self.comm))
     }
 
     /// NCCL's asynchronous error, if one happened (`ncclCommGetAsyncError`;

@@ -80,13 +80,21 @@ fn abort_ends_an_all_reduce_whose_peer_never_comes() {
     let id = gpu_core::nccl_unique_id().unwrap();
     let (done, finished) = mpsc::channel();
     let (ready, comms) = mpsc::channel();
+    // Rank 1 keeps its communicator (an abort handle does not) until the
+    // test ends and drops `hold`.
+    let (hold, held) = mpsc::channel::<()>();
+    let mut held = Some(held);
     // Threads that are not joined on failure: a hang fails the test below
     // instead of stalling the suite.
     for (rank, stream) in streams.into_iter().enumerate() {
         let (ready, done) = (ready.clone(), done.clone());
+        let held = if rank == 0 { None } else { held.take() };
         std::thread::spawn(move || {
             let comm = RankCollective::new(&stream, &id, rank, 2).unwrap();
             ready.send((rank, comm.abort_handle())).unwrap();
+            if let Some(held) = held {
+                let _ = held.recv();
+            }
             if rank == 0 {
                 // Rank 1 "died": this all-reduce waits for it forever
                 // unless aborted.
@@ -109,4 +117,5 @@ fn abort_ends_an_all_reduce_whose_peer_never_comes() {
         .expect("the aborted all-reduce returned within 60 s");
     assert!(enqueued, "the all-reduce was enqueued before the abort");
     assert!(reported, "an aborted communicator reports it");
+    drop(hold);
 }

@@ -120,6 +120,21 @@ pub(crate) struct Nccl {
     _library: libloading::Library,
 }
 
+/// NCCL 2.22+ connects peers lazily, inside the first collective call
+/// (`NCCL_RUNTIME_CONNECT`, default 1), and that call then blocks on the
+/// host until every peer makes it. A rank whose peer died would block inside
+/// `ncclAllReduce` holding its communicator's lock, where the watchdog's
+/// `ncclCommAbort` cannot reach it (seen on the 2-GPU host: the abort test
+/// hung). With 0, every connection is made in `ncclCommInitRank`, which
+/// every rank calls together, and a collective only enqueues work that
+/// `ncclCommAbort` stops. A value the user set wins. NCCL reads it once, on
+/// first use, so it is set before the library is loaded.
+fn eager_connections() {
+    if std::env::var_os("NCCL_RUNTIME_CONNECT").is_none() {
+        std::env::set_var("NCCL_RUNTIME_CONNECT", "0");
+    }
+}
+
 /// libnccl, loaded on first use; the error says why it cannot be.
 pub(crate) fn nccl() -> Result<&'static Nccl, NcclUnavailable> {
     static NCCL: std::sync::OnceLock<Result<Nccl, NcclUnavailable>> = std::sync::OnceLock::new();
@@ -127,6 +142,7 @@ pub(crate) fn nccl() -> Result<&'static Nccl, NcclUnavailable> {
 }
 
 fn load_nccl() -> Result<Nccl, NcclUnavailable> {
+    eager_connections();
     let mut first_error = None;
     for &name in NCCL_LIBRARIES {
         // SAFETY: opening the library runs its initializers, which for NCCL
