@@ -23,7 +23,7 @@ fn cuobjdump(tool: &Path, flag: &str, file: &Path) -> Result<String> {
         .with_context(|| format!("cannot run {}", tool.display()))?;
     if !out.status.success() {
         bail!(
-            "cuobjdump {flag} {} failed ({}): {}; rebuild with cargo xtask build",
+            "cuobjdump {flag} {} failed ({}): {}; rebuild the crate",
             file.display(),
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
@@ -71,7 +71,7 @@ pub(crate) fn requested(manifest: &Manifest) -> Requested {
 pub(crate) fn read_manifest(tool: &Path, manifest: &Manifest) -> Result<Vec<ModuleFacts>> {
     if !manifest.cuda_enabled {
         bail!(
-            "the build made no GPU code ({}); run `cargo xtask toolkit install`",
+            "the build made no GPU code ({}); install a CUDA toolkit (`cargo kiln toolkit install`) or set CUDA_PATH",
             manifest.cpu_only_reason.as_deref().unwrap_or("no toolkit")
         );
     }
