@@ -17,6 +17,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 use cargo_metadata::{Message, TargetKind};
+use cuda_build::toolkit::Toolkit;
 
 use crate::project::Project;
 
@@ -63,8 +64,8 @@ pub struct Made {
 }
 
 /// Builds the bundle of `project` into `out` (replaced whole; a failed run
-/// leaves the old one).
-pub fn make(project: &Project, arch: Option<&str>, out: &Path) -> Result<Made> {
+/// leaves the old one), without the test targets named in `exclude`.
+pub fn make(project: &Project, arch: Option<&str>, out: &Path, exclude: &[&str]) -> Result<Made> {
     let parent = out
         .parent()
         .context("the bundle folder needs a parent folder")?;
@@ -96,7 +97,12 @@ pub fn make(project: &Project, arch: Option<&str>, out: &Path) -> Result<Made> {
     if let Some(spec) = arch {
         cargo.env(format!("{prefix}_CUDA_ARCHS"), spec);
     }
-    let tests = executables(cargo, true, &[project.name.as_str()], &[])?;
+    let skip: Vec<String> = exclude
+        .iter()
+        .map(|t| format!("{}__{t}", project.name))
+        .collect();
+    let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
+    let tests = executables(cargo, true, &[project.name.as_str()], &skip)?;
     if tests.is_empty() {
         bail!(
             "{} has no test binaries to bundle; add tests under tests/ or src/",
@@ -107,11 +113,7 @@ pub fn make(project: &Project, arch: Option<&str>, out: &Path) -> Result<Made> {
         "[2/3] compiling the memcheck positive control with {}",
         toolkit.nvcc.display()
     );
-    compile_control(
-        &toolkit.nvcc,
-        arch,
-        &staging.path().join("bin").join(CONTROL),
-    )?;
+    compile_control(&toolkit, arch, &staging.path().join("bin").join(CONTROL))?;
     eprintln!("[3/3] copying {} test binaries", tests.len());
     let bytes = copy_binaries(&tests, &staging.path().join("bin"))?;
     let names: Vec<&str> = tests.iter().map(|(n, _)| n.as_str()).collect();
@@ -166,12 +168,22 @@ echo "kiln-bundle: $passed passed, $failed failed"
 
 /// Compiles the positive control into a standalone executable (the CUDA
 /// runtime linked statically: the GPU host needs only the driver).
-fn compile_control(nvcc: &Path, arch: Option<&str>, dest: &Path) -> Result<()> {
+fn compile_control(toolkit: &Toolkit, arch: Option<&str>, dest: &Path) -> Result<()> {
+    let nvcc = &toolkit.nvcc;
     let dir = tempfile::tempdir()?;
     let source = dir.path().join("memcheck_control.cu");
     std::fs::write(&source, CONTROL_SOURCE)?;
     let mut cmd = Command::new(nvcc);
-    cmd.arg("-O2").arg("-lineinfo").arg("-cudart=static");
+    cmd.args(["-O2", "-lineinfo", "-cudart=static", "-cudadevrt=none"]);
+    // A pip-installed toolkit keeps libcudart_static.a in lib/, where nvcc's
+    // own profile does not look.
+    for lib in ["lib", "lib64"]
+        .map(|d| toolkit.root.join(d))
+        .iter()
+        .filter(|d| d.is_dir())
+    {
+        cmd.arg(format!("-L{}", lib.display()));
+    }
     for gencode in control_gencodes(arch) {
         cmd.arg(gencode);
     }

@@ -94,6 +94,11 @@ pub struct BundleArgs {
     /// Output folder (default: kiln-bundle in the crate's target dir).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Leave out this test target (repeatable): tests that read the source
+    /// tree cannot run on the GPU host. Default: `bindings` (the committed
+    /// bindings check).
+    #[arg(long, value_name = "TEST", default_values_t = [String::from("bindings")])]
+    pub exclude: Vec<String>,
 }
 
 /// Prints `value` as pretty JSON on stdout.
@@ -209,7 +214,8 @@ pub fn bundle(krate: &CrateArg, args: &BundleArgs) -> Result<()> {
         Some(dir) => std::path::absolute(dir)?,
         None => project.target_dir.join(bundle::DEFAULT_DIR),
     };
-    let made = bundle::make(&project, args.arch.as_deref(), &out)?;
+    let exclude: Vec<&str> = args.exclude.iter().map(String::as_str).collect();
+    let made = bundle::make(&project, args.arch.as_deref(), &out, &exclude)?;
     println!(
         "{} ({} test binaries, {}): on the GPU host, `bash {}/run.sh`",
         out.display(),
