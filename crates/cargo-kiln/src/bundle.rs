@@ -102,7 +102,9 @@ pub fn make(project: &Project, arch: Option<&str>, out: &Path, exclude: &[&str])
         .map(|t| format!("{}__{t}", project.name))
         .collect();
     let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
-    let tests = executables(cargo, true, &[project.name.as_str()], &skip)?;
+    let mut tests = executables(cargo, true, &[project.name.as_str()], &skip)?;
+    // cargo reports them as they finish; the script lists them by name.
+    tests.sort();
     if tests.is_empty() {
         bail!(
             "{} has no test binaries to bundle; add tests under tests/ or src/",
