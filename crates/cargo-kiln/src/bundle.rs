@@ -154,17 +154,28 @@ if [[ $what == all || $what == sanitize ]]; then
         step "$tool $t" "$SAN" --tool $tool --require-cuda-init no --error-exitcode 99 ./bin/$t --test-threads=1
       done
     done
-    # Positive control: memcheck must flag the planted out-of-bounds write.
-    control() {{ "$SAN" --tool memcheck --error-exitcode 99 ./bin/{CONTROL}; [[ $? == 99 ]]; }}
+{tail}"#,
+        tests = tests.join(" "),
+        tail = sanitize_tail(&format!("./bin/{CONTROL}"), "kiln-bundle"),
+    )
+}
+
+/// The end of a `run.sh` sanitize section (inside `if [[ -x $SAN ]]`) and
+/// of the script: memcheck's positive control (`control`, a command line
+/// that must make memcheck exit 99), the step that fails without
+/// compute-sanitizer, and the `NAME: N passed, N failed` summary.
+pub fn sanitize_tail(control: &str, name: &str) -> String {
+    format!(
+        r#"    # Positive control: memcheck must flag the planted out-of-bounds write.
+    control() {{ "$SAN" --tool memcheck --error-exitcode 99 {control}; [[ $? == 99 ]]; }}
     step "memcheck positive control is flagged" control
   else
     echo "compute-sanitizer not found: sanitizer steps not run"; failed=$((failed+1))
   fi
 fi
-echo "kiln-bundle: $passed passed, $failed failed"
+echo "{name}: $passed passed, $failed failed"
 [[ $failed == 0 ]]
-"#,
-        tests = tests.join(" "),
+"#
     )
 }
 
