@@ -78,6 +78,9 @@ pub(crate) struct Overrides {
     pub(crate) max_spill_bytes: Option<u32>,
     pub(crate) max_local_bytes: Option<u32>,
     pub(crate) allow_f64: Option<bool>,
+    /// Launched by name only (no header declares it; gpu-core checks its
+    /// arguments against the driver at launch): not an ABI violation.
+    pub(crate) by_name: Option<bool>,
 }
 
 impl Limits {
@@ -198,6 +201,15 @@ impl Budgets {
     pub(crate) fn allow_f64(&self, kernel: &str) -> Limit<bool> {
         let d = self.default.allow_f64;
         self.pick(kernel, "allow_f64", |o| o.allow_f64, d)
+    }
+
+    /// Whether `[kernel.NAME] by_name = true` says the kernel is launched
+    /// by name, with no Rust declaration.
+    pub(crate) fn by_name(&self, kernel: &str) -> bool {
+        self.kernel
+            .get(kernel)
+            .and_then(|o| o.by_name)
+            .unwrap_or(false)
     }
 
     /// `kiln-audit.toml [driver] max_ptx_isa`.

@@ -246,12 +246,21 @@ fn f64_place(function: &PtxFunction, called_from: Option<&str>) -> String {
 
 /// 5. Each fat-binary kernel's PTX parameters match its Rust declaration, and
 ///    every declaration has a kernel.
-pub(crate) fn check_abi(modules: &[ModuleFacts], declared: &[Declaration]) -> Vec<Violation> {
+/// A kernel for which `by_name` answers true (`[kernel.NAME] by_name =
+/// true`) may have no declaration.
+pub(crate) fn check_abi(
+    modules: &[ModuleFacts],
+    declared: &[Declaration],
+    by_name: &dyn Fn(&str) -> bool,
+) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut found: BTreeSet<&str> = BTreeSet::new();
     for module in modules.iter().filter(|m| !m.is_static) {
         for kernel in module.kernels() {
             let Some(decl) = declared.iter().find(|d| d.name == kernel) else {
+                if by_name(&kernel) {
+                    continue;
+                }
                 out.push(
                     Violation::new(Check::Abi, &module.name, Some(&kernel), None).says(format!(
                         "{kernel}: kernel in the {} fat binary has no Rust declaration \
@@ -413,6 +422,7 @@ ret;
             ptx: ptx.into_iter().map(|(a, m)| (a.to_string(), m)).collect(),
             sass,
             ptxas: Vec::new(),
+            own_archs: None,
         }
     }
 
@@ -447,6 +457,42 @@ ret;
                 "vector_add sm_90: no SASS in the fat binary (arch spec `sm_80,sm_90` from --arch)",
                 "vector_add compute_90: no PTX in the fat binary (arch spec `sm_80,sm_90` from --arch)",
             ]
+        );
+    }
+
+    /// A module built for its own archs (`archs = "sm_90a"`, or `rdc`'s
+    /// SASS only) is held to those, not to the build's spec: found on
+    /// examples/kernel-trees, whose hopper and rdc modules failed coverage.
+    #[test]
+    fn a_module_with_its_own_archs_is_held_to_them() {
+        let mut m = module(vec![], vec![elf("sm_90a", "vector_add", 16, 0)]);
+        m.own_archs = Some(Requested {
+            spec: "sm_90a".into(),
+            origin: "module vector_add (its own archs in kiln.toml)".into(),
+            sass: vec!["sm_90a".into()],
+            ptx: vec![],
+        });
+        let report = crate::audit::report::audit(
+            &requested(),
+            None,
+            std::slice::from_ref(&m),
+            &budgets(),
+            crate::audit::Abi::NotRead("test"),
+        );
+        assert_eq!(
+            report
+                .violations
+                .iter()
+                .filter(|v| v.check == Check::Coverage)
+                .count(),
+            0,
+            "{}",
+            report.render()
+        );
+        m.sass = vec![elf("sm_80", "vector_add", 16, 0)];
+        assert_eq!(
+            messages(check_coverage(m.requested(&requested()), &m)),
+            ["vector_add sm_90a: no SASS in the fat binary (arch spec `sm_90a` from module vector_add (its own archs in kiln.toml))"]
         );
     }
 
@@ -525,7 +571,8 @@ ret;
         let m = module(vec![("compute_90", ptx("9.0", VECTOR_ADD))], vec![]);
         assert!(check_abi(
             std::slice::from_ref(&m),
-            &[vector_add_decl(VECTOR_ADD_LAYOUT)]
+            &[vector_add_decl(VECTOR_ADD_LAYOUT)],
+            &|_| false
         )
         .is_empty());
         let narrow = vector_add_decl(&[(8, 8), (8, 8), (8, 8), (8, 8)]);
@@ -549,11 +596,16 @@ ret;
             ["vector_add: param 2 (c) is 16-byte aligned in PTX but 8-byte aligned in Rust (vector_add.h)"]
         );
         assert_eq!(
-            messages(check_abi(&[m], &[unbuilt])),
+            messages(check_abi(std::slice::from_ref(&m), &[unbuilt.clone()], &|_| false)),
             [
                 "vector_add: kernel in the vector_add fat binary has no Rust declaration (declare it with KILN_KERNEL in a header, then regenerate the bindings)",
                 "gone: declared in gone.h but no fat binary has the kernel (define it in a .cu file of the kernels dir or remove the declaration)",
             ]
+        );
+        // `[kernel.vector_add] by_name = true`: launched by name, undeclared on purpose.
+        assert_eq!(
+            messages(check_abi(&[m], &[unbuilt], &|k| k == "vector_add")),
+            ["gone: declared in gone.h but no fat binary has the kernel (define it in a .cu file of the kernels dir or remove the declaration)"]
         );
     }
 

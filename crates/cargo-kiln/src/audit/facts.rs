@@ -54,6 +54,7 @@ pub(crate) fn read_module(
         ptx,
         sass,
         ptxas,
+        own_archs: None,
     })
 }
 
@@ -85,13 +86,33 @@ pub(crate) fn read_manifest(tool: &Path, manifest: &Manifest) -> Result<Vec<Modu
                     m.name
                 )
             })?;
-            read_module(
+            let mut facts = read_module(
                 tool,
                 &m.name,
                 m.link == LinkMode::Static,
                 file,
                 m.kernels.clone(),
-            )
+            )?;
+            if (&m.sass, &m.ptx) != (&manifest.sass, &manifest.ptx) {
+                let why = if m.rdc && m.ptx.is_empty() {
+                    "rdc: the device link keeps SASS only"
+                } else {
+                    "its own archs in kiln.toml"
+                };
+                facts.own_archs = Some(Requested {
+                    spec: m
+                        .sass
+                        .iter()
+                        .chain(&m.ptx)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    origin: format!("module {} ({why})", m.name),
+                    sass: m.sass.clone(),
+                    ptx: m.ptx.clone(),
+                });
+            }
+            Ok(facts)
         })
         .collect()
 }

@@ -44,7 +44,7 @@ pub(crate) fn audit(
     let mut violations = Vec::new();
     let mut not_audited = Vec::new();
     for module in modules {
-        violations.extend(checks::check_coverage(requested, module));
+        violations.extend(checks::check_coverage(module.requested(requested), module));
         violations.extend(checks::check_resources(budgets, module));
         violations.extend(checks::check_driver_floor(budgets, module));
         violations.extend(checks::check_f64(budgets, module));
@@ -59,7 +59,7 @@ pub(crate) fn audit(
         }
         if module.is_static {
             not_audited.push(format!(
-                "{}: static library; ABI not audited (its kernels are CUB's, launched from host code, \
+                "{}: static library; ABI not audited (its kernels are launched from its host code, \
                  with no Rust declaration); spills not audited and smem read from the ELF (its nvcc \
                  build keeps no ptxas report; on sm_90 the ELF adds the 1 KiB system reserve)",
                 module.name
@@ -68,7 +68,12 @@ pub(crate) fn audit(
     }
     match declared {
         Abi::Declared(declared) => {
-            violations.extend(checks::check_abi(modules, &declared.kernels));
+            let undeclared_ok = |kernel: &str| budgets.by_name(kernel);
+            violations.extend(checks::check_abi(
+                modules,
+                &declared.kernels,
+                &undeclared_ok,
+            ));
             violations.extend(checks::check_budget_names(budgets, modules));
             not_audited.extend(declared.unreadable.iter().cloned());
         }
@@ -76,7 +81,7 @@ pub(crate) fn audit(
     }
     let rows = modules
         .iter()
-        .flat_map(|m| rows(requested, m, &violations))
+        .flat_map(|m| rows(m.requested(requested), m, &violations))
         .collect();
     Report {
         requested: requested.clone(),
