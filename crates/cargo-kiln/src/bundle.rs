@@ -147,11 +147,13 @@ if [[ $what == all || $what == tests ]]; then
 fi
 if [[ $what == all || $what == sanitize ]]; then
   if [[ -x $SAN ]]; then
-    # --require-cuda-init no: a test binary that never calls CUDA is no failure.
+    # A test binary that never calls CUDA is no failure, where this
+    # compute-sanitizer has the option to say so.
+    nocuda=(); if "$SAN" --help 2>/dev/null | grep -q -- --require-cuda-init; then nocuda=(--require-cuda-init no); fi
     for t in {tests}; do
-      step "memcheck $t" "$SAN" --tool memcheck --require-cuda-init no --leak-check full --error-exitcode 99 ./bin/$t --test-threads=1
+      step "memcheck $t" "$SAN" --tool memcheck ${{nocuda[@]+"${{nocuda[@]}}"}} --leak-check full --error-exitcode 99 ./bin/$t --test-threads=1
       for tool in racecheck initcheck synccheck; do
-        step "$tool $t" "$SAN" --tool $tool --require-cuda-init no --error-exitcode 99 ./bin/$t --test-threads=1
+        step "$tool $t" "$SAN" --tool $tool ${{nocuda[@]+"${{nocuda[@]}}"}} --error-exitcode 99 ./bin/$t --test-threads=1
       done
     done
 {tail}"#,
@@ -397,6 +399,14 @@ mod tests {
     /// run.sh run for real on fake binaries and a fake compute-sanitizer:
     /// a skip fails, the control must be flagged (exit 99) or run.sh fails.
     fn run_fake(control_exit: u32, test_body: &str) -> (bool, String, String) {
+        run_fake_with_help(control_exit, test_body, "")
+    }
+
+    fn run_fake_with_help(
+        control_exit: u32,
+        test_body: &str,
+        help: &str,
+    ) -> (bool, String, String) {
         let dir = tempfile::tempdir().unwrap();
         let (bin, tools) = (dir.path().join("bin"), dir.path().join("tools"));
         std::fs::create_dir(&bin).unwrap();
@@ -405,7 +415,7 @@ mod tests {
         executable(
             &tools.join("compute-sanitizer"),
             &format!(
-                "echo \"$*\" >> {}; case \"$*\" in *{CONTROL}*) exit {control_exit};; esac; exit 0",
+                "echo \"$*\" >> {}; [ \"$1\" = --help ] && echo '{help}'; case \"$*\" in *{CONTROL}*) exit {control_exit};; esac; exit 0",
                 log.display()
             ),
         );
@@ -438,6 +448,7 @@ mod tests {
         );
         let tools: Vec<&str> = log
             .lines()
+            .filter(|l| *l != "--help")
             .map(|l| l.split_whitespace().nth(1).unwrap())
             .collect();
         assert_eq!(
@@ -451,6 +462,19 @@ mod tests {
             ]
         );
         assert!(log.lines().last().unwrap().ends_with(CONTROL), "{log}");
+        // This fake's --help names no --require-cuda-init: not passed.
+        assert!(!log.contains("require-cuda-init"), "{log}");
+    }
+
+    #[test]
+    fn binaries_without_cuda_pass_where_the_sanitizer_allows_it() {
+        let (ok, stdout, log) = run_fake_with_help(99, "exit 0", "  --require-cuda-init arg");
+        assert!(ok, "{stdout}");
+        let marked = log
+            .lines()
+            .filter(|l| l.contains("--require-cuda-init no"))
+            .count();
+        assert_eq!(marked, 4, "the test binary's four tools: {log}");
     }
 
     #[test]
