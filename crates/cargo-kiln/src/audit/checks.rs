@@ -246,6 +246,7 @@ fn f64_place(function: &PtxFunction, called_from: Option<&str>) -> String {
 
 /// 5. Each fat-binary kernel's PTX parameters match its Rust declaration, and
 ///    every declaration has a kernel.
+///
 /// A kernel for which `by_name` answers true (`[kernel.NAME] by_name =
 /// true`) may have no declaration.
 pub(crate) fn check_abi(
@@ -596,7 +597,7 @@ ret;
             ["vector_add: param 2 (c) is 16-byte aligned in PTX but 8-byte aligned in Rust (vector_add.h)"]
         );
         assert_eq!(
-            messages(check_abi(std::slice::from_ref(&m), &[unbuilt.clone()], &|_| false)),
+            messages(check_abi(std::slice::from_ref(&m), std::slice::from_ref(&unbuilt), &|_| false)),
             [
                 "vector_add: kernel in the vector_add fat binary has no Rust declaration (declare it with KILN_KERNEL in a header, then regenerate the bindings)",
                 "gone: declared in gone.h but no fat binary has the kernel (define it in a .cu file of the kernels dir or remove the declaration)",
