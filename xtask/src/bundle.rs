@@ -7,12 +7,17 @@
 //! `target/gpu-bundle/`, so that a GPU host with no Rust runs the whole GPU
 //! suite, the benchmarks and the suite under compute-sanitizer with one
 //! command: `bash target/gpu-bundle/run.sh`.
+//!
+//! Built on cargo-kiln's bundle pieces (test executables from cargo's
+//! messages, copying, staging, the script's prelude); what is kiln's is
+//! here: the crates, the benchmarks, the multi-GPU steps and the NCCL
+//! sanitizer steps.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
-use cargo_metadata::{Message, TargetKind};
+use cargo_kiln::bundle::{copy_binaries, sanitize_tail, write_script, Staging, PRELUDE};
 
 use crate::build::validate_spec_or_exit;
 use crate::cli::ArchArg;
@@ -137,16 +142,8 @@ pub(crate) fn run(root: &Path, args: &ArchArg) -> Result<()> {
     // Checked before the builds, which take minutes.
     output::check_dir(&target, "the bundle's folder")?;
     let bundle = target.join("gpu-bundle");
-    // Removed on drop unless renamed into place: a failed run leaves nothing.
-    let staging_dir = tempfile::Builder::new()
-        .prefix(".gpu-bundle.")
-        .suffix(".partial")
-        .tempdir_in(&target)
-        .with_context(|| format!("cannot create a staging folder in {}", target.display()))?;
-    let staging = staging_dir.path();
-    // tempfile makes it private (0700); the bundle is read by others too.
-    std::fs::set_permissions(staging, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-    std::fs::create_dir_all(staging.join("bin"))?;
+    // Removed on drop unless committed: a failed run leaves nothing.
+    let staging = Staging::new(&target, &bundle)?;
 
     println!("[1/3] building release test binaries, apps and xtask (KILN_REQUIRE_CUDA=1)");
     let mut tests = cargo(root, arch.as_deref());
@@ -193,24 +190,9 @@ pub(crate) fn run(root: &Path, args: &ArchArg) -> Result<()> {
     binaries.extend(executables(xtask, false, &["xtask"])?);
 
     println!("[2/3] copying {} binaries", binaries.len());
-    let mut total = 0u64;
-    for (name, path) in &binaries {
-        let dest = staging.join("bin").join(name);
-        std::fs::copy(path, &dest).with_context(|| format!("cannot copy {}", path.display()))?;
-        // Debug info is most of a test binary; line tables stay for backtraces.
-        let _ = Command::new("strip")
-            .arg("--strip-debug")
-            .arg(&dest)
-            .status();
-        total += std::fs::metadata(&dest)?.len();
-    }
-    std::fs::write(staging.join("run.sh"), run_script(&binaries))?;
-    if bundle.exists() {
-        std::fs::remove_dir_all(&bundle)
-            .with_context(|| format!("cannot remove the old {}", bundle.display()))?;
-    }
-    std::fs::rename(staging, &bundle)
-        .with_context(|| format!("cannot move the bundle into {}", bundle.display()))?;
+    let total = copy_binaries(&binaries, &staging.path().join("bin"))?;
+    write_script(&staging.path().join("run.sh"), &run_script(&binaries))?;
+    staging.commit(&bundle)?;
     let archive = pack(root)?;
     let mib = |bytes: u64| bytes as f64 / f64::from(1u32 << 20);
     println!(
@@ -294,62 +276,17 @@ fn outside_tests(root: &Path, outside: &OutsideCrate, arch: Option<&str>) -> Com
         .iter()
         .any(|var| std::env::var_os(var).is_some());
     if !discovery_set {
-        if let Some(found) = crate::toolkit::toolkit_present() {
+        if let Some(found) = crate::discovery::toolkit_present() {
             cargo.env("NVCC", found.nvcc);
         }
     }
     cargo
 }
 
-/// `(bundle name, path)` of each executable cargo reports: test binaries
-/// (`crate__target`, `crate` one of `crates`) or, with `tests` false,
-/// binaries (`target`).
-fn executables(mut cargo: Command, tests: bool, crates: &[&str]) -> Result<Vec<(String, PathBuf)>> {
-    let output = cargo
-        .spawn()
-        .context("cannot run cargo")?
-        .wait_with_output()?;
-    if !output.status.success() {
-        bail!(
-            "cargo failed ({}); a GPU bundle needs a toolkit: run `cargo xtask toolkit install`",
-            output.status
-        );
-    }
-    let mut found = Vec::new();
-    for msg in Message::parse_stream(output.stdout.as_slice()) {
-        let Message::CompilerArtifact(artifact) = msg.context("cannot read cargo's output")? else {
-            continue;
-        };
-        let Some(path) = artifact.executable else {
-            continue;
-        };
-        if artifact.profile.test != tests {
-            continue;
-        }
-        let target = &artifact.target.name;
-        let krate = package_name(&artifact.package_id.repr, crates).unwrap_or("unknown");
-        let is_bin = artifact.target.kind.first() == Some(&TargetKind::Bin);
-        let name = if tests && is_bin {
-            format!("{krate}__bin_{target}")
-        } else if tests {
-            format!("{krate}__{target}")
-        } else {
-            target.clone()
-        };
-        if !NOT_BUNDLED.contains(&name.as_str()) {
-            found.push((name, path.into_std_path_buf()));
-        }
-    }
-    Ok(found)
-}
-
-/// Which of `crates` a cargo package id names: `path+file:///…/gpu-core#0.1.0`
-/// (the folder's name) or `…#apps@0.1.0` (a name that differs from it).
-fn package_name<'a>(id: &str, crates: &[&'a str]) -> Option<&'a str> {
-    crates
-        .iter()
-        .find(|c| id.contains(&format!("/{c}#")) || id.contains(&format!("#{c}@")))
-        .copied()
+/// `(bundle name, path)` of each executable cargo reports, less those
+/// [`NOT_BUNDLED`].
+fn executables(cargo: Command, tests: bool, crates: &[&str]) -> Result<Vec<(String, PathBuf)>> {
+    cargo_kiln::bundle::executables(cargo, tests, crates, NOT_BUNDLED)
 }
 
 /// The script the GPU host runs.
@@ -376,24 +313,7 @@ fn run_script(binaries: &[(String, PathBuf)]) -> String {
 # that needs more prints `not run:`, which is no failure), and a test binary
 # that prints `skipped:` counts as a failure here even when it exits 0.
 # Usage: bash run.sh [tests|bench|ranks|sanitize|all]   (default: all)
-set -uo pipefail
-cd "$(dirname "$0")"
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-export KILN_REQUIRE_GPU="${{KILN_REQUIRE_GPU:-$(( gpus > 0 ? gpus : 1 ))}}"
-echo "KILN_REQUIRE_GPU=$KILN_REQUIRE_GPU"
-what="${{1:-all}}"
-passed=0; failed=0
-step() {{ local name="$1"; shift; echo "==> $name: $*"; if "$@"; then passed=$((passed+1)); echo "<== $name: pass"; else failed=$((failed+1)); echo "<== $name: FAIL"; fi; }}
-# Runs a test binary; fails when it fails or when any of its tests skipped.
-gpu_test() {{
-  local log rc; log=$(mktemp)
-  "$@" 2>&1 | tee "$log"; rc=${{PIPESTATUS[0]}}
-  if grep -q 'skipped:' "$log"; then echo "a test printed skipped: (above); on the GPU host that is a failure"; rc=1; fi
-  rm -f "$log"; return "$rc"
-}}
-SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader || true
-
+{PRELUDE}
 if [[ $what == all || $what == tests ]]; then
   for t in {tests}; do step "$t" gpu_test ./bin/$t --test-threads=1 --nocapture; done
   step "apps devices" ./bin/apps devices
@@ -447,17 +367,12 @@ if [[ $what == all || $what == sanitize ]]; then
         done
       fi
     done
-    # Positive control: memcheck must flag the planted out-of-bounds write.
-    control() {{ "$SAN" --tool memcheck --error-exitcode 99 ./bin/gpu-core__memcheck_control --ignored --test-threads=1; [[ $? == 99 ]]; }}
-    step "memcheck positive control is flagged" control
-  else
-    echo "compute-sanitizer not found: sanitizer steps not run"; failed=$((failed+1))
-  fi
-fi
-echo "gpu-bundle: $passed passed, $failed failed"
-[[ $failed == 0 ]]
-"#,
+{tail}"#,
         tests = tests.join(" "),
+        tail = sanitize_tail(
+            "./bin/gpu-core__memcheck_control --ignored --test-threads=1",
+            "gpu-bundle"
+        ),
         sanitized = sanitized.join(" "),
         skips = SANITIZER_SKIPS,
         by_name = BY_NAME.join(" "),
@@ -598,16 +513,5 @@ mod tests {
             );
         }
         assert!(apart[0].contains("--tool memcheck --report-api-errors no"));
-    }
-
-    #[test]
-    fn package_ids_name_their_crate() {
-        let crates = &["gpu-core", "apps"];
-        let id = "path+file:///w/kiln/crates/gpu-core#0.1.0";
-        assert_eq!(package_name(id, crates), Some("gpu-core"));
-        let id = "path+file:///w/kiln/crates/workloads#apps@0.1.0";
-        assert_eq!(package_name(id, crates), Some("apps"));
-        let id = "path+file:///w/kiln/crates/gpu-core-extra#0.1.0";
-        assert_eq!(package_name(id, crates), None);
     }
 }

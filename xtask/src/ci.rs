@@ -15,7 +15,7 @@ use anyhow::Result;
 use serde::Deserialize;
 
 use crate::cli::{usage_error, CiArgs};
-use crate::toolkit::{self, Found};
+use crate::discovery::{self, Found};
 use crate::{config, workspace};
 
 /// Why a toolkit cell does not run when there is no toolkit.
@@ -29,7 +29,7 @@ pub(crate) fn run(args: &CiArgs) -> Result<()> {
     // The cells find the toolkit (and xtask codegen the libclang) the same
     // way on their own; nothing is injected, so no cell's environment differs
     // from a plain `cargo` run and nothing rebuilds for it.
-    let found = toolkit::toolkit_present();
+    let found = discovery::toolkit_present();
     match &found {
         Some(f) => println!("ci-cpu: CUDA toolkit: {}", f.nvcc.display()),
         None => println!("ci-cpu: {NO_TOOLKIT}"),
@@ -130,7 +130,7 @@ pub(crate) enum Needs {
 impl Matrix {
     fn load() -> Result<Self> {
         let path = workspace::ci_matrix_file();
-        let matrix: Matrix = config::load(&path)?;
+        let matrix: Matrix = config::load(&path, &workspace::display(&path))?;
         matrix
             .check()
             .map_err(|e| usage_error!("{}: {e}", workspace::display(&path)))?;

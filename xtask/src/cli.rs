@@ -2,7 +2,6 @@
 //! flags and its `--help`; and the error type that marks bad input found
 //! after parsing (exit status 2, like clap's own usage errors).
 
-use std::fmt;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -92,7 +91,7 @@ pub(crate) struct ToolkitArgs {
 /// What `cargo xtask toolkit` does besides reporting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
 pub(crate) enum ToolkitAction {
-    /// Install the pins of ci/toolkit.toml, or repair a damaged install.
+    /// Install the pins of cargo-kiln's toolkit.toml, or repair a damaged install.
     Install,
 }
 
@@ -145,23 +144,14 @@ pub(crate) struct BenchArgs {
     pub(crate) plot_only: bool,
 }
 
-/// Bad input found after parsing (unknown cell, malformed config).
-/// `main` turns it into exit status 2; other errors exit 1.
-#[derive(Debug)]
-pub(crate) struct UsageError(pub(crate) String);
-
-impl fmt::Display for UsageError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
+/// Bad input found after parsing (unknown cell, malformed config): the
+/// library's type, so that its usage errors and xtask's exit 2 alike.
+pub(crate) use cargo_kiln::UsageError;
 
 /// Returns a [`UsageError`] wrapped in `anyhow`, formatted like `format!`.
 macro_rules! usage_error {
     ($($arg:tt)*) => {
-        anyhow::Error::new($crate::cli::UsageError(format!($($arg)*)))
+        anyhow::Error::new(cargo_kiln::UsageError(format!($($arg)*)))
     };
 }
 pub(crate) use usage_error;

@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use cuda_build::toolkit::{discover, Discovery, ProcessEnv};
+use cuda_build::toolkit::Discovery;
+
+use crate::workspace;
 
 /// Where `cargo xtask toolkit install` puts the toolkit root (a symlink).
 pub(crate) fn project_local_root(root: &Path) -> PathBuf {
@@ -15,8 +17,22 @@ pub(crate) fn kiln_discovery(root: &Path) -> Option<Discovery> {
     if std::env::var("KILN_CUDA").is_ok_and(|v| v == "off" || v == "0") {
         return None;
     }
-    Some(discover(
-        &ProcessEnv,
-        &[("project-local".to_string(), project_local_root(root))],
+    let local = project_local_root(root);
+    Some(cargo_kiln::project::discovery_with_local(
+        local.parent().unwrap_or(root),
     ))
+}
+
+/// A CUDA toolkit found for the CI cells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Found {
+    pub(crate) nvcc: PathBuf,
+}
+
+/// Finds the toolkit the way the build will (cuda-build's discovery, with
+/// the project-local candidate); `None` under `KILN_CUDA=off`.
+pub(crate) fn toolkit_present() -> Option<Found> {
+    kiln_discovery(&workspace::root())
+        .and_then(|d| d.toolkit)
+        .map(|tk| Found { nvcc: tk.nvcc })
 }

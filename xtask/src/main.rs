@@ -2,6 +2,10 @@
 //! audits, the CPU CI matrix, the GPU bundle and benchmarks), as a Rust
 //! binary instead of shell scripts.
 //!
+//! What cargo-kiln also does (build report, audit, doctor, toolkit, the
+//! bundle's pieces) is called from its library; xtask adds only kiln's
+//! workspace: the matrix, bench, codegen, package, prebuilt.
+//!
 //! To add a subcommand: a variant in [`cli::Command`] (its doc comment is
 //! its `--help` line), a module with a `run` taking its arguments, and an arm
 //! in [`dispatch`].
@@ -13,16 +17,16 @@ mod bundle;
 mod ci;
 mod cli;
 mod codegen;
-mod config;
 mod discovery;
-mod doctor;
-mod output;
 mod package;
 mod prebuilt;
 mod toolkit;
 mod workspace;
 
 use std::process::ExitCode;
+
+// The library's modules, under the names xtask's code has always used.
+use cargo_kiln::{config, output};
 
 use clap::Parser as _;
 use cli::{Cli, Command, UsageError};
@@ -52,7 +56,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         }
         Command::Codegen(args) => codegen::run(&root, &args),
         Command::GpuBundle(args) => bundle::run(&root, &args),
-        Command::Doctor => doctor::run(&root),
+        Command::Doctor => toolkit::doctor(&root),
         Command::PtxAudit(args) => audit::run(&root, &args),
         Command::Toolkit(args) => toolkit::run(&args),
         Command::CiCpu(args) => ci::run(&args),

@@ -294,7 +294,7 @@ fn git_user(root: &Path) -> Result<()> {
     std::fs::write(krate.join("kernels/scale.cu"), GIT_USER_KERNEL)?;
     // Pinned to the versions kiln's own lock resolved (already downloaded).
     std::fs::copy(root.join("Cargo.lock"), krate.join("Cargo.lock"))?;
-    let nvcc = crate::toolkit::toolkit_present()
+    let nvcc = crate::discovery::toolkit_present()
         .context(
             "no CUDA toolkit for the git-URL crate's CUDA build: run `cargo xtask toolkit install`",
         )?

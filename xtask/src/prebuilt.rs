@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
-use cargo_metadata::Message;
-use cuda_build::Manifest;
+use cargo_kiln::project::{cargo_stdout, kernel_manifest};
 
 use crate::cli::PrebuiltArgs;
 use crate::workspace;
@@ -62,7 +61,7 @@ fn build_with_toolkit(root: &Path, manifest_path: &Path, crate_dir: &Path) -> Re
         .iter()
         .any(|var| std::env::var_os(var).is_some());
     if !discovery_set {
-        match crate::toolkit::toolkit_present() {
+        match crate::discovery::toolkit_present() {
             Some(found) => {
                 cargo.env("NVCC", found.nvcc);
             }
@@ -71,26 +70,11 @@ fn build_with_toolkit(root: &Path, manifest_path: &Path, crate_dir: &Path) -> Re
             }
         }
     }
-    let stdout = crate::build::cargo_stdout(cargo)?;
+    let stdout = cargo_stdout(cargo)?;
     kernel_manifest(&stdout, crate_dir).with_context(|| {
         format!(
             "no build script of {} wrote a kernel build manifest: does its build.rs run cuda_build::KernelBuild?",
             workspace::display(crate_dir)
         )
     })
-}
-
-/// The manifest of the kernel build whose package root is `crate_dir`, from
-/// the build scripts cargo reports.
-fn kernel_manifest(messages: &[u8], crate_dir: &Path) -> Option<PathBuf> {
-    Message::parse_stream(messages)
-        .map_while(Result::ok)
-        .filter_map(|msg| match msg {
-            Message::BuildScriptExecuted(script) => Some(script.out_dir.into_std_path_buf()),
-            _ => None,
-        })
-        .flat_map(|out_dir| std::fs::read_dir(out_dir).into_iter().flatten().flatten())
-        .map(|entry| entry.path())
-        .filter(|path| path.to_string_lossy().ends_with("-manifest.toml"))
-        .find(|path| Manifest::read(path).is_ok_and(|m| m.base.as_deref() == Some(crate_dir)))
 }

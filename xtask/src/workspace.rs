@@ -24,11 +24,6 @@ pub(crate) fn default_toolkit_dir() -> PathBuf {
     root().join("target").join("cuda-toolkit")
 }
 
-/// `ci/toolkit.toml`: the one place the pinned toolkit versions live.
-pub(crate) fn toolkit_pins_file() -> PathBuf {
-    root().join("ci").join("toolkit.toml")
-}
-
 /// `ci/matrix.toml`: the cells `cargo xtask ci-cpu` runs.
 pub(crate) fn ci_matrix_file() -> PathBuf {
     root().join("ci").join("matrix.toml")

@@ -124,3 +124,74 @@ fn only_the_user_crates_are_published() {
         "gpu-core's dev-dependency on cuda-sys must be by path alone: {sys}"
     );
 }
+
+/// What only cargo-kiln does: running cuobjdump, reading PTX and resource
+/// tables, provisioning the toolkit with pip into a venv, reading budgets.
+const CARGO_KILN_WORK: &[&str] = &[
+    "--dump-ptx",
+    "--dump-resource-usage",
+    "--list-elf",
+    "--list-ptx",
+    "\"pip\"",
+    "venv",
+    "max_registers",
+];
+
+/// xtask's modules for the commands cargo-kiln also has, each of which must
+/// call cargo-kiln's library.
+const SHARED_COMMANDS: &[&str] = &["build.rs", "audit.rs", "toolkit.rs", "bundle.rs"];
+
+/// Violations of "xtask implements no subcommand that cargo-kiln has" in
+/// `(path under xtask/src, text)` pairs.
+fn reimplemented(files: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, text) in files {
+        for word in CARGO_KILN_WORK.iter().filter(|w| text.contains(**w)) {
+            out.push(format!("{path} does cargo-kiln's work ({word})"));
+        }
+    }
+    for module in SHARED_COMMANDS {
+        match files.iter().find(|(p, _)| p == module) {
+            Some((_, text)) if text.contains("cargo_kiln::") => {}
+            Some(_) => out.push(format!("{module} does not call cargo_kiln")),
+            None => out.push(format!("{module} is missing")),
+        }
+    }
+    out
+}
+
+fn xtask_sources(dir: &Path, base: &Path, out: &mut Vec<(String, String)>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            xtask_sources(&path, base, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let rel = path.strip_prefix(base).unwrap().display().to_string();
+            out.push((rel, std::fs::read_to_string(&path).unwrap()));
+        }
+    }
+}
+
+#[test]
+fn xtask_implements_no_subcommand_that_cargo_kiln_has() {
+    let src = root().join("xtask/src");
+    let mut files = Vec::new();
+    xtask_sources(&src, &src, &mut files);
+    assert_eq!(reimplemented(&files), Vec::<String>::new());
+    // The rule fails on a planted copy of the audit's cuobjdump call and on
+    // a build command that does its own work.
+    let mut planted = files.clone();
+    planted.push((
+        "audit/facts.rs".into(),
+        "cuobjdump(tool, \"--dump-ptx\", file)".into(),
+    ));
+    planted.retain(|(p, _)| p != "build.rs");
+    planted.push(("build.rs".into(), "fn run() {}".into()));
+    assert_eq!(
+        reimplemented(&planted),
+        [
+            "audit/facts.rs does cargo-kiln's work (--dump-ptx)",
+            "build.rs does not call cargo_kiln",
+        ]
+    );
+}

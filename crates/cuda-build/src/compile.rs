@@ -320,6 +320,10 @@ impl ModulePlan {
             output: Some(self.output.clone()),
             compiled: ms.is_some(),
             compile_ms: ms,
+            cache_hits: results
+                .iter()
+                .filter(|r| r.written && r.ms.is_none())
+                .count(),
             deps,
             kernels,
         })

@@ -142,6 +142,10 @@ pub struct ModuleEntry {
     /// How long nvcc took, when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile_ms: Option<u64>,
+    /// Compile steps this build restored from the kernel cache instead of
+    /// running nvcc (0 when the cache is off or missed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_hits: usize,
     /// Files it depends on (from `nvcc -MD`), system headers left out.
     pub deps: Vec<PathBuf>,
     /// Per-kernel, per-arch resource usage (fat-binary modules).
@@ -159,6 +163,10 @@ impl std::fmt::Display for CacheReport {
             self.dir.display()
         )
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl ModuleEntry {

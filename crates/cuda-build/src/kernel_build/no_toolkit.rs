@@ -152,6 +152,7 @@ fn cpu_only_entry(module: &Module) -> ModuleEntry {
         size_bytes: 0,
         compiled: false,
         compile_ms: None,
+        cache_hits: 0,
         deps: Vec::new(),
         kernels: Vec::new(),
     }

@@ -1,24 +1,23 @@
 //! Planted-defect tests: small kernels (`fixtures/planted_*.cu`) compiled with
 //! the real nvcc and read back with the real cuobjdump, each failing exactly
-//! one check with its own message; and kiln's own kernels passing, with a
-//! snapshot of their table. Skipped, saying so, when no toolkit is found.
+//! one check with its own message. Skipped, saying so, when no toolkit is
+//! found (kiln's CI installs one: `cargo kiln toolkit install`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
 use cuda_build::resources::parse_ptxas_output;
-use cuda_build::Manifest;
-use cuda_sys::KernelInfo;
 
+use super::bindings::{Declaration, Declarations};
 use super::budgets::Budgets;
 use super::checks::Check;
+use super::facts;
 use super::model::{ModuleFacts, Requested};
-use super::report::{audit, Report};
-use super::{facts, BUDGETS_FILE};
-use crate::discovery::kiln_discovery;
+use super::report::{audit, Abi, Report};
+use crate::project::discovery_with_local;
 
-const SKIP: &str = "skipped: no CUDA toolkit (run cargo xtask toolkit install)";
+const SKIP: &str = "skipped: no CUDA toolkit (run cargo kiln toolkit install)";
 
 /// The fixtures, compiled once per test run (one nvcc invocation) for sm_80
 /// SASS plus compute_80 PTX, and read back with cuobjdump.
@@ -34,11 +33,12 @@ fn planted() -> Option<&'static Planted> {
 const FIXTURES: [&str; 3] = ["planted_clean", "planted_spill", "planted_double"];
 
 fn compile_fixtures() -> Option<Planted> {
-    let root = crate::workspace::root();
-    let toolkit = kiln_discovery(&root)?.toolkit?;
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The toolkit kiln's workspace installs, two levels up.
+    let toolkit = discovery_with_local(&here.join("../../target/cuda-toolkit")).toolkit?;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let fixtures = root.join("xtask/src/audit/fixtures");
+    let fixtures = here.join("src/audit/fixtures");
     // With several inputs and no -o, nvcc writes NAME.fatbin for each into
     // the working directory.
     let out = Command::new(toolkit.tool("nvcc"))
@@ -90,13 +90,12 @@ fn budgets(max_ptx_isa: &str, extra: &str) -> Budgets {
 }
 
 /// `(const float *in, float *out, uint32_t n)`, as bindgen lays it out.
-fn declared(name: &'static str) -> KernelInfo {
-    KernelInfo {
-        name,
-        header: "planted.h",
-        param_names: &["in", "out", "n"],
-        param_layout: &[(8, 8), (8, 8), (4, 4)],
-    }
+fn declared(name: &str) -> Declaration {
+    with_layout(name, &[(8, 8), (8, 8), (4, 4)])
+}
+
+fn with_layout(name: &str, layout: &[(usize, usize)]) -> Declaration {
+    Declaration::new(name, "planted.h", &["in", "out", "n"], layout)
 }
 
 fn sm_80() -> Requested {
@@ -108,13 +107,22 @@ fn sm_80() -> Requested {
     }
 }
 
-fn run(requested: &Requested, module: &ModuleFacts, budgets: &Budgets, decl: KernelInfo) -> Report {
+fn run(
+    requested: &Requested,
+    module: &ModuleFacts,
+    budgets: &Budgets,
+    decl: Declaration,
+) -> Report {
+    let declared = Declarations {
+        kernels: vec![decl],
+        unreadable: Vec::new(),
+    };
     audit(
         requested,
         None,
         std::slice::from_ref(module),
         budgets,
-        Some(&[decl]),
+        Abi::Declared(&declared),
     )
 }
 
@@ -245,10 +253,7 @@ fn planted_param_mismatch_fails_abi() {
         return eprintln!("{SKIP}");
     };
     // The Rust side says `n: u64`; the kernel takes uint32_t.
-    let wide_n = KernelInfo {
-        param_layout: &[(8, 8), (8, 8), (8, 8)],
-        ..declared("planted_clean")
-    };
+    let wide_n = with_layout("planted_clean", &[(8, 8), (8, 8), (8, 8)]);
     let report = run(
         &sm_80(),
         &p.module("planted_clean"),
@@ -257,57 +262,6 @@ fn planted_param_mismatch_fails_abi() {
     );
     assert_eq!(
         messages(&report),
-        ["planted_clean: param 2 (n) is 4 bytes in PTX but 8 bytes in Rust (kernels/include/planted.h)"]
+        ["planted_clean: param 2 (n) is 4 bytes in PTX but 8 bytes in Rust (planted.h)"]
     );
-}
-
-/// Builds kiln's kernels for `sm_80,sm_90` (cuda-sys) in a target dir of
-/// this test's own: the `cargo test` running it holds the workspace's. Rebuilds only what changed since the last run.
-fn build_kiln_kernels(root: &Path) -> Manifest {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| root.join("target"), PathBuf::from)
-        .join("xtask-audit-test");
-    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(root)
-        .env("CARGO_TARGET_DIR", &target)
-        .env("KILN_CUDA_ARCHS", "sm_80,sm_90")
-        .env("KILN_REQUIRE_CUDA", "1")
-        .args(["build", "-p", "cuda-sys"])
-        .arg("--message-format=json-render-diagnostics")
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .expect("cargo runs");
-    assert!(
-        output.status.success(),
-        "building kiln's kernels with the toolkit failed ({}); its errors are above",
-        output.status
-    );
-    let out_dir = crate::build::cuda_sys_out_dir(&output.stdout)
-        .expect("cargo reports cuda-sys's build script output");
-    Manifest::read(&out_dir.join(cuda_build::manifest::file_name("KILN"))).unwrap()
-}
-
-/// Audits a fresh build, so a kernel change is audited by the next test
-/// run: skipped only without a toolkit, and a failed build is a failure.
-#[test]
-fn kiln_kernels_pass_the_audit() {
-    let root = crate::workspace::root();
-    if kiln_discovery(&root).and_then(|d| d.toolkit).is_none() {
-        return eprintln!("{SKIP}");
-    }
-    let manifest = build_kiln_kernels(&root);
-    assert!(
-        manifest.cuda_enabled
-            && manifest.sass == ["sm_80", "sm_90"]
-            && manifest.ptx == ["compute_90"],
-        "the build is not the sm_80,sm_90 GPU build asked for: {manifest:?}"
-    );
-    let budgets = Budgets::read(&root.join(BUDGETS_FILE), BUDGETS_FILE).unwrap();
-    let mut report = super::audit_build(&root, &manifest, &budgets).unwrap();
-    // Deterministic whichever way the build was asked for sm_80,sm_90.
-    report.requested.spec = "sm_80,sm_90".into();
-    report.requested.origin = "the build".into();
-    let text = report.render();
-    assert!(report.passed(), "{text}");
-    insta::assert_snapshot!(text);
 }

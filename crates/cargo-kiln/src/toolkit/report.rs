@@ -1,12 +1,11 @@
-//! What `cargo xtask toolkit` prints: the install dir, the pins, what the
+//! What `cargo kiln toolkit` prints: the install dir, the pins, what the
 //! record says was installed and whether it is still whole, nvcc's release.
 
 use std::path::Path;
 
 use super::{nvcc_release, sibling, verify, Pins, Record, RECORD_FILE};
-use crate::workspace;
 
-/// What `cargo xtask toolkit` prints: labelled lines, easy to add to.
+/// What `cargo kiln toolkit` prints: labelled lines, easy to add to.
 #[derive(Debug, Default)]
 pub(crate) struct Report {
     entries: Vec<(String, String)>,
@@ -47,18 +46,17 @@ pub(crate) fn report(dir: &Path) -> Report {
         "install dir",
         format!(
             "{} ({})",
-            workspace::display(dir),
+            dir.display(),
             if present { "present" } else { "absent" }
         ),
     );
-    let pins = Pins::load();
+    let pins = Pins::pinned();
     match &pins {
         Ok(p) => r.push(
             "pinned",
             format!(
-                "CUDA {} in {}:\n{}",
+                "CUDA {} in cargo-kiln's toolkit.toml:\n{}",
                 p.cuda.version,
-                workspace::display(&workspace::toolkit_pins_file()),
                 p.requirements().join("\n")
             ),
         ),
@@ -70,7 +68,7 @@ pub(crate) fn report(dir: &Path) -> Report {
                 Ok(p) => match verify(dir, p) {
                     Ok(files) => format!("matches the pins; all {files} files present"),
                     Err(damage) => {
-                        format!("{damage}; run `cargo xtask toolkit install` to repair it")
+                        format!("{damage}; run `cargo kiln toolkit install` to repair it")
                     }
                 },
                 Err(_) => "cannot compare".to_string(),
@@ -86,17 +84,17 @@ pub(crate) fn report(dir: &Path) -> Report {
         }
         None if dir.exists() => r.push(
             "installed",
-            format!("no readable {RECORD_FILE}; run `cargo xtask toolkit install`"),
+            format!("no readable {RECORD_FILE}; run `cargo kiln toolkit install`"),
         ),
-        None => r.push("installed", "nothing; run `cargo xtask toolkit install`"),
+        None => r.push("installed", "nothing; run `cargo kiln toolkit install`"),
     }
     for suffix in ["partial", "old"] {
         if let Some(stale) = sibling(dir, suffix).filter(|p| p.exists()) {
             r.push(
                 "leftover",
                 format!(
-                    "{} from an interrupted install; the next `cargo xtask toolkit install` removes it",
-                    workspace::display(&stale)
+                    "{} from an interrupted install; the next `cargo kiln toolkit install` removes it",
+                    stale.display()
                 ),
             );
         }

@@ -1,57 +1,55 @@
-//! `ci/toolkit.toml`: the pinned CUDA wheels and the libclang wheel, read
+//! cargo-kiln's `toolkit.toml`: the pinned CUDA wheels and the libclang wheel, read
 //! and checked (every requirement an exact `name==version`, nvcc among them).
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::cli::usage_error;
-use crate::{config, workspace};
+use crate::config;
+use crate::error::usage_error;
 
-/// The pinned versions, as written in `ci/toolkit.toml`.
+/// cargo-kiln's `toolkit.toml`, the one place the pinned versions live.
+pub(crate) const PINNED: &str = include_str!("../../toolkit.toml");
+
+/// The pinned versions, as written in `cargo-kiln's toolkit.toml`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct Pins {
-    pub(crate) cuda: CudaPins,
-    pub(crate) libclang: LibclangPin,
+pub struct Pins {
+    pub cuda: CudaPins,
+    pub libclang: LibclangPin,
 }
 
 /// `[cuda]`: the toolkit's version and its exactly pinned wheels.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct CudaPins {
+pub struct CudaPins {
     /// `major.minor`, e.g. `13.0`; for people and reports.
-    pub(crate) version: String,
+    pub version: String,
     /// `name==version` requirements handed to pip.
-    pub(crate) packages: Vec<String>,
+    pub packages: Vec<String>,
 }
 
 /// `[libclang]`: the wheel that ships libclang.so for bindgen.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct LibclangPin {
-    pub(crate) package: String,
+pub struct LibclangPin {
+    pub package: String,
 }
 
 impl Pins {
-    /// Reads and checks `ci/toolkit.toml`.
-    pub(crate) fn load() -> Result<Self> {
-        let path = workspace::toolkit_pins_file();
-        let pins: Pins = config::load(&path)?;
-        pins.check()
-            .map_err(|e| usage_error!("{}: {e}", workspace::display(&path)))?;
-        Ok(pins)
+    /// The pins compiled in from cargo-kiln's `toolkit.toml`.
+    pub fn pinned() -> Result<Self> {
+        Self::parse(PINNED).map_err(|e| usage_error!("{e}"))
     }
 
-    /// Parses and checks the text of a `ci/toolkit.toml`.
-    #[cfg(test)]
-    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+    /// Parses and checks the text of a `toolkit.toml`.
+    pub fn parse(text: &str) -> Result<Self, String> {
         let pins: Pins = config::parse("toolkit.toml", text)?;
         pins.check()?;
         Ok(pins)
     }
 
     /// Every requirement handed to pip, CUDA wheels first.
-    pub(crate) fn requirements(&self) -> Vec<&str> {
+    pub fn requirements(&self) -> Vec<&str> {
         let cuda = self.cuda.packages.iter().map(String::as_str);
         cuda.chain([self.libclang.package.as_str()]).collect()
     }
@@ -118,8 +116,8 @@ package = "libclang==18.1.1"
 
     #[test]
     fn the_committed_pins_parse() {
-        let text = std::fs::read_to_string(workspace::toolkit_pins_file()).unwrap();
-        let pins = Pins::parse(&text).unwrap();
+        let text = PINNED;
+        let pins = Pins::parse(text).unwrap();
         assert_eq!(pins.cuda.version, "13.0");
         assert!(pins.requirements().contains(&"nvidia-cuda-nvcc==13.0.88"));
         assert!(pins.libclang.package.starts_with("libclang=="));

@@ -1,4 +1,4 @@
-//! `cargo xtask toolkit install`: builds the install in `.NAME.partial`
+//! `cargo kiln toolkit install`: builds the install in `.NAME.partial`
 //! beside DIR (a venv with the pinned wheels, the links, the record) and
 //! renames it into place, under an exclusive lock, so an interrupted or
 //! concurrent install never leaves half a toolkit at DIR.
@@ -13,19 +13,20 @@ use anyhow::{bail, Context, Result};
 
 use super::pins::{normalise_name, split_pin};
 use super::{
-    nvcc_release, sibling, verify, Installed, Pins, Record, CUDA_LINK, LIBCLANG_LINK, RECORD_FILE,
+    nvcc_release, sibling, verify, Installed, Pins, Place, Record, CUDA_LINK, LIBCLANG_LINK,
+    RECORD_FILE,
 };
-use crate::cli::usage_error;
-use crate::workspace;
+use crate::error::usage_error;
 
 /// Oldest python3 the install is supported on.
 const MIN_PYTHON: (u32, u32) = (3, 9);
 
-/// `cargo xtask toolkit install`: installs into `dir` unless it is up to
+/// `cargo kiln toolkit install`: installs into `dir` unless it is up to
 /// date and whole; repairs (reinstalls) a damaged one.
-pub(super) fn install(dir: &Path) -> Result<()> {
-    let pins = Pins::load()?;
-    let shown = workspace::display(dir);
+pub(super) fn install(place: &Place) -> Result<()> {
+    let dir = place.dir.as_path();
+    let pins = Pins::pinned()?;
+    let shown = dir.display();
     let parent = dir.parent().ok_or_else(|| {
         usage_error!("the toolkit dir must not be the filesystem root; pass another --dir")
     })?;
@@ -94,14 +95,14 @@ pub(super) fn install(dir: &Path) -> Result<()> {
     let toolkit_root = site.join("nvidia").join("cu13");
     if !toolkit_root.join("bin").join("nvcc").is_file() {
         bail!(
-            "the wheels installed no nvidia/cu13/bin/nvcc under {}; check the CUDA pins in ci/toolkit.toml",
+            "the wheels installed no nvidia/cu13/bin/nvcc under {}; check the CUDA pins in cargo-kiln's toolkit.toml",
             site.display()
         );
     }
     let libclang_dir = site.join("clang").join("native");
     if !libclang_dir.join("libclang.so").is_file() {
         bail!(
-            "the libclang wheel installed no clang/native/libclang.so under {}; check [libclang] in ci/toolkit.toml",
+            "the libclang wheel installed no clang/native/libclang.so under {}; check [libclang] in cargo-kiln's toolkit.toml",
             site.display()
         );
     }
@@ -132,14 +133,14 @@ pub(super) fn install(dir: &Path) -> Result<()> {
 
     // Checked again through the final path: the venv was renamed.
     let release = nvcc_release(&dir.join(CUDA_LINK))?;
-    invalidate_kernel_build()?;
+    invalidate_kernel_build(&place.touch)?;
     println!(
         "toolkit installed in {:.0?}: {} -> {} ({release})",
         started.elapsed(),
         dir.join("cuda").display(),
         toolkit_rel.display(),
     );
-    if dir != workspace::default_toolkit_dir() {
+    if !place.is_default {
         println!(
             "note: not the default dir; point discovery at it with CUDA_PATH={}",
             dir.join("cuda").display()
@@ -199,7 +200,7 @@ fn remove_stale(dir: &Path) -> Result<()> {
             })?;
             println!(
                 "toolkit: removed {}, left by an interrupted install",
-                workspace::display(&path)
+                path.display()
             );
         }
     }
@@ -226,7 +227,7 @@ impl InstallLock {
             Err(std::fs::TryLockError::WouldBlock) => {
                 println!(
                     "toolkit: another install holds {}; waiting for it to finish",
-                    workspace::display(path)
+                    path.display()
                 );
                 file.lock()
                     .with_context(|| format!("cannot lock {}", path.display()))?;
@@ -322,7 +323,7 @@ fn pip_install(venv: &Path, requirements: &[&str]) -> Result<()> {
     let hint = "PyPI (https://pypi.org) must be reachable, or set PIP_INDEX_URL to a mirror";
     match pip_failure(&stderr_text, requirements) {
         Some((package, reason)) => {
-            bail!("pip could not install {package} ({reason}); {hint}, and the pin in ci/toolkit.toml must exist there")
+            bail!("pip could not install {package} ({reason}); {hint}, and the pin in cargo-kiln's toolkit.toml must exist there")
         }
         None => bail!("pip install failed ({status}); see pip's output above; {hint}"),
     }
@@ -444,19 +445,21 @@ impl Drop for StagingDir {
     }
 }
 
-/// Makes the next `cargo build` rerun cuda-sys's build script, so a
-/// workspace built CPU-only before the install picks the toolkit up. The
-/// build script cannot watch a toolkit dir that does not exist yet (Cargo
-/// reruns a script on every build for a missing watched path), so the install
-/// bumps the mtime of a file it does watch: `kernels/kiln.toml`.
-fn invalidate_kernel_build() -> Result<()> {
-    let config = workspace::root().join("kernels").join("kiln.toml");
-    let file = std::fs::File::options()
-        .append(true)
-        .open(&config)
-        .with_context(|| format!("cannot open {}", config.display()))?;
-    file.set_modified(std::time::SystemTime::now())
-        .with_context(|| format!("cannot touch {}", config.display()))
+/// Makes the next `cargo build` rerun the kernel build script, so a crate
+/// built CPU-only before the install picks the toolkit up. The build script
+/// cannot watch a toolkit dir that does not exist yet (Cargo reruns a script
+/// on every build for a missing watched path), so the install bumps the
+/// mtime of files it does watch.
+fn invalidate_kernel_build(files: &[PathBuf]) -> Result<()> {
+    for file in files {
+        let f = std::fs::File::options()
+            .append(true)
+            .open(file)
+            .with_context(|| format!("cannot open {}", file.display()))?;
+        f.set_modified(std::time::SystemTime::now())
+            .with_context(|| format!("cannot touch {}", file.display()))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

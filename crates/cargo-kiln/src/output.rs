@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::cli::usage_error;
+use crate::error::usage_error;
 
 /// Checks that `path` (given as `flag PATH`) can be written: its folder
 /// exists and takes a new file, and it is not a folder itself.
-pub(crate) fn check_file(path: &Path, flag: &str) -> Result<()> {
+pub fn check_file(path: &Path, flag: &str) -> Result<()> {
     let shown = path.display();
     if path.is_dir() {
         return Err(usage_error!(
@@ -35,7 +35,7 @@ pub(crate) fn check_file(path: &Path, flag: &str) -> Result<()> {
 
 /// Creates `dir` (given as `flag DIR`) when missing and checks it takes a
 /// new file.
-pub(crate) fn check_dir(dir: &Path, flag: &str) -> Result<()> {
+pub fn check_dir(dir: &Path, flag: &str) -> Result<()> {
     let shown = dir.display();
     if dir.exists() && !dir.is_dir() {
         return Err(usage_error!(
@@ -50,11 +50,11 @@ pub(crate) fn check_dir(dir: &Path, flag: &str) -> Result<()> {
 
 /// Writes `contents` to `path` through a temp file in the same folder and a
 /// rename, so a reader (or an interrupted run) never leaves half a file.
-pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     let folder = folder_of(path);
     let write = || -> std::io::Result<()> {
         let mut file = tempfile::Builder::new()
-            .prefix(".xtask-")
+            .prefix(".kiln-")
             .suffix(".partial")
             .tempfile_in(&folder)?;
         file.write_all(contents)?;
@@ -76,7 +76,7 @@ fn folder_of(path: &Path) -> PathBuf {
 /// Creates (and removes at once) a file in `dir`.
 fn probe(dir: &Path) -> std::io::Result<()> {
     tempfile::Builder::new()
-        .prefix(".xtask-probe-")
+        .prefix(".kiln-probe-")
         .tempfile_in(dir)
         .map(drop)
 }
@@ -84,7 +84,7 @@ fn probe(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::UsageError;
+    use crate::UsageError;
 
     fn message(e: &anyhow::Error) -> String {
         assert!(e.is::<UsageError>(), "{e}");

@@ -1,6 +1,7 @@
-//! `cargo xtask doctor`: what this machine offers kiln's build and run: the
-//! toolkit search, version and supported archs, libclang for codegen, the
-//! driver and GPUs, and what the default build would produce.
+//! `cargo kiln doctor` (and `cargo xtask doctor`): what this machine offers
+//! a crate's kernel build and run: the toolkit search, version and supported
+//! archs, libclang for codegen, the driver and GPUs, and what the default
+//! build of the crate's kernels dir would produce.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -9,14 +10,31 @@ use std::process::Command;
 use anyhow::{bail, Result};
 use cuda_build::toolkit::Discovery;
 use cuda_build::{ArchSpec, KernelConfig, SupportedArchs};
+use serde::Serialize;
 
-use crate::discovery::kiln_discovery;
+use crate::project::discovery_with_local;
 use crate::toolkit;
+
+/// What the doctor looks at: one crate's kernel build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    /// The build script's env prefix (`KILN`), when known: `<P>_CUDA=off`
+    /// and `<P>_CUDA_ARCHS` are read with it.
+    pub env_prefix: Option<String>,
+    /// The kernels dir (`kiln.toml` and the `.cu` files).
+    pub kernels_dir: PathBuf,
+    /// How messages name it (`kernels`).
+    pub kernels_shown: String,
+    /// The project-local toolkit install dir.
+    pub toolkit_dir: PathBuf,
+}
 
 /// Everything the report says, gathered first so the rendering is testable.
 #[derive(Debug)]
-pub(crate) struct Findings {
-    /// The toolkit search; `None` when `KILN_CUDA=off`.
+pub struct Findings {
+    /// `<P>_CUDA=off` when that turned the search off.
+    pub(crate) off_by: Option<String>,
+    /// The toolkit search; `None` when `<P>_CUDA=off`.
     pub(crate) discovery: Option<Discovery>,
     /// What the toolkit found supports (`None` without one).
     pub(crate) supported: Option<Result<SupportedArchs, String>>,
@@ -32,34 +50,79 @@ pub(crate) struct Findings {
     pub(crate) problems: Vec<String>,
 }
 
-/// Runs the command; fails when it finds a problem, after the report.
-pub(crate) fn run(root: &Path) -> Result<()> {
-    let findings = gather(root)?;
-    print!("{}", render(&findings));
-    if !findings.problems.is_empty() {
-        bail!(
-            "doctor: {} problem(s), listed above with what to do",
-            findings.problems.len()
-        );
+/// The findings as JSON (`--json`).
+#[derive(Debug, Serialize)]
+pub struct Json<'a> {
+    pub toolkit: Option<String>,
+    pub toolkit_root: Option<&'a Path>,
+    pub found_by: Option<&'a str>,
+    pub supported_archs: Option<String>,
+    pub libclang: Option<&'a Path>,
+    pub gpus: Vec<String>,
+    pub arch_spec: &'a str,
+    pub arch_origin: &'a str,
+    pub modules: Vec<(&'a str, &'a str)>,
+    pub problems: &'a [String],
+}
+
+impl Findings {
+    /// Whether anything needs fixing.
+    pub fn problem_count(&self) -> usize {
+        self.problems.len()
     }
-    Ok(())
+
+    /// The JSON form.
+    pub fn json(&self) -> Json<'_> {
+        let tk = self.discovery.as_ref().and_then(|d| d.toolkit.as_ref());
+        Json {
+            toolkit: tk.map(|t| t.version.to_string()),
+            toolkit_root: tk.map(|t| t.root.as_path()),
+            found_by: tk.map(|t| t.found_by.as_str()),
+            supported_archs: match &self.supported {
+                Some(Ok(s)) => Some(s.describe()),
+                _ => None,
+            },
+            libclang: self.libclang.as_deref().ok(),
+            gpus: self.gpus.clone().unwrap_or_default(),
+            arch_spec: &self.spec.0,
+            arch_origin: &self.spec.1,
+            modules: self
+                .modules
+                .iter()
+                .map(|(n, l)| (n.as_str(), l.as_str()))
+                .collect(),
+            problems: &self.problems,
+        }
+    }
+}
+
+/// The one-line failure for findings with problems.
+pub fn failure(findings: &Findings) -> anyhow::Error {
+    anyhow::anyhow!(
+        "doctor: {} problem(s), listed above with what to do",
+        findings.problems.len()
+    )
+}
+
+/// Whether `<P>_CUDA` turns the toolkit off.
+fn turned_off(prefix: Option<&str>) -> Option<String> {
+    let var = format!("{}_CUDA", prefix?);
+    std::env::var(&var)
+        .is_ok_and(|v| v == "off" || v == "0")
+        .then(|| format!("{var}=off"))
 }
 
 /// A toolkit that discovery finds but a build cannot use (files missing),
 /// and a damaged project-local install.
-fn toolkit_problems(discovery: Option<&Discovery>) -> Vec<String> {
+fn toolkit_problems(discovery: Option<&Discovery>, install_dir: &Path) -> Vec<String> {
     let mut problems = Vec::new();
-    let install_dir = crate::workspace::default_toolkit_dir();
-    let repair = "run `cargo xtask toolkit install` to repair it";
+    let repair = "run `cargo kiln toolkit install` to repair it";
     // The project-local install is verified file by file against its pins.
     if install_dir.exists() {
-        match toolkit::Pins::load() {
+        match toolkit::Pins::pinned() {
             Ok(pins) => {
-                if let Err(damage) = toolkit::verify(&install_dir, &pins) {
-                    problems.push(format!(
-                        "{}: {damage}; {repair}",
-                        crate::workspace::display(&install_dir)
-                    ));
+                if let Err(damage) = toolkit::verify(install_dir, &pins) {
+                    problems.push(format!("{}: {damage}; {repair}", install_dir.display()));
                 }
             }
             Err(e) => problems.push(format!("{e:#}")),
@@ -68,7 +131,7 @@ fn toolkit_problems(discovery: Option<&Discovery>) -> Vec<String> {
     // Any other toolkit, for the files a build needs.
     let other = discovery
         .and_then(|d| d.toolkit.as_ref())
-        .filter(|tk| problems.is_empty() || !tk.root.starts_with(&install_dir));
+        .filter(|tk| problems.is_empty() || !tk.root.starts_with(install_dir));
     if let Some(tk) = other {
         let missing = toolkit::missing_essentials(&tk.root);
         if !missing.is_empty() {
@@ -82,11 +145,11 @@ fn toolkit_problems(discovery: Option<&Discovery>) -> Vec<String> {
                     format!("{file} ({why})")
                 })
                 .collect();
-            let advice = if tk.root.starts_with(&install_dir) {
+            let advice = if tk.root.starts_with(install_dir) {
                 repair.to_string()
             } else {
                 format!(
-                    "reinstall that toolkit, or point {} elsewhere (`cargo xtask toolkit install` provides the pinned one)",
+                    "reinstall that toolkit, or point {} elsewhere (`cargo kiln toolkit install` provides the pinned one)",
                     tk.found_by
                 )
             };
@@ -101,20 +164,41 @@ fn toolkit_problems(discovery: Option<&Discovery>) -> Vec<String> {
     problems
 }
 
-fn gather(root: &Path) -> Result<Findings> {
-    let discovery = kiln_discovery(root);
+/// Looks at the machine and the subject's kernels dir.
+pub fn gather(subject: &Subject) -> Result<Findings> {
+    let off_by = turned_off(subject.env_prefix.as_deref());
+    let discovery = off_by
+        .is_none()
+        .then(|| discovery_with_local(&subject.toolkit_dir));
     let supported = discovery
         .as_ref()
         .and_then(|d| d.toolkit.as_ref())
         .map(|tk| tk.supported_archs().map_err(|e| e.to_string()));
-    let config_path = root.join("kernels/kiln.toml");
-    let config = KernelConfig::load(&config_path)?;
-    let spec = match std::env::var("KILN_CUDA_ARCHS") {
-        Ok(text) if !text.trim().is_empty() => (text, "KILN_CUDA_ARCHS".to_string()),
-        _ => (config.archs.clone(), "kernels/kiln.toml".to_string()),
+    let kernels = &subject.kernels_dir;
+    if !kernels.is_dir() {
+        bail!(
+            "no kernels dir at {}; pass --kernels DIR (the dir the build script gives KernelBuild::new)",
+            kernels.display()
+        );
+    }
+    let config_path = kernels.join("kiln.toml");
+    let config_shown = format!("{}/kiln.toml", subject.kernels_shown);
+    let config = if config_path.exists() {
+        KernelConfig::load(&config_path)?
+    } else {
+        KernelConfig::default()
+    };
+    let arch_var = subject
+        .env_prefix
+        .as_ref()
+        .map(|p| format!("{p}_CUDA_ARCHS"));
+    let spec = match arch_var.as_ref().map(|v| (v, std::env::var(v))) {
+        Some((var, Ok(text))) if !text.trim().is_empty() => (text, var.clone()),
+        _ if config_path.exists() => (config.archs.clone(), config_shown),
+        _ => (config.archs.clone(), "cuda-build's default".to_string()),
     };
     let mut modules = Vec::new();
-    for entry in std::fs::read_dir(root.join("kernels"))? {
+    for entry in std::fs::read_dir(kernels)? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "cu") {
             let name = path
@@ -127,11 +211,12 @@ fn gather(root: &Path) -> Result<Findings> {
         }
     }
     modules.sort();
-    let problems = toolkit_problems(discovery.as_ref());
+    let problems = toolkit_problems(discovery.as_ref(), &subject.toolkit_dir);
     Ok(Findings {
+        off_by,
         discovery,
         supported,
-        libclang: find_libclang(root),
+        libclang: find_libclang(&subject.toolkit_dir),
         gpus: query_gpus(),
         spec,
         modules,
@@ -140,7 +225,7 @@ fn gather(root: &Path) -> Result<Findings> {
 }
 
 /// bindgen's libclang: `LIBCLANG_PATH`, the project-local one, or the system's.
-fn find_libclang(root: &Path) -> Result<PathBuf, String> {
+fn find_libclang(toolkit_dir: &Path) -> Result<PathBuf, String> {
     let has_lib = |dir: &Path| {
         std::fs::read_dir(dir).is_ok_and(|entries| {
             entries.flatten().any(|e| {
@@ -159,11 +244,11 @@ fn find_libclang(root: &Path) -> Result<PathBuf, String> {
         };
     }
     let candidates = [
-        root.join("target/cuda-toolkit/libclang"),
+        toolkit_dir.join("libclang"),
         PathBuf::from("/usr/lib/x86_64-linux-gnu"),
     ];
     candidates.into_iter().find(|d| has_lib(d)).ok_or_else(|| {
-        "not found (needed only by `cargo xtask codegen`; `cargo xtask toolkit install` installs one)".to_string()
+        "not found (needed only to regenerate bindings; `cargo kiln toolkit install` installs one)".to_string()
     })
 }
 
@@ -188,12 +273,13 @@ fn query_gpus() -> Result<Vec<String>, String> {
 }
 
 /// The report.
-pub(crate) fn render(f: &Findings) -> String {
+pub fn render(f: &Findings) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "toolkit search:");
     match &f.discovery {
         None => {
-            let _ = writeln!(out, "  skipped: KILN_CUDA=off");
+            let off = f.off_by.as_deref().unwrap_or("turned off");
+            let _ = writeln!(out, "  skipped: {off}");
         }
         Some(d) => {
             for probe in &d.probes {
@@ -215,7 +301,7 @@ pub(crate) fn render(f: &Findings) -> String {
         None => {
             let _ = writeln!(
                 out,
-                "toolkit: none; builds are CPU-only (run `cargo xtask toolkit install`)"
+                "toolkit: none; builds are CPU-only (run `cargo kiln toolkit install`)"
             );
         }
     }
@@ -353,6 +439,7 @@ mod tests {
             found_by: "project-local".into(),
         };
         Findings {
+            off_by: None,
             discovery: Some(Discovery {
                 probes,
                 toolkit: Some(toolkit),
@@ -382,6 +469,7 @@ mod tests {
     fn doctor_report_without_toolkit_or_with_a_bad_spec() {
         let mut f = fake_findings();
         f.discovery = None;
+        f.off_by = Some("KILN_CUDA=off".into());
         f.supported = None;
         f.spec = ("sm_12".into(), "KILN_CUDA_ARCHS".into());
         insta::assert_snapshot!(render(&f));
@@ -402,20 +490,20 @@ mod tests {
         tk.root = root.clone();
         tk.found_by = "CUDA_PATH".into();
         assert_eq!(
-            toolkit_problems(f.discovery.as_ref())
+            toolkit_problems(f.discovery.as_ref(), Path::new("/nonexistent"))
                 .iter()
                 .filter(|p| p.contains("lacks"))
                 .count(),
             0
         );
         std::fs::remove_dir_all(root.join("nvvm")).unwrap();
-        let problems = toolkit_problems(f.discovery.as_ref());
+        let problems = toolkit_problems(f.discovery.as_ref(), Path::new("/nonexistent"));
         let lacks: Vec<&String> = problems.iter().filter(|p| p.contains("lacks")).collect();
         assert_eq!(
             lacks,
             [&format!(
                 "the toolkit at {} (found by CUDA_PATH) lacks nvvm/bin/cicc (nvcc's CUDA front end); \
-                 reinstall that toolkit, or point CUDA_PATH elsewhere (`cargo xtask toolkit install` provides the pinned one)",
+                 reinstall that toolkit, or point CUDA_PATH elsewhere (`cargo kiln toolkit install` provides the pinned one)",
                 root.display()
             )]
         );

@@ -36,9 +36,17 @@ pub(crate) struct ModuleFacts {
     pub(crate) sass: Vec<SassFunction>,
     /// ptxas's report from the build, the only source of spill counts.
     pub(crate) ptxas: Vec<KernelResources>,
+    /// The module's own archs when they are not the build's (a `[modules]`
+    /// entry with `archs`; `rdc`, whose device link keeps SASS only).
+    pub(crate) own_archs: Option<Requested>,
 }
 
 impl ModuleFacts {
+    /// The archs this module was asked for: its own, else the build's.
+    pub(crate) fn requested<'a>(&'a self, build: &'a Requested) -> &'a Requested {
+        self.own_archs.as_ref().unwrap_or(build)
+    }
+
     /// Kernel names: the PTX `.entry`s and ptxas's entry functions, or the
     /// ELF functions when neither is there. Sorted.
     pub(crate) fn kernels(&self) -> Vec<String> {

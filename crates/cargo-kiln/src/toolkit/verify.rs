@@ -1,7 +1,7 @@
 //! Whether an install is whole: every file the pinned wheels promise (their
 //! `*.dist-info/RECORD`, with sizes) is there, and the files a build needs are
 //! in any toolkit discovery finds. Used by `toolkit install` (reinstall when
-//! damaged), `cargo xtask toolkit` and `doctor` (report it).
+//! damaged), `cargo kiln toolkit` and `doctor` (report it).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use super::{Record, RECORD_FILE};
 /// Files a build runs or includes, relative to a toolkit root, and who needs
 /// them. nvcc runs without some of them and fails later, naming a tool the
 /// user never called (`cicc: not found`), so they are checked up front.
-pub(crate) const ESSENTIAL: &[(&str, &str)] = &[
+pub const ESSENTIAL: &[(&str, &str)] = &[
     ("bin/nvcc", "the compiler driver"),
     ("nvvm/bin/cicc", "nvcc's CUDA front end"),
     ("bin/ptxas", "nvcc's PTX assembler"),
@@ -23,7 +23,7 @@ pub(crate) const ESSENTIAL: &[(&str, &str)] = &[
 ];
 
 /// The [`ESSENTIAL`] files missing under `root`, in that order.
-pub(crate) fn missing_essentials(root: &Path) -> Vec<&'static str> {
+pub fn missing_essentials(root: &Path) -> Vec<&'static str> {
     ESSENTIAL
         .iter()
         .map(|(file, _)| *file)
@@ -33,12 +33,12 @@ pub(crate) fn missing_essentials(root: &Path) -> Vec<&'static str> {
 
 /// Why an install in DIR is not whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Damage {
+pub enum Damage {
     /// No DIR at all.
     Absent,
     /// DIR has no readable record: not an install, or an interrupted one.
     NoRecord,
-    /// The record's pins are not `ci/toolkit.toml`'s.
+    /// The record's pins are not `cargo-kiln's toolkit.toml`'s.
     PinsDiffer,
     /// A pinned wheel's RECORD is missing: the wheel is not installed.
     NoWheel { requirement: String },
@@ -55,7 +55,9 @@ impl fmt::Display for Damage {
         match self {
             Damage::Absent => f.write_str("nothing installed"),
             Damage::NoRecord => write!(f, "no readable {RECORD_FILE}"),
-            Damage::PinsDiffer => f.write_str("installed pins differ from ci/toolkit.toml"),
+            Damage::PinsDiffer => {
+                f.write_str("installed pins differ from cargo-kiln's toolkit.toml")
+            }
             Damage::NoWheel { requirement } => {
                 write!(f, "damaged: {requirement} is not installed (no RECORD)")
             }
@@ -84,7 +86,7 @@ impl fmt::Display for Damage {
 
 /// Checks that DIR holds exactly `pins`, whole. `Ok` gives the number of
 /// files checked.
-pub(crate) fn verify(dir: &Path, pins: &Pins) -> Result<usize, Damage> {
+pub fn verify(dir: &Path, pins: &Pins) -> Result<usize, Damage> {
     if !dir.exists() {
         return Err(Damage::Absent);
     }

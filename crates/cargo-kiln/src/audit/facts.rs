@@ -23,7 +23,7 @@ fn cuobjdump(tool: &Path, flag: &str, file: &Path) -> Result<String> {
         .with_context(|| format!("cannot run {}", tool.display()))?;
     if !out.status.success() {
         bail!(
-            "cuobjdump {flag} {} failed ({}): {}; rebuild with cargo xtask build",
+            "cuobjdump {flag} {} failed ({}): {}; rebuild the crate",
             file.display(),
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
@@ -54,6 +54,7 @@ pub(crate) fn read_module(
         ptx,
         sass,
         ptxas,
+        own_archs: None,
     })
 }
 
@@ -71,7 +72,7 @@ pub(crate) fn requested(manifest: &Manifest) -> Requested {
 pub(crate) fn read_manifest(tool: &Path, manifest: &Manifest) -> Result<Vec<ModuleFacts>> {
     if !manifest.cuda_enabled {
         bail!(
-            "the build made no GPU code ({}); run `cargo xtask toolkit install`",
+            "the build made no GPU code ({}); install a CUDA toolkit (`cargo kiln toolkit install`) or set CUDA_PATH",
             manifest.cpu_only_reason.as_deref().unwrap_or("no toolkit")
         );
     }
@@ -85,13 +86,33 @@ pub(crate) fn read_manifest(tool: &Path, manifest: &Manifest) -> Result<Vec<Modu
                     m.name
                 )
             })?;
-            read_module(
+            let mut facts = read_module(
                 tool,
                 &m.name,
                 m.link == LinkMode::Static,
                 file,
                 m.kernels.clone(),
-            )
+            )?;
+            if (&m.sass, &m.ptx) != (&manifest.sass, &manifest.ptx) {
+                let why = if m.rdc && m.ptx.is_empty() {
+                    "rdc: the device link keeps SASS only"
+                } else {
+                    "its own archs in kiln.toml"
+                };
+                facts.own_archs = Some(Requested {
+                    spec: m
+                        .sass
+                        .iter()
+                        .chain(&m.ptx)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    origin: format!("module {} ({why})", m.name),
+                    sass: m.sass.clone(),
+                    ptx: m.ptx.clone(),
+                });
+            }
+            Ok(facts)
         })
         .collect()
 }

@@ -1,29 +1,40 @@
-//! `ci/budgets.toml`: per-kernel resource budgets, the f64 allow-list and the
-//! driver floor, with each limit's provenance (`[default] max_registers`) so
-//! that a violation names the line that governs it.
+//! A crate's `kiln-audit.toml`: per-kernel resource budgets, the f64
+//! allow-list, the driver floor and where the generated bindings are, with
+//! each limit's provenance (`[default] max_registers`) so that a violation
+//! names the line that governs it. A crate without the file, or a file
+//! without a table, gets [`Budgets::DEFAULTS`].
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::Deserialize;
 
 use super::ptx::PtxIsa;
 
+/// The config file's name, beside the crate's `Cargo.toml`.
+pub const CONFIG_FILE: &str = "kiln-audit.toml";
+
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct Budgets {
-    /// Where it was read from, as messages show it (`ci/budgets.toml`).
+pub struct Budgets {
+    /// Where it was read from, as messages show it (`kiln-audit.toml`).
     #[serde(skip)]
     pub(crate) origin: String,
+    /// The generated bindings (the Rust declarations the ABI check reads),
+    /// relative to the crate; found under `src/` when not given.
+    #[serde(default)]
+    pub bindings: Option<PathBuf>,
+    #[serde(default = "DriverFloor::cuda_13_0")]
     pub(crate) driver: DriverFloor,
+    #[serde(default)]
     pub(crate) default: Limits,
     #[serde(default)]
     pub(crate) kernel: BTreeMap<String, Overrides>,
 }
 
-/// The oldest driver kiln supports, and what PTX it can JIT.
+/// The oldest driver the crate supports, and what PTX it can JIT.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DriverFloor {
@@ -32,11 +43,23 @@ pub(crate) struct DriverFloor {
     pub(crate) max_ptx_isa: PtxIsa,
 }
 
+impl DriverFloor {
+    /// CUDA 13.0 drivers (r580) JIT PTX ISA up to 9.0.
+    fn cuda_13_0() -> Self {
+        Self {
+            min_cuda: "13.0".to_string(),
+            max_ptx_isa: PtxIsa { major: 9, minor: 0 },
+        }
+    }
+}
+
 /// The `[default]` table.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Limits {
+    #[serde(default = "Limits::hardware_registers")]
     pub(crate) max_registers: u32,
+    #[serde(default = "Limits::static_shared_limit")]
     pub(crate) max_shared_bytes: u32,
     #[serde(default)]
     pub(crate) max_spill_bytes: u32,
@@ -55,6 +78,35 @@ pub(crate) struct Overrides {
     pub(crate) max_spill_bytes: Option<u32>,
     pub(crate) max_local_bytes: Option<u32>,
     pub(crate) allow_f64: Option<bool>,
+    /// Launched by name only (no header declares it; gpu-core checks its
+    /// arguments against the driver at launch): not an ABI violation.
+    pub(crate) by_name: Option<bool>,
+}
+
+impl Limits {
+    /// The most a thread can have: no register budget.
+    fn hardware_registers() -> u32 {
+        255
+    }
+
+    /// 48 KiB, the most static `__shared__` a block can declare.
+    fn static_shared_limit() -> u32 {
+        48 * 1024
+    }
+}
+
+impl Default for Limits {
+    /// No register or shared budget beyond the hardware's; no spills, no
+    /// local memory, no f64.
+    fn default() -> Self {
+        Self {
+            max_registers: Self::hardware_registers(),
+            max_shared_bytes: Self::static_shared_limit(),
+            max_spill_bytes: 0,
+            max_local_bytes: 0,
+            allow_f64: false,
+        }
+    }
 }
 
 fn ptx_isa<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PtxIsa, D::Error> {
@@ -67,13 +119,32 @@ fn ptx_isa<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PtxIsa, D::Error> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Limit<T> {
     pub(crate) value: T,
-    /// `ci/budgets.toml [kernel.batch_stats] max_registers`.
+    /// `kiln-audit.toml [kernel.batch_stats] max_registers`.
     pub(crate) source: String,
 }
 
 impl Budgets {
+    /// The defaults a crate without `kiln-audit.toml` gets, as that file
+    /// would write them: CUDA 13.0's driver floor (PTX ISA 9.0), 255
+    /// registers, 48 KiB of static shared memory, no spills, no local
+    /// memory, no f64.
+    pub const DEFAULTS: &'static str = "[driver]\nmin_cuda = \"13.0\"\nmax_ptx_isa = \"9.0\"\n\
+        [default]\nmax_registers = 255\nmax_shared_bytes = 49152\nmax_spill_bytes = 0\n\
+        max_local_bytes = 0\nallow_f64 = false\n";
+
+    /// The budgets of the crate in `crate_dir`: its `kiln-audit.toml`, or
+    /// the defaults when it has none. `shown` names the file in messages.
+    pub fn for_crate(crate_dir: &Path, shown: &str) -> Result<Self> {
+        let path = crate_dir.join(CONFIG_FILE);
+        if path.exists() {
+            Self::read(&path, shown)
+        } else {
+            Self::parse("", &format!("the defaults (no {shown})"))
+        }
+    }
+
     /// Parses budgets text; `origin` names it in messages.
-    pub(crate) fn parse(text: &str, origin: &str) -> Result<Self> {
+    pub fn parse(text: &str, origin: &str) -> Result<Self> {
         let mut budgets: Self = toml::from_str(text)
             .map_err(|e| anyhow::anyhow!("{origin}: {}", e.message()))
             .with_context(|| format!("fix {origin} (see the comments at its top)"))?;
@@ -82,9 +153,9 @@ impl Budgets {
     }
 
     /// Reads a budgets file.
-    pub(crate) fn read(path: &Path, origin: &str) -> Result<Self> {
+    pub fn read(path: &Path, origin: &str) -> Result<Self> {
         let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {origin}; it holds ptx-audit's budgets"))?;
+            .with_context(|| format!("cannot read {origin}; it holds the audit's budgets"))?;
         Self::parse(&text, origin)
     }
 
@@ -132,7 +203,16 @@ impl Budgets {
         self.pick(kernel, "allow_f64", |o| o.allow_f64, d)
     }
 
-    /// `ci/budgets.toml [driver] max_ptx_isa`.
+    /// Whether `[kernel.NAME] by_name = true` says the kernel is launched
+    /// by name, with no Rust declaration.
+    pub(crate) fn by_name(&self, kernel: &str) -> bool {
+        self.kernel
+            .get(kernel)
+            .and_then(|o| o.by_name)
+            .unwrap_or(false)
+    }
+
+    /// `kiln-audit.toml [driver] max_ptx_isa`.
     pub(crate) fn ptx_isa_source(&self) -> String {
         format!("{} [driver] max_ptx_isa", self.origin)
     }
@@ -173,9 +253,27 @@ allow_f64 = true
     }
 
     #[test]
-    fn the_repository_budgets_parse() {
-        let root = crate::workspace::root();
-        Budgets::read(&root.join("ci/budgets.toml"), "ci/budgets.toml").unwrap();
+    fn the_documented_defaults_are_what_an_empty_file_gets() {
+        let empty = Budgets::parse("", "none").unwrap();
+        let written = Budgets::parse(Budgets::DEFAULTS, "defaults").unwrap();
+        assert_eq!(
+            format!("{:?}", empty.default),
+            format!("{:?}", written.default)
+        );
+        assert_eq!(empty.driver.min_cuda, written.driver.min_cuda);
+        assert_eq!(empty.driver.max_ptx_isa, written.driver.max_ptx_isa);
+        assert!(empty.bindings.is_none() && empty.kernel.is_empty());
+    }
+
+    #[test]
+    fn a_crate_without_the_file_gets_the_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Budgets::for_crate(dir.path(), CONFIG_FILE).unwrap();
+        assert_eq!(b.max_registers("k").value, 255);
+        assert_eq!(
+            b.max_registers("k").source,
+            "the defaults (no kiln-audit.toml) [default] max_registers"
+        );
     }
 
     #[test]

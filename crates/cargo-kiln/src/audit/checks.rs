@@ -4,9 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use cuda_sys::KernelInfo;
 use serde::Serialize;
 
+use super::bindings::Declaration;
 use super::budgets::{Budgets, Limit};
 use super::model::{arch_number, resources, ModuleFacts, Requested};
 use super::ptx::PtxFunction;
@@ -246,22 +246,32 @@ fn f64_place(function: &PtxFunction, called_from: Option<&str>) -> String {
 
 /// 5. Each fat-binary kernel's PTX parameters match its Rust declaration, and
 ///    every declaration has a kernel.
-pub(crate) fn check_abi(modules: &[ModuleFacts], declared: &[KernelInfo]) -> Vec<Violation> {
+///
+/// A kernel for which `by_name` answers true (`[kernel.NAME] by_name =
+/// true`) may have no declaration.
+pub(crate) fn check_abi(
+    modules: &[ModuleFacts],
+    declared: &[Declaration],
+    by_name: &dyn Fn(&str) -> bool,
+) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut found: BTreeSet<&str> = BTreeSet::new();
     for module in modules.iter().filter(|m| !m.is_static) {
         for kernel in module.kernels() {
             let Some(decl) = declared.iter().find(|d| d.name == kernel) else {
+                if by_name(&kernel) {
+                    continue;
+                }
                 out.push(
                     Violation::new(Check::Abi, &module.name, Some(&kernel), None).says(format!(
                         "{kernel}: kernel in the {} fat binary has no Rust declaration \
-                         (declare it with KILN_KERNEL in kernels/include/, then run cargo xtask codegen)",
+                         (declare it with KILN_KERNEL in a header, then regenerate the bindings)",
                         module.name
                     )),
                 );
                 continue;
             };
-            found.insert(decl.name);
+            found.insert(&decl.name);
             // Every arch's PTX is checked; one message per distinct mismatch.
             let mut messages: Vec<String> = Vec::new();
             for (_, ptx) in &module.ptx {
@@ -280,11 +290,11 @@ pub(crate) fn check_abi(modules: &[ModuleFacts], declared: &[KernelInfo]) -> Vec
             );
         }
     }
-    for decl in declared.iter().filter(|d| !found.contains(d.name)) {
+    for decl in declared.iter().filter(|d| !found.contains(d.name.as_str())) {
         out.push(
-            Violation::new(Check::Abi, "", Some(decl.name), None).says(format!(
-                "{}: declared in kernels/include/{} but no fat binary has the kernel \
-                 (define it in a kernels/*.cu or remove the declaration)",
+            Violation::new(Check::Abi, "", Some(&decl.name), None).says(format!(
+                "{}: declared in {} but no fat binary has the kernel \
+                 (define it in a .cu file of the kernels dir or remove the declaration)",
                 decl.name, decl.header
             )),
         );
@@ -293,8 +303,8 @@ pub(crate) fn check_abi(modules: &[ModuleFacts], declared: &[KernelInfo]) -> Vec
 }
 
 /// Differences between one PTX entry's `.param`s and a declaration.
-pub(crate) fn abi_mismatches(entry: &PtxFunction, decl: &KernelInfo) -> Vec<String> {
-    let header = format!("kernels/include/{}", decl.header);
+pub(crate) fn abi_mismatches(entry: &PtxFunction, decl: &Declaration) -> Vec<String> {
+    let header = &decl.header;
     let name = &entry.name;
     if entry.params.len() != decl.param_layout.len() {
         return vec![format!(
@@ -304,7 +314,7 @@ pub(crate) fn abi_mismatches(entry: &PtxFunction, decl: &KernelInfo) -> Vec<Stri
         )];
     }
     let mut out = Vec::new();
-    for (i, (ptx, &(size, align))) in entry.params.iter().zip(decl.param_layout).enumerate() {
+    for (i, (ptx, &(size, align))) in entry.params.iter().zip(&decl.param_layout).enumerate() {
         let param = match decl.param_names.get(i) {
             Some(n) => format!("param {i} ({n})"),
             None => format!("param {i}"),
@@ -413,6 +423,7 @@ ret;
             ptx: ptx.into_iter().map(|(a, m)| (a.to_string(), m)).collect(),
             sass,
             ptxas: Vec::new(),
+            own_archs: None,
         }
     }
 
@@ -429,12 +440,11 @@ ret;
         v.into_iter().map(|v| v.message).collect()
     }
 
-    const VECTOR_ADD_DECL: KernelInfo = KernelInfo {
-        name: "vector_add",
-        header: "vector_add.h",
-        param_names: &["a", "b", "c", "n"],
-        param_layout: &[(8, 8), (8, 8), (8, 8), (4, 4)],
-    };
+    fn vector_add_decl(layout: &[(usize, usize)]) -> Declaration {
+        Declaration::new("vector_add", "vector_add.h", &["a", "b", "c", "n"], layout)
+    }
+
+    const VECTOR_ADD_LAYOUT: &[(usize, usize)] = &[(8, 8), (8, 8), (8, 8), (4, 4)];
 
     #[test]
     fn coverage_names_each_missing_arch() {
@@ -448,6 +458,42 @@ ret;
                 "vector_add sm_90: no SASS in the fat binary (arch spec `sm_80,sm_90` from --arch)",
                 "vector_add compute_90: no PTX in the fat binary (arch spec `sm_80,sm_90` from --arch)",
             ]
+        );
+    }
+
+    /// A module built for its own archs (`archs = "sm_90a"`, or `rdc`'s
+    /// SASS only) is held to those, not to the build's spec: found on
+    /// examples/kernel-trees, whose hopper and rdc modules failed coverage.
+    #[test]
+    fn a_module_with_its_own_archs_is_held_to_them() {
+        let mut m = module(vec![], vec![elf("sm_90a", "vector_add", 16, 0)]);
+        m.own_archs = Some(Requested {
+            spec: "sm_90a".into(),
+            origin: "module vector_add (its own archs in kiln.toml)".into(),
+            sass: vec!["sm_90a".into()],
+            ptx: vec![],
+        });
+        let report = crate::audit::report::audit(
+            &requested(),
+            None,
+            std::slice::from_ref(&m),
+            &budgets(),
+            crate::audit::Abi::NotRead("test"),
+        );
+        assert_eq!(
+            report
+                .violations
+                .iter()
+                .filter(|v| v.check == Check::Coverage)
+                .count(),
+            0,
+            "{}",
+            report.render()
+        );
+        m.sass = vec![elf("sm_80", "vector_add", 16, 0)];
+        assert_eq!(
+            messages(check_coverage(m.requested(&requested()), &m)),
+            ["vector_add sm_90a: no SASS in the fat binary (arch spec `sm_90a` from module vector_add (its own archs in kiln.toml))"]
         );
     }
 
@@ -524,46 +570,43 @@ ret;
     #[test]
     fn abi_mismatches_name_param_and_header() {
         let m = module(vec![("compute_90", ptx("9.0", VECTOR_ADD))], vec![]);
-        assert!(check_abi(std::slice::from_ref(&m), &[VECTOR_ADD_DECL]).is_empty());
-        let narrow = KernelInfo {
-            param_layout: &[(8, 8), (8, 8), (8, 8), (8, 8)],
-            ..VECTOR_ADD_DECL
-        };
-        let short = KernelInfo {
-            param_layout: &[(8, 8), (8, 8), (8, 8)],
-            ..VECTOR_ADD_DECL
-        };
-        let unbuilt = KernelInfo {
-            name: "gone",
-            header: "gone.h",
-            ..VECTOR_ADD_DECL
-        };
+        assert!(check_abi(
+            std::slice::from_ref(&m),
+            &[vector_add_decl(VECTOR_ADD_LAYOUT)],
+            &|_| false
+        )
+        .is_empty());
+        let narrow = vector_add_decl(&[(8, 8), (8, 8), (8, 8), (8, 8)]);
+        let short = vector_add_decl(&[(8, 8), (8, 8), (8, 8)]);
+        let unbuilt = Declaration::new("gone", "gone.h", &["a", "b", "c", "n"], VECTOR_ADD_LAYOUT);
         let desc = parse_ptx(
             ".visible .entry vector_add(.param .u64 a, .param .u64 b, .param .align 16 .b8 c[32], .param .u32 n)\n{\nret;\n}",
         )
         .unwrap();
-        let misaligned = KernelInfo {
-            param_layout: &[(8, 8), (8, 8), (32, 8), (4, 4)],
-            ..VECTOR_ADD_DECL
-        };
+        let misaligned = vector_add_decl(&[(8, 8), (8, 8), (32, 8), (4, 4)]);
         assert_eq!(
             abi_mismatches(m.ptx[0].1.entry("vector_add").unwrap(), &narrow),
-            ["vector_add: param 3 (n) is 4 bytes in PTX but 8 bytes in Rust (kernels/include/vector_add.h)"]
+            ["vector_add: param 3 (n) is 4 bytes in PTX but 8 bytes in Rust (vector_add.h)"]
         );
         assert_eq!(
             abi_mismatches(m.ptx[0].1.entry("vector_add").unwrap(), &short),
-            ["vector_add: 4 params in PTX but 3 in Rust (kernels/include/vector_add.h)"]
+            ["vector_add: 4 params in PTX but 3 in Rust (vector_add.h)"]
         );
         assert_eq!(
             abi_mismatches(desc.entry("vector_add").unwrap(), &misaligned),
-            ["vector_add: param 2 (c) is 16-byte aligned in PTX but 8-byte aligned in Rust (kernels/include/vector_add.h)"]
+            ["vector_add: param 2 (c) is 16-byte aligned in PTX but 8-byte aligned in Rust (vector_add.h)"]
         );
         assert_eq!(
-            messages(check_abi(&[m], &[unbuilt])),
+            messages(check_abi(std::slice::from_ref(&m), std::slice::from_ref(&unbuilt), &|_| false)),
             [
-                "vector_add: kernel in the vector_add fat binary has no Rust declaration (declare it with KILN_KERNEL in kernels/include/, then run cargo xtask codegen)",
-                "gone: declared in kernels/include/gone.h but no fat binary has the kernel (define it in a kernels/*.cu or remove the declaration)",
+                "vector_add: kernel in the vector_add fat binary has no Rust declaration (declare it with KILN_KERNEL in a header, then regenerate the bindings)",
+                "gone: declared in gone.h but no fat binary has the kernel (define it in a .cu file of the kernels dir or remove the declaration)",
             ]
+        );
+        // `[kernel.vector_add] by_name = true`: launched by name, undeclared on purpose.
+        assert_eq!(
+            messages(check_abi(&[m], &[unbuilt], &|k| k == "vector_add")),
+            ["gone: declared in gone.h but no fat binary has the kernel (define it in a .cu file of the kernels dir or remove the declaration)"]
         );
     }
 

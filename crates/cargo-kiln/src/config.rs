@@ -1,23 +1,22 @@
-//! Reading the TOML files under `ci/` into typed structs, with errors that
-//! fit on one line (`ci/matrix.toml:3:9: unknown field ...`).
+//! Reading TOML config files into typed structs, with errors that fit on
+//! one line (`ci/matrix.toml:3:9: unknown field ...`).
 
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
-use crate::cli::usage_error;
-use crate::workspace;
+use crate::error::usage_error;
 
-/// Reads and parses `path`; a missing or malformed file is a usage error.
-pub(crate) fn load<T: DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
-    let shown = workspace::display(path);
+/// Reads and parses `path` (`shown` in messages); a missing or malformed
+/// file is a usage error.
+pub fn load<T: DeserializeOwned>(path: &Path, shown: &str) -> anyhow::Result<T> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage_error!("cannot read {shown}: {e}; restore it from git"))?;
-    parse(&shown, &text).map_err(|msg| usage_error!("{msg}"))
+    parse(shown, &text).map_err(|msg| usage_error!("{msg}"))
 }
 
 /// Parses `text`; the error is one line: `name:line:col: message`.
-pub(crate) fn parse<T: DeserializeOwned>(name: &str, text: &str) -> Result<T, String> {
+pub fn parse<T: DeserializeOwned>(name: &str, text: &str) -> Result<T, String> {
     toml::from_str(text).map_err(|e: toml::de::Error| {
         let at = e
             .span()

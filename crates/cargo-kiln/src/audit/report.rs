@@ -2,17 +2,26 @@
 //! check over the facts, and renders the table (deterministic: no paths, no
 //! timings, so that it can be snapshotted) and the JSON.
 
-use cuda_sys::KernelInfo;
 use serde::Serialize;
 
+use super::bindings::Declarations;
 use super::budgets::Budgets;
 use super::checks::{self, Violation};
 use super::model::{ModuleFacts, Requested, Resources};
 use super::rows::{rows, Row};
 
-/// Everything `ptx-audit` found.
+/// Where the ABI check's Rust declarations come from.
+#[derive(Debug, Clone, Copy)]
+pub enum Abi<'a> {
+    /// Read from the crate's generated bindings (or given by the caller).
+    Declared(&'a Declarations),
+    /// None read; the reason is reported as not audited.
+    NotRead(&'a str),
+}
+
+/// Everything the audit found.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct Report {
+pub struct Report {
     pub(crate) requested: Requested,
     /// `13.0.88`, when known.
     pub(crate) toolkit: Option<String>,
@@ -30,12 +39,12 @@ pub(crate) fn audit(
     toolkit: Option<String>,
     modules: &[ModuleFacts],
     budgets: &Budgets,
-    declared: Option<&[KernelInfo]>,
+    declared: Abi<'_>,
 ) -> Report {
     let mut violations = Vec::new();
     let mut not_audited = Vec::new();
     for module in modules {
-        violations.extend(checks::check_coverage(requested, module));
+        violations.extend(checks::check_coverage(module.requested(requested), module));
         violations.extend(checks::check_resources(budgets, module));
         violations.extend(checks::check_driver_floor(budgets, module));
         violations.extend(checks::check_f64(budgets, module));
@@ -50,28 +59,29 @@ pub(crate) fn audit(
         }
         if module.is_static {
             not_audited.push(format!(
-                "{}: static library; ABI not audited (its kernels are CUB's, launched from host code, \
+                "{}: static library; ABI not audited (its kernels are launched from its host code, \
                  with no Rust declaration); spills not audited and smem read from the ELF (its nvcc \
                  build keeps no ptxas report; on sm_90 the ELF adds the 1 KiB system reserve)",
                 module.name
             ));
         }
     }
-    // `None`: another crate's prebuilt images, whose declarations this
-    // audit does not read and whose kernels kiln's budget tables do not name.
     match declared {
-        Some(declared) => {
-            violations.extend(checks::check_abi(modules, declared));
+        Abi::Declared(declared) => {
+            let undeclared_ok = |kernel: &str| budgets.by_name(kernel);
+            violations.extend(checks::check_abi(
+                modules,
+                &declared.kernels,
+                &undeclared_ok,
+            ));
             violations.extend(checks::check_budget_names(budgets, modules));
+            not_audited.extend(declared.unreadable.iter().cloned());
         }
-        None => not_audited.push(
-            "ABI not audited: prebuilt images of a crate whose Rust declarations this audit does not read"
-                .to_string(),
-        ),
+        Abi::NotRead(why) => not_audited.push(format!("ABI not audited: {why}")),
     }
     let rows = modules
         .iter()
-        .flat_map(|m| rows(requested, m, &violations))
+        .flat_map(|m| rows(m.requested(requested), m, &violations))
         .collect();
     Report {
         requested: requested.clone(),
@@ -86,12 +96,24 @@ pub(crate) fn audit(
 
 impl Report {
     /// Whether every check passed.
-    pub(crate) fn passed(&self) -> bool {
+    pub fn passed(&self) -> bool {
         self.violations.is_empty()
     }
 
+    /// How many violations there are.
+    pub fn violation_count(&self) -> usize {
+        self.violations.len()
+    }
+
+    /// Rewrites how the archs were asked for (snapshots and comparisons of
+    /// builds asked for the same archs in different ways).
+    pub fn relabel_request(&mut self, spec: &str, origin: &str) {
+        self.requested.spec = spec.to_string();
+        self.requested.origin = origin.to_string();
+    }
+
     /// The table, then the violations and what was not audited.
-    pub(crate) fn render(&self) -> String {
+    pub fn render(&self) -> String {
         let r = &self.requested;
         let mut text = format!(
             "ptx-audit: arch spec `{}` from {} (SASS {}; PTX {}); {}driver floor CUDA {} (PTX ISA <= {})\n",

@@ -1,0 +1,192 @@
+//! `cargo kiln toolkit [install] [--dir DIR]` (and `cargo xtask toolkit`):
+//! provisions the pinned CUDA toolkit (and libclang for bindgen) from PyPI
+//! wheels into a venv, without root, verifies it is whole, and reports what
+//! is installed. The pins (`toolkit.toml`) are compiled into the binary, so
+//! an installed `cargo kiln` carries them.
+//!
+//! Layout of DIR (the contract with cuda-build's discovery):
+//! `cuda` -> the toolkit root inside the venv, `libclang` -> the dir holding
+//! libclang.so, `kiln-toolkit.toml` records what was installed.
+
+mod install;
+mod pins;
+mod report;
+mod verify;
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+pub use pins::{CudaPins, LibclangPin, Pins};
+pub use verify::{missing_essentials, verify, ESSENTIAL};
+
+/// The record written into DIR after a successful install.
+const RECORD_FILE: &str = "kiln-toolkit.toml";
+/// DIR's link to the toolkit root.
+const CUDA_LINK: &str = "cuda";
+/// DIR's link to the folder holding libclang.so.
+const LIBCLANG_LINK: &str = "libclang";
+
+/// Where an install goes, and what it touches after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    /// The install dir (`cuda` and `libclang` links inside).
+    pub dir: PathBuf,
+    /// Whether it is the dir the project's build looks in by itself; else
+    /// the install says how to point discovery at it.
+    pub is_default: bool,
+    /// Files whose mtime the install bumps so that a build script that ran
+    /// CPU-only reruns and finds the toolkit (a build script cannot watch a
+    /// dir that does not exist yet).
+    pub touch: Vec<PathBuf>,
+}
+
+impl Place {
+    /// `dir` given on the command line (relative to the current dir), or
+    /// `default`.
+    pub fn new(given: Option<&Path>, default: PathBuf, touch: Vec<PathBuf>) -> Result<Self> {
+        Ok(match given {
+            Some(d) => Self {
+                dir: std::env::current_dir()
+                    .context("cannot read the current directory")?
+                    .join(d),
+                is_default: false,
+                touch,
+            },
+            None => Self {
+                dir: default,
+                is_default: true,
+                touch,
+            },
+        })
+    }
+}
+
+/// What is installed in `dir`, as labelled lines.
+pub fn report(dir: &Path) -> String {
+    report::report(dir).render()
+}
+
+/// Installs the pins into `place.dir` unless it is up to date and whole;
+/// repairs (reinstalls) a damaged one.
+pub fn install(place: &Place) -> Result<()> {
+    install::install(place)
+}
+
+/// What an install wrote into `DIR/kiln-toolkit.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Record {
+    /// The pins it was installed from (a copy of `cargo-kiln's toolkit.toml`).
+    cuda: CudaPins,
+    libclang: LibclangPin,
+    installed: Installed,
+}
+
+/// Facts about the install itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Installed {
+    /// python3 version the venv was made with.
+    python: String,
+    /// The toolkit root, relative to DIR.
+    toolkit_root: String,
+    /// `nvcc --version`'s release line at install time.
+    nvcc: String,
+    /// `pip freeze` of the venv: the pins plus what they pulled in.
+    freeze: Vec<String>,
+}
+
+impl Record {
+    fn pins(&self) -> Pins {
+        Pins {
+            cuda: self.cuda.clone(),
+            libclang: self.libclang.clone(),
+        }
+    }
+
+    fn read(dir: &Path) -> Option<Record> {
+        let text = std::fs::read_to_string(dir.join(RECORD_FILE)).ok()?;
+        toml::from_str(&text).ok()
+    }
+
+    fn to_toml(&self) -> Result<String> {
+        let body = toml::to_string(self).context("cannot serialise the toolkit record")?;
+        Ok(format!(
+            "# Written by `cargo kiln toolkit install`; do not edit.\n\
+             # It is compared with cargo-kiln's toolkit.toml to decide whether to reinstall.\n\n{body}"
+        ))
+    }
+}
+
+/// Runs `root/bin/nvcc --version` and returns its `release` line.
+fn nvcc_release(root: &Path) -> Result<String> {
+    let nvcc = root.join("bin").join("nvcc");
+    let out = Command::new(&nvcc)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("cannot run {}", nvcc.display()))?;
+    if !out.status.success() {
+        bail!(
+            "`{} --version` failed: {}",
+            nvcc.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find(|l| l.contains("release"))
+        .map(|l| l.trim().to_string())
+        .with_context(|| format!("`{} --version` printed no release line", nvcc.display()))
+}
+
+/// `.NAME.SUFFIX`: a sibling of DIR that cannot be mistaken for it.
+fn hidden(name: &OsStr, suffix: &str) -> OsString {
+    let mut s = OsString::from(".");
+    s.push(name);
+    s.push(".");
+    s.push(suffix);
+    s
+}
+
+/// The siblings an install of DIR works in: `.NAME.partial` (being built),
+/// `.NAME.old` (the install it replaces) and `.NAME.lock`.
+fn sibling(dir: &Path, suffix: &str) -> Option<PathBuf> {
+    Some(dir.parent()?.join(hidden(dir.file_name()?, suffix)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pins::tests::PINS;
+    use super::*;
+
+    #[test]
+    fn record_round_trips_and_compares_by_pins() {
+        let pins = Pins::parse(PINS).unwrap();
+        let record = Record {
+            cuda: pins.cuda.clone(),
+            libclang: pins.libclang.clone(),
+            installed: Installed {
+                python: "3.11.7".into(),
+                toolkit_root: "venv/lib/python3.11/site-packages/nvidia/cu13".into(),
+                nvcc: "Cuda compilation tools, release 13.0, V13.0.88".into(),
+                freeze: vec!["libclang==18.1.1".into()],
+            },
+        };
+        let text = record.to_toml().unwrap();
+        let back: Record = toml::from_str(&text).unwrap();
+        assert_eq!(back, record);
+        assert_eq!(back.pins(), pins);
+    }
+
+    #[test]
+    fn siblings_are_hidden_beside_the_dir() {
+        let dir = Path::new("/w/target/cuda-toolkit");
+        assert_eq!(
+            sibling(dir, "partial").unwrap(),
+            Path::new("/w/target/.cuda-toolkit.partial")
+        );
+        assert_eq!(sibling(Path::new("/"), "lock"), None);
+    }
+}
