@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Cargo runs `cargo-kiln kiln ARGS...` for `cargo kiln ARGS...`.
+/// Run as `cargo kiln COMMAND` (cargo calls `cargo-kiln kiln COMMAND`)
 #[derive(Debug, Parser)]
 #[command(name = "cargo", bin_name = "cargo")]
 enum Cargo {

@@ -140,6 +140,24 @@ fn cargo(dir: &Path, args: &[&str], env: &[(&str, &OsStr)], unset: &[&str]) {
     );
 }
 
+/// `cargo ARGS` in `dir` with `env`, which must fail: its output.
+fn cargo_fails(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> String {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(dir)
+        .args(args)
+        .envs(env.iter().copied());
+    let output = command.output().expect("cargo runs");
+    let text = String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "`cargo {}` passed: {text}",
+        args.join(" ")
+    );
+    text.into_owned()
+}
+
 /// Set by the CI cell: the toolkit half must run (no skip).
 const REQUIRE_TOOLKIT_ENV: &str = "KILN_NEW_REQUIRE_TOOLKIT";
 
@@ -182,6 +200,11 @@ fn a_new_crate_passes_fmt_clippy_and_tests_cpu_only_and_with_the_toolkit() {
     let cpu_unset = ["KILN_REQUIRE_GPU", "SAXPY_LAB_REQUIRE_CUDA"];
     cargo(&dir, &clippy, &[target, off], &cpu_unset);
     cargo(&dir, &["test", "--workspace"], &[target, off], &cpu_unset);
+    // The negative control: with no GPU code, a required GPU fails the test.
+    let required = ("KILN_REQUIRE_GPU", OsStr::new("1"));
+    let failed = cargo_fails(&dir, &["test", "--test", "saxpy"], &[target, off, required]);
+    let line = "KILN_REQUIRE_GPU=1 but no usable GPU: no gpu code (built without a cuda toolkit)";
+    assert!(failed.contains(line), "{failed}");
 
     let toolkit = root.join("target/cuda-toolkit");
     if !toolkit.join("cuda").is_dir() {
