@@ -118,9 +118,8 @@ fn an_empty_folder_is_filled_and_the_default_is_the_name() {
     assert_eq!(names.len(), 2, "no staging dir left: {names:?}");
 }
 
-/// A step of the heavy test: `cargo ARGS` in `dir` with `env`, which must
-/// succeed (its output goes to the terminal: the build is the progress).
-fn cargo(dir: &Path, args: &[&str], env: &[(&str, &OsStr)], unset: &[&str]) {
+/// `cargo ARGS` in `dir` with `env` added and the `unset` variables removed.
+fn cargo_command(dir: &Path, args: &[&str], env: &[(&str, &OsStr)], unset: &[&str]) -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
@@ -130,25 +129,29 @@ fn cargo(dir: &Path, args: &[&str], env: &[(&str, &OsStr)], unset: &[&str]) {
     for name in unset {
         command.env_remove(name);
     }
+    command
+}
+
+/// A step of the heavy test, which must succeed (its output goes to the
+/// terminal: the build is the progress).
+fn cargo(dir: &Path, args: &[&str], env: &[(&str, &OsStr)], unset: &[&str]) {
     eprintln!("kiln-new: cargo {}", args.join(" "));
-    let status = command.status().expect("cargo runs");
+    let status = cargo_command(dir, args, env, unset)
+        .status()
+        .expect("cargo runs");
+    let line = args.join(" ");
     assert!(
         status.success(),
-        "`cargo {}` failed in {}",
-        args.join(" "),
+        "`cargo {line}` failed in {}",
         dir.display()
     );
 }
 
-/// `cargo ARGS` in `dir` with `env`, which must fail: its output.
+/// A step that must fail: its output.
 fn cargo_fails(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> String {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
-    command
-        .current_dir(dir)
-        .args(args)
-        .envs(env.iter().copied());
-    let output = command.output().expect("cargo runs");
+    let output = cargo_command(dir, args, env, &[])
+        .output()
+        .expect("cargo runs");
     let text = String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
     assert!(
         !output.status.success(),
