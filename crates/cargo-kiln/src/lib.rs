@@ -7,6 +7,8 @@
 //! - `audit`: archs, resource budgets (`kiln-audit.toml`), PTX ISA against
 //!   the driver floor, f64, and each kernel's PTX parameters against the
 //!   crate's generated bindings;
+//! - `new`: `cargo kiln new NAME`, a crate with one kernel, its header,
+//!   `build.rs`, committed bindings, a CPU reference and a test;
 //! - `doctor`, `toolkit [install]` (the pinned toolkit, project-local);
 //! - `bundle`: release test binaries and a `run.sh` for a GPU host without
 //!   Rust, with compute-sanitizer and a positive control.
@@ -23,6 +25,7 @@ pub mod commands;
 pub mod config;
 pub mod doctor;
 pub mod error;
+pub mod new;
 pub mod output;
 pub mod project;
 pub mod toolkit;

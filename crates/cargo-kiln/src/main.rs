@@ -15,8 +15,8 @@ enum Cargo {
     Kiln(Kiln),
 }
 
-/// kiln's tools for a crate whose build script uses cuda-build: build
-/// report, PTX/SASS audit, doctor, toolkit install, GPU bundle.
+/// kiln's tools for a crate whose build script uses cuda-build: a new
+/// crate, build report, PTX/SASS audit, doctor, toolkit install, GPU bundle.
 #[derive(Debug, clap::Args)]
 #[command(version)]
 struct Kiln {
@@ -29,6 +29,8 @@ struct Kiln {
 /// The subcommands, in the order `--help` lists them.
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Create a crate with one CUDA kernel, its header, build.rs, committed bindings, a CPU reference and a test.
+    New(cargo_kiln::new::NewArgs),
     /// Build the crate with those archs; report what each module's fat binary holds.
     Build(BuildArgs),
     /// Build, then check every kernel's archs, budgets, PTX ISA, f64 and ABI.
@@ -60,12 +62,25 @@ fn main() -> ExitCode {
 
 fn dispatch(krate: &commands::CrateArg, command: Command) -> anyhow::Result<()> {
     match command {
+        Command::New(args) => new(&args),
         Command::Build(args) => commands::build(krate, &args),
         Command::Audit(args) => commands::audit(krate, &args),
         Command::Doctor(args) => commands::doctor(krate, &args),
         Command::Toolkit(args) => commands::toolkit(krate, &args),
         Command::Bundle(args) => commands::bundle(krate, &args),
     }
+}
+
+fn new(args: &cargo_kiln::new::NewArgs) -> anyhow::Result<()> {
+    let created = cargo_kiln::new::run(args)?;
+    let dir = created.dir.display();
+    println!(
+        "created `{}` at {dir} ({} files)",
+        args.name,
+        created.files.len()
+    );
+    println!("next: cd {dir} && cargo test   (CUDA_PATH=<toolkit root> compiles the kernel)");
+    Ok(())
 }
 
 #[cfg(test)]
@@ -86,7 +101,7 @@ mod tests {
 
     #[test]
     fn every_command_has_help() {
-        for name in ["build", "audit", "doctor", "toolkit", "bundle"] {
+        for name in ["new", "build", "audit", "doctor", "toolkit", "bundle"] {
             let err = parse(&[name, "--help"]).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::DisplayHelp, "{name}");
             assert!(
@@ -141,6 +156,7 @@ mod tests {
 
     fn word() -> impl Strategy<Value = String> {
         const KNOWN: &[&str] = &[
+            "new",
             "build",
             "audit",
             "doctor",

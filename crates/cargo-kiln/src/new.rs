@@ -1,0 +1,188 @@
+//! `cargo kiln new NAME`: a crate with one kernel, its header, `build.rs`,
+//! committed bindings, a CPU reference and a test, which builds CPU-only and
+//! with a CUDA toolkit as written. The crate is written into a temp dir beside
+//! its destination and renamed into place, so a failure leaves nothing behind.
+
+mod name;
+pub mod template;
+
+use std::path::{Path, PathBuf};
+
+pub use name::{validate_name, NameError, MAX_NAME_LEN};
+use template::{KilnSource, Vars};
+
+/// The arguments of `cargo kiln new`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct NewArgs {
+    /// The crate's name: lowercase letters, digits, `-` and `_`, starting
+    /// with a letter (also its env prefix: `my-kernels` reads
+    /// `MY_KERNELS_CUDA_ARCHS`, ...)
+    pub name: String,
+    /// The folder to create [default: ./NAME]; it must not exist or be empty
+    #[arg(long, value_name = "DIR")]
+    pub path: Option<PathBuf>,
+    /// Depend on kiln's crates by path in this kiln checkout (its root) instead
+    /// of by kiln's git URL
+    #[arg(long, value_name = "DIR")]
+    pub kiln_path: Option<PathBuf>,
+}
+
+/// Why no crate was made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The name is not a crate name `cargo kiln new` accepts.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The destination holds files.
+    #[error("{} already exists and is not empty; choose another name or --path", dest.display())]
+    DestinationNotEmpty {
+        /// The destination.
+        dest: PathBuf,
+    },
+    /// The destination is a file.
+    #[error("{} already exists and is not a folder; choose another name or --path", dest.display())]
+    DestinationNotADir {
+        /// The destination.
+        dest: PathBuf,
+    },
+    /// `--kiln-path` is not a kiln checkout.
+    #[error("{} is not a kiln checkout (no {}); pass the folder that holds kiln's `crates/`", root.display(), missing.display())]
+    NotAKilnCheckout {
+        /// The folder given.
+        root: PathBuf,
+        /// The file that should be there.
+        missing: PathBuf,
+    },
+    /// Reading or writing a file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The headers' fingerprint for the bindings could not be taken.
+    #[error("fingerprinting the new crate's headers: {0}")]
+    Fingerprint(#[from] cuda_build::Error),
+}
+
+fn io<T>(path: &Path, result: std::io::Result<T>) -> Result<T, Error> {
+    result.map_err(|source| Error::Io {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// What [`run`] made.
+#[derive(Debug, Clone)]
+pub struct Created {
+    /// The crate's folder.
+    pub dir: PathBuf,
+    /// The files written, relative to `dir`, `/`-separated.
+    pub files: Vec<&'static str>,
+}
+
+/// Makes the crate `args` asks for: relative paths are against the current
+/// dir.
+pub fn run(args: &NewArgs) -> Result<Created, Error> {
+    validate_name(&args.name)?;
+    let source = match &args.kiln_path {
+        Some(root) => KilnSource::Path(kiln_checkout(root)?),
+        None => KilnSource::repository(),
+    };
+    let dest = args
+        .path
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&args.name));
+    create(&args.name, &source, &dest)
+}
+
+/// The absolute root of the kiln checkout at `root`, checked to hold the
+/// crates the new crate depends on.
+fn kiln_checkout(root: &Path) -> Result<PathBuf, Error> {
+    for krate in ["gpu-core", "cuda-build"] {
+        let manifest = root.join("crates").join(krate).join("Cargo.toml");
+        if !manifest.is_file() {
+            return Err(Error::NotAKilnCheckout {
+                root: root.to_owned(),
+                missing: manifest,
+            });
+        }
+    }
+    io(root, std::path::absolute(root))
+}
+
+/// Writes crate `name` (validated) depending on kiln through `source` into
+/// `dest`, which must not exist or be an empty folder.
+pub fn create(name: &str, source: &KilnSource, dest: &Path) -> Result<Created, Error> {
+    check_destination(dest)?;
+    let dest = io(dest, std::path::absolute(dest))?;
+    let parent = dest.parent().unwrap_or(Path::new("/"));
+    io(parent, std::fs::create_dir_all(parent))?;
+    // Beside the destination, so that the rename stays on one file system.
+    let staging = io(
+        parent,
+        tempfile::Builder::new()
+            .prefix(".cargo-kiln-new-")
+            .tempdir_in(parent),
+    )?;
+    // A folder made inside the temp dir gets the usual permissions (the temp
+    // dir itself is private to the user).
+    let staged = staging.path().join(name);
+    io(&staged, std::fs::create_dir(&staged))?;
+    let files = write_files(name, source, &staged)?;
+    if dest.is_dir() {
+        // Checked empty above; rename does not replace a folder everywhere.
+        io(&dest, std::fs::remove_dir(&dest))?;
+    }
+    io(&dest, std::fs::rename(&staged, &dest))?;
+    Ok(Created { dir: dest, files })
+}
+
+fn check_destination(dest: &Path) -> Result<(), Error> {
+    match std::fs::symlink_metadata(dest) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => io(dest, Err(e)),
+        Ok(meta) if !meta.is_dir() => Err(Error::DestinationNotADir {
+            dest: dest.to_owned(),
+        }),
+        Ok(_) => {
+            let mut entries = io(dest, std::fs::read_dir(dest))?;
+            match entries.next() {
+                None => Ok(()),
+                Some(_) => Err(Error::DestinationNotEmpty {
+                    dest: dest.to_owned(),
+                }),
+            }
+        }
+    }
+}
+
+/// Renders every template file into `dir`; the bindings last, with the
+/// fingerprint of the headers just written.
+fn write_files(name: &str, source: &KilnSource, dir: &Path) -> Result<Vec<&'static str>, Error> {
+    let vars = Vars::new(name, source);
+    let mut written = Vec::new();
+    for file in template::FILES {
+        write(dir, file.path, &vars.render(file.text))?;
+        written.push(file.path);
+    }
+    let fingerprint = cuda_build::bindings::header_fingerprint(&dir.join(template::INCLUDE_DIR))?;
+    let bindings = template::BINDINGS;
+    write(
+        dir,
+        bindings.path,
+        &vars.with_fingerprint(&fingerprint).render(bindings.text),
+    )?;
+    written.push(bindings.path);
+    Ok(written)
+}
+
+fn write(dir: &Path, relative: &str, text: &str) -> Result<(), Error> {
+    let path = dir.join(relative);
+    if let Some(parent) = path.parent() {
+        io(parent, std::fs::create_dir_all(parent))?;
+    }
+    io(&path, std::fs::write(&path, text))
+}
