@@ -147,7 +147,7 @@ fn wgpu_engine_is_deterministic() {
     let (n, d, m) = (5000, 12, 50);
     let points = anneal::synthetic_points(n, d, m / 2, 0.25, 9);
     let problem = anneal::validate(Points::F32(&points), n, d, m, &params(10)).unwrap();
-    let mut run = || {
+    let run = || {
         let mut engine = WgpuEngine::new(&device, &problem).unwrap();
         anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap()
     };
