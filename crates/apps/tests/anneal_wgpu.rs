@@ -138,6 +138,36 @@ fn wgpu_engine_agrees_with_the_cpu_on_f16_and_bf16() {
     }
 }
 
+/// `apps anneal --backend wgpu` runs on the adapter and says which.
+#[test]
+fn cli_runs_the_anneal_on_wgpu() {
+    if device_or_skip().is_none() {
+        return;
+    }
+    let out = assert_cmd::Command::new(assert_cmd::cargo::cargo_bin("apps"))
+        .env_remove("KILN_BACKEND")
+        .args([
+            "anneal",
+            "--backend",
+            "wgpu",
+            "--n",
+            "3000",
+            "--d",
+            "16",
+            "--m",
+            "24",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("backend: wgpu ("), "{stdout}");
+}
+
 /// Two runs give the same bits: no sum depends on thread timing.
 #[test]
 fn wgpu_engine_is_deterministic() {
