@@ -50,7 +50,7 @@ enum Single {
     /// CUDA or the CPU.
     Backend(Backend),
     #[cfg(feature = "wgpu")]
-    Wgpu(WgpuDevice),
+    Wgpu(Box<WgpuDevice>),
 }
 
 impl Single {
@@ -77,7 +77,7 @@ fn select_single(choice: Option<BackendChoice>) -> Result<Single> {
 #[cfg(feature = "wgpu")]
 fn open_wgpu(source: &str) -> Result<Single> {
     WgpuDevice::open(Adapters::Any)
-        .map(Single::Wgpu)
+        .map(|device| Single::Wgpu(Box::new(device)))
         .map_err(|e| {
             anyhow::anyhow!(
                 "{}: {e}; install a Vulkan driver (Mesa's lavapipe for a software one), or use cpu or auto",
@@ -105,7 +105,7 @@ fn auto_after_cuda(backend: Backend) -> Result<Single> {
     match WgpuDevice::open(Adapters::Hardware) {
         Ok(device) => {
             out!("cuda: not used ({reason}); a GPU through wgpu instead");
-            Ok(Single::Wgpu(device))
+            Ok(Single::Wgpu(Box::new(device)))
         }
         Err(e) => {
             out!("wgpu: not used ({e})");
