@@ -4,6 +4,8 @@
 //! with `KILN_REQUIRE_WGPU=1` (CI on lavapipe, the GPU bundle) that is a
 //! failure.
 
+mod cli_support;
+
 use apps::anneal::wgpu::{Adapters, WgpuDevice, WgpuEngine};
 use apps::anneal::{self, cpu::CpuEngine, Output, Params, Points};
 
@@ -144,8 +146,7 @@ fn cli_runs_the_anneal_on_wgpu() {
     if device_or_skip().is_none() {
         return;
     }
-    let out = assert_cmd::Command::new(assert_cmd::cargo::cargo_bin("apps"))
-        .env_remove("KILN_BACKEND")
+    cli_support::apps()
         .args([
             "anneal",
             "--backend",
@@ -157,15 +158,9 @@ fn cli_runs_the_anneal_on_wgpu() {
             "--m",
             "24",
         ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("backend: wgpu ("), "{stdout}");
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("backend: wgpu ("));
 }
 
 /// Two runs give the same bits: no sum depends on thread timing.
