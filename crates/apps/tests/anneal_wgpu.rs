@@ -163,6 +163,47 @@ fn cli_runs_the_anneal_on_wgpu() {
         .stdout(predicates::str::contains("backend: wgpu ("));
 }
 
+/// With no Vulkan driver to load, `--backend wgpu` is one line saying so
+/// and what to install, and `auto` says why it passed wgpu over.
+#[cfg(target_os = "linux")]
+#[test]
+fn cli_says_when_there_is_no_adapter() {
+    let no_driver = |cmd: &mut assert_cmd::Command| {
+        cmd.env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+            .env("VK_DRIVER_FILES", "/nonexistent/icd.json");
+    };
+    let mut cmd = cli_support::apps();
+    no_driver(&mut cmd);
+    let out = cmd
+        .args(["anneal", "--backend", "wgpu", "--n", "100"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let error: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(error.len(), 1, "{stderr}");
+    assert!(
+        error[0].contains("--backend wgpu: no usable wgpu adapter")
+            && error[0].contains("install a Vulkan driver"),
+        "{stderr}"
+    );
+    let mut cmd = cli_support::apps();
+    no_driver(&mut cmd);
+    let out = cmd
+        .args(["anneal", "--n", "100", "--m", "4"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    // Where CUDA runs (the GPU host), auto takes it before looking at wgpu.
+    if stdout.contains("backend: cpu (") {
+        assert!(
+            stdout.contains("wgpu: not used (no hardware wgpu adapter"),
+            "{stdout}"
+        );
+    }
+}
+
 /// Two runs give the same bits: no sum depends on thread timing.
 #[test]
 fn wgpu_engine_is_deterministic() {
