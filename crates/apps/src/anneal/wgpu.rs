@@ -321,7 +321,6 @@ impl WgpuEngine {
     }
 
     /// The nearest of the `m` anchors of each of `rows` rows of `x`.
-    #[allow(clippy::too_many_arguments)]
     fn assign(
         &self,
         pass: &mut wgpu::ComputePass<'_>,
