@@ -205,7 +205,9 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// `cargo build --release -p apps`, its output shown; the binary's path.
+/// `cargo build --release -p apps --features wgpu` (the wgpu engine's
+/// figures beside CUDA's and the CPU's), its output shown; the binary's
+/// path.
 fn build_apps(root: &Path) -> Result<PathBuf> {
     if !root.join("Cargo.toml").is_file() {
         return Err(usage_error!(
@@ -213,14 +215,14 @@ fn build_apps(root: &Path) -> Result<PathBuf> {
             root.display()
         ));
     }
-    println!("bench: building apps (cargo build --release -p apps)");
+    println!("bench: building apps (cargo build --release -p apps --features wgpu)");
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(root)
-        .args(["build", "--release", "-p", "apps"])
+        .args(["build", "--release", "-p", "apps", "--features", "wgpu"])
         .status()
         .context("cannot run cargo")?;
     if !status.success() {
-        bail!("`cargo build --release -p apps` failed ({status}); its errors are above");
+        bail!("`cargo build --release -p apps --features wgpu` failed ({status}); its errors are above");
     }
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), |d| root.join(d));
     Ok(target

@@ -128,7 +128,7 @@ pub struct IndexMeta {
     pub seed: u64,
     /// Maintenance passes that changed the anchors.
     pub maintenance: Vec<MaintenanceRecord>,
-    /// `"cpu"` or `"cuda"`.
+    /// `"cpu"`, `"cuda"` or `"wgpu"`.
     pub backend: String,
     /// The device (GPU name, or the CPU's thread count).
     pub device: String,

@@ -78,6 +78,30 @@ fn bad_names_name_the_flag_or_variable_set() {
 }
 
 #[test]
+fn wgpu_is_refused_where_it_cannot_run() {
+    refused_line("vadd --backend wgpu", 1, "runs only `apps anneal`");
+    refused_line("batch --backend wgpu", 1, "runs only `apps anneal`");
+    // Without the feature, by flag and by variable.
+    if !cfg!(feature = "wgpu") {
+        refused_line(
+            "anneal --backend wgpu",
+            1,
+            "built without the `wgpu` feature",
+        );
+        let out = apps()
+            .args(["anneal"])
+            .env("KILN_BACKEND", "wgpu")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("KILN_BACKEND=wgpu") && stderr.contains("`wgpu` feature"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
 fn every_command_has_help_and_the_usage_lists_them_all() {
     for cmd in ["vadd", "anneal", "decode", "batch", "bench", "devices"] {
         apps()

@@ -105,6 +105,24 @@ pub(crate) struct AnnealComparison {
     pub(crate) speedup_over_cpu: Option<f64>,
     /// `torch_ms / gpu_ms`.
     pub(crate) speedup_over_torch: Option<f64>,
+    /// kiln's wgpu engine (`anneal NxDxM wgpu`), when apps was built with
+    /// it and found an adapter; absent from older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) wgpu_ms: Option<f64>,
+    /// `cpu_ms / wgpu_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) wgpu_speedup_over_cpu: Option<f64>,
+    /// `wgpu_ms / gpu_ms`: how much faster the CUDA engine is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) gpu_speedup_over_wgpu: Option<f64>,
+}
+
+/// Which engine an anneal figure ran on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    Gpu,
+    Cpu,
+    Wgpu,
 }
 
 /// What a figure's name says it measured.
@@ -112,20 +130,28 @@ pub(crate) struct AnnealComparison {
 enum Workload<'a> {
     Copy { n: u64 },
     Vadd { n: u64 },
-    Anneal { shape: &'a str, gpu: bool },
+    Anneal { shape: &'a str, engine: Engine },
     Other,
 }
 
 /// Reads apps' figure names: `device copy N f32`, `vadd N f32`,
-/// `anneal NxDxM gpu|cpu`; anything else (batch) has no comparison.
+/// `anneal NxDxM gpu|cpu|wgpu`; anything else (batch) has no comparison.
 fn classify(name: &str) -> Workload<'_> {
     let words: Vec<&str> = name.split_whitespace().collect();
     match words[..] {
         ["device", "copy", n, "f32"] => n.parse().map_or(Workload::Other, |n| Workload::Copy { n }),
         ["vadd", n, "f32"] => n.parse().map_or(Workload::Other, |n| Workload::Vadd { n }),
-        ["anneal", shape, kind @ ("gpu" | "cpu")] => Workload::Anneal {
+        ["anneal", shape, "gpu"] => Workload::Anneal {
             shape,
-            gpu: kind == "gpu",
+            engine: Engine::Gpu,
+        },
+        ["anneal", shape, "cpu"] => Workload::Anneal {
+            shape,
+            engine: Engine::Cpu,
+        },
+        ["anneal", shape, "wgpu"] => Workload::Anneal {
+            shape,
+            engine: Engine::Wgpu,
         },
         _ => Workload::Other,
     }
@@ -154,7 +180,7 @@ pub(crate) fn compare(apps: &AppsReport, torch: Option<&TorchFigures>) -> Compar
                 copies.insert(n, f.gb_per_s);
             }
             Workload::Vadd { n } => vadd = Some((n, f)),
-            Workload::Anneal { shape, gpu } => {
+            Workload::Anneal { shape, engine } => {
                 let row = match anneal.iter_mut().position(|r| r.shape == shape) {
                     Some(i) => &mut anneal[i],
                     None => {
@@ -165,14 +191,17 @@ pub(crate) fn compare(apps: &AppsReport, torch: Option<&TorchFigures>) -> Compar
                             torch_ms: torch_number(torch, &format!("torch_kmeans30_{shape}_ms")),
                             speedup_over_cpu: None,
                             speedup_over_torch: None,
+                            wgpu_ms: None,
+                            wgpu_speedup_over_cpu: None,
+                            gpu_speedup_over_wgpu: None,
                         });
                         anneal.last_mut().expect("just pushed")
                     }
                 };
-                *(if gpu {
-                    &mut row.gpu_ms
-                } else {
-                    &mut row.cpu_ms
+                *(match engine {
+                    Engine::Gpu => &mut row.gpu_ms,
+                    Engine::Cpu => &mut row.cpu_ms,
+                    Engine::Wgpu => &mut row.wgpu_ms,
                 }) = Some(f.ms);
             }
             Workload::Other => {}
@@ -181,6 +210,8 @@ pub(crate) fn compare(apps: &AppsReport, torch: Option<&TorchFigures>) -> Compar
     for row in &mut anneal {
         row.speedup_over_cpu = ratio(row.cpu_ms, row.gpu_ms);
         row.speedup_over_torch = ratio(row.torch_ms, row.gpu_ms);
+        row.wgpu_speedup_over_cpu = ratio(row.cpu_ms, row.wgpu_ms);
+        row.gpu_speedup_over_wgpu = ratio(row.wgpu_ms, row.gpu_ms);
     }
     let vadd = vadd.and_then(|(n, f)| {
         let gb_per_s = f.gb_per_s?;
@@ -334,6 +365,16 @@ pub(crate) fn render_table(bench: &BenchFile) -> String {
         out.push('\n');
     }
     out.push_str("ratios are PyTorch or kiln CPU time over kiln GPU time: above 1x, kiln's GPU path is faster\n");
+    for a in c.anneal.iter().filter(|a| a.wgpu_ms.is_some()) {
+        let _ = writeln!(
+            out,
+            "wgpu: anneal {} {}, {} over kiln CPU, CUDA {} faster",
+            a.shape,
+            ms_cell(a.wgpu_ms),
+            times_cell(a.wgpu_speedup_over_cpu),
+            times_cell(a.gpu_speedup_over_wgpu)
+        );
+    }
     out.push_str(&grid::render(&c.grid));
     if let Some(why) = &bench.torch_skipped {
         let _ = writeln!(out, "PyTorch comparison skipped: {why}");
@@ -382,14 +423,21 @@ mod tests {
             "anneal 10000x128x256 gpu",
             Workload::Anneal {
                 shape: "10000x128x256",
-                gpu: true,
+                engine: Engine::Gpu,
             },
         );
         check(
             "anneal 1000x64x32 cpu",
             Workload::Anneal {
                 shape: "1000x64x32",
-                gpu: false,
+                engine: Engine::Cpu,
+            },
+        );
+        check(
+            "anneal 1000x64x32 wgpu",
+            Workload::Anneal {
+                shape: "1000x64x32",
+                engine: Engine::Wgpu,
             },
         );
         check("batch 10000 structures", Workload::Other);
@@ -427,6 +475,33 @@ mod tests {
                 "1000000x128x2048"
             ]
         );
+    }
+
+    #[test]
+    fn wgpu_rows_are_held_to_the_cpu_and_the_cuda_runs() {
+        let mut apps = parse_apps(include_str!("fixtures/apps.json")).unwrap();
+        let mut wgpu = apps
+            .figures
+            .iter()
+            .find(|f| f.name == "anneal 10000x128x256 gpu")
+            .expect("the fixture's GPU figure")
+            .clone();
+        wgpu.name = "anneal 10000x128x256 wgpu".into();
+        wgpu.ms = 18.14;
+        apps.figures.push(wgpu);
+        let c = compare(&apps, None);
+        let a = c
+            .anneal
+            .iter()
+            .find(|a| a.shape == "10000x128x256")
+            .unwrap();
+        close(a.gpu_ms, 9.07);
+        close(a.wgpu_ms, 18.14);
+        close(a.wgpu_speedup_over_cpu, 167.3 / 18.14);
+        close(a.gpu_speedup_over_wgpu, 18.14 / 9.07);
+        // No wgpu figure, no wgpu ratio (and nothing in older files).
+        let a = shape(&fixture(), "10000x128x256").clone();
+        assert_eq!((a.wgpu_ms, a.gpu_speedup_over_wgpu), (None, None));
     }
 
     #[test]

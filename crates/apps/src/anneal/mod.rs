@@ -3,7 +3,9 @@
 //! Given `n` points of dimension `d` and `m` initial anchors, find anchors
 //! that summarize the points. The CPU and GPU paths run the same algorithm:
 //! one driver ([`run_with`]) calls an [`Engine`] for the heavy steps
-//! ([`cpu::CpuEngine`], [`gpu::GpuEngine`]) and does every decision itself.
+//! ([`cpu::CpuEngine`], [`gpu::GpuEngine`] on CUDA, and with the Cargo
+//! feature `wgpu` the engine on wgpu, `wgpu::WgpuEngine`) and does every
+//! decision itself.
 //!
 //! # The algorithm, exactly
 //! 1. **Init.** The anchors are `m` distinct points, picked by a partial
@@ -42,6 +44,8 @@ pub mod cpu;
 pub mod gpu;
 mod input;
 pub mod maintenance;
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
 
 pub use input::{
     check_sizes, coordinate_bound, device_bytes, host_bytes, validate, validate_rows, Problem,
@@ -306,6 +310,11 @@ pub enum AnnealError {
     // written by hand: `#[from]` would make it one.
     #[error("gpu: {0}")]
     Gpu(gpu_core::Error),
+    /// The wgpu engine failed (its message holds wgpu's, so it is no
+    /// `source`, as for [`AnnealError::Gpu`]).
+    #[cfg(feature = "wgpu")]
+    #[error("wgpu: {0}")]
+    Wgpu(self::wgpu::WgpuError),
     /// A CUDA runtime call of a static-library module returned an error.
     #[error("{call} returned cudaError_t {status}")]
     CudaRuntime {
@@ -314,6 +323,13 @@ pub enum AnnealError {
         /// Its `cudaError_t`.
         status: i32,
     },
+}
+
+#[cfg(feature = "wgpu")]
+impl From<self::wgpu::WgpuError> for AnnealError {
+    fn from(e: self::wgpu::WgpuError) -> Self {
+        AnnealError::Wgpu(e)
+    }
 }
 
 impl From<gpu_core::Error> for AnnealError {

@@ -119,6 +119,9 @@ pub enum AnnealTarget<'a> {
     Cpu,
     /// The GPU engine over these GPUs (one: no NCCL).
     Gpus(&'a [Backend]),
+    /// The wgpu engine on this device.
+    #[cfg(feature = "wgpu")]
+    Wgpu(&'a crate::anneal::wgpu::WgpuDevice),
 }
 
 /// The points of an anneal figure.
@@ -239,6 +242,10 @@ pub fn anneal_case(
                 Box::new(engine)
             }
             AnnealTarget::Cpu => Box::new(CpuEngine::new(&problem)),
+            #[cfg(feature = "wgpu")]
+            AnnealTarget::Wgpu(device) => {
+                Box::new(crate::anneal::wgpu::WgpuEngine::new(device, &problem)?)
+            }
         };
         upload.push(started.elapsed().as_secs_f64() * 1e3);
         let started = Instant::now();
@@ -257,6 +264,8 @@ pub fn anneal_case(
         AnnealTarget::Cpu => "cpu".to_string(),
         AnnealTarget::Gpus([_]) => "gpu".to_string(),
         AnnealTarget::Gpus(backends) => format!("gpu x{}", backends.len()),
+        #[cfg(feature = "wgpu")]
+        AnnealTarget::Wgpu(_) => "wgpu".to_string(),
     };
     let ms = median(samples);
     Ok(Figure {
@@ -349,6 +358,17 @@ pub fn run(
             )?;
         }
     }
+    // The wgpu engine beside them, on a hardware adapter (the GPU through
+    // Vulkan, Metal or DX12), on the same shapes.
+    #[cfg(feature = "wgpu")]
+    if let Some(device) = wgpu_device()? {
+        for &(n, d, m, reps) in shapes {
+            push(
+                anneal_figure(AnnealTarget::Wgpu(&device), n, d, m, reps)?,
+                &mut figures,
+            )?;
+        }
+    }
     if gpu && !quick {
         for (n, d, m) in grid::SHAPES {
             for f16 in [false, true] {
@@ -374,6 +394,25 @@ pub fn run(
         figures,
         launch_overhead: Some(launch::measure(backend)?),
     })
+}
+
+/// The adapter of the wgpu figures: a hardware one, none when there is
+/// none; with `KILN_REQUIRE_WGPU=1` (CI on lavapipe, the GPU bundle) the best
+/// there is, software included, and none is an error.
+#[cfg(feature = "wgpu")]
+fn wgpu_device() -> Result<Option<crate::anneal::wgpu::WgpuDevice>, BenchError> {
+    use crate::anneal::wgpu::{Adapters, WgpuDevice};
+    let required = std::env::var("KILN_REQUIRE_WGPU").is_ok_and(|v| v.trim() == "1");
+    let want = if required {
+        Adapters::Any
+    } else {
+        Adapters::Hardware
+    };
+    match WgpuDevice::open(want) {
+        Ok(device) => Ok(Some(device)),
+        Err(e) if required => Err(BenchError::Anneal(e.into())),
+        Err(_) => Ok(None),
+    }
 }
 
 /// The multi-GPU suite: the anneal of `n × d × m` (30 iterations, `tol = 0`)

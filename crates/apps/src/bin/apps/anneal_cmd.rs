@@ -12,15 +12,17 @@ use apps::index::{self, Index, IndexError, IndexMeta, InputFile, InputRecord};
 use apps::{describe_backend, memory};
 use gpu_core::{Backend, BackendKind, Devices, GpuCount};
 
-use crate::cli::AnnealArgs;
+use crate::cli::{AnnealArgs, BackendChoice};
 use crate::inputs;
 use crate::output::out;
-use crate::select_backend;
+use crate::{backend_choice, select_backend, setting};
+#[cfg(feature = "wgpu")]
+use apps::anneal::wgpu::{Adapters, WgpuDevice, WgpuEngine};
 
 /// One backend's run.
 pub(crate) struct AnnealRun {
     pub(crate) backend: String,
-    /// `"cpu"` or `"cuda"`, for the index.
+    /// `"cpu"`, `"cuda"` or `"wgpu"`, for the index.
     pub(crate) kind: &'static str,
     /// The GPU's name, or the CPU's threads, for the index.
     pub(crate) device: String,
@@ -38,6 +40,83 @@ pub(crate) struct AnnealRun {
 enum Target<'a> {
     One(&'a Backend),
     Gpus(&'a [Backend]),
+    /// A GPU (or a software adapter) through wgpu.
+    #[cfg(feature = "wgpu")]
+    Wgpu(&'a WgpuDevice),
+}
+
+/// What a one-process run without `--gpus` or `--compare` runs on.
+enum Single {
+    /// CUDA or the CPU.
+    Backend(Backend),
+    #[cfg(feature = "wgpu")]
+    Wgpu(Box<WgpuDevice>),
+}
+
+impl Single {
+    fn target(&self) -> Target<'_> {
+        match self {
+            Single::Backend(backend) => Target::One(backend),
+            #[cfg(feature = "wgpu")]
+            Single::Wgpu(device) => Target::Wgpu(device),
+        }
+    }
+}
+
+/// `--backend` for `apps anneal`: as for the other commands, plus wgpu, by
+/// name or in the automatic choice after CUDA (a hardware adapter only).
+fn select_single(choice: Option<BackendChoice>) -> Result<Single> {
+    let (resolved, source) = backend_choice(choice)?;
+    match resolved {
+        BackendChoice::Wgpu => open_wgpu(&source),
+        BackendChoice::Auto => auto_after_cuda(select_backend(Some(BackendChoice::Auto))?),
+        _ => Ok(Single::Backend(select_backend(choice)?)),
+    }
+}
+
+#[cfg(feature = "wgpu")]
+fn open_wgpu(source: &str) -> Result<Single> {
+    WgpuDevice::open(Adapters::Any)
+        .map(|device| Single::Wgpu(Box::new(device)))
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{}: {e}; install a Vulkan driver (Mesa's lavapipe for a software one), or use cpu or auto",
+                setting(source, "wgpu")
+            )
+        })
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn open_wgpu(source: &str) -> Result<Single> {
+    Err(anyhow::anyhow!(
+        "{}: this `apps` was built without the `wgpu` feature; rebuild it with \
+         `cargo build -p apps --features wgpu`, or use cpu or auto",
+        setting(source, "wgpu")
+    ))
+}
+
+/// The automatic choice: CUDA when it runs, else a hardware GPU through
+/// wgpu, else the CPU; says why each was passed over.
+#[cfg(feature = "wgpu")]
+fn auto_after_cuda(backend: Backend) -> Result<Single> {
+    let Some(reason) = backend.cpu_reason() else {
+        return Ok(Single::Backend(backend));
+    };
+    match WgpuDevice::open(Adapters::Hardware) {
+        Ok(device) => {
+            out!("cuda: not used ({reason}); a GPU through wgpu instead");
+            Ok(Single::Wgpu(Box::new(device)))
+        }
+        Err(e) => {
+            out!("wgpu: not used ({e})");
+            Ok(Single::Backend(backend))
+        }
+    }
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn auto_after_cuda(backend: Backend) -> Result<Single> {
+    Ok(Single::Backend(backend))
 }
 
 impl Target<'_> {
@@ -54,6 +133,8 @@ impl Target<'_> {
                 backends.len(),
                 backends[0].device().map_or("?", |dev| dev.name.as_str())
             ),
+            #[cfg(feature = "wgpu")]
+            Target::Wgpu(device) => format!("wgpu ({})", device.name()),
         }
     }
 
@@ -65,6 +146,18 @@ impl Target<'_> {
             }
             Target::One(_) => &[],
             Target::Gpus(backends) => backends,
+            #[cfg(feature = "wgpu")]
+            Target::Wgpu(_) => &[],
+        }
+    }
+
+    /// Whether it runs the CPU engine.
+    fn is_cpu(&self) -> bool {
+        match self {
+            Target::One(backend) => backend.kind() != BackendKind::Cuda,
+            Target::Gpus(_) => false,
+            #[cfg(feature = "wgpu")]
+            Target::Wgpu(_) => false,
         }
     }
 
@@ -78,9 +171,12 @@ impl Target<'_> {
         dtype: Dtype,
     ) -> Result<()> {
         let gpus = self.gpus();
+        // The CPU engine keeps its own copies of the points on the host;
+        // the GPU engines (wgpu too) do not. wgpu tells no free device
+        // memory: an allocation it cannot make fails the run instead.
         memory::check_host(
             what,
-            anneal::host_bytes(n, d, max_anchors, held, gpus.is_empty()),
+            anneal::host_bytes(n, d, max_anchors, held, self.is_cpu()),
         )?;
         for backend in gpus {
             if let Some(dev) = backend.device() {
@@ -101,12 +197,16 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
                 out!("gpu {i}: {}", describe_backend(backend));
             }
         }
+        #[cfg(feature = "wgpu")]
+        Target::Wgpu(device) => out!("backend: wgpu ({})", device.name()),
     }
     // Setup (upload, allocation, NCCL communicators) is timed apart from
     // the iterations: the speedup compares the iterations.
     let started = Instant::now();
     let backends = target.gpus();
-    let mut engine: Box<dyn anneal::Engine> = if backends.is_empty() {
+    let mut engine: Box<dyn anneal::Engine> = if let Some(engine) = wgpu_engine(target, problem)? {
+        engine
+    } else if backends.is_empty() {
         Box::new(anneal::cpu::CpuEngine::new(problem))
     } else {
         let engine = anneal::gpu::GpuEngine::sharded(backends, problem)?;
@@ -134,9 +234,11 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
     if let Some(e) = write_error {
         return Err(e.into());
     }
-    let (kind, device) = match backends.first().and_then(|b| b.device()) {
-        Some(dev) => ("cuda", dev.name.clone()),
-        None => (
+    let (kind, device) = match (backends.first().and_then(|b| b.device()), target) {
+        (Some(dev), _) => ("cuda", dev.name.clone()),
+        #[cfg(feature = "wgpu")]
+        (None, Target::Wgpu(device)) => ("wgpu", device.name()),
+        (None, _) => (
             "cpu",
             format!("cpu ({} threads)", rayon::current_num_threads()),
         ),
@@ -150,6 +252,26 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
         seconds: started.elapsed().as_secs_f64(),
         out,
     })
+}
+
+/// The wgpu engine, for a wgpu target (the points uploaded).
+#[cfg(feature = "wgpu")]
+fn wgpu_engine(
+    target: Target<'_>,
+    problem: &Problem<'_>,
+) -> Result<Option<Box<dyn anneal::Engine>>> {
+    Ok(match target {
+        Target::Wgpu(device) => Some(Box::new(WgpuEngine::new(device, problem)?)),
+        _ => None,
+    })
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn wgpu_engine(
+    _target: Target<'_>,
+    _problem: &Problem<'_>,
+) -> Result<Option<Box<dyn anneal::Engine>>> {
+    Ok(None)
 }
 
 /// The GPUs `--gpus` asks for; says what it found. `None`: no GPU could be
@@ -238,9 +360,9 @@ pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
     let single = if devices.is_none() && !args.compare {
         // `--gpus all` with no GPU lands here too: the CPU.
         Some(if args.gpus.is_some() {
-            cpu.clone()
+            Single::Backend(cpu.clone())
         } else {
-            select_backend(args.backend.backend)?
+            select_single(args.backend.backend)?
         })
     } else {
         None
@@ -261,7 +383,7 @@ pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
                 vec![Target::One(&cpu)]
             }
         },
-        (None, None, Some(backend)) => vec![Target::One(backend)],
+        (None, None, Some(single)) => vec![single.target()],
         (None, None, None) => unreachable!("one of the three is set"),
     };
     for target in &targets {

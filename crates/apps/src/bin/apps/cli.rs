@@ -106,13 +106,18 @@ max). Without --npy it reports the index alone.";
 /// Which backend runs a workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum BackendChoice {
-    /// CUDA when it can run kiln's kernels, else the CPU (KILN_BACKEND,
-    /// when set, decides).
+    /// CUDA when it can run kiln's kernels, else (for `apps anneal`, in a
+    /// build with the `wgpu` feature) a hardware GPU through wgpu, else the
+    /// CPU (KILN_BACKEND, when set, decides).
     Auto,
     /// The CPU.
     Cpu,
     /// CUDA, or an error saying why not.
     Cuda,
+    /// A GPU through wgpu (Vulkan, Metal, DX12; a software adapter when
+    /// there is no GPU): `apps anneal` only, in a build with the `wgpu`
+    /// feature.
+    Wgpu,
 }
 
 /// `--backend`, shared by the commands that run on one backend.

@@ -125,17 +125,19 @@ pub(crate) fn one_line_clap_error(e: &clap::Error) -> String {
     format!("{message}{valid}{usage}")
 }
 
-/// The backend `--backend` asks for; `auto` (or none) honours KILN_BACKEND,
-/// and a bad KILN_BACKEND is named as such.
-pub(crate) fn select_backend(choice: Option<BackendChoice>) -> anyhow::Result<Backend> {
+/// The backend `--backend` asks for, with where the choice came from
+/// (`--backend`, KILN_BACKEND, or empty for the default); `auto` (or none)
+/// honours KILN_BACKEND, and a bad KILN_BACKEND is named as such.
+pub(crate) fn backend_choice(
+    choice: Option<BackendChoice>,
+) -> anyhow::Result<(BackendChoice, String)> {
     use clap::ValueEnum;
-    let modules = cuda_sys::modules::ALL;
-    let (choice, source) = match choice {
+    Ok(match choice {
         Some(BackendChoice::Auto) | None => match std::env::var(gpu_core::BACKEND_ENV) {
             Ok(value) if !value.trim().is_empty() => {
                 let parsed = BackendChoice::from_str(value.trim(), true).map_err(|_| {
                     anyhow::anyhow!(
-                        "{}={value:?} is not a backend; set it to auto, cpu or cuda, or unset it",
+                        "{}={value:?} is not a backend; set it to auto, cpu, cuda or wgpu, or unset it",
                         gpu_core::BACKEND_ENV
                     )
                 })?;
@@ -144,7 +146,24 @@ pub(crate) fn select_backend(choice: Option<BackendChoice>) -> anyhow::Result<Ba
             _ => (BackendChoice::Auto, String::new()),
         },
         Some(other) => (other, "--backend".to_string()),
-    };
+    })
+}
+
+/// How a choice is named in a message: `--backend cuda`, `KILN_BACKEND=cuda`.
+pub(crate) fn setting(source: &str, value: &str) -> String {
+    if source == "--backend" {
+        format!("--backend {value}")
+    } else {
+        format!("{source}={value}")
+    }
+}
+
+/// The backend `--backend` asks for; `auto` (or none) honours KILN_BACKEND,
+/// and a bad KILN_BACKEND is named as such. wgpu runs only `apps anneal`
+/// (see `anneal_cmd`), so here it is refused.
+pub(crate) fn select_backend(choice: Option<BackendChoice>) -> anyhow::Result<Backend> {
+    let modules = cuda_sys::modules::ALL;
+    let (choice, source) = backend_choice(choice)?;
     match choice {
         BackendChoice::Auto => Ok(Backend::select(modules, Some(""))?),
         BackendChoice::Cpu => Ok(Backend::cpu()),
@@ -154,11 +173,7 @@ pub(crate) fn select_backend(choice: Option<BackendChoice>) -> anyhow::Result<Ba
             } else {
                 "unset KILN_BACKEND or set it to cpu"
             };
-            let setting = if source == "--backend" {
-                "--backend cuda".to_string()
-            } else {
-                format!("{source}=cuda")
-            };
+            let setting = setting(&source, "cuda");
             match e {
                 gpu_core::Error::CudaUnavailable { reason } => {
                     anyhow::anyhow!("{setting}: the cuda backend cannot run ({reason}); {to_cpu}")
@@ -166,6 +181,10 @@ pub(crate) fn select_backend(choice: Option<BackendChoice>) -> anyhow::Result<Ba
                 other => anyhow::anyhow!("{setting}: {other}"),
             }
         }),
+        BackendChoice::Wgpu => Err(anyhow::anyhow!(
+            "{}: the wgpu backend runs only `apps anneal` on one process; use auto, cpu or cuda here",
+            setting(&source, "wgpu")
+        )),
     }
 }
 
