@@ -1,9 +1,10 @@
 //! `apps launch --nprocs N -- anneal ...` (or `--gpus N|all`, one process
-//! per GPU): the launcher for users without one. Starts N copies of this program on this host with the variables
-//! torchrun sets (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`,
-//! `MASTER_PORT`: loopback and a free port), forwards their output line by
-//! line behind `[rank N]`, and when one fails, kills the others and fails
-//! naming it.
+//! per GPU): the launcher for users without one. Starts N copies of this
+//! program on this host with the variables torchrun sets (`RANK`,
+//! `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`: loopback and a
+//! free port), forwards their output line by line behind `[rank N]`, and when
+//! one fails, gives the others a few seconds to end on their own, then kills
+//! them and fails naming it.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -156,8 +157,21 @@ fn wait_all(children: &mut [Child]) -> Result<Option<String>> {
     Ok(None)
 }
 
-/// Kills and reaps every child still running.
+/// How long the other ranks get, after one fails, to end on their own: they
+/// see its connection close and exit naming it, which says more than a kill.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// Gives every child still running [`GRACE`] to exit, then kills and reaps
+/// the rest.
 fn stop(children: &mut [Child]) {
+    let deadline = std::time::Instant::now() + GRACE;
+    while std::time::Instant::now() < deadline
+        && children
+            .iter_mut()
+            .any(|c| matches!(c.try_wait(), Ok(None)))
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     for child in children.iter_mut() {
         if matches!(child.try_wait(), Ok(None)) {
             let _ = child.kill();
