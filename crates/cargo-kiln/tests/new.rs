@@ -166,7 +166,7 @@ const REQUIRE_TOOLKIT_ENV: &str = "KILN_NEW_REQUIRE_TOOLKIT";
 
 #[test]
 #[ignore = "builds a new crate and its dependencies (minutes): the ci cell `kiln-new` runs it"]
-fn a_new_crate_passes_fmt_clippy_and_tests_cpu_only_and_with_the_toolkit() {
+fn a_new_crate_passes_fmt_clippy_and_tests_cpu_only_and_with_the_toolkit_and_every_subcommand() {
     let root = kiln_root();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().canonicalize().unwrap().join("saxpy-lab");
@@ -253,4 +253,75 @@ fn a_new_crate_passes_fmt_clippy_and_tests_cpu_only_and_with_the_toolkit() {
         regenerated, rendered,
         "template/bindings.rs.tmpl is not what codegen writes for template/saxpy.h.tmpl"
     );
+
+    // Every other subcommand on the new crate, as its user runs them there.
+    let kiln = |args: &[&str]| -> String {
+        eprintln!("kiln-new: cargo kiln {}", args.join(" "));
+        let out = Bin::cargo_bin("cargo-kiln")
+            .unwrap()
+            .current_dir(&dir)
+            .arg("kiln")
+            .args(args)
+            .env(target.0, target.1)
+            .env("CUDA_PATH", &cuda_path)
+            .env_remove("NVCC")
+            .env_remove("SAXPY_LAB_CUDA")
+            .env_remove("SAXPY_LAB_CUDA_ARCHS")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "cargo kiln {} failed: {stdout}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let built: serde_json::Value =
+        serde_json::from_str(&kiln(&["build", "--arch", "sm_80,sm_90", "--json"])).unwrap();
+    let saxpy = &built["modules"][0];
+    assert_eq!(saxpy["name"], "saxpy", "{built}");
+    assert_eq!(
+        saxpy["sass_inside"],
+        serde_json::json!(["sm_80", "sm_90"]),
+        "{built}"
+    );
+    assert_eq!(
+        saxpy["ptx_inside"],
+        serde_json::json!(["compute_90"]),
+        "{built}"
+    );
+    let audit: serde_json::Value = serde_json::from_str(&kiln(&["audit", "--json"])).unwrap();
+    assert_eq!(audit["violations"], serde_json::json!([]), "{audit}");
+    let doctor: serde_json::Value = serde_json::from_str(&kiln(&["doctor", "--json"])).unwrap();
+    assert_eq!(doctor["problems"], serde_json::json!([]), "{doctor}");
+    let bundle = tmp.path().join("bundle");
+    kiln(&[
+        "bundle",
+        "--arch",
+        "sm_90",
+        "--out",
+        bundle.to_str().unwrap(),
+    ]);
+    let mut bins: Vec<String> = std::fs::read_dir(bundle.join("bin"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    bins.sort();
+    assert_eq!(
+        bins,
+        [
+            "kiln-memcheck-control",
+            "saxpy-lab__saxpy",
+            "saxpy-lab__saxpy_lab"
+        ],
+        "the bindings check, which reads the source tree, is left out"
+    );
+    let syntax = Command::new("bash")
+        .arg("-n")
+        .arg(bundle.join("run.sh"))
+        .output()
+        .unwrap();
+    assert!(syntax.status.success(), "{syntax:?}");
 }
