@@ -112,6 +112,9 @@ pub(crate) struct CiArgs {
     /// Fail (not skip) the cells that need a CUDA toolkit when none is found.
     #[arg(long)]
     pub(crate) require_toolkit: bool,
+    /// Fail (not skip) the cells that need a Vulkan driver when none is found.
+    #[arg(long)]
+    pub(crate) require_vulkan: bool,
     /// Run only this cell (repeatable); the cells keep the matrix's order.
     #[arg(long, value_name = "CELL")]
     pub(crate) only: Vec<String>,
