@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use apps::anneal::{self, cpu::CpuEngine, Params, Points};
 use apps::distributed::{
-    rendezvous, rows_of, Communicator, DistError, RankEngine, RankEnv, TcpComm, Watchdog,
-    NCCL_ID_BYTES,
+    gather_assignments, rendezvous, rows_of, Communicator, DistError, RankEngine, RankEnv, TcpComm,
+    Watchdog, NCCL_ID_BYTES,
 };
 
 fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -173,16 +173,76 @@ fn collectives_sum_in_rank_order_broadcast_and_gather() {
         let mut bytes = vec![rank as u8; rank + 1];
         comm.broadcast(&mut bytes, "test").unwrap();
         let gathered = comm.gather(&[rank as u8 * 10], "test").unwrap();
-        (sum, bytes, gathered)
+        // Parts of different lengths, rank 2's in two frames, straight
+        // into rank 0's slots.
+        let mut into = vec![0u8; 5];
+        if rank == 0 {
+            let (one, two) = into.split_at_mut(2);
+            comm.recv_parts(&mut [one, two], "test").unwrap();
+        } else {
+            let part = vec![rank as u8; rank + 1];
+            for frame in part.chunks(2) {
+                comm.send_part(frame, "test").unwrap();
+            }
+        }
+        // A frame longer than its slot has room for is refused, naming the rank.
+        let mut small = [0u8; 2];
+        let (one, two) = small.split_at_mut(1);
+        let refused = if rank == 0 {
+            comm.recv_parts(&mut [one, two], "test")
+                .err()
+                .map(|e| e.to_string())
+        } else {
+            comm.send_part(&vec![7; rank], "test").unwrap();
+            None
+        };
+        (sum, bytes, gathered, into, refused)
     });
-    for (rank, (sum, bytes, gathered)) in results.iter().enumerate() {
+    for (rank, (sum, bytes, gathered, into, refused)) in results.iter().enumerate() {
         assert_eq!(sum[0].to_bits(), ((1e16 + 1.0) + 1.0f64).to_bits());
         assert_eq!(sum[1], 3.0);
         assert_eq!(bytes, &vec![0u8], "rank {rank} got rank 0's bytes");
         if rank == 0 {
             assert_eq!(gathered, &vec![vec![0], vec![10], vec![20]]);
+            assert_eq!(into, &vec![1, 1, 2, 2, 2]);
+            let refused = refused.as_deref().unwrap_or_default();
+            assert!(
+                refused.starts_with("rank 2 sent 2 bytes where 1 at most"),
+                "{refused}"
+            );
         } else {
             assert!(gathered.is_empty());
+            assert_eq!(into, &vec![0; 5]);
+        }
+    }
+}
+
+/// Assignments over 3 ranks, each rank's more than one piece of the
+/// gather: rank 0 gets every row's in row order, the others nothing, and
+/// each rank read exactly its own rows.
+#[test]
+fn assignments_gather_in_row_order_in_pieces() {
+    let n = (3 << 20) + 7;
+    let results = on_ranks(3, move |rank, mut comm| {
+        let rows = rows_of(rank, 3, n).unwrap();
+        let mut read = 0;
+        let all = gather_assignments(&mut comm, n, |offset, out| {
+            for (i, v) in out.iter_mut().enumerate() {
+                *v = (rows.start + offset + i) as u32;
+            }
+            read += out.len();
+            Ok(())
+        })
+        .unwrap();
+        (all, read, rows.len())
+    });
+    for (rank, (all, read, rows)) in results.iter().enumerate() {
+        assert_eq!(read, rows, "rank {rank} read its rows once");
+        if rank == 0 {
+            assert_eq!(all.len(), n);
+            assert!(all.iter().enumerate().all(|(i, &v)| v == i as u32));
+        } else {
+            assert!(all.is_empty());
         }
     }
 }
@@ -365,7 +425,7 @@ fn two_gpu_ranks_match_one_gpu() {
         let gpu = anneal::gpu::GpuEngine::for_rank(backend, &problem, &id, rank, 2).unwrap();
         let abort = gpu.abort_handle().unwrap();
         let watchdog = Watchdog::start(&comm, move |_| abort.abort()).unwrap();
-        let mut engine = apps::distributed::GpuRankEngine::new(gpu, &problem, comm, Some(watchdog));
+        let mut engine = apps::distributed::GpuRankEngine::new(gpu, comm, Some(watchdog));
         let out = anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap();
         engine.finish();
         out

@@ -137,13 +137,23 @@ impl GpuEngine {
             ));
         }
         let points = problem.points();
-        let shard = Shard::new(
+        let mut shard = Shard::new(
             backend,
             &points.pieces(0..points.len()),
             problem.d(),
             problem.max_anchors(),
         )?;
         let ranks = RankCollective::new(&shard.stream, id, rank, world_size)?;
+        // NCCL loads a collective's kernels at its first call: one call of
+        // each the run makes, on the run's own (zeroed) buffers at their
+        // full size, leaves them zero and puts that cost in the setup, not
+        // in the first iteration.
+        ranks.all_reduce_sum(&mut shard.partial.view_mut())?;
+        ranks.all_reduce_sum(&mut shard.sumsq.view_mut())?;
+        ranks.all_reduce_sum(&mut shard.members.view_mut())?;
+        ranks.all_reduce_sum(&mut shard.anchors.view_mut())?;
+        ranks.broadcast(&mut shard.anchors.view_mut(), 0)?;
+        shard.stream.synchronize()?;
         Self::with_shards(
             std::slice::from_ref(backend),
             problem,
@@ -159,6 +169,34 @@ impl GpuEngine {
             Some(Combine::Ranks(ranks)) => Some(ranks.abort_handle()),
             _ => None,
         }
+    }
+
+    /// One process of several ([`GpuEngine::for_rank`]): the element-wise
+    /// sum over the ranks of each rank's `m × d` `part`, summed on the
+    /// devices (`ncclAllReduce`, f32) and read back; every rank gets the
+    /// same bits. Leaves the sum as the anchors, whose norms it does not
+    /// compute: [`Engine::set_anchors`] follows.
+    pub fn sum_over_ranks(&mut self, part: &[f32], m: usize) -> Result<Vec<f32>, AnnealError> {
+        let Some(Combine::Ranks(ranks)) = &self.collective else {
+            return Err(AnnealError::Input(
+                "a sum over ranks needs an engine made by GpuEngine::for_rank".into(),
+            ));
+        };
+        let md = m * self.d as usize;
+        let shard = &mut self.shards[0];
+        if part.len() != md || md > shard.anchors.len() {
+            return Err(AnnealError::Input(format!(
+                "{} values to sum over the ranks, not {m} anchors of dimension {} within the run's maximum",
+                part.len(),
+                self.d
+            )));
+        }
+        {
+            let mut buf = shard.anchors.slice_mut(0..md)?;
+            shard.stream.copy_to_device(part, &mut buf)?;
+            ranks.all_reduce_sum(&mut buf)?;
+        }
+        Ok(shard.stream.to_host(&shard.anchors.slice(0..md)?)?)
     }
 
     fn with_shards(
@@ -192,6 +230,41 @@ impl GpuEngine {
     /// GPUs the points are spread over.
     pub fn gpus(&self) -> usize {
         self.shards.len()
+    }
+
+    /// Points in the whole problem (over every process).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Points this engine holds: all of them, or this rank's rows.
+    pub fn rows(&self) -> usize {
+        self.shards.iter().map(|s| s.n as usize).sum()
+    }
+
+    /// The last step's assignments of this engine's rows `start..`, in row
+    /// order, copied straight into `out` (as many as it holds).
+    pub fn assignments_into(&mut self, start: usize, out: &mut [u32]) -> Result<(), AnnealError> {
+        let end = start.saturating_add(out.len());
+        if end > self.rows() {
+            return Err(AnnealError::Input(format!(
+                "assignments {start}..{end} of an engine of {} rows",
+                self.rows()
+            )));
+        }
+        let mut first = 0;
+        for shard in &self.shards {
+            let last = first + shard.n as usize;
+            let (lo, hi) = (start.max(first), end.min(last));
+            if lo < hi {
+                shard.stream.copy_to_host(
+                    &shard.assign.slice(lo - first..hi - first)?,
+                    &mut out[lo - start..hi - start],
+                )?;
+            }
+            first = last;
+        }
+        Ok(())
     }
 
     fn md(&self) -> usize {
@@ -279,6 +352,9 @@ impl GpuEngine {
 }
 
 impl Engine for GpuEngine {
+    /// In one process of several ([`GpuEngine::for_rank`]), every rank must
+    /// call this with the same `m`: rank 0's `anchors` go from its device
+    /// to the others' (`ncclBroadcast`), and the others' are not read.
     fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError> {
         let m32 = u32::try_from(m)
             .map_err(|_| AnnealError::Input(format!("{m} anchors is over u32::MAX")))?;
@@ -287,9 +363,30 @@ impl Engine for GpuEngine {
                 "{m} anchors is over the run's maximum"
             )));
         }
+        let d = self.d;
+        let root = match &self.collective {
+            Some(Combine::Ranks(ranks)) => ranks.rank() == 0,
+            _ => true,
+        };
+        if root && anchors.len() < m * d as usize {
+            return Err(AnnealError::Input(format!(
+                "{} anchor values for {m} anchors of dimension {d}",
+                anchors.len()
+            )));
+        }
         self.m = m32;
+        if let Some(Combine::Ranks(ranks)) = &self.collective {
+            // Rank 0's anchors, sent from its device to the others'.
+            let shard = &mut self.shards[0];
+            if ranks.rank() == 0 {
+                shard.upload_anchors(anchors, m32, d)?;
+            }
+            let md = m * d as usize;
+            ranks.broadcast(&mut shard.anchors.slice_mut(0..md)?, 0)?;
+            return shard.anchors_changed(m32, d);
+        }
         for shard in &mut self.shards {
-            shard.set_anchors(anchors, m32, self.d)?;
+            shard.set_anchors(anchors, m32, d)?;
         }
         Ok(())
     }
@@ -389,10 +486,8 @@ impl Engine for GpuEngine {
     }
 
     fn assignments(&mut self) -> Result<Vec<u32>, AnnealError> {
-        let mut all = Vec::with_capacity(self.n);
-        for shard in &self.shards {
-            all.extend(shard.stream.to_host(&shard.assign.view())?);
-        }
+        let mut all = vec![0; self.rows()];
+        self.assignments_into(0, &mut all)?;
         Ok(all)
     }
 }

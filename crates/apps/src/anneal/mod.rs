@@ -41,12 +41,14 @@
 
 pub mod assign_tc;
 pub mod cpu;
+mod driver;
 pub mod gpu;
 mod input;
 pub mod maintenance;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 
+pub use driver::{run_timed, run_with, Phases, Progress};
 pub use input::{
     check_sizes, coordinate_bound, device_bytes, host_bytes, validate, validate_rows, Problem,
     BF16_STAGING,
@@ -349,14 +351,23 @@ pub fn initial_anchors(points: Points<'_>, n: usize, d: usize, m: usize, seed: u
 
 /// The rows [`initial_anchors`] takes, in anchor order: a process holding
 /// only some rows of the input knows from these which anchors are its own.
+///
+/// The first `m` steps of a Fisher-Yates shuffle of `0..n`, with only the
+/// entries it moved held (at most `2m`), so that the time and memory are
+/// `O(m)`, not `O(n)`: at 400M points the whole index would be 1.6 GB.
 pub fn initial_rows(n: usize, m: usize, seed: u64) -> Vec<usize> {
     let mut rng = Rng::new(seed);
-    let mut index: Vec<u32> = (0..n as u32).collect();
+    // Position -> the row there now, for the positions a swap has touched.
+    let mut moved: std::collections::HashMap<usize, usize> =
+        std::collections::HashMap::with_capacity(2 * m);
     let mut rows = Vec::with_capacity(m);
     for i in 0..m {
         let j = i + (rng.next_u64() % (n - i) as u64) as usize;
-        index.swap(i, j);
-        rows.push(index[i] as usize);
+        let at_i = moved.get(&i).copied().unwrap_or(i);
+        let at_j = moved.get(&j).copied().unwrap_or(j);
+        moved.insert(j, at_i);
+        moved.insert(i, at_j);
+        rows.push(at_j);
     }
     rows
 }
@@ -444,96 +455,6 @@ pub trait Engine {
     fn anchor_neighbors(&mut self) -> Result<(Vec<u32>, Vec<f32>), AnnealError>;
     /// Each point's anchor in the last step.
     fn assignments(&mut self) -> Result<Vec<u32>, AnnealError>;
-}
-
-/// Progress of a run, for a CLI to print.
-pub type Progress<'a> = &'a mut dyn FnMut(u32, f64, usize);
-
-/// Runs the algorithm with `engine` (already holding `problem`'s points).
-pub fn run_with(
-    engine: &mut dyn Engine,
-    problem: &Problem<'_>,
-    progress: Progress<'_>,
-) -> Result<Output, AnnealError> {
-    let (n, d, m) = (problem.n(), problem.d(), problem.m());
-    let (params, max_anchors) = (problem.params(), problem.max_anchors());
-    let mut m_now = m;
-    let initial = engine.initial_anchors(problem)?;
-    engine.set_anchors(&initial, m)?;
-    let mut temperature = params.t0;
-    let mut previous: Option<f64> = None;
-    let mut history = Vec::new();
-    let mut maintenance_log = Vec::new();
-    let mut iterations = 0;
-    // Runs of iterations up to the next maintenance pass: the engine gets
-    // each run at once, with the steps' etas (the temperature schedule does
-    // not depend on the energies).
-    while iterations < params.max_iters {
-        let last = iterations
-            .checked_div(params.maintain_every)
-            .map_or(params.max_iters, |runs| {
-                ((runs + 1) * params.maintain_every).min(params.max_iters)
-            });
-        let etas: Vec<f32> = (iterations..last)
-            .map(|_| {
-                let eta = 1.0 / (1.0 + temperature);
-                temperature *= params.cooling;
-                eta
-            })
-            .collect();
-        let steps = engine.run_steps(&etas, params.tol, previous)?;
-        for &energy in &steps.energies {
-            iterations += 1;
-            if !energy.is_finite() {
-                return Err(AnnealError::NonFiniteEnergy {
-                    iteration: iterations,
-                    energy,
-                });
-            }
-            history.push(energy);
-            progress(iterations, energy, m_now);
-        }
-        if steps.converged {
-            break;
-        }
-        let energy = *history.last().expect("a run has at least one step");
-        previous = Some(energy);
-        let it = iterations;
-        if params.maintain_every > 0 && it % params.maintain_every == 0 && it < params.max_iters {
-            let stats = engine.stats()?;
-            let anchors = engine.anchors()?;
-            let (nn, nn_dist) = engine.anchor_neighbors()?;
-            let input = maintenance::Input {
-                anchors: &anchors,
-                d,
-                stats: &stats,
-                neighbors: &nn,
-                neighbor_dist: &nn_dist,
-                energy,
-                n,
-                iteration: it,
-                max_anchors,
-            };
-            if let Some(result) = maintenance::run(&input, params) {
-                m_now = result.m;
-                engine.set_anchors(&result.anchors, result.m)?;
-                maintenance_log.push((it, result.merged, result.split));
-                previous = None;
-            }
-        }
-    }
-    let assignments = engine.assignments()?;
-    let anchors = engine.anchors()?;
-    Ok(Output {
-        anchors,
-        m: m_now,
-        assignments,
-        iterations,
-        energy: *history.last().unwrap_or(&f64::NAN),
-        history,
-        compression_ratio: m_now as f64 / n as f64,
-        maintenance: maintenance_log,
-    })
 }
 
 /// Runs the algorithm on `backend`: the GPU engine on the CUDA backend, the

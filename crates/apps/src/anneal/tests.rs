@@ -317,3 +317,36 @@ fn bf16_input_runs_as_its_exact_f32_values() {
     let err = validate(Points::BF16(&bad), n, d, m, &params).unwrap_err();
     assert!(err.to_string().contains("point 1 has a NaN"), "{err}");
 }
+
+/// The `O(m)` shuffle picks the rows a whole-index Fisher-Yates shuffle
+/// picks (the anchors of every saved index depend on it), and distinct ones.
+#[test]
+fn initial_rows_are_the_whole_shuffles_first_m() {
+    fn dense(n: usize, m: usize, seed: u64) -> Vec<usize> {
+        let mut rng = Rng::new(seed);
+        let mut index: Vec<usize> = (0..n).collect();
+        for i in 0..m {
+            let j = i + (rng.next_u64() % (n - i) as u64) as usize;
+            index.swap(i, j);
+        }
+        index.truncate(m);
+        index
+    }
+    for (n, m) in [
+        (1, 1),
+        (2, 2),
+        (5, 3),
+        (10, 10),
+        (1000, 32),
+        (100_000, 2048),
+    ] {
+        for seed in [0, 1, 0xDEAD_BEEF] {
+            let rows = initial_rows(n, m, seed);
+            assert_eq!(rows, dense(n, m, seed), "n {n} m {m} seed {seed}");
+            let mut sorted = rows.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), m, "n {n} m {m}: repeated rows");
+        }
+    }
+}

@@ -22,6 +22,15 @@ pub trait Communicator {
     fn broadcast(&mut self, bytes: &mut Vec<u8>, during: &str) -> Result<(), DistError>;
     /// Every rank's `bytes` on rank 0, in rank order; empty elsewhere.
     fn gather(&mut self, bytes: &[u8], during: &str) -> Result<Vec<Vec<u8>>, DistError>;
+    /// A gather with no copies, and in pieces: each other rank sends its
+    /// part as one or more frames of `send_part`, in order, and rank 0
+    /// receives ([`Communicator::recv_parts`]) rank `r`'s frames straight
+    /// into `slots[r - 1]`, which they must fill exactly. Rank 0's own
+    /// part is the caller's to place (its `send_part` sends nothing). So a
+    /// rank can send what it has read while it reads the rest.
+    fn send_part(&mut self, bytes: &[u8], during: &str) -> Result<(), DistError>;
+    /// Rank 0's side of [`Communicator::send_part`].
+    fn recv_parts(&mut self, slots: &mut [&mut [u8]], during: &str) -> Result<(), DistError>;
 }
 
 /// [`Communicator`] over TCP: a star around rank 0.
@@ -140,5 +149,32 @@ impl Communicator for TcpComm {
             all.push(peer.recv(during)?);
         }
         Ok(all)
+    }
+
+    fn send_part(&mut self, bytes: &[u8], during: &str) -> Result<(), DistError> {
+        match &mut self.root {
+            Some(root) => root.send(bytes, during),
+            // Rank 0 places its own part.
+            None => Ok(()),
+        }
+    }
+
+    fn recv_parts(&mut self, slots: &mut [&mut [u8]], during: &str) -> Result<(), DistError> {
+        for (i, peer) in self.peers.iter_mut().enumerate() {
+            // A missing slot has room for nothing: its rank's part is refused.
+            let slot: &mut [u8] = slots.get_mut(i).map_or(&mut [], |s| &mut **s);
+            let mut at = 0;
+            while at < slot.len() {
+                let got = peer.recv_into(&mut slot[at..], during)?;
+                if got == 0 {
+                    return Err(DistError::Protocol {
+                        rank: peer.rank,
+                        what: format!("an empty frame during {during}"),
+                    });
+                }
+                at += got;
+            }
+        }
+        Ok(())
     }
 }

@@ -7,7 +7,7 @@
 use crate::anneal::cpu::{CpuEngine, SumsLayout};
 use crate::anneal::{self, AnchorStats, AnnealError, Engine, Problem};
 
-use super::{Communicator, DistError};
+use super::{rows_of, Communicator, DistError};
 
 /// One rank's engine: its rows on the CPU, the rest through `C`.
 #[derive(Debug)]
@@ -47,7 +47,7 @@ impl<C: Communicator> RankEngine<C> {
     }
 }
 
-impl<C: Communicator> Engine for RankEngine<C> {
+impl<C: Communicator + Send> Engine for RankEngine<C> {
     fn initial_anchors(&mut self, problem: &Problem<'_>) -> Result<Vec<f32>, AnnealError> {
         initial_anchors(&mut self.comm, problem)
     }
@@ -86,22 +86,37 @@ impl<C: Communicator> Engine for RankEngine<C> {
 
     /// Every point's anchor on rank 0, in row order; nothing on the others.
     fn assignments(&mut self) -> Result<Vec<u32>, AnnealError> {
-        let mine = self.local.assignments()?;
-        gather_assignments(&mut self.comm, &mine)
+        let local = self.local.assignments()?;
+        gather_assignments(&mut self.comm, self.n, |offset, out| {
+            out.copy_from_slice(&local[offset..offset + out.len()]);
+            Ok(())
+        })
     }
 }
 
 /// The initial anchors of `problem` (this rank's rows of it), assembled
 /// over the ranks: each copies the anchors among its rows into an
-/// otherwise zero `m × d` matrix, and their sum is the matrix (each anchor
-/// comes from one rank; a `-0.0` coordinate comes out `+0.0`, which no
-/// distance tells apart).
+/// otherwise zero `m × d` matrix ([`own_initial_anchors`]), and their sum
+/// is the matrix (each anchor comes from one rank; a `-0.0` coordinate
+/// comes out `+0.0`, which no distance tells apart).
 pub(super) fn initial_anchors<C: Communicator>(
     comm: &mut C,
     problem: &Problem<'_>,
 ) -> Result<Vec<f32>, AnnealError> {
+    let mut matrix: Vec<f64> = own_initial_anchors(problem)
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    comm.all_reduce_sum(&mut matrix, "the initial anchors")
+        .map_err(comm_error)?;
+    Ok(matrix.into_iter().map(|v| v as f32).collect())
+}
+
+/// This rank's part of the initial anchors: an `m × d` matrix holding the
+/// initial anchors that are among its rows, zero elsewhere.
+pub(super) fn own_initial_anchors(problem: &Problem<'_>) -> Vec<f32> {
     let (n, d, m, rows) = (problem.n(), problem.d(), problem.m(), problem.rows());
-    let mut matrix = vec![0.0f64; m * d];
+    let mut matrix = vec![0.0f32; m * d];
     let points = problem.points();
     for (j, row) in anneal::initial_rows(n, m, problem.params().seed)
         .into_iter()
@@ -109,17 +124,29 @@ pub(super) fn initial_anchors<C: Communicator>(
     {
         if rows.contains(&row) {
             let local = row - rows.start;
-            for (slot, v) in matrix[j * d..(j + 1) * d]
-                .iter_mut()
-                .zip(points.range_f32(local * d..(local + 1) * d))
-            {
-                *slot = f64::from(v);
-            }
+            matrix[j * d..(j + 1) * d]
+                .copy_from_slice(&points.range_f32(local * d..(local + 1) * d));
         }
     }
-    comm.all_reduce_sum(&mut matrix, "the initial anchors")
+    matrix
+}
+
+/// Rank 0's anchor count on every rank (the anchors themselves go between
+/// the GPUs).
+pub(super) fn broadcast_count<C: Communicator>(
+    comm: &mut C,
+    m: usize,
+) -> Result<usize, AnnealError> {
+    let mut bytes = (m as u64).to_le_bytes().to_vec();
+    comm.broadcast(&mut bytes, "setting the anchors")
         .map_err(comm_error)?;
-    Ok(matrix.into_iter().map(|v| v as f32).collect())
+    match <[u8; 8]>::try_from(bytes.as_slice()) {
+        Ok(head) => Ok(u64::from_le_bytes(head) as usize),
+        Err(_) => Err(AnnealError::Input(format!(
+            "rank 0 sent {} bytes for an anchor count of 8",
+            bytes.len()
+        ))),
+    }
 }
 
 /// Rank 0's `m` anchors (`m × d`) on every rank: the anchors every rank
@@ -149,19 +176,80 @@ pub(super) fn broadcast_anchors<C: Communicator>(
     Ok((anchors, m))
 }
 
-/// Every rank's assignments on rank 0, in rank (so row) order; empty on
-/// the others.
-pub(super) fn gather_assignments<C: Communicator>(
+/// Assignments a rank reads and sends at a time while gathering (4 MiB):
+/// it sends each piece while it reads the next.
+const GATHER_PIECE: usize = 1 << 20;
+
+/// Every rank's assignments on rank 0, in row order (`n` in all, each
+/// rank's rows as [`rows_of`] splits them); empty on the other ranks.
+/// `read(offset, out)` writes this rank's assignments `offset..` into
+/// `out`. Nothing is copied twice: rank 0 reads its own straight into
+/// place while a thread receives the others' straight into theirs, and the
+/// others read theirs in pieces of 4 MiB, a thread sending each
+/// piece while the next is read.
+pub fn gather_assignments<C: Communicator + Send>(
     comm: &mut C,
-    mine: &[u32],
+    n: usize,
+    mut read: impl FnMut(usize, &mut [u32]) -> Result<(), AnnealError>,
 ) -> Result<Vec<u32>, AnnealError> {
-    let bytes: Vec<u8> = mine.iter().flat_map(|a| a.to_le_bytes()).collect();
-    let all = comm
-        .gather(&bytes, "gathering the assignments")
-        .map_err(comm_error)?;
-    Ok(all
-        .iter()
-        .flat_map(|bytes| bytes.chunks_exact(4))
-        .map(|b| u32::from_le_bytes(b.try_into().expect("chunks of 4")))
-        .collect())
+    let (rank, world) = (comm.rank(), comm.world_size());
+    let during = "gathering the assignments";
+    let rows = |r| {
+        rows_of(r, world, n)
+            .ok_or_else(|| AnnealError::Input(format!("rank {r} of {world} has no rows of {n}")))
+    };
+    let mine = rows(rank)?;
+    if rank != 0 {
+        let mut values = vec![0u32; mine.len()];
+        return std::thread::scope(|scope| {
+            let (pieces, to_send) = std::sync::mpsc::channel::<&[u32]>();
+            let sender = scope.spawn(move || {
+                for piece in to_send {
+                    comm.send_part(bytemuck::cast_slice(piece), during)?;
+                }
+                Ok::<(), DistError>(())
+            });
+            let mut read_all = Ok(());
+            for (k, piece) in values.chunks_mut(GATHER_PIECE).enumerate() {
+                if let Err(e) = read(k * GATHER_PIECE, piece) {
+                    read_all = Err(e);
+                    break;
+                }
+                // The wire is little-endian (a no-op on little-endian hosts).
+                piece.iter_mut().for_each(|v| *v = v.to_le());
+                let piece: &[u32] = piece;
+                if pieces.send(piece).is_err() {
+                    break; // The sender failed; its error follows.
+                }
+            }
+            drop(pieces);
+            let sent = sender
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            read_all?;
+            sent.map_err(comm_error)?;
+            Ok(Vec::new())
+        });
+    }
+    let mut all = vec![0u32; n];
+    let (head, mut rest) = all.split_at_mut(mine.end);
+    let mut slots = Vec::with_capacity(world - 1);
+    for r in 1..world {
+        let (slot, tail) = rest.split_at_mut(rows(r)?.len());
+        slots.push(bytemuck::cast_slice_mut::<u32, u8>(slot));
+        rest = tail;
+    }
+    std::thread::scope(|scope| {
+        let receiver = scope.spawn(move || comm.recv_parts(&mut slots, during));
+        let read_own = read(0, head);
+        let received = receiver
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        read_own?;
+        received.map_err(comm_error)
+    })?;
+    all[mine.end..]
+        .iter_mut()
+        .for_each(|v| *v = u32::from_le(*v));
+    Ok(all)
 }

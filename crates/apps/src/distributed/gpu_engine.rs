@@ -1,14 +1,16 @@
 //! The anneal engine of one GPU process of several ([`GpuRankEngine`]): the
 //! GPU engine over this rank's rows, its statistics summed with the other
-//! ranks' on the device by NCCL each iteration; the initial anchors, rank
-//! 0's anchors after maintenance and the assignments go over the TCP
-//! connections (they are on the host anyway). A [`Watchdog`] aborts NCCL
+//! ranks' on the device by NCCL each iteration. The initial anchors are
+//! summed on the devices too (each rank's part holds the anchors among its
+//! rows), and rank 0's anchors after maintenance go from its GPU to the
+//! others' (`ncclBroadcast`); only their count and, at the end, the
+//! assignments go over the TCP connections. A [`Watchdog`] aborts NCCL
 //! when a peer's connection closes, and the engine then names that rank.
 
 use crate::anneal::gpu::GpuEngine;
 use crate::anneal::{AnchorStats, AnnealError, Engine, Problem, Steps};
 
-use super::engine::{broadcast_anchors, comm_error, gather_assignments, initial_anchors};
+use super::engine::{broadcast_count, comm_error, gather_assignments, own_initial_anchors};
 use super::{Communicator, DistError, Watchdog};
 
 /// One GPU rank's engine.
@@ -17,18 +19,16 @@ pub struct GpuRankEngine<C> {
     gpu: GpuEngine,
     comm: C,
     watchdog: Option<Watchdog>,
-    d: usize,
 }
 
 impl<C: Communicator> GpuRankEngine<C> {
-    /// `gpu` (from [`GpuEngine::for_rank`] over `problem`'s rows) with the
+    /// `gpu` (from [`GpuEngine::for_rank`] over this rank's rows) with the
     /// host-side collectives `comm` and the `watchdog` of its peers.
-    pub fn new(gpu: GpuEngine, problem: &Problem<'_>, comm: C, watchdog: Option<Watchdog>) -> Self {
+    pub fn new(gpu: GpuEngine, comm: C, watchdog: Option<Watchdog>) -> Self {
         Self {
             gpu,
             comm,
             watchdog,
-            d: problem.d(),
         }
     }
 
@@ -39,38 +39,54 @@ impl<C: Communicator> GpuRankEngine<C> {
         }
     }
 
-    /// A peer's death, when the watchdog saw one (it outranks the error
-    /// NCCL gives after the abort).
     fn peer_gone(&self, during: &str) -> Result<(), AnnealError> {
-        match self.watchdog.as_ref().and_then(Watchdog::gone) {
-            Some(rank) => Err(comm_error(DistError::PeerGone {
-                rank,
-                during: during.into(),
-            })),
-            None => Ok(()),
-        }
+        peer_gone(self.watchdog.as_ref(), during)
     }
 
-    /// `result`, unless a peer died: then the peer's death.
     fn checked<T>(&self, result: Result<T, AnnealError>, during: &str) -> Result<T, AnnealError> {
-        match result {
-            Err(e) => {
-                self.peer_gone(during)?;
-                Err(e)
-            }
-            ok => ok,
-        }
+        checked(self.watchdog.as_ref(), result, during)
     }
 }
 
-impl<C: Communicator> Engine for GpuRankEngine<C> {
+/// A peer's death, when the watchdog saw one (it outranks the error NCCL
+/// gives after the abort).
+fn peer_gone(watchdog: Option<&Watchdog>, during: &str) -> Result<(), AnnealError> {
+    match watchdog.and_then(Watchdog::gone) {
+        Some(rank) => Err(comm_error(DistError::PeerGone {
+            rank,
+            during: during.into(),
+        })),
+        None => Ok(()),
+    }
+}
+
+/// `result`, unless a peer died: then the peer's death.
+fn checked<T>(
+    watchdog: Option<&Watchdog>,
+    result: Result<T, AnnealError>,
+    during: &str,
+) -> Result<T, AnnealError> {
+    match result {
+        Err(e) => {
+            peer_gone(watchdog, during)?;
+            Err(e)
+        }
+        ok => ok,
+    }
+}
+
+impl<C: Communicator + Send> Engine for GpuRankEngine<C> {
     fn initial_anchors(&mut self, problem: &Problem<'_>) -> Result<Vec<f32>, AnnealError> {
-        initial_anchors(&mut self.comm, problem)
+        let part = own_initial_anchors(problem);
+        let result = self.gpu.sum_over_ranks(&part, problem.m());
+        self.checked(result, "assembling the initial anchors")
     }
 
+    /// Rank 0's anchors on every rank: its count over TCP, the anchors
+    /// from its GPU (the other ranks' `anchors` are not read).
     fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError> {
-        let (anchors, m) = broadcast_anchors(&mut self.comm, anchors, m, self.d)?;
-        let result = self.gpu.set_anchors(&anchors, m);
+        let m = broadcast_count(&mut self.comm, m)?;
+        let result = self.gpu.set_anchors(anchors, m);
         self.checked(result, "setting the anchors")
     }
 
@@ -112,8 +128,13 @@ impl<C: Communicator> Engine for GpuRankEngine<C> {
 
     /// Every point's anchor on rank 0, in row order; nothing on the others.
     fn assignments(&mut self) -> Result<Vec<u32>, AnnealError> {
-        let result = self.gpu.assignments();
-        let mine = self.checked(result, "reading the assignments")?;
-        gather_assignments(&mut self.comm, &mine)
+        let (gpu, watchdog) = (&mut self.gpu, self.watchdog.as_ref());
+        gather_assignments(&mut self.comm, gpu.n(), |offset, out| {
+            checked(
+                watchdog,
+                gpu.assignments_into(offset, out),
+                "reading the assignments",
+            )
+        })
     }
 }

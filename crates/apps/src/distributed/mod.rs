@@ -21,7 +21,7 @@ mod watchdog;
 mod wire;
 
 pub use comm::{Communicator, TcpComm};
-pub use engine::RankEngine;
+pub use engine::{gather_assignments, RankEngine};
 pub use env::{rows_of, RankEnv, PORT_ENV, TIMEOUT_ENV};
 pub use gpu_engine::GpuRankEngine;
 pub use rendezvous::{rendezvous, Link, NCCL_ID_BYTES};

@@ -100,6 +100,30 @@ impl Peer {
         Ok(bytes)
     }
 
+    /// Receives one frame straight into the start of `out`, which must
+    /// have room for it; returns its length.
+    pub(super) fn recv_into(&mut self, out: &mut [u8], during: &str) -> Result<usize, DistError> {
+        let mut len = [0u8; 8];
+        self.stream
+            .read_exact(&mut len)
+            .map_err(|e| self.error(during, e))?;
+        let len = u64::from_le_bytes(len);
+        if len > out.len() as u64 {
+            return Err(DistError::Protocol {
+                rank: self.rank,
+                what: format!(
+                    "{len} bytes where {} at most were due during {during}",
+                    out.len()
+                ),
+            });
+        }
+        let len = len as usize;
+        self.stream
+            .read_exact(&mut out[..len])
+            .map_err(|e| self.error(during, e))?;
+        Ok(len)
+    }
+
     /// Receives one frame of exactly `len` bytes.
     pub(super) fn recv_exact(&mut self, len: usize, during: &str) -> Result<Vec<u8>, DistError> {
         let bytes = self.recv(during)?;

@@ -185,7 +185,19 @@ impl Shard {
         })
     }
 
+    /// Copies `m × d` anchors from the host and computes their norms.
     pub(super) fn set_anchors(
+        &mut self,
+        anchors: &[f32],
+        m: u32,
+        d: u32,
+    ) -> Result<(), AnnealError> {
+        self.upload_anchors(anchors, m, d)?;
+        self.anchors_changed(m, d)
+    }
+
+    /// Copies `m × d` anchors from the host, without their norms.
+    pub(super) fn upload_anchors(
         &mut self,
         anchors: &[f32],
         m: u32,
@@ -194,6 +206,12 @@ impl Shard {
         let md = m as usize * d as usize;
         self.stream
             .copy_to_device(&anchors[..md], &mut self.anchors.slice_mut(0..md)?)?;
+        Ok(())
+    }
+
+    /// The norms of the first `m` anchors, after they changed on the device.
+    pub(super) fn anchors_changed(&mut self, m: u32, d: u32) -> Result<(), AnnealError> {
+        let md = m as usize * d as usize;
         self.stream.launch(
             &self.norms_f32,
             norms_config(m),

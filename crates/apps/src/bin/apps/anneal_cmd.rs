@@ -32,6 +32,8 @@ pub(crate) struct AnnealRun {
     pub(crate) setup_seconds: f64,
     /// The iterations.
     pub(crate) seconds: f64,
+    /// Where those seconds went.
+    pub(crate) phases: anneal::Phases,
     pub(crate) out: anneal::Output,
 }
 
@@ -230,7 +232,7 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
             .err();
         }
     };
-    let out = anneal::run_with(engine.as_mut(), problem, &mut progress)?;
+    let (out, phases) = anneal::run_timed(engine.as_mut(), problem, &mut progress)?;
     if let Some(e) = write_error {
         return Err(e.into());
     }
@@ -250,6 +252,7 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
         gpus: backends.len(),
         setup_seconds,
         seconds: started.elapsed().as_secs_f64(),
+        phases,
         out,
     })
 }
@@ -501,6 +504,9 @@ pub(crate) fn report(runs: &[AnnealRun]) -> Result<()> {
             r.out.m,
             r.out.compression_ratio
         );
+    }
+    for r in runs {
+        out!("{} time: {}", r.backend, r.phases);
     }
     if let [a, b] = runs {
         let diff = (b.out.energy - a.out.energy).abs() / a.out.energy.abs().max(f64::MIN_POSITIVE);

@@ -191,12 +191,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
                 .context("a rank's engine has its communicator")?;
             let _ = slot.set(handle);
             backend.synchronize()?;
-            Ranked::Gpu(Box::new(GpuRankEngine::new(
-                engine,
-                &problem,
-                comm,
-                Some(watchdog),
-            )))
+            Ranked::Gpu(Box::new(GpuRankEngine::new(engine, comm, Some(watchdog))))
         }
     };
     let setup_seconds = started.elapsed().as_secs_f64();
@@ -216,19 +211,19 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
             .err();
         }
     };
-    let out = match &mut engine {
-        Ranked::Cpu(engine) => anneal::run_with(engine.as_mut(), &problem, &mut progress)?,
+    let (out, phases) = match &mut engine {
+        Ranked::Cpu(engine) => anneal::run_timed(engine.as_mut(), &problem, &mut progress)?,
         Ranked::Gpu(engine) => {
-            let out = anneal::run_with(engine.as_mut(), &problem, &mut progress)?;
+            let run = anneal::run_timed(engine.as_mut(), &problem, &mut progress)?;
             engine.finish();
-            out
+            run
         }
     };
     if let Some(e) = write_error {
         return Err(e.into());
     }
     out!(
-        "rank {rank}: done, {} rows; peak host memory {}",
+        "rank {rank}: done, {} rows; peak host memory {}; time: {phases}",
         rows.len(),
         peak_rss().unwrap_or_else(|| "unknown".into())
     );
@@ -248,6 +243,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
         gpus: if gpu.is_some() { world } else { 0 },
         setup_seconds,
         seconds: started.elapsed().as_secs_f64(),
+        phases,
         out,
     };
     report(std::slice::from_ref(&run))?;

@@ -1,0 +1,156 @@
+//! The driver ([`run_with`], [`run_timed`]): the algorithm's decisions,
+//! the same for every engine, which does the heavy steps; and where a
+//! run's time went ([`Phases`]).
+
+use super::{maintenance, AnnealError, Engine, Output, Problem};
+
+/// Progress of a run, for a CLI to print.
+pub type Progress<'a> = &'a mut dyn FnMut(u32, f64, usize);
+
+/// Where a run's time went ([`run_timed`]), wall-clock on the calling
+/// thread: what a slow run spends its time on, and what does not shrink
+/// with more GPUs. An engine that enqueues work without waiting (the GPU's
+/// `set_anchors`) has it counted in the phase that next waits for it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Phases {
+    /// The initial anchors, assembled and set.
+    pub start: std::time::Duration,
+    /// [`Engine::run_steps`]: the iterations.
+    pub iterations: std::time::Duration,
+    /// Calls of [`Engine::run_steps`].
+    pub runs: u32,
+    /// Maintenance passes: reading the statistics, the anchors and their
+    /// neighbours, deciding, and setting the new anchors.
+    pub maintenance: std::time::Duration,
+    /// Maintenance passes run (whether or not they changed the anchors).
+    pub passes: u32,
+    /// Reading the assignments and the anchors at the end.
+    pub output: std::time::Duration,
+}
+
+impl std::fmt::Display for Phases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        write!(
+            f,
+            "start {:.1} ms, iterations {:.1} ms in {} run{}, maintenance {:.1} ms in {} pass{}, output {:.1} ms",
+            ms(self.start),
+            ms(self.iterations),
+            self.runs,
+            if self.runs == 1 { "" } else { "s" },
+            ms(self.maintenance),
+            self.passes,
+            if self.passes == 1 { "" } else { "es" },
+            ms(self.output)
+        )
+    }
+}
+
+/// Runs the algorithm with `engine` (already holding `problem`'s points).
+pub fn run_with(
+    engine: &mut dyn Engine,
+    problem: &Problem<'_>,
+    progress: Progress<'_>,
+) -> Result<Output, AnnealError> {
+    run_timed(engine, problem, progress).map(|(out, _)| out)
+}
+
+/// [`run_with`], and where its time went.
+pub fn run_timed(
+    engine: &mut dyn Engine,
+    problem: &Problem<'_>,
+    progress: Progress<'_>,
+) -> Result<(Output, Phases), AnnealError> {
+    use std::time::Instant;
+    let (n, d, m) = (problem.n(), problem.d(), problem.m());
+    let (params, max_anchors) = (problem.params(), problem.max_anchors());
+    let mut phases = Phases::default();
+    let mut m_now = m;
+    let started = Instant::now();
+    let initial = engine.initial_anchors(problem)?;
+    engine.set_anchors(&initial, m)?;
+    phases.start = started.elapsed();
+    let mut temperature = params.t0;
+    let mut previous: Option<f64> = None;
+    let mut history = Vec::new();
+    let mut maintenance_log = Vec::new();
+    let mut iterations = 0;
+    // Runs of iterations up to the next maintenance pass: the engine gets
+    // each run at once, with the steps' etas (the temperature schedule does
+    // not depend on the energies).
+    while iterations < params.max_iters {
+        let last = iterations
+            .checked_div(params.maintain_every)
+            .map_or(params.max_iters, |runs| {
+                ((runs + 1) * params.maintain_every).min(params.max_iters)
+            });
+        let etas: Vec<f32> = (iterations..last)
+            .map(|_| {
+                let eta = 1.0 / (1.0 + temperature);
+                temperature *= params.cooling;
+                eta
+            })
+            .collect();
+        let started = Instant::now();
+        let steps = engine.run_steps(&etas, params.tol, previous)?;
+        phases.iterations += started.elapsed();
+        phases.runs += 1;
+        for &energy in &steps.energies {
+            iterations += 1;
+            if !energy.is_finite() {
+                return Err(AnnealError::NonFiniteEnergy {
+                    iteration: iterations,
+                    energy,
+                });
+            }
+            history.push(energy);
+            progress(iterations, energy, m_now);
+        }
+        if steps.converged {
+            break;
+        }
+        let energy = *history.last().expect("a run has at least one step");
+        previous = Some(energy);
+        let it = iterations;
+        if params.maintain_every > 0 && it % params.maintain_every == 0 && it < params.max_iters {
+            let started = Instant::now();
+            let stats = engine.stats()?;
+            let anchors = engine.anchors()?;
+            let (nn, nn_dist) = engine.anchor_neighbors()?;
+            let input = maintenance::Input {
+                anchors: &anchors,
+                d,
+                stats: &stats,
+                neighbors: &nn,
+                neighbor_dist: &nn_dist,
+                energy,
+                n,
+                iteration: it,
+                max_anchors,
+            };
+            if let Some(result) = maintenance::run(&input, params) {
+                m_now = result.m;
+                engine.set_anchors(&result.anchors, result.m)?;
+                maintenance_log.push((it, result.merged, result.split));
+                previous = None;
+            }
+            phases.maintenance += started.elapsed();
+            phases.passes += 1;
+        }
+    }
+    let started = Instant::now();
+    let assignments = engine.assignments()?;
+    let anchors = engine.anchors()?;
+    phases.output = started.elapsed();
+    let out = Output {
+        anchors,
+        m: m_now,
+        assignments,
+        iterations,
+        energy: *history.last().unwrap_or(&f64::NAN),
+        history,
+        compression_ratio: m_now as f64 / n as f64,
+        maintenance: maintenance_log,
+    };
+    Ok((out, phases))
+}
