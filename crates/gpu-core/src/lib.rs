@@ -106,5 +106,5 @@ pub use launch::{
 };
 pub use memory::{DeviceBuffer, DeviceView, DeviceViewMut};
 pub use multi::{nccl_available, nccl_version, Collective, CollectiveElem, Devices, GpuCount};
-pub use ranks::{nccl_unique_id, AbortHandle, RankCollective, NCCL_ID_BYTES};
+pub use ranks::{nccl_unique_id, AbortHandle, RankCollective, RankGroup, NCCL_ID_BYTES};
 pub use stream::{Event, Stream};

@@ -1,20 +1,24 @@
 //! NCCL across processes: one [`RankCollective`] per process, made from a
 //! unique id that rank 0 creates ([`nccl_unique_id`]) and hands to the
 //! others by any channel the caller has (a TCP rendezvous, MPI), then
-//! in-place all-reduce and broadcast on that process's stream. A peer that
+//! in-place all-reduce and broadcast, and point-to-point send and receive,
+//! on that process's stream, one at a time or several as one NCCL group
+//! ([`RankCollective::group`]). A peer that
 //! dies leaves NCCL's kernels waiting on it: [`AbortHandle::abort`]
 //! (`ncclCommAbort`, from any thread) ends them, and
 //! [`RankCollective::check`] reports NCCL's own asynchronous errors.
 
 use std::sync::{Arc, Weak};
 
+use cudarc::driver::CudaStream;
+
 use crate::error::{driver, nccl_failed, CollectiveMismatch, Error};
-use crate::ffi::nccl::rank::{self, RankComm, RankError};
+use crate::ffi::nccl::rank::{self, Call, RankComm, RankError, RankOp};
 use crate::ffi::nccl::AllReduceError;
-use crate::memory::ViewMutRef;
-use crate::multi::{sealed::Sealed, CollectiveElem};
+use crate::memory::{ViewMutRef, ViewRef};
+use crate::multi::CollectiveElem;
 use crate::stream::Stream;
-use crate::DeviceViewMut;
+use crate::{DeviceView, DeviceViewMut};
 
 /// Bytes of an NCCL unique id.
 pub const NCCL_ID_BYTES: usize = rank::UNIQUE_ID_BYTES;
@@ -118,7 +122,7 @@ impl RankCollective {
         &self,
         buf: &mut DeviceViewMut<'_, T>,
     ) -> Result<(), Error> {
-        self.enqueue(buf, None)
+        self.group().all_reduce_sum(buf)?.enqueue()
     }
 
     /// Rank `root`'s `buf` into every rank's, in place, on this rank's
@@ -128,35 +132,153 @@ impl RankCollective {
         buf: &mut DeviceViewMut<'_, T>,
         root: usize,
     ) -> Result<(), Error> {
-        if root >= self.world_size {
-            return Err(Error::InvalidCollective(CollectiveMismatch::Other {
-                what: "a broadcast root outside the ranks",
-            }));
-        }
-        self.enqueue(buf, Some(root))
+        self.group().broadcast(buf, root)?.enqueue()
     }
 
-    fn enqueue<T: CollectiveElem>(
+    /// `buf` to rank `peer`, whose [`RankCollective::recv`] of as many
+    /// elements from this rank takes it (`ncclSend`); enqueued on this
+    /// rank's stream, does not synchronize.
+    pub fn send<T: CollectiveElem>(
+        &self,
+        buf: &DeviceView<'_, T>,
+        peer: usize,
+    ) -> Result<(), Error> {
+        self.group().send(buf, peer)?.enqueue()
+    }
+
+    /// Rank `peer`'s [`RankCollective::send`] into `buf` (`ncclRecv`);
+    /// enqueued on this rank's stream, does not synchronize.
+    pub fn recv<T: CollectiveElem>(
         &self,
         buf: &mut DeviceViewMut<'_, T>,
-        root: Option<usize>,
+        peer: usize,
     ) -> Result<(), Error> {
-        let rank = self.rank;
-        let count = buf.len();
-        let cuda = self.stream.cuda_stream().ok_or(Error::InvalidCollective(
-            CollectiveMismatch::CpuStream { rank },
-        ))?;
-        let ViewMutRef::Cuda(view) = &mut buf.inner else {
-            return Err(Error::InvalidCollective(CollectiveMismatch::HostBuffer {
-                rank,
-            }));
-        };
-        if count == 0 {
-            return Ok(());
+        self.group().recv(buf, peer)?.enqueue()
+    }
+
+    /// Several operations enqueued as one NCCL group
+    /// (`ncclGroupStart`/`End`): one launch for several reductions of
+    /// different buffers and types, or a send and a receive that would
+    /// otherwise wait on each other. Every rank groups the same
+    /// collectives in the same order.
+    pub fn group(&self) -> RankGroup<'_> {
+        RankGroup {
+            ranks: self,
+            calls: Vec::new(),
         }
-        self.comm
-            .collective(cuda, view, count, <T as Sealed>::NCCL_TYPE, root)
-            .map_err(rank_error)
+    }
+
+    fn cuda(&self) -> Result<&Arc<CudaStream>, Error> {
+        self.stream
+            .cuda_stream()
+            .ok_or(Error::InvalidCollective(CollectiveMismatch::CpuStream {
+                rank: self.rank,
+            }))
+    }
+
+    fn host_buffer(&self) -> Error {
+        Error::InvalidCollective(CollectiveMismatch::HostBuffer { rank: self.rank })
+    }
+
+    fn peer(&self, peer: usize, what: &'static str) -> Result<(), Error> {
+        if peer >= self.world_size {
+            return Err(Error::InvalidCollective(CollectiveMismatch::Other { what }));
+        }
+        Ok(())
+    }
+}
+
+/// Operations of one NCCL group on one rank ([`RankCollective::group`]),
+/// enqueued together by [`RankGroup::enqueue`]. Each buffer stays borrowed
+/// until then; one that cannot take part (host memory, another device, a
+/// bad peer) is an error at once, and the group is dropped unenqueued.
+#[must_use = "nothing is enqueued until `enqueue`"]
+pub struct RankGroup<'a> {
+    ranks: &'a RankCollective,
+    /// Each holds its buffer's access record: it waited for the buffer's
+    /// earlier users when made, and records the group as its last user
+    /// when dropped, after the group is enqueued.
+    calls: Vec<Call<'a>>,
+}
+
+impl std::fmt::Debug for RankGroup<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RankGroup")
+            .field("rank", &self.ranks.rank)
+            .field("calls", &self.calls)
+            .finish()
+    }
+}
+
+impl<'a> RankGroup<'a> {
+    /// In-place sum over the ranks of `buf`.
+    pub fn all_reduce_sum<T: CollectiveElem>(
+        self,
+        buf: &'a mut DeviceViewMut<'_, T>,
+    ) -> Result<Self, Error> {
+        self.writes(buf, RankOp::AllReduce)
+    }
+
+    /// Rank `root`'s `buf` into every rank's, in place.
+    pub fn broadcast<T: CollectiveElem>(
+        self,
+        buf: &'a mut DeviceViewMut<'_, T>,
+        root: usize,
+    ) -> Result<Self, Error> {
+        self.ranks
+            .peer(root, "a broadcast root outside the ranks")?;
+        self.writes(buf, RankOp::Broadcast { root })
+    }
+
+    /// `buf` to rank `peer`.
+    pub fn send<T: CollectiveElem>(
+        mut self,
+        buf: &'a DeviceView<'_, T>,
+        peer: usize,
+    ) -> Result<Self, Error> {
+        self.ranks
+            .peer(peer, "a send to a rank outside the ranks")?;
+        let (ranks, count) = (self.ranks, buf.len());
+        let ViewRef::Cuda(view) = &buf.inner else {
+            return Err(ranks.host_buffer());
+        };
+        let call = ranks
+            .comm
+            .send_call((ranks.cuda()?, view), (count, T::NCCL_TYPE), peer);
+        self.calls.extend(call.map_err(rank_error)?);
+        Ok(self)
+    }
+
+    /// Rank `peer`'s send into `buf`.
+    pub fn recv<T: CollectiveElem>(
+        self,
+        buf: &'a mut DeviceViewMut<'_, T>,
+        peer: usize,
+    ) -> Result<Self, Error> {
+        self.ranks
+            .peer(peer, "a receive from a rank outside the ranks")?;
+        self.writes(buf, RankOp::Recv { peer })
+    }
+
+    fn writes<T: CollectiveElem>(
+        mut self,
+        buf: &'a mut DeviceViewMut<'_, T>,
+        op: RankOp,
+    ) -> Result<Self, Error> {
+        let (ranks, count) = (self.ranks, buf.len());
+        let ViewMutRef::Cuda(view) = &mut buf.inner else {
+            return Err(ranks.host_buffer());
+        };
+        let call = ranks
+            .comm
+            .call_mut(ranks.cuda()?, view, count, T::NCCL_TYPE, op);
+        self.calls.extend(call.map_err(rank_error)?);
+        Ok(self)
+    }
+
+    /// Enqueues the group on the rank's stream; does not synchronize.
+    pub fn enqueue(self) -> Result<(), Error> {
+        self.ranks.comm.enqueue(&self.calls).map_err(rank_error)
     }
 }
 

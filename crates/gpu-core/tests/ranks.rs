@@ -1,6 +1,7 @@
 //! NCCL across processes (`RankCollective`), with one thread per rank
 //! standing in for the processes: the unique id shared, the sum and the
-//! broadcast checked against the host, and `AbortHandle::abort` ending an
+//! broadcast checked against the host, sends and receives alone and in a
+//! group with reductions of two types, and `AbortHandle::abort` ending an
 //! all-reduce whose peer never comes (what a dead process leaves behind),
 //! in bounded time. They need two GPUs and libnccl (`gpu_core::testing`
 //! prints `skipped:` otherwise); the refusals run everywhere.
@@ -21,6 +22,32 @@ fn two_ranks_or_skip() -> Option<Vec<Stream>> {
     Some(streams)
 }
 
+/// `body(rank, stream, comm)` on one thread per rank of two, each with its
+/// communicator; the results in rank order.
+fn on_two_ranks<R: Send>(
+    streams: &[Stream],
+    body: impl Fn(usize, &Stream, RankCollective) -> R + Sync,
+) -> Vec<R> {
+    let id = gpu_core::nccl_unique_id().unwrap();
+    let body = &body;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = streams
+            .iter()
+            .enumerate()
+            .map(|(rank, stream)| {
+                scope.spawn(move || {
+                    body(
+                        rank,
+                        stream,
+                        RankCollective::new(stream, &id, rank, 2).unwrap(),
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 #[test]
 fn a_cpu_stream_is_refused_before_nccl_is_touched() {
     let stream = Backend::cpu().default_stream();
@@ -39,36 +66,89 @@ fn two_ranks_sum_and_broadcast() {
     let Some(streams) = two_ranks_or_skip() else {
         return;
     };
-    let id = gpu_core::nccl_unique_id().unwrap();
-    let results: Vec<(Vec<f64>, Vec<u32>)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = streams
-            .iter()
-            .enumerate()
-            .map(|(rank, stream)| {
-                scope.spawn(move || {
-                    let comm = RankCollective::new(stream, &id, rank, 2).unwrap();
-                    assert_eq!((comm.rank(), comm.world_size()), (rank, 2));
-                    let mut sums = stream.alloc_zeros::<f64>(3).unwrap();
-                    let mine = [1.0 + rank as f64, 10.0 * rank as f64, 0.5];
-                    stream.copy_to_device(&mine, &mut sums.view_mut()).unwrap();
-                    comm.all_reduce_sum(&mut sums.view_mut()).unwrap();
-                    let mut words = stream.alloc_zeros::<u32>(2).unwrap();
-                    let own = [rank as u32 + 7, 99];
-                    stream.copy_to_device(&own, &mut words.view_mut()).unwrap();
-                    comm.broadcast(&mut words.view_mut(), 1).unwrap();
-                    comm.check().unwrap();
-                    (
-                        stream.to_host(&sums.view()).unwrap(),
-                        stream.to_host(&words.view()).unwrap(),
-                    )
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    let results = on_two_ranks(&streams, |rank, stream, comm| {
+        assert_eq!((comm.rank(), comm.world_size()), (rank, 2));
+        let mut sums = stream.alloc_zeros::<f64>(3).unwrap();
+        let mine = [1.0 + rank as f64, 10.0 * rank as f64, 0.5];
+        stream.copy_to_device(&mine, &mut sums.view_mut()).unwrap();
+        comm.all_reduce_sum(&mut sums.view_mut()).unwrap();
+        let mut words = stream.alloc_zeros::<u32>(2).unwrap();
+        let own = [rank as u32 + 7, 99];
+        stream.copy_to_device(&own, &mut words.view_mut()).unwrap();
+        comm.broadcast(&mut words.view_mut(), 1).unwrap();
+        comm.check().unwrap();
+        (
+            stream.to_host(&sums.view()).unwrap(),
+            stream.to_host(&words.view()).unwrap(),
+        )
     });
     for (sums, words) in results {
         assert_eq!(sums, vec![3.0, 10.0, 1.0]);
         assert_eq!(words, vec![8, 99], "rank 1's words everywhere");
+    }
+}
+
+#[test]
+fn two_ranks_send_receive_and_group_reductions_of_two_types() {
+    let Some(streams) = two_ranks_or_skip() else {
+        return;
+    };
+    let results = on_two_ranks(&streams, |rank, stream, comm| {
+        let peer = 1 - rank;
+        let upload = |values: &[u32]| {
+            let mut buf = stream.alloc_zeros::<u32>(values.len()).unwrap();
+            stream.copy_to_device(values, &mut buf.view_mut()).unwrap();
+            buf
+        };
+        // One direction, one call each: rank 1 to rank 0.
+        let one_way = if rank == 1 {
+            let own = upload(&[11, 12, 13]);
+            comm.send(&own.view(), 0).unwrap();
+            None
+        } else {
+            let mut into = stream.alloc_zeros::<u32>(3).unwrap();
+            comm.recv(&mut into.view_mut(), 1).unwrap();
+            Some(stream.to_host(&into.view()).unwrap())
+        };
+        // Both directions at once, which only a group allows,
+        // with two reductions of different types beside them.
+        let own = upload(&[100 * rank as u32, 7]);
+        let mut theirs = stream.alloc_zeros::<u32>(2).unwrap();
+        let mut sums = stream.alloc_zeros::<f64>(2).unwrap();
+        let f = [0.25 + rank as f64, -2.0];
+        stream.copy_to_device(&f, &mut sums.view_mut()).unwrap();
+        let mut counts = upload(&[rank as u32 + 1, 40]);
+        let (own_view, mut theirs_view) = (own.view(), theirs.view_mut());
+        let (mut sums_view, mut counts_view) = (sums.view_mut(), counts.view_mut());
+        comm.group()
+            .send(&own_view, peer)
+            .unwrap()
+            .recv(&mut theirs_view, peer)
+            .unwrap()
+            .all_reduce_sum(&mut sums_view)
+            .unwrap()
+            .all_reduce_sum(&mut counts_view)
+            .unwrap()
+            .enqueue()
+            .unwrap();
+        // A peer outside the ranks is refused before NCCL.
+        let refused = comm.send(&own.view(), 2).unwrap_err();
+        assert!(matches!(refused, Error::InvalidCollective(_)), "{refused}");
+        comm.check().unwrap();
+        (
+            one_way,
+            stream.to_host(&theirs.view()).unwrap(),
+            stream.to_host(&sums.view()).unwrap(),
+            stream.to_host(&counts.view()).unwrap(),
+        )
+    });
+    assert_eq!(results[0].0, Some(vec![11, 12, 13]), "rank 1's send");
+    assert_eq!(results[1].0, None);
+    assert_eq!(results[0].1, vec![100, 7], "rank 1's buffer on rank 0");
+    assert_eq!(results[1].1, vec![0, 7], "rank 0's buffer on rank 1");
+    for (_, _, sums, counts) in &results {
+        assert_eq!(sums, &vec![1.5, -4.0]);
+        assert_eq!(counts, &vec![3, 80]);
     }
 }
 

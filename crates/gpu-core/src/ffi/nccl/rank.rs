@@ -1,6 +1,7 @@
 //! NCCL across processes: the unique id (`ncclGetUniqueId`), one
 //! communicator per process (`ncclCommInitRank`), in-place all-reduce and
-//! broadcast on it, and the calls that end a run whose peer died
+//! broadcast, point-to-point send and receive, alone or several in one NCCL
+//! group, and the calls that end a run whose peer died
 //! (`ncclCommGetAsyncError`, `ncclCommAbort`). The functions are looked up
 //! in the loaded libnccl on first use, so the one-process path keeps
 //! working with a library that lacks them.
@@ -8,7 +9,11 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::{CudaStream, CudaViewMut, DevicePtrMut, DeviceSlice};
+use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::{
+    CudaContext, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceSlice,
+    SyncOnDrop,
+};
 use cudarc::nccl::sys::{cudaStream_t, ncclComm_t, ncclDataType_t, ncclRedOp_t};
 
 use super::{nccl, nccl_type_size, symbol, AllReduceError, Nccl, NcclCallFailed, NcclResult};
@@ -41,6 +46,22 @@ pub(crate) struct RankFns {
         ncclComm_t,
         cudaStream_t,
     ) -> NcclResult,
+    send: unsafe extern "C" fn(
+        *const c_void,
+        usize,
+        ncclDataType_t,
+        c_int,
+        ncclComm_t,
+        cudaStream_t,
+    ) -> NcclResult,
+    recv: unsafe extern "C" fn(
+        *mut c_void,
+        usize,
+        ncclDataType_t,
+        c_int,
+        ncclComm_t,
+        cudaStream_t,
+    ) -> NcclResult,
     comm_abort: unsafe extern "C" fn(ncclComm_t) -> NcclResult,
     comm_get_async_error: unsafe extern "C" fn(ncclComm_t, *mut NcclResult) -> NcclResult,
 }
@@ -61,13 +82,17 @@ fn rank_fns() -> Result<(&'static Nccl, &'static RankFns), NcclUnavailable> {
             let name = NCCL_LIBRARIES[0];
             Ok(RankFns {
                 // SAFETY: each type is the function's nccl.h declaration
-                // (NCCL 2.4 and newer; ncclUniqueId is 128 bytes passed by
-                // value).
+                // (NCCL 2.7 and newer, for ncclSend/ncclRecv; ncclUniqueId
+                // is 128 bytes passed by value).
                 get_unique_id: unsafe { symbol(library, name, "ncclGetUniqueId") }?,
                 // SAFETY: as above.
                 comm_init_rank: unsafe { symbol(library, name, "ncclCommInitRank") }?,
                 // SAFETY: as above.
                 broadcast: unsafe { symbol(library, name, "ncclBroadcast") }?,
+                // SAFETY: as above.
+                send: unsafe { symbol(library, name, "ncclSend") }?,
+                // SAFETY: as above.
+                recv: unsafe { symbol(library, name, "ncclRecv") }?,
                 // SAFETY: as above.
                 comm_abort: unsafe { symbol(library, name, "ncclCommAbort") }?,
                 // SAFETY: as above.
@@ -110,6 +135,81 @@ pub(crate) fn unique_id() -> Result<[u8; UNIQUE_ID_BYTES], RankError> {
         (fns.get_unique_id)(&mut id)
     })?;
     Ok(id.internal.map(|c| c as u8))
+}
+
+/// What one NCCL call does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RankOp {
+    /// `ncclAllReduce`, sum, in place.
+    AllReduce,
+    /// `ncclBroadcast` from `root`, in place.
+    Broadcast {
+        /// The rank whose buffer every rank gets.
+        root: usize,
+    },
+    /// `ncclSend` to `peer`.
+    Send {
+        /// The receiving rank.
+        peer: usize,
+    },
+    /// `ncclRecv` from `peer`.
+    Recv {
+        /// The sending rank.
+        peer: usize,
+    },
+}
+
+impl RankOp {
+    fn name(self) -> &'static str {
+        match self {
+            RankOp::AllReduce => "ncclAllReduce",
+            RankOp::Broadcast { .. } => "ncclBroadcast",
+            RankOp::Send { .. } => "ncclSend",
+            RankOp::Recv { .. } => "ncclRecv",
+        }
+    }
+}
+
+/// One call of [`RankComm::enqueue`]: `count` elements of `datatype` at
+/// the device address `ptr`, made only by [`RankComm::send_call`] or
+/// [`RankComm::call_mut`] from a checked buffer that stays borrowed for
+/// `'a`. Its access record, dropped after the enqueue, marks the call as
+/// the buffer's last user.
+pub(crate) struct Call<'a> {
+    ptr: CUdeviceptr,
+    count: usize,
+    datatype: ncclDataType_t,
+    op: RankOp,
+    stream: &'a Arc<CudaStream>,
+    _record: SyncOnDrop<'a>,
+}
+
+impl<'a> Call<'a> {
+    fn new(
+        (ptr, record): (CUdeviceptr, SyncOnDrop<'a>),
+        count: usize,
+        datatype: ncclDataType_t,
+        op: RankOp,
+        stream: &'a Arc<CudaStream>,
+    ) -> Self {
+        Self {
+            ptr,
+            count,
+            datatype,
+            op,
+            stream,
+            _record: record,
+        }
+    }
+}
+
+impl std::fmt::Debug for Call<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("count", &self.count)
+            .field("op", &self.op)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One process's communicator. `None` once destroyed or aborted.
@@ -186,70 +286,155 @@ impl RankComm {
         Ok(guard)
     }
 
-    /// `ncclAllReduce` (sum, in place, `root < 0`) or `ncclBroadcast` (from
-    /// `root`, in place) of `count` elements of `datatype` in `view`, on
-    /// `stream`. Checked first: the view holds `count` elements and lives
-    /// on the communicator's device.
-    pub(crate) fn collective(
+    /// `Ok` when `stream` and a buffer of `bytes` bytes on `context` can
+    /// take `count` elements of `datatype` with this communicator: the
+    /// buffer is long enough and on the communicator's device.
+    fn check_buffer(
         &self,
         stream: &Arc<CudaStream>,
-        view: &mut CudaViewMut<'_, u8>,
+        context: &Arc<CudaContext>,
+        bytes: usize,
         count: usize,
         datatype: ncclDataType_t,
-        root: Option<usize>,
     ) -> Result<(), RankError> {
         let invalid = |what| Err(RankError::Call(AllReduceError::Invalid(what)));
-        let Some(bytes) = nccl_type_size(datatype).and_then(|s| s.checked_mul(count)) else {
+        let Some(needed) = nccl_type_size(datatype).and_then(|s| s.checked_mul(count)) else {
             return invalid("an element type nccl does not reduce here");
         };
-        if view.len() < bytes {
+        if bytes < needed {
             return invalid("a buffer shorter than the element count");
         }
-        if stream.context().ordinal() != self.ordinal
-            || !Arc::ptr_eq(view.stream().context(), stream.context())
-        {
+        if stream.context().ordinal() != self.ordinal || !Arc::ptr_eq(context, stream.context()) {
             return invalid("a buffer or stream on another device than the communicator");
         }
-        let op = if root.is_some() {
-            "ncclBroadcast"
-        } else {
-            "ncclAllReduce"
+        Ok(())
+    }
+
+    /// A send to `peer` of `count` elements of `datatype` from `view`, on
+    /// `stream` (checked: long enough, on the communicator's device);
+    /// `None` for no elements. Only a send reads its buffer without
+    /// writing it.
+    pub(crate) fn send_call<'a>(
+        &self,
+        (stream, view): (&'a Arc<CudaStream>, &'a CudaView<'_, u8>),
+        (count, datatype): (usize, ncclDataType_t),
+        peer: usize,
+    ) -> Result<Option<Call<'a>>, RankError> {
+        let context = view.stream().context();
+        self.check_buffer(stream, context, view.len(), count, datatype)?;
+        let op = RankOp::Send { peer };
+        Ok((count > 0).then(|| Call::new(view.device_ptr(stream), count, datatype, op, stream)))
+    }
+
+    /// Any operation on `view` (checked as for [`RankComm::send_call`]).
+    pub(crate) fn call_mut<'a>(
+        &self,
+        stream: &'a Arc<CudaStream>,
+        view: &'a mut CudaViewMut<'_, u8>,
+        count: usize,
+        datatype: ncclDataType_t,
+        op: RankOp,
+    ) -> Result<Option<Call<'a>>, RankError> {
+        let context = view.stream().context();
+        self.check_buffer(stream, context, view.len(), count, datatype)?;
+        Ok(
+            (count > 0)
+                .then(|| Call::new(view.device_ptr_mut(stream), count, datatype, op, stream)),
+        )
+    }
+
+    /// Enqueues `calls` on their stream (the same for all), inside one
+    /// NCCL group when there are several (NCCL then runs them as one
+    /// operation: one launch, and sends and receives that do not wait on
+    /// each other's order). Every buffer stays borrowed by its call, so
+    /// alive and untouched by the host, until the calls are dropped after
+    /// this returns.
+    pub(crate) fn enqueue(&self, calls: &[Call<'_>]) -> Result<(), RankError> {
+        let invalid = |what| Err(RankError::Call(AllReduceError::Invalid(what)));
+        for call in calls {
+            let peer = match call.op {
+                RankOp::AllReduce => 0,
+                RankOp::Broadcast { root } => root,
+                RankOp::Send { peer } | RankOp::Recv { peer } => peer,
+            };
+            if c_int::try_from(peer).is_err() {
+                return invalid("a peer rank over int");
+            }
+        }
+        let Some(first) = calls.first() else {
+            return Ok(());
         };
-        let guard = self.live(op)?;
+        let stream = first.stream;
+        if calls.iter().any(|c| !Arc::ptr_eq(c.stream, stream)) {
+            return invalid("calls of one group on several streams");
+        }
+        let guard = self.live(first.op.name())?;
         let comm = guard.expect("live checked it").0;
         stream
             .context()
             .bind_to_thread()
             .map_err(|e| RankError::Call(AllReduceError::Driver(e)))?;
-        let (ptr, record) = view.device_ptr_mut(stream);
-        let buffer = ptr as *mut c_void;
         let s = stream.cu_stream() as cudaStream_t;
-        let code = match root {
-            Some(root) => {
-                let Ok(root) = c_int::try_from(root) else {
-                    return invalid("a root rank over int");
-                };
-                // SAFETY: `buffer` is a live device allocation of at least
-                // `count` elements on the communicator's device (checked),
-                // in place; `comm` is live (under the lock); `s` is the
-                // stream's driver handle, alive with `stream`.
-                unsafe { (self.fns.broadcast)(buffer, buffer, count, datatype, root, comm, s) }
+        let grouped = calls.len() > 1;
+        if grouped {
+            // SAFETY: no precondition; matched by the ncclGroupEnd below on
+            // every path.
+            failed(self.nccl, "ncclGroupStart", unsafe {
+                (self.nccl.group_start)()
+            })?;
+        }
+        let mut enqueued = Ok(());
+        for call in calls {
+            let buffer = call.ptr as *mut c_void;
+            let (count, datatype) = (call.count, call.datatype);
+            // Checked above: every peer fits an int.
+            let int = |r: usize| r as c_int;
+            // What every call below relies on: `buffer` holds `count`
+            // elements of `datatype` on the communicator's device (checked
+            // when the call was made), borrowed by the call (mutably unless
+            // a send), in place for the collectives; `comm` is live (under
+            // the lock); `s` is the stream's driver handle, alive with
+            // `stream`.
+            let code = match call.op {
+                // SAFETY: as said above.
+                RankOp::AllReduce => unsafe {
+                    (super::all_reduce_fn(self.nccl))(
+                        buffer,
+                        buffer,
+                        count,
+                        datatype,
+                        ncclRedOp_t::ncclSum,
+                        comm,
+                        s,
+                    )
+                },
+                // SAFETY: as said above.
+                RankOp::Broadcast { root } => unsafe {
+                    (self.fns.broadcast)(buffer, buffer, count, datatype, int(root), comm, s)
+                },
+                // SAFETY: as said above.
+                RankOp::Send { peer } => unsafe {
+                    (self.fns.send)(buffer, count, datatype, int(peer), comm, s)
+                },
+                // SAFETY: as said above.
+                RankOp::Recv { peer } => unsafe {
+                    (self.fns.recv)(buffer, count, datatype, int(peer), comm, s)
+                },
+            };
+            enqueued = failed(self.nccl, call.op.name(), code);
+            if enqueued.is_err() {
+                break;
             }
-            // SAFETY: as for the broadcast.
-            None => unsafe {
-                (super::all_reduce_fn(self.nccl))(
-                    buffer,
-                    buffer,
-                    count,
-                    datatype,
-                    ncclRedOp_t::ncclSum,
-                    comm,
-                    s,
-                )
-            },
-        };
-        drop(record);
-        failed(self.nccl, op, code)
+        }
+        if grouped {
+            // SAFETY: closes the group opened above.
+            let ended = failed(self.nccl, "ncclGroupEnd", unsafe {
+                (self.nccl.group_end)()
+            });
+            enqueued?;
+            return ended;
+        }
+        enqueued
     }
 
     /// `ncclCommGetAsyncError`: `Ok` while nothing failed (or an operation
