@@ -24,6 +24,11 @@ pub struct Phases {
     pub maintenance: std::time::Duration,
     /// Maintenance passes run (whether or not they changed the anchors).
     pub passes: u32,
+    /// The part of [`Phases::maintenance`] spent reading the statistics,
+    /// the anchors and their neighbours from the engine.
+    pub reading: std::time::Duration,
+    /// The part of [`Phases::maintenance`] spent setting the new anchors.
+    pub setting: std::time::Duration,
     /// Reading the assignments and the anchors at the end.
     pub output: std::time::Duration,
 }
@@ -33,7 +38,8 @@ impl std::fmt::Display for Phases {
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         write!(
             f,
-            "start {:.1} ms, iterations {:.1} ms in {} run{}, maintenance {:.1} ms in {} pass{}, output {:.1} ms",
+            "start {:.1} ms, iterations {:.1} ms in {} run{}, maintenance {:.1} ms in {} pass{} \
+             (reading {:.1} ms, setting {:.1} ms), output {:.1} ms",
             ms(self.start),
             ms(self.iterations),
             self.runs,
@@ -41,6 +47,8 @@ impl std::fmt::Display for Phases {
             ms(self.maintenance),
             self.passes,
             if self.passes == 1 { "" } else { "es" },
+            ms(self.reading),
+            ms(self.setting),
             ms(self.output)
         )
     }
@@ -117,6 +125,7 @@ pub fn run_timed(
             let stats = engine.stats()?;
             let anchors = engine.anchors()?;
             let (nn, nn_dist) = engine.anchor_neighbors()?;
+            phases.reading += started.elapsed();
             let input = maintenance::Input {
                 anchors: &anchors,
                 d,
@@ -130,7 +139,9 @@ pub fn run_timed(
             };
             if let Some(result) = maintenance::run(&input, params) {
                 m_now = result.m;
+                let setting = Instant::now();
                 engine.set_anchors(&result.anchors, result.m)?;
+                phases.setting += setting.elapsed();
                 maintenance_log.push((it, result.merged, result.split));
                 previous = None;
             }

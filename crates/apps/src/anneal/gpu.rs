@@ -44,6 +44,9 @@ use shard::Shard;
 const ASSIGN_TILE: u32 = 128;
 /// Iterations enqueued between two read-backs at most (the history buffer).
 const RUN: usize = 64;
+/// Rows per piece of [`GpuEngine::gather_assignments`] (4 MiB): rank 0's
+/// device buffer for the other ranks' assignments.
+const GATHER_PIECE: usize = 1 << 20;
 
 /// The GPU engine.
 #[derive(Debug)]
@@ -65,6 +68,14 @@ pub struct GpuEngine {
     m: u32,
     /// [`super::assign_tc::STATS_ENV`] is `1`.
     stats: bool,
+    /// The host buffer the assignments are read into at the end, allocated
+    /// and written once in the setup so that the end of the run does not
+    /// fault its pages in: all the points' (one process, or rank 0 of
+    /// several), else empty.
+    output: Vec<u32>,
+    /// Rank 0 of several: a piece of the other ranks' assignments, received
+    /// on the device ([`GpuEngine::gather_assignments`]).
+    gather: Option<DeviceBuffer<u32>>,
 }
 
 /// How the shards' partial statistics are summed.
@@ -148,18 +159,32 @@ impl GpuEngine {
         // each the run makes, on the run's own (zeroed) buffers at their
         // full size, leaves them zero and puts that cost in the setup, not
         // in the first iteration.
-        ranks.all_reduce_sum(&mut shard.partial.view_mut())?;
-        ranks.all_reduce_sum(&mut shard.sumsq.view_mut())?;
-        ranks.all_reduce_sum(&mut shard.members.view_mut())?;
+        shard.reduce_partials(&ranks, problem.max_anchors(), problem.d())?;
         ranks.all_reduce_sum(&mut shard.anchors.view_mut())?;
         ranks.broadcast(&mut shard.anchors.view_mut(), 0)?;
+        // And NCCL connects two ranks at their first send: one word from
+        // each rank's (zeroed) assignments to rank 0's gather buffer.
+        let gather = if rank == 0 && world_size > 1 {
+            let mut gather = shard
+                .stream
+                .alloc_zeros::<u32>(GATHER_PIECE.min(problem.n()))?;
+            for peer in 1..world_size {
+                ranks.recv(&mut gather.slice_mut(0..1)?, peer)?;
+            }
+            Some(gather)
+        } else {
+            ranks.send(&shard.assign.slice(0..1)?, 0)?;
+            None
+        };
         shard.stream.synchronize()?;
-        Self::with_shards(
+        let mut engine = Self::with_shards(
             std::slice::from_ref(backend),
             problem,
             vec![shard],
             Some(Combine::Ranks(ranks)),
-        )
+        )?;
+        engine.gather = gather;
+        Ok(engine)
     }
 
     /// Ends this process's NCCL operations from another thread (a peer
@@ -208,6 +233,10 @@ impl GpuEngine {
         let (n, d, max_anchors) = (problem.n(), problem.d(), problem.max_anchors());
         let d32 = d as u32;
         let first = &shards[0].stream;
+        let root = match &collective {
+            Some(Combine::Ranks(ranks)) => ranks.rank() == 0,
+            _ => true,
+        };
         Ok(Self {
             anchor_assign: backends[0].kernel()?,
             anchor_tc: if shards[0].tc.is_some() {
@@ -224,6 +253,9 @@ impl GpuEngine {
             d: d32,
             m: 0,
             stats: std::env::var(super::assign_tc::STATS_ENV).is_ok_and(|v| v.trim() == "1"),
+            // Written, not only allocated (zeroed pages are mapped lazily).
+            output: if root { vec![u32::MAX; n] } else { Vec::new() },
+            gather: None,
         })
     }
 
@@ -267,6 +299,68 @@ impl GpuEngine {
         Ok(())
     }
 
+    /// One process of several ([`GpuEngine::for_rank`]): every rank's
+    /// assignments on rank 0, in row order, through NCCL (`parts[r]` is
+    /// rank `r`'s rows, the same on every rank). Rank 0 reads its own into
+    /// place and receives each other rank's on its device, a piece at a
+    /// time, then copies it into place; the others send theirs from their
+    /// device. Empty on the other ranks.
+    pub fn gather_assignments(
+        &mut self,
+        parts: &[std::ops::Range<usize>],
+    ) -> Result<Vec<u32>, AnnealError> {
+        let Some(Combine::Ranks(ranks)) = &self.collective else {
+            return Err(AnnealError::Input(
+                "a gather over ranks needs an engine made by GpuEngine::for_rank".into(),
+            ));
+        };
+        let (rank, world) = (ranks.rank(), ranks.world_size());
+        let rows = self.rows();
+        if parts.len() != world || parts[rank].len() != rows {
+            return Err(AnnealError::Input(format!(
+                "{} parts of the rows for {world} ranks, rank {rank} holding {rows}",
+                parts.len()
+            )));
+        }
+        let shard = &self.shards[0];
+        if rank != 0 {
+            for piece in (0..rows).step_by(GATHER_PIECE) {
+                let end = (piece + GATHER_PIECE).min(rows);
+                ranks.send(&shard.assign.slice(piece..end)?, 0)?;
+            }
+            shard.stream.synchronize()?;
+            return Ok(Vec::new());
+        }
+        let mut all = std::mem::take(&mut self.output);
+        all.resize(self.n, 0);
+        let gather = self.gather.as_mut();
+        let gather =
+            gather.ok_or_else(|| AnnealError::Input("rank 0 has no gather buffer".into()))?;
+        let own = &parts[0];
+        shard
+            .stream
+            .copy_to_host(&shard.assign.slice(0..rows)?, &mut all[own.clone()])?;
+        for (peer, part) in parts.iter().enumerate().skip(1) {
+            for piece in part.clone().step_by(GATHER_PIECE) {
+                let end = (piece + GATHER_PIECE).min(part.end);
+                if end > all.len() {
+                    return Err(AnnealError::Input(format!(
+                        "rank {peer}'s rows {}..{} are past the {} points",
+                        part.start,
+                        part.end,
+                        all.len()
+                    )));
+                }
+                let mut into = gather.slice_mut(0..end - piece)?;
+                ranks.recv(&mut into, peer)?;
+                shard
+                    .stream
+                    .copy_to_host(&gather.slice(0..end - piece)?, &mut all[piece..end])?;
+            }
+        }
+        Ok(all)
+    }
+
     fn md(&self) -> usize {
         self.m as usize * self.d as usize
     }
@@ -277,11 +371,7 @@ impl GpuEngine {
         let collective = match &self.collective {
             None => return Ok(()),
             Some(Combine::Ranks(ranks)) => {
-                let shard = &mut self.shards[0];
-                ranks.all_reduce_sum(&mut shard.partial.slice_mut(0..md)?)?;
-                ranks.all_reduce_sum(&mut shard.sumsq.slice_mut(0..m)?)?;
-                ranks.all_reduce_sum(&mut shard.members.slice_mut(0..m)?)?;
-                return Ok(());
+                return self.shards[0].reduce_partials(ranks, m, self.d as usize)
             }
             Some(Combine::Local(collective)) => collective,
         };
@@ -486,7 +576,8 @@ impl Engine for GpuEngine {
     }
 
     fn assignments(&mut self) -> Result<Vec<u32>, AnnealError> {
-        let mut all = vec![0; self.rows()];
+        let mut all = std::mem::take(&mut self.output);
+        all.resize(self.rows(), 0);
         self.assignments_into(0, &mut all)?;
         Ok(all)
     }

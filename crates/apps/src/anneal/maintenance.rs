@@ -54,11 +54,13 @@ pub struct Result {
     pub split: usize,
 }
 
-/// Runs one pass; `None` when nothing changes.
+/// Runs one pass; `None` when nothing changes. The anchors stay in one flat
+/// `m × d` buffer throughout (no allocation per anchor): a pass runs on the
+/// host between two GPU runs, so its time is the run's.
 pub fn run(input: &Input<'_>, params: &Params) -> Option<Result> {
     let d = input.d;
     let m = input.stats.counts.len();
-    let mut anchors: Vec<Vec<f32>> = input.anchors.chunks(d).map(<[f32]>::to_vec).collect();
+    let mut anchors = input.anchors[..m * d].to_vec();
     let mut counts: Vec<u64> = input.stats.counts.iter().map(|&c| u64::from(c)).collect();
     let mut sumsq = input.stats.sumsq.clone();
     let mut removed = vec![false; m];
@@ -75,12 +77,12 @@ pub fn run(input: &Input<'_>, params: &Params) -> Option<Result> {
         }
         let (keep, drop) = (k.min(j), k.max(j));
         let (wk, wd) = (counts[keep].max(1) as f64, counts[drop].max(1) as f64);
-        let mean: Vec<f32> = anchors[keep]
-            .iter()
-            .zip(&anchors[drop])
-            .map(|(a, b)| ((f64::from(*a) * wk + f64::from(*b) * wd) / (wk + wd)) as f32)
-            .collect();
-        anchors[keep] = mean;
+        // `keep < drop`: the kept anchor's row is in the first half.
+        let (head, tail) = anchors.split_at_mut(drop * d);
+        let kept = &mut head[keep * d..(keep + 1) * d];
+        for (a, b) in kept.iter_mut().zip(&tail[..d]) {
+            *a = ((f64::from(*a) * wk + f64::from(*b) * wd) / (wk + wd)) as f32;
+        }
         counts[keep] += counts[drop];
         sumsq[keep] += sumsq[drop];
         removed[drop] = true;
@@ -90,14 +92,15 @@ pub fn run(input: &Input<'_>, params: &Params) -> Option<Result> {
 
     let alive = m - merged;
     let mean_load = input.n as f64 / alive as f64;
-    let mut survivors: Vec<Vec<f32>> = Vec::with_capacity(alive);
-    let mut children: Vec<Vec<f32>> = Vec::new();
+    let mut survivors: Vec<f32> = Vec::with_capacity(alive * d);
+    let mut children: Vec<f32> = Vec::new();
+    let mut direction = vec![0f64; d];
     let mut split = 0;
     for j in 0..m {
         if removed[j] {
             continue;
         }
-        let mut anchor = std::mem::take(&mut anchors[j]);
+        let anchor = &mut anchors[j * d..(j + 1) * d];
         let count = counts[j];
         let spread = if count > 0 {
             sumsq[j] / count as f64
@@ -109,7 +112,9 @@ pub fn run(input: &Input<'_>, params: &Params) -> Option<Result> {
         let room = alive + split < input.max_anchors;
         if !touched[j] && count >= 2 && (overloaded || scattered) && room {
             let mut rng = Rng::new(params.seed ^ (u64::from(input.iteration) << 32) ^ j as u64);
-            let direction: Vec<f64> = (0..d).map(|_| f64::from(rng.next_f32())).collect();
+            direction
+                .iter_mut()
+                .for_each(|u| *u = f64::from(rng.next_f32()));
             let length = direction
                 .iter()
                 .map(|v| v * v)
@@ -117,26 +122,26 @@ pub fn run(input: &Input<'_>, params: &Params) -> Option<Result> {
                 .sqrt()
                 .max(f64::MIN_POSITIVE);
             let scale = 0.5 * (spread / d as f64).sqrt() / length;
-            let child: Vec<f32> = anchor
-                .iter()
-                .zip(&direction)
-                .map(|(c, u)| (f64::from(*c) + u * scale) as f32)
-                .collect();
+            children.extend(
+                anchor
+                    .iter()
+                    .zip(&direction)
+                    .map(|(c, u)| (f64::from(*c) + u * scale) as f32),
+            );
             for (c, u) in anchor.iter_mut().zip(&direction) {
                 *c = (f64::from(*c) - u * scale) as f32;
             }
-            children.push(child);
             split += 1;
         }
-        survivors.push(anchor);
+        survivors.extend_from_slice(anchor);
     }
     if merged == 0 && split == 0 {
         return None;
     }
-    let m_new = survivors.len() + children.len();
-    let anchors: Vec<f32> = survivors.into_iter().chain(children).flatten().collect();
+    let m_new = alive + split;
+    survivors.extend_from_slice(&children);
     Some(Result {
-        anchors,
+        anchors: survivors,
         m: m_new,
         merged,
         split,

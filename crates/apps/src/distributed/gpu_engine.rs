@@ -3,15 +3,16 @@
 //! ranks' on the device by NCCL each iteration. The initial anchors are
 //! summed on the devices too (each rank's part holds the anchors among its
 //! rows), and rank 0's anchors after maintenance go from its GPU to the
-//! others' (`ncclBroadcast`); only their count and, at the end, the
-//! assignments go over the TCP connections. A [`Watchdog`] aborts NCCL
+//! others' (`ncclBroadcast`), and the assignments go to rank 0 by NCCL
+//! sends at the end; only the anchors' count goes over the TCP
+//! connections. A [`Watchdog`] aborts NCCL
 //! when a peer's connection closes, and the engine then names that rank.
 
 use crate::anneal::gpu::GpuEngine;
 use crate::anneal::{AnchorStats, AnnealError, Engine, Problem, Steps};
 
-use super::engine::{broadcast_count, comm_error, gather_assignments, own_initial_anchors};
-use super::{Communicator, DistError, Watchdog};
+use super::engine::{broadcast_count, comm_error, own_initial_anchors};
+use super::{rows_of, Communicator, DistError, Watchdog};
 
 /// One GPU rank's engine.
 #[derive(Debug)]
@@ -126,15 +127,19 @@ impl<C: Communicator + Send> Engine for GpuRankEngine<C> {
         self.checked(result, "the anchors' neighbours")
     }
 
-    /// Every point's anchor on rank 0, in row order; nothing on the others.
+    /// Every point's anchor on rank 0, in row order, sent from the other
+    /// ranks' devices by NCCL ([`GpuEngine::gather_assignments`]); nothing
+    /// on the others.
     fn assignments(&mut self) -> Result<Vec<u32>, AnnealError> {
-        let (gpu, watchdog) = (&mut self.gpu, self.watchdog.as_ref());
-        gather_assignments(&mut self.comm, gpu.n(), |offset, out| {
-            checked(
-                watchdog,
-                gpu.assignments_into(offset, out),
-                "reading the assignments",
-            )
-        })
+        let (n, world) = (self.gpu.n(), self.comm.world_size());
+        let parts = (0..world)
+            .map(|r| {
+                rows_of(r, world, n).ok_or_else(|| {
+                    AnnealError::Input(format!("rank {r} of {world} has no rows of {n}"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let result = self.gpu.gather_assignments(&parts);
+        self.checked(result, "gathering the assignments")
     }
 }

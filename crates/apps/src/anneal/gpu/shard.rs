@@ -8,7 +8,7 @@ use cuda_sys::kernels::{
     anneal_update,
 };
 use cuda_sys::types::{AnnealControl, KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_PIECE as PIECE};
-use gpu_core::{Backend, BackendKind, DeviceBuffer, Kernel, LaunchConfig, Stream};
+use gpu_core::{Backend, BackendKind, DeviceBuffer, Kernel, LaunchConfig, RankCollective, Stream};
 
 use super::super::assign_tc::{TcAssign, TcJob};
 use super::super::{AnnealError, Dtype, Points};
@@ -222,6 +222,27 @@ impl Shard {
                 self.anchor_norms.view_mut(),
             ),
         )?;
+        Ok(())
+    }
+
+    /// Sums the partial statistics of the first `m` anchors over the ranks
+    /// of `ranks`, as one NCCL group: one launch for the three sums.
+    pub(super) fn reduce_partials(
+        &mut self,
+        ranks: &RankCollective,
+        m: usize,
+        d: usize,
+    ) -> Result<(), AnnealError> {
+        let md = m * d;
+        let mut partial = self.partial.slice_mut(0..md)?;
+        let mut sumsq = self.sumsq.slice_mut(0..m)?;
+        let mut members = self.members.slice_mut(0..m)?;
+        ranks
+            .group()
+            .all_reduce_sum(&mut partial)?
+            .all_reduce_sum(&mut sumsq)?
+            .all_reduce_sum(&mut members)?
+            .enqueue()?;
         Ok(())
     }
 

@@ -166,9 +166,12 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
         _ => [0; distributed::NCCL_ID_BYTES],
     };
     let (link, id) = distributed::rendezvous(env, &problem_text, || Ok(id))?;
-    let comm = TcpComm::new(rank, world, link);
+    let mut comm = TcpComm::new(rank, world, link);
     let mut engine = match &gpu {
-        None => Ranked::Cpu(Box::new(RankEngine::new(&problem, comm))),
+        None => {
+            barrier(&mut comm)?;
+            Ranked::Cpu(Box::new(RankEngine::new(&problem, comm)))
+        }
         Some(backend) => {
             // Watched from before NCCL's setup, which waits for every rank:
             // a peer that dies then ends this process, naming it; later,
@@ -191,6 +194,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
                 .context("a rank's engine has its communicator")?;
             let _ = slot.set(handle);
             backend.synchronize()?;
+            barrier(&mut comm)?;
             Ranked::Gpu(Box::new(GpuRankEngine::new(engine, comm, Some(watchdog))))
         }
     };
@@ -261,6 +265,14 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
             index.meta.energy
         );
     }
+    Ok(())
+}
+
+/// Waits until every rank has finished its setup, so that each rank's run
+/// (and its timing) starts together, not while a slower rank still sets up.
+fn barrier(comm: &mut TcpComm) -> Result<()> {
+    use distributed::Communicator;
+    comm.all_reduce_sum(&mut [0.0], "the end of the setup")?;
     Ok(())
 }
 
