@@ -127,7 +127,7 @@ pub fn run_timed(
             let (nn, nn_dist) = engine.anchor_neighbors()?;
             phases.reading += started.elapsed();
             let input = maintenance::Input {
-                anchors: &anchors,
+                anchors,
                 d,
                 stats: &stats,
                 neighbors: &nn,
@@ -137,7 +137,7 @@ pub fn run_timed(
                 iteration: it,
                 max_anchors,
             };
-            if let Some(result) = maintenance::run(&input, params) {
+            if let Some(result) = maintenance::run(input, params) {
                 m_now = result.m;
                 let setting = Instant::now();
                 engine.set_anchors(&result.anchors, result.m)?;

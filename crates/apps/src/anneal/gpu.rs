@@ -76,6 +76,9 @@ pub struct GpuEngine {
     /// Rank 0 of several: a piece of the other ranks' assignments, received
     /// on the device ([`GpuEngine::gather_assignments`]).
     gather: Option<DeviceBuffer<u32>>,
+    /// One process of several: the anchors' count, broadcast from rank 0
+    /// ([`GpuEngine::broadcast_count`]).
+    count: Option<DeviceBuffer<u32>>,
 }
 
 /// How the shards' partial statistics are summed.
@@ -162,6 +165,8 @@ impl GpuEngine {
         shard.reduce_partials(&ranks, problem.max_anchors(), problem.d())?;
         ranks.all_reduce_sum(&mut shard.anchors.view_mut())?;
         ranks.broadcast(&mut shard.anchors.view_mut(), 0)?;
+        let mut count = shard.stream.alloc_zeros::<u32>(1)?;
+        ranks.broadcast(&mut count.view_mut(), 0)?;
         // And NCCL connects two ranks at their first send: one word from
         // each rank's (zeroed) assignments to rank 0's gather buffer.
         let gather = if rank == 0 && world_size > 1 {
@@ -184,6 +189,7 @@ impl GpuEngine {
             Some(Combine::Ranks(ranks)),
         )?;
         engine.gather = gather;
+        engine.count = Some(count);
         Ok(engine)
     }
 
@@ -256,6 +262,7 @@ impl GpuEngine {
             // Written, not only allocated (zeroed pages are mapped lazily).
             output: if root { vec![u32::MAX; n] } else { Vec::new() },
             gather: None,
+            count: None,
         })
     }
 
@@ -297,6 +304,25 @@ impl GpuEngine {
             first = last;
         }
         Ok(())
+    }
+
+    /// One process of several ([`GpuEngine::for_rank`]): rank 0's `m` on
+    /// every rank (`ncclBroadcast` of one word; the others' `m` is not
+    /// read), for [`Engine::set_anchors`], which every rank calls with it.
+    pub fn broadcast_count(&mut self, m: usize) -> Result<usize, AnnealError> {
+        let (Some(Combine::Ranks(ranks)), Some(count)) = (&self.collective, &mut self.count) else {
+            return Err(AnnealError::Input(
+                "a count broadcast needs an engine made by GpuEngine::for_rank".into(),
+            ));
+        };
+        let stream = &self.shards[0].stream;
+        if ranks.rank() == 0 {
+            let m = u32::try_from(m)
+                .map_err(|_| AnnealError::Input(format!("{m} anchors is over u32::MAX")))?;
+            stream.copy_to_device(&[m], &mut count.view_mut())?;
+        }
+        ranks.broadcast(&mut count.view_mut(), 0)?;
+        Ok(stream.to_host(&count.view())?[0] as usize)
     }
 
     /// One process of several ([`GpuEngine::for_rank`]): every rank's

@@ -21,8 +21,9 @@ use crate::rng::Rng;
 /// What maintenance looks at.
 #[derive(Debug)]
 pub struct Input<'a> {
-    /// Current anchors, `m × d`.
-    pub anchors: &'a [f32],
+    /// Current anchors, `m × d`: the pass works in this buffer and returns
+    /// it as [`Result::anchors`].
+    pub anchors: Vec<f32>,
     /// Dimension.
     pub d: usize,
     /// Stats of the last assignment.
@@ -54,13 +55,16 @@ pub struct Result {
     pub split: usize,
 }
 
-/// Runs one pass; `None` when nothing changes. The anchors stay in one flat
-/// `m × d` buffer throughout (no allocation per anchor): a pass runs on the
-/// host between two GPU runs, so its time is the run's.
-pub fn run(input: &Input<'_>, params: &Params) -> Option<Result> {
+/// Runs one pass; `None` when nothing changes. The anchors stay in the
+/// input's buffer throughout (merged and split in place, the survivors
+/// moved down over the removed, the new anchors appended: no copy, no
+/// allocation per anchor): a pass runs on the host between two GPU runs,
+/// so its time is the run's.
+pub fn run(input: Input<'_>, params: &Params) -> Option<Result> {
     let d = input.d;
     let m = input.stats.counts.len();
-    let mut anchors = input.anchors[..m * d].to_vec();
+    let mut anchors = input.anchors;
+    anchors.truncate(m * d);
     let mut counts: Vec<u64> = input.stats.counts.iter().map(|&c| u64::from(c)).collect();
     let mut sumsq = input.stats.sumsq.clone();
     let mut removed = vec![false; m];
@@ -92,7 +96,8 @@ pub fn run(input: &Input<'_>, params: &Params) -> Option<Result> {
 
     let alive = m - merged;
     let mean_load = input.n as f64 / alive as f64;
-    let mut survivors: Vec<f32> = Vec::with_capacity(alive * d);
+    // Survivors are written at `kept` (<= j), in order.
+    let mut kept = 0;
     let mut children: Vec<f32> = Vec::new();
     let mut direction = vec![0f64; d];
     let mut split = 0;
@@ -133,15 +138,19 @@ pub fn run(input: &Input<'_>, params: &Params) -> Option<Result> {
             }
             split += 1;
         }
-        survivors.extend_from_slice(anchor);
+        if kept != j {
+            anchors.copy_within(j * d..(j + 1) * d, kept * d);
+        }
+        kept += 1;
     }
     if merged == 0 && split == 0 {
         return None;
     }
     let m_new = alive + split;
-    survivors.extend_from_slice(&children);
+    anchors.truncate(kept * d);
+    anchors.extend_from_slice(&children);
     Some(Result {
-        anchors: survivors,
+        anchors,
         m: m_new,
         merged,
         split,
@@ -164,7 +173,7 @@ mod tests {
         let anchors = [0.0, 0.0, 0.1, 0.0, 5.0, 5.0];
         let s = stats(&[3, 1, 4], &[3.0, 1.0, 4.0]);
         let input = Input {
-            anchors: &anchors,
+            anchors: anchors.to_vec(),
             d: 2,
             stats: &s,
             neighbors: &[1, 0, 1],
@@ -179,7 +188,7 @@ mod tests {
             split_var: 100.0,
             ..Params::default()
         };
-        let r = run(&input, &params).unwrap();
+        let r = run(input, &params).unwrap();
         assert_eq!((r.m, r.merged, r.split), (2, 1, 0));
         assert!((r.anchors[0] - 0.025).abs() < 1e-6, "{:?}", r.anchors);
         assert_eq!(&r.anchors[2..], &[5.0, 5.0]);
@@ -190,7 +199,7 @@ mod tests {
         let anchors = [1.0, 1.0, 9.0, 9.0];
         let s = stats(&[90, 10], &[90.0, 10.0]);
         let input = Input {
-            anchors: &anchors,
+            anchors: anchors.to_vec(),
             d: 2,
             stats: &s,
             neighbors: &[1, 0],
@@ -205,16 +214,17 @@ mod tests {
             split_load: 1.5,
             ..Params::default()
         };
-        let r = run(&input, &params).unwrap();
+        let capped = Input {
+            anchors: anchors.to_vec(),
+            max_anchors: 2,
+            ..input
+        };
+        let r = run(input, &params).unwrap();
         assert_eq!((r.m, r.merged, r.split), (3, 0, 1));
         let (a, child) = (&r.anchors[0..2], &r.anchors[4..6]);
         assert!((a[0] + child[0] - 2.0).abs() < 1e-5 && (a[1] + child[1] - 2.0).abs() < 1e-5);
         assert_ne!(a, child);
         assert_eq!(&r.anchors[2..4], &[9.0, 9.0]);
-        let capped = Input {
-            max_anchors: 2,
-            ..input
-        };
-        assert_eq!(run(&capped, &params), None);
+        assert_eq!(run(capped, &params), None);
     }
 }

@@ -131,24 +131,6 @@ pub(super) fn own_initial_anchors(problem: &Problem<'_>) -> Vec<f32> {
     matrix
 }
 
-/// Rank 0's anchor count on every rank (the anchors themselves go between
-/// the GPUs).
-pub(super) fn broadcast_count<C: Communicator>(
-    comm: &mut C,
-    m: usize,
-) -> Result<usize, AnnealError> {
-    let mut bytes = (m as u64).to_le_bytes().to_vec();
-    comm.broadcast(&mut bytes, "setting the anchors")
-        .map_err(comm_error)?;
-    match <[u8; 8]>::try_from(bytes.as_slice()) {
-        Ok(head) => Ok(u64::from_le_bytes(head) as usize),
-        Err(_) => Err(AnnealError::Input(format!(
-            "rank 0 sent {} bytes for an anchor count of 8",
-            bytes.len()
-        ))),
-    }
-}
-
 /// Rank 0's `m` anchors (`m × d`) on every rank: the anchors every rank
 /// sets are rank 0's, so rank 0's maintenance decides.
 pub(super) fn broadcast_anchors<C: Communicator>(

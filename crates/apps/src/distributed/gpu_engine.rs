@@ -3,15 +3,15 @@
 //! ranks' on the device by NCCL each iteration. The initial anchors are
 //! summed on the devices too (each rank's part holds the anchors among its
 //! rows), and rank 0's anchors after maintenance go from its GPU to the
-//! others' (`ncclBroadcast`), and the assignments go to rank 0 by NCCL
-//! sends at the end; only the anchors' count goes over the TCP
-//! connections. A [`Watchdog`] aborts NCCL
+//! others' (`ncclBroadcast`, their count first), and the assignments go
+//! to rank 0 by NCCL sends at the end: after the setup, nothing of the
+//! run goes over the TCP connections. A [`Watchdog`] aborts NCCL
 //! when a peer's connection closes, and the engine then names that rank.
 
 use crate::anneal::gpu::GpuEngine;
 use crate::anneal::{AnchorStats, AnnealError, Engine, Problem, Steps};
 
-use super::engine::{broadcast_count, comm_error, own_initial_anchors};
+use super::engine::{comm_error, own_initial_anchors};
 use super::{rows_of, Communicator, DistError, Watchdog};
 
 /// One GPU rank's engine.
@@ -83,11 +83,13 @@ impl<C: Communicator + Send> Engine for GpuRankEngine<C> {
         self.checked(result, "assembling the initial anchors")
     }
 
-    /// Rank 0's anchors on every rank: its count over TCP, the anchors
-    /// from its GPU (the other ranks' `anchors` are not read).
+    /// Rank 0's anchors on every rank: their count, then the anchors, from
+    /// its GPU (the other ranks' `anchors` and `m` are not read).
     fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError> {
-        let m = broadcast_count(&mut self.comm, m)?;
-        let result = self.gpu.set_anchors(anchors, m);
+        let result = self
+            .gpu
+            .broadcast_count(m)
+            .and_then(|m| self.gpu.set_anchors(anchors, m));
         self.checked(result, "setting the anchors")
     }
 
