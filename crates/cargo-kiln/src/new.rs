@@ -4,6 +4,7 @@
 //! its destination and renamed into place, so a failure leaves nothing behind.
 
 mod name;
+mod source;
 pub mod template;
 
 use std::path::{Path, PathBuf};
@@ -21,10 +22,17 @@ pub struct NewArgs {
     /// The folder to create [default: ./NAME]; it must not exist or be empty
     #[arg(long, value_name = "DIR")]
     pub path: Option<PathBuf>,
-    /// Depend on kiln's crates by path in this kiln checkout (its root) instead
-    /// of by kiln's git URL
-    #[arg(long, value_name = "DIR")]
+    /// Depend on kiln's crates by path in this kiln checkout (its root)
+    /// [default: where this cargo-kiln was installed from: its git URL and
+    /// commit, or its checkout]
+    #[arg(long, value_name = "DIR", conflicts_with = "kiln_git")]
     pub kiln_path: Option<PathBuf>,
+    /// Depend on kiln's crates from this git repository
+    #[arg(long, value_name = "URL")]
+    pub kiln_git: Option<String>,
+    /// With --kiln-git: the commit, tag or branch to pin
+    #[arg(long, value_name = "REV", requires = "kiln_git")]
+    pub kiln_rev: Option<String>,
 }
 
 /// Why no crate was made.
@@ -54,6 +62,19 @@ pub enum Error {
         /// The file that should be there.
         missing: PathBuf,
     },
+    /// No flag names kiln's source and none could be learned.
+    #[error(
+        "cannot tell where kiln's crates come from (this cargo-kiln has no install record and its \
+         checkout {} is gone); pass --kiln-path DIR (a kiln checkout) or --kiln-git URL",
+        checkout.display()
+    )]
+    NoKilnSource {
+        /// The checkout this program was built from.
+        checkout: PathBuf,
+    },
+    /// `--kiln-git` is empty.
+    #[error("--kiln-git is empty; pass the URL of kiln's git repository")]
+    EmptyGitUrl,
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -87,15 +108,39 @@ pub struct Created {
 /// dir.
 pub fn run(args: &NewArgs) -> Result<Created, Error> {
     validate_name(&args.name)?;
-    let source = match &args.kiln_path {
-        Some(root) => KilnSource::Path(kiln_checkout(root)?),
-        None => KilnSource::repository(),
-    };
+    let source = kiln_source(args)?;
     let dest = args
         .path
         .clone()
         .unwrap_or_else(|| PathBuf::from(&args.name));
     create(&args.name, &source, &dest)
+}
+
+/// Where the new crate's kiln dependencies come from: the flags, else the
+/// source this program was installed from, else the checkout it was built in.
+fn kiln_source(args: &NewArgs) -> Result<KilnSource, Error> {
+    if let Some(root) = &args.kiln_path {
+        return Ok(KilnSource::Path(kiln_checkout(root)?));
+    }
+    if let Some(url) = &args.kiln_git {
+        if url.trim().is_empty() {
+            return Err(Error::EmptyGitUrl);
+        }
+        return Ok(KilnSource::Git {
+            url: url.clone(),
+            rev: args.kiln_rev.clone(),
+        });
+    }
+    match source::installed() {
+        Some(KilnSource::Path(root)) => Ok(KilnSource::Path(kiln_checkout(&root)?)),
+        Some(git) => Ok(git),
+        None => {
+            let checkout = source::build_checkout();
+            kiln_checkout(&checkout)
+                .map(KilnSource::Path)
+                .map_err(|_| Error::NoKilnSource { checkout })
+        }
+    }
 }
 
 /// The absolute root of the kiln checkout at `root`, checked to hold the

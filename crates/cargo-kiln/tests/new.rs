@@ -118,6 +118,104 @@ fn an_empty_folder_is_filled_and_the_default_is_the_name() {
     assert_eq!(names.len(), 2, "no staging dir left: {names:?}");
 }
 
+/// The `[workspace.dependencies]` line of `gpu-core` in a made crate.
+fn gpu_core_line(dir: &Path) -> String {
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    manifest
+        .lines()
+        .find(|l| l.starts_with("gpu-core = { package"))
+        .unwrap_or_else(|| panic!("{manifest}"))
+        .to_owned()
+}
+
+/// Run from the build tree (no install record), the new crate points at the
+/// checkout this cargo-kiln was built from: never at a made-up URL.
+#[test]
+fn with_no_flag_a_new_crate_depends_on_the_checkout_cargo_kiln_came_from() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("k");
+    kiln_new([OsStr::new("k"), OsStr::new("--path"), dir.as_os_str()]).success();
+    let line = gpu_core_line(&dir);
+    let expected = kiln_root().join("crates/gpu-core");
+    assert!(
+        line.contains(&format!("path = \"{}\"", expected.display())),
+        "{line}"
+    );
+}
+
+/// Installed by `cargo install --git`, the new crate depends on that
+/// repository at the commit Cargo recorded in `$CARGO_HOME/.crates2.json`;
+/// a record for another version, or a damaged one, is not used.
+#[test]
+fn an_installed_cargo_kiln_points_new_crates_at_its_git_source_and_commit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("cargo-home");
+    std::fs::create_dir_all(home.join("bin")).unwrap();
+    let exe = home.join("bin/cargo-kiln");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("cargo-kiln"), &exe).unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    let record = |id: &str| {
+        let json = format!(r#"{{"installs":{{"{id}":{{"bins":["cargo-kiln"]}}}}}}"#);
+        std::fs::write(home.join(".crates2.json"), json).unwrap();
+    };
+    let new = |name: &str| {
+        let dir = tmp.path().join(name);
+        Bin::new(&exe)
+            .env("CARGO_HOME", &home)
+            .env_remove("CARGO_INSTALL_ROOT")
+            .args(["kiln", "new", name, "--path"])
+            .arg(&dir)
+            .assert()
+            .success();
+        gpu_core_line(&dir)
+    };
+    record(&format!(
+        "cargo-kiln {version} (git+https://h.example/kiln?branch=main#0123abc)"
+    ));
+    let line = new("from-git");
+    assert!(
+        line.contains(r#"git = "https://h.example/kiln", rev = "0123abc""#),
+        "{line}"
+    );
+    // Another version's record, and a damaged file: the build checkout.
+    for damaged in [
+        "cargo-kiln 0.0.1 (git+https://h.example/kiln#0123abc)".to_owned(),
+        "{".to_owned(),
+    ] {
+        if damaged == "{" {
+            std::fs::write(home.join(".crates2.json"), "{").unwrap();
+        } else {
+            record(&damaged);
+        }
+        let line = new(&format!("fallback-{}", damaged.len()));
+        assert!(line.contains("path = "), "{damaged}: {line}");
+    }
+    // --kiln-git wins over the record; an empty one is one line.
+    let dir = tmp.path().join("flag");
+    Bin::new(&exe)
+        .env("CARGO_HOME", &home)
+        .args([
+            "kiln",
+            "new",
+            "flag",
+            "--kiln-git",
+            "https://other.example/k",
+            "--path",
+        ])
+        .arg(&dir)
+        .assert()
+        .success();
+    assert!(gpu_core_line(&dir).contains(r#"git = "https://other.example/k" }"#));
+    let err = one_line_error(
+        Bin::new(&exe)
+            .args(["kiln", "new", "empty", "--kiln-git", " "])
+            .current_dir(tmp.path())
+            .assert(),
+    );
+    assert!(err.contains("--kiln-git is empty"), "{err}");
+    assert!(!tmp.path().join("empty").exists());
+}
+
 /// `cargo ARGS` in `dir` with `env` added and the `unset` variables removed.
 fn cargo_command(dir: &Path, args: &[&str], env: &[(&str, &OsStr)], unset: &[&str]) -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -175,12 +273,12 @@ fn a_new_crate_passes_fmt_clippy_and_tests_cpu_only_and_with_the_toolkit_and_eve
         "{} must be outside the repository",
         dir.display()
     );
+    // No --kiln-path: the crate depends on the checkout this cargo-kiln was
+    // built from, as a user's `cargo kiln new` does after `cargo install --path`.
     kiln_new([
         OsStr::new("saxpy-lab"),
         OsStr::new("--path"),
         dir.as_os_str(),
-        OsStr::new("--kiln-path"),
-        root.as_os_str(),
     ])
     .success();
     // The workspace's versions: resolves as kiln's own build did, no index update.

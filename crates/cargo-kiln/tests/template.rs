@@ -8,6 +8,14 @@ use std::process::Command;
 use cargo_kiln::new::template::KilnSource;
 use cargo_kiln::new::{create, MAX_NAME_LEN};
 
+/// A git source, as `cargo install --git` records one.
+fn git() -> KilnSource {
+    KilnSource::Git {
+        url: "https://h.example/kiln".into(),
+        rev: Some("0123456789abcdef0123456789abcdef01234567".into()),
+    }
+}
+
 /// The crate `name` rendered into a fresh temp dir.
 fn render(name: &str, source: &KilnSource) -> (tempfile::TempDir, std::path::PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
@@ -25,7 +33,7 @@ fn read(dir: &Path, file: &str) -> String {
 fn rendered_sources_are_rustfmt_clean_for_short_and_long_names() {
     let long = format!("saxpy-lab-{}", "x".repeat(MAX_NAME_LEN - 10));
     for name in ["a", "my-kernels", long.as_str()] {
-        let (_tmp, dir) = render(name, &KilnSource::repository());
+        let (_tmp, dir) = render(name, &git());
         let sources = [
             "build.rs",
             "src/lib.rs",
@@ -48,7 +56,7 @@ fn rendered_sources_are_rustfmt_clean_for_short_and_long_names() {
 
 #[test]
 fn manifest_depends_on_kiln_by_git_url() {
-    let (_tmp, dir) = render("my-kernels", &KilnSource::repository());
+    let (_tmp, dir) = render("my-kernels", &git());
     insta::assert_snapshot!(read(&dir, "Cargo.toml"));
 }
 
@@ -71,7 +79,7 @@ fn manifest_depends_on_a_kiln_checkout_by_path() {
 
 #[test]
 fn bindings_carry_the_fingerprint_of_the_headers_written() {
-    let (_tmp, dir) = render("saxpy-lab", &KilnSource::repository());
+    let (_tmp, dir) = render("saxpy-lab", &git());
     let result = cuda_build::bindings::check_committed(
         &dir.join("src/bindings.rs"),
         &dir.join("kernels/include"),
@@ -84,7 +92,7 @@ fn bindings_carry_the_fingerprint_of_the_headers_written() {
 
 #[test]
 fn the_env_prefix_is_the_name_in_capitals() {
-    let (_tmp, dir) = render("saxpy-lab", &KilnSource::repository());
+    let (_tmp, dir) = render("saxpy-lab", &git());
     assert!(read(&dir, "build.rs").contains(r#".env_prefix("SAXPY_LAB")"#));
     assert!(read(&dir, "kernels/include/saxpy.h").contains("#ifndef SAXPY_LAB_SAXPY_H"));
 }

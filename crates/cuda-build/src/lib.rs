@@ -72,3 +72,7 @@ pub use error::Error;
 pub use kernel_build::{cpu_only_directives, BuildReport, KernelBuild};
 pub use manifest::{CacheReport, Manifest};
 pub use toolkit::{discover, Discovery, Toolkit, ToolkitVersion};
+
+/// The oldest Rust this crate builds with (its `rust-version`): what a crate
+/// that depends on it (and on gpu-core, which shares it) may declare.
+pub const RUST_VERSION: &str = env!("CARGO_PKG_RUST_VERSION");

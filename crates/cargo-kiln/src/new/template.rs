@@ -5,23 +5,28 @@
 /// Where the new crate's kiln dependencies come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KilnSource {
-    /// kiln's git repository (the URL of the release this tool was built from).
-    Git(String),
+    /// A kiln git repository, and the commit to pin (what `cargo install
+    /// --git` built this tool from, or `--kiln-git`/`--kiln-rev`).
+    Git {
+        /// The repository's URL.
+        url: String,
+        /// The commit, tag or branch to pin, if any.
+        rev: Option<String>,
+    },
     /// A kiln checkout on disk (its root: the folder holding `crates/`).
     Path(std::path::PathBuf),
 }
 
 impl KilnSource {
-    /// kiln's repository, as this tool's own package names it.
-    pub fn repository() -> Self {
-        KilnSource::Git(env!("CARGO_PKG_REPOSITORY").to_owned())
-    }
-
     /// The TOML keys locating `crate_dir` (a folder under `crates/`), for an
     /// inline dependency table: `git = "..."` or `path = ".../crates/..."`.
     fn locate(&self, crate_dir: &str) -> String {
         match self {
-            KilnSource::Git(url) => format!("git = {}", toml_string(url)),
+            KilnSource::Git { url, rev: None } => format!("git = {}", toml_string(url)),
+            KilnSource::Git {
+                url,
+                rev: Some(rev),
+            } => format!("git = {}, rev = {}", toml_string(url), toml_string(rev)),
             KilnSource::Path(root) => {
                 let path = root.join("crates").join(crate_dir);
                 format!("path = {}", toml_string(&path.to_string_lossy()))
@@ -29,10 +34,21 @@ impl KilnSource {
         }
     }
 
+    /// Where a reader finds kiln: the repository URL or the checkout.
+    fn home(&self) -> String {
+        match self {
+            KilnSource::Git { url, .. } => url.clone(),
+            KilnSource::Path(root) => root.to_string_lossy().into_owned(),
+        }
+    }
+
     /// The comment above the dependencies: where they point, and how to change it.
     fn note(&self) -> &'static str {
         match self {
-            KilnSource::Git(_) => "from kiln's git repository; add `rev = \"...\"` to pin a commit",
+            KilnSource::Git { rev: None, .. } => {
+                "from kiln's git repository; add `rev = \"...\"` to pin a commit"
+            }
+            KilnSource::Git { rev: Some(_), .. } => "from kiln's git repository, pinned by `rev`",
             KilnSource::Path(_) => {
                 "a kiln checkout on disk; replace `path` by `git` or a version to share this crate"
             }
@@ -103,9 +119,9 @@ impl Vars {
             ("name", name.to_owned()),
             ("PREFIX", ident.to_ascii_uppercase()),
             ("ident", ident),
-            ("rust_version", env!("CARGO_PKG_RUST_VERSION").to_owned()),
+            ("rust_version", cuda_build::RUST_VERSION.to_owned()),
             ("kiln_version", env!("CARGO_PKG_VERSION").to_owned()),
-            ("repository", env!("CARGO_PKG_REPOSITORY").to_owned()),
+            ("kiln_home", source.home()),
             ("kiln_source_note", source.note().to_owned()),
             ("gpu_core_source", source.locate("gpu-core")),
             ("cuda_build_source", source.locate("cuda-build")),
@@ -154,7 +170,11 @@ mod tests {
     use super::*;
 
     fn vars(name: &str) -> Vars {
-        Vars::new(name, &KilnSource::repository()).with_fingerprint("0123456789abcdef")
+        let source = KilnSource::Git {
+            url: "https://h.example/kiln".into(),
+            rev: None,
+        };
+        Vars::new(name, &source).with_fingerprint("0123456789abcdef")
     }
 
     #[test]
@@ -177,10 +197,18 @@ mod tests {
 
     #[test]
     fn dependencies_point_at_git_or_at_a_checkout() {
-        let git = KilnSource::Git("https://example.org/kiln".into());
+        let git = KilnSource::Git {
+            url: "https://h.example/kiln".into(),
+            rev: None,
+        };
+        assert_eq!(git.locate("gpu-core"), r#"git = "https://h.example/kiln""#);
+        let pinned = KilnSource::Git {
+            url: "https://h.example/kiln".into(),
+            rev: Some("0123abc".into()),
+        };
         assert_eq!(
-            git.locate("gpu-core"),
-            r#"git = "https://example.org/kiln""#
+            pinned.locate("gpu-core"),
+            r#"git = "https://h.example/kiln", rev = "0123abc""#
         );
         let path = KilnSource::Path("/src/kiln \"x\"".into());
         assert_eq!(
@@ -191,7 +219,11 @@ mod tests {
 
     #[test]
     fn a_value_is_not_rendered_again_and_unknown_keys_stay() {
-        let vars = Vars::new("a", &KilnSource::Git("{{name}}".into()));
+        let source = KilnSource::Git {
+            url: "{{name}}".into(),
+            rev: None,
+        };
+        let vars = Vars::new("a", &source);
         assert_eq!(
             vars.render("{{gpu_core_source}} {{nope}} {{name"),
             r#"git = "{{name}}" {{nope}} {{name"#
