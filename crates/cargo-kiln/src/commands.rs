@@ -73,7 +73,9 @@ pub struct DoctorArgs {
 pub struct ToolkitArgs {
     #[command(subcommand)]
     pub action: Option<ToolkitAction>,
-    /// The install dir (default: cuda-toolkit in the crate's target dir).
+    /// The install dir (default: `cuda-<version>` in the user's toolkit
+    /// store, made its default: KILN_TOOLKIT_HOME, else kiln/toolkits in the
+    /// local data dir, ~/.local/share on Linux; `cargo clean` leaves it)
     #[arg(long, value_name = "DIR", global = true)]
     pub dir: Option<PathBuf>,
 }
@@ -192,11 +194,11 @@ pub fn doctor(krate: &CrateArg, args: &DoctorArgs) -> Result<()> {
 /// `cargo kiln toolkit [install]`.
 pub fn toolkit(krate: &CrateArg, args: &ToolkitArgs) -> Result<()> {
     let project = krate.project()?;
-    let place = toolkit::Place::new(
-        args.dir.as_deref(),
-        project.toolkit_dir(),
-        project.build_script.iter().cloned().collect(),
-    )?;
+    let touch = project.build_script.iter().cloned().collect();
+    let place = match &args.dir {
+        Some(dir) => toolkit::Place::new(Some(dir), PathBuf::new(), touch)?,
+        None => toolkit::Place::in_store(None, &toolkit::user_store()?, touch)?,
+    };
     match args.action {
         None => {
             print!("{}", toolkit::report(&place.dir));

@@ -116,13 +116,32 @@ fn turned_off(prefix: Option<&str>) -> Option<String> {
 /// and a damaged project-local install.
 fn toolkit_problems(discovery: Option<&Discovery>, install_dir: &Path) -> Vec<String> {
     let mut problems = Vec::new();
-    let repair = "run `cargo kiln toolkit install` to repair it";
-    // The project-local install is verified file by file against its pins.
-    if install_dir.exists() {
+    // The project-local install and the user store's default are verified
+    // file by file against their pins.
+    let store_default = cuda_build::toolkit::user_store(&cuda_build::toolkit::ProcessEnv)
+        .map(|s| s.join(cuda_build::toolkit::STORE_DEFAULT))
+        .filter(|d| d.exists());
+    let local_repair = format!(
+        "run `cargo kiln toolkit install --dir {}` to repair it",
+        install_dir.display()
+    );
+    let installs = [
+        Some((install_dir.to_path_buf(), local_repair)),
+        store_default.map(|d| {
+            (
+                d,
+                "run `cargo kiln toolkit install` to repair it".to_string(),
+            )
+        }),
+    ];
+    for (dir, repair) in installs.into_iter().flatten() {
+        if !dir.exists() {
+            continue;
+        }
         match toolkit::Pins::pinned() {
             Ok(pins) => {
-                if let Err(damage) = toolkit::verify(install_dir, &pins) {
-                    problems.push(format!("{}: {damage}; {repair}", install_dir.display()));
+                if let Err(damage) = toolkit::verify(&dir, &pins) {
+                    problems.push(format!("{}: {damage}; {repair}", dir.display()));
                 }
             }
             Err(e) => problems.push(format!("{e:#}")),
@@ -146,7 +165,12 @@ fn toolkit_problems(discovery: Option<&Discovery>, install_dir: &Path) -> Vec<St
                 })
                 .collect();
             let advice = if tk.root.starts_with(install_dir) {
-                repair.to_string()
+                format!(
+                    "run `cargo kiln toolkit install --dir {}` to repair it",
+                    install_dir.display()
+                )
+            } else if tk.found_by == "user store" || tk.found_by == cuda_build::toolkit::STORE_VAR {
+                "run `cargo kiln toolkit install` to repair it".to_string()
             } else {
                 format!(
                     "reinstall that toolkit, or point {} elsewhere (`cargo kiln toolkit install` provides the pinned one)",
@@ -243,10 +267,12 @@ fn find_libclang(toolkit_dir: &Path) -> Result<PathBuf, String> {
             Err(format!("LIBCLANG_PATH={} holds no libclang", dir.display()))
         };
     }
-    let candidates = [
-        toolkit_dir.join("libclang"),
-        PathBuf::from("/usr/lib/x86_64-linux-gnu"),
-    ];
+    let store = cuda_build::toolkit::user_store(&cuda_build::toolkit::ProcessEnv)
+        .map(|s| s.join(cuda_build::toolkit::STORE_DEFAULT).join("libclang"));
+    let candidates = [Some(toolkit_dir.join("libclang")), store]
+        .into_iter()
+        .flatten()
+        .chain([PathBuf::from("/usr/lib/x86_64-linux-gnu")]);
     candidates.into_iter().find(|d| has_lib(d)).ok_or_else(|| {
         "not found (needed only to regenerate bindings; `cargo kiln toolkit install` installs one)".to_string()
     })

@@ -18,6 +18,10 @@ use crate::error::usage_error;
 /// the project-local toolkit is not handed to the build.
 const DISCOVERY_VARS: [&str; 4] = ["NVCC", "CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"];
 
+/// The label of the toolkit in the crate's target dir (an install made with
+/// `--dir target/cuda-toolkit`, or by an older cargo-kiln).
+const PROJECT_LOCAL: &str = "project-local";
+
 /// One crate whose build script runs cuda-build.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Project {
@@ -95,8 +99,8 @@ impl Project {
         })
     }
 
-    /// Where `cargo kiln toolkit install` puts the toolkit by default:
-    /// `<target dir>/cuda-toolkit` (`cuda` and `libclang` links inside).
+    /// The project-local toolkit dir, `<target dir>/cuda-toolkit` (`cuda`
+    /// and `libclang` links inside): looked at before the user's store.
     pub fn toolkit_dir(&self) -> PathBuf {
         self.target_dir.join("cuda-toolkit")
     }
@@ -124,9 +128,14 @@ impl Project {
             .arg(subcommand)
             .arg("--manifest-path")
             .arg(&self.manifest_path);
+        // Only a project-local toolkit is handed over: the user's store is
+        // found by the build script itself, so `cargo kiln build` and a plain
+        // `cargo build` see the same variables and never rebuild each other.
         if !DISCOVERY_VARS.iter().any(|v| std::env::var_os(v).is_some()) {
             if let Some(tk) = discovery_with_local(&self.toolkit_dir()).toolkit {
-                cargo.env("NVCC", tk.nvcc);
+                if tk.found_by == PROJECT_LOCAL {
+                    cargo.env("NVCC", tk.nvcc);
+                }
             }
         }
         cargo
@@ -229,7 +238,7 @@ impl Built {
 pub fn discovery_with_local(toolkit_dir: &Path) -> Discovery {
     discover(
         &ProcessEnv,
-        &[("project-local".to_string(), toolkit_dir.join("cuda"))],
+        &[(PROJECT_LOCAL.to_string(), toolkit_dir.join("cuda"))],
     )
 }
 

@@ -42,6 +42,9 @@ pub struct Place {
     /// CPU-only reruns and finds the toolkit (a build script cannot watch a
     /// dir that does not exist yet).
     pub touch: Vec<PathBuf>,
+    /// The user store's `default` link, pointed at `dir` once it is
+    /// installed and whole, so every plain `cargo build` finds it.
+    pub default_link: Option<PathBuf>,
 }
 
 impl Place {
@@ -55,14 +58,43 @@ impl Place {
                     .join(d),
                 is_default: false,
                 touch,
+                default_link: None,
             },
             None => Self {
                 dir: default,
                 is_default: true,
                 touch,
+                default_link: None,
             },
         })
     }
+
+    /// The install in the user's toolkit store (`cuda-<version>` of the pins
+    /// inside `store`), made the store's default after it is installed; or
+    /// `given` (relative to the current dir), which becomes no default.
+    pub fn in_store(given: Option<&Path>, store: &Path, touch: Vec<PathBuf>) -> Result<Self> {
+        if given.is_some() {
+            return Self::new(given, PathBuf::new(), touch);
+        }
+        let pins = Pins::pinned()?;
+        Ok(Self {
+            dir: store.join(format!("cuda-{}", pins.cuda.version)),
+            is_default: true,
+            touch,
+            default_link: Some(store.join(cuda_build::toolkit::STORE_DEFAULT)),
+        })
+    }
+}
+
+/// The user's toolkit store ([`cuda_build::toolkit::user_store`]), or one
+/// line saying how to name one.
+pub fn user_store() -> Result<PathBuf> {
+    cuda_build::toolkit::user_store(&cuda_build::toolkit::ProcessEnv).ok_or_else(|| {
+        crate::error::usage_error!(
+            "no local data dir is known for this user; set {} to a folder for kiln's toolkits, or pass --dir",
+            cuda_build::toolkit::STORE_VAR
+        )
+    })
 }
 
 /// What is installed in `dir`, as labelled lines.

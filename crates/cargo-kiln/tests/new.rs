@@ -422,4 +422,44 @@ fn a_new_crate_passes_fmt_clippy_and_tests_cpu_only_and_with_the_toolkit_and_eve
         .output()
         .unwrap();
     assert!(syntax.status.success(), "{syntax:?}");
+
+    // The user's toolkit store (here a store whose default is the pinned
+    // install): a plain `cargo build` with no variable naming a toolkit finds
+    // it, and `cargo kiln build` then leaves nothing to rebuild, since both
+    // run the build script with the same variables.
+    let store = tmp.path().join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    std::os::unix::fs::symlink(&toolkit, store.join("default")).unwrap();
+    let store_env = [
+        target,
+        ("KILN_TOOLKIT_HOME", store.as_os_str()),
+        ("SAXPY_LAB_REQUIRE_CUDA", OsStr::new("1")),
+    ];
+    let no_toolkit_vars = [
+        "CUDA_PATH",
+        "CUDA_HOME",
+        "CUDA_ROOT",
+        "NVCC",
+        "SAXPY_LAB_CUDA",
+        "SAXPY_LAB_CUDA_ARCHS",
+    ];
+    cargo(&dir, &["build"], &store_env, &no_toolkit_vars);
+    let mut kiln_build = Bin::cargo_bin("cargo-kiln").unwrap();
+    kiln_build
+        .current_dir(&dir)
+        .args(["kiln", "build"])
+        .envs(store_env.iter().copied());
+    for name in no_toolkit_vars {
+        kiln_build.env_remove(name);
+    }
+    kiln_build.assert().success();
+    let again = cargo_command(&dir, &["build"], &store_env, &no_toolkit_vars)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains("Compiling saxpy-lab"),
+        "cargo kiln build and cargo build rebuild each other:\n{stderr}"
+    );
 }

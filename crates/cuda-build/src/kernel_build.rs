@@ -275,6 +275,17 @@ impl KernelBuild {
         for dir in std::iter::once(&self.kernels_dir).chain(&self.include_dirs) {
             cargo.push(format!("cargo::rerun-if-changed={}", dir.display()));
         }
+        // A new default toolkit in the user's store reruns the build. Only
+        // an existing file is watched: Cargo reruns a script on every build
+        // while a watched path is missing.
+        if let Some(store) = crate::toolkit::user_store(&ProcessEnv) {
+            let record = store
+                .join(crate::toolkit::STORE_DEFAULT)
+                .join("kiln-toolkit.toml");
+            if record.is_file() {
+                cargo.push(format!("cargo::rerun-if-changed={}", record.display()));
+            }
+        }
         cargo
     }
 

@@ -4,7 +4,9 @@
 //!
 //! Order: `NVCC`, `CUDA_PATH`, `CUDA_HOME`, `CUDA_ROOT`, `nvcc` on `PATH`, the
 //! caller's own candidates (kiln passes its project-local install,
-//! `target/cuda-toolkit/cuda`), `/usr/local/cuda`, `/opt/cuda`.
+//! `target/cuda-toolkit/cuda`), the user's toolkit store (the toolkit
+//! `cargo kiln toolkit install` made the default, for every crate and every
+//! plain `cargo build`: [`user_store`]), `/usr/local/cuda`, `/opt/cuda`.
 //!
 //! `NVCC` names the compiler to run and may be any executable (a wrapper
 //! script, a logging shim); the toolkit root for headers and libraries is then
@@ -22,13 +24,48 @@ use crate::error::Error;
 
 /// Environment variables discovery reads; a build script declares each with
 /// `cargo::rerun-if-env-changed`.
-pub(crate) const DISCOVERY_ENV_VARS: &[&str] =
-    &["NVCC", "CUDA_PATH", "CUDA_HOME", "CUDA_ROOT", "PATH"];
+pub(crate) const DISCOVERY_ENV_VARS: &[&str] = &[
+    "NVCC",
+    "CUDA_PATH",
+    "CUDA_HOME",
+    "CUDA_ROOT",
+    "PATH",
+    STORE_VAR,
+];
+
+/// Moves the user's toolkit store (default: `kiln/toolkits` in the
+/// platform's local data dir, `~/.local/share/kiln/toolkits` on Linux). One
+/// store per user for every crate, like `KILN_CACHE_DIR`, so it carries no
+/// crate's prefix.
+pub const STORE_VAR: &str = "KILN_TOOLKIT_HOME";
+
+/// The link in the store to the toolkit builds take, as rustup's default
+/// toolchain: `<store>/default -> <one install>`, each install a folder with
+/// `cuda` (the toolkit root) and `libclang` inside.
+pub const STORE_DEFAULT: &str = "default";
+
+/// The user's toolkit store: `$KILN_TOOLKIT_HOME`, else `kiln/toolkits` in
+/// the platform's local data dir; `None` where neither is known. It lives
+/// outside every target dir, so `cargo clean` leaves it alone.
+pub fn user_store<E: EnvSource + ?Sized>(env: &E) -> Option<PathBuf> {
+    match env.var_os(STORE_VAR).filter(|v| !v.is_empty()) {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None => env
+            .data_local_dir()
+            .map(|d| d.join("kiln").join("toolkits")),
+    }
+}
 
 /// Where environment variables come from: the process, or a test's table.
 pub trait EnvSource {
     /// The variable's value, if set.
     fn var_os(&self, key: &str) -> Option<OsString>;
+
+    /// The platform's local data dir for this user; a test's table has none
+    /// unless it sets [`STORE_VAR`], so it never finds the real user's store.
+    fn data_local_dir(&self) -> Option<PathBuf> {
+        None
+    }
 }
 
 /// The process environment.
@@ -38,6 +75,10 @@ pub struct ProcessEnv;
 impl EnvSource for ProcessEnv {
     fn var_os(&self, key: &str) -> Option<OsString> {
         std::env::var_os(key)
+    }
+
+    fn data_local_dir(&self) -> Option<PathBuf> {
+        dirs::data_local_dir()
     }
 }
 
@@ -348,6 +389,19 @@ pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]
     for (label, root) in candidates {
         consider(label, Toolkit::at(root, label));
     }
+    // Named by the variable when it is set, so that a wrong value is warned
+    // about like any other (`misconfigured`).
+    let store_place = match env.var_os(STORE_VAR).filter(|v| !v.is_empty()) {
+        Some(_) => STORE_VAR,
+        None => "user store",
+    };
+    match user_store(env) {
+        None => consider(store_place, Err(ProbeOutcome::NotSet)),
+        Some(store) => {
+            let root = store.join(STORE_DEFAULT).join("cuda");
+            consider(store_place, Toolkit::at(&root, store_place));
+        }
+    }
     for root in ["/usr/local/cuda", "/opt/cuda"] {
         consider(root, Toolkit::at(Path::new(root), root));
     }
@@ -450,10 +504,12 @@ mod tests {
                 "CUDA_ROOT",
                 "PATH",
                 "project-local",
+                "user store",
                 "/usr/local/cuda",
                 "/opt/cuda"
             ]
         );
+        assert_eq!(d.probes[6].to_string(), "user store (not set)");
         assert_eq!(d.probes[0].outcome, ProbeOutcome::NotSet);
         assert_eq!(
             d.probes[5].to_string(),
@@ -532,5 +588,59 @@ mod tests {
             "{probe}"
         );
         assert!(d.misconfigured().any(|p| p.place == "NVCC"));
+    }
+
+    /// A fake toolkit whose nvcc prints a CUDA release, in `root`.
+    #[cfg(unix)]
+    fn fake_toolkit(root: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::create_dir_all(root.join("include")).unwrap();
+        std::fs::write(root.join("include/cuda_runtime.h"), "").unwrap();
+        let nvcc = root.join("bin/nvcc");
+        std::fs::write(
+            &nvcc,
+            "#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&nvcc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn the_user_store_default_is_taken_after_the_callers_candidates() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = tmp.path().join("store");
+        fake_toolkit(&store.join("cuda-13.0.88/cuda"));
+        let env_store = store.to_str().unwrap();
+        let env: &[(&str, &str)] = &[("PATH", ""), (STORE_VAR, env_store)];
+        // No `default` link yet: the store is looked at and not taken.
+        let d = discover(env, &[]);
+        assert!(d.toolkit.is_none() || d.toolkit.as_ref().unwrap().found_by != STORE_VAR);
+        assert!(d.misconfigured().any(|p| p.place == STORE_VAR), "{d:?}");
+        std::os::unix::fs::symlink("cuda-13.0.88", store.join(STORE_DEFAULT)).unwrap();
+        let d = discover(env, &[]);
+        assert_eq!(d.misconfigured().count(), 0);
+        let taken = d.toolkit.expect("the store's default is taken");
+        assert_eq!(taken.found_by, STORE_VAR);
+        assert_eq!(taken.root, store.join("default/cuda"));
+        // A candidate of the caller's comes first.
+        let local = tmp.path().join("local");
+        fake_toolkit(&local);
+        let d = discover(env, &[("project-local".into(), local.clone())]);
+        assert_eq!(d.toolkit.unwrap().root, local);
+    }
+
+    #[test]
+    fn the_store_is_the_variable_else_the_data_dir() {
+        let env: &[(&str, &str)] = &[(STORE_VAR, "/s")];
+        assert_eq!(user_store(env), Some(PathBuf::from("/s")));
+        let env: &[(&str, &str)] = &[(STORE_VAR, "")];
+        assert_eq!(user_store(env), None, "a table has no data dir");
+        if let Some(data) = dirs::data_local_dir() {
+            if std::env::var_os(STORE_VAR).is_none() {
+                assert_eq!(user_store(&ProcessEnv), Some(data.join("kiln/toolkits")));
+            }
+        }
     }
 }

@@ -135,12 +135,14 @@ fn first_build_runs_every_step_once_with_pinned_command_lines() {
             "{line}:\n{directives}"
         );
     }
-    // The kernel cache's variables are cuda-build's own, one store per user
-    // for every crate, whatever its prefix; nothing else is named after kiln.
+    // The kernel cache's and the toolkit store's variables are cuda-build's
+    // own, one store per user for every crate, whatever its prefix; nothing
+    // else is named after kiln.
     let own: Vec<&str> = directives.lines().filter(|l| l.contains("KILN")).collect();
     assert_eq!(
         own,
         [
+            "cargo::rerun-if-env-changed=KILN_TOOLKIT_HOME",
             "cargo::rerun-if-env-changed=KILN_CACHE",
             "cargo::rerun-if-env-changed=KILN_CACHE_DIR",
             "cargo::rerun-if-env-changed=KILN_CACHE_MAX"

@@ -13,8 +13,8 @@ use anyhow::{bail, Context, Result};
 
 use super::pins::{normalise_name, split_pin};
 use super::{
-    nvcc_release, sibling, verify, Installed, Pins, Place, Record, CUDA_LINK, LIBCLANG_LINK,
-    RECORD_FILE,
+    hidden, nvcc_release, sibling, verify, Installed, Pins, Place, Record, CUDA_LINK,
+    LIBCLANG_LINK, RECORD_FILE,
 };
 use crate::error::usage_error;
 
@@ -44,7 +44,7 @@ pub(super) fn install(place: &Place) -> Result<()> {
                 "toolkit up to date at {shown} (CUDA {}; {release})",
                 pins.cuda.version
             );
-            return Ok(());
+            return make_default(place);
         }
         Err(why) => why,
     };
@@ -146,6 +146,44 @@ pub(super) fn install(place: &Place) -> Result<()> {
             dir.join("cuda").display()
         );
     }
+    make_default(place)
+}
+
+/// Points the store's `default` link at the install (a relative link,
+/// written beside and renamed over the old one, so a build never sees none).
+fn make_default(place: &Place) -> Result<()> {
+    let Some(link) = &place.default_link else {
+        return Ok(());
+    };
+    let name = place
+        .dir
+        .file_name()
+        .context("the toolkit dir has no name")?;
+    let store = link
+        .parent()
+        .context("the store's default link has no parent")?;
+    let staged = store.join(hidden(
+        link.file_name().unwrap_or_default(),
+        &format!("new-{}", std::process::id()),
+    ));
+    let _ = std::fs::remove_file(&staged);
+    symlink(Path::new(name), &staged)?;
+    if let Err(e) = std::fs::rename(&staged, link) {
+        let _ = std::fs::remove_file(&staged);
+        return Err(e).with_context(|| {
+            format!(
+                "cannot make {} the default toolkit ({} is in the way; move it aside)",
+                place.dir.display(),
+                link.display()
+            )
+        });
+    }
+    println!(
+        "default toolkit: {} -> {} (every crate's plain `cargo build` finds it; \
+         a crate built CPU-only before picks it up once its build script reruns)",
+        link.display(),
+        name.to_string_lossy()
+    );
     Ok(())
 }
 
@@ -492,6 +530,38 @@ mod tests {
         assert!(err.contains("is not a toolkit install"), "{err}");
         std::fs::write(base.join(RECORD_FILE), "").unwrap();
         assert!(check_replaceable(base).is_ok(), "earlier install");
+    }
+
+    #[test]
+    fn the_store_default_points_at_the_latest_install_and_never_replaces_a_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = tmp.path();
+        let place = |name: &str| Place {
+            dir: store.join(name),
+            is_default: true,
+            touch: Vec::new(),
+            default_link: Some(store.join("default")),
+        };
+        make_default(&place("cuda-13.0")).unwrap();
+        let link = store.join("default");
+        assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("cuda-13.0"));
+        make_default(&place("cuda-13.1")).unwrap();
+        assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("cuda-13.1"));
+        let names: Vec<_> = std::fs::read_dir(store).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "no staged link left: {names:?}");
+        // A `default` the user made as a folder is not replaced.
+        std::fs::remove_file(&link).unwrap();
+        std::fs::create_dir(&link).unwrap();
+        std::fs::write(link.join("mine"), "x").unwrap();
+        let err = make_default(&place("cuda-13.0")).unwrap_err();
+        assert!(format!("{err:#}").contains("cannot make"), "{err:#}");
+        assert!(link.join("mine").is_file());
+        let names: Vec<_> = std::fs::read_dir(store).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "no staged link left: {names:?}");
+        // --dir installs touch no default.
+        let mut given = place("elsewhere");
+        given.default_link = None;
+        make_default(&given).unwrap();
     }
 
     #[test]
