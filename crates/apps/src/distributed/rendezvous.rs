@@ -151,7 +151,7 @@ fn gather(
     let mut pending: HashMap<u64, TcpStream> = HashMap::new();
     let mut arrived: Vec<Option<Arrival>> = (1..env.world_size).map(|_| None).collect();
     let mut next = 0u64;
-    std::thread::scope(|scope| {
+    let result = std::thread::scope(|scope| {
         let result = 'wait: loop {
             while let Ok((number, from, outcome)) = outcomes.try_recv() {
                 pending.remove(&number);
@@ -216,7 +216,16 @@ fn gather(
             let _ = stream.shutdown(std::net::Shutdown::Both);
         }
         result
-    })?;
+    });
+    // Handshakes that ended as the rendezvous did: a stranger or another
+    // world size is still worth its line; a closed or silent one may be
+    // this shutdown's doing.
+    for (_, from, outcome) in outcomes.try_iter() {
+        if let Err(reason @ (RefusalReason::Stranger | RefusalReason::WorldSize { .. })) = outcome {
+            on_refused(&Refusal { from, reason });
+        }
+    }
+    result?;
     Ok(arrived.into_iter().flatten().collect())
 }
 
