@@ -123,7 +123,8 @@ impl Root {
 /// and the real rank still joins.
 #[test]
 fn strangers_and_other_world_sizes_are_refused_and_the_real_rank_joins() {
-    let cases: [(RankEnv, fn(&RefusalReason) -> bool, &str); 4] = [
+    type Case = (RankEnv, fn(&RefusalReason) -> bool, &'static str);
+    let cases: [Case; 4] = [
         (
             job_env(1, 2, 0, "another job"),
             |r| *r == RefusalReason::Stranger,
@@ -174,7 +175,8 @@ fn silent_connections_and_floods_do_not_hold_rank_0() {
     let half_a_length = |s: &mut TcpStream| s.write_all(&[1, 0, 0, 0]).unwrap();
     let read_challenge = |s: &mut TcpStream| assert!(read_frame(s).is_some());
     let nothing = |_: &mut TcpStream| {};
-    let cases: [(usize, &dyn Fn(&mut TcpStream)); 4] = [
+    type Act<'a> = &'a dyn Fn(&mut TcpStream);
+    let cases: [(usize, Act<'_>); 4] = [
         (1, &nothing),
         (1, &half_a_length),
         (1, &read_challenge),
@@ -374,7 +376,7 @@ fn two_jobs_on_one_port_never_mix() {
         let port = free_port();
         let mut ranks = Vec::new();
         for (job, values) in [("job a", [1.0, 2.0]), ("job b", [10.0, 20.0])] {
-            for rank in 0..2 {
+            for (rank, value) in values.into_iter().enumerate() {
                 let env = RankEnv {
                     timeout: Duration::from_secs(if rank == 0 { 10 } else { 3 }),
                     ..job_env(rank, 2, port, job)
@@ -382,7 +384,7 @@ fn two_jobs_on_one_port_never_mix() {
                 ranks.push(thread::spawn(move || -> Ended {
                     let (link, _) = rendezvous(&env, "p", || Ok(ID), |_| {})?;
                     let mut comm = TcpComm::new(rank, 2, link);
-                    let mut value = [values[rank]];
+                    let mut value = [value];
                     comm.all_reduce_sum(&mut value, "the test's sum")?;
                     Ok(value[0])
                 }));
