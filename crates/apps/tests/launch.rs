@@ -12,8 +12,10 @@ use apps::anneal;
 use apps::index::Index;
 
 mod cli_support;
+mod rank_support;
 
 use cli_support::{apps, npy, refused};
+use rank_support::free_port;
 
 /// The points of the runs: 3000 x 16, in two shards of 1200 and 1800 rows
 /// (rank 0 of 2 holds rows 0..1500: all of the first shard and part of the
@@ -129,12 +131,7 @@ fn two_launches_on_one_port_each_write_their_own_index_or_one_fails() {
         })
         .collect();
     for trial in 0..4 {
-        let port = std::net::TcpListener::bind(("127.0.0.1", 0))
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-            .to_string();
+        let port = free_port().to_string();
         let started: Vec<_> = jobs
             .iter()
             .map(|(job, _)| {
@@ -210,12 +207,7 @@ fn a_rank_that_dies_mid_run_ends_the_run_naming_it() {
 
 #[test]
 fn a_rank_alone_times_out_naming_the_missing_rank() {
-    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
+    let port = free_port().to_string();
     let out = apps()
         .envs([
             ("RANK", "0"),
