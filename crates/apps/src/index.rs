@@ -275,8 +275,9 @@ impl Index {
     }
 
     /// Reads the index in `dir` and checks that its files agree: the
-    /// schema and version, the arrays' shapes against `index.json`, every
-    /// assignment below `m`, and the history's length.
+    /// schema and version, every field of `index.json` against what a run
+    /// writes (`check.rs`), the arrays' shapes against it, every assignment
+    /// below `m`, the history's length, and every anchor finite.
     pub fn read(dir: &Path) -> Result<Self, IndexError> {
         let meta_path = dir.join(META_FILE);
         let text = fs::read_to_string(&meta_path).map_err(|error| IndexError::Io {
@@ -284,10 +285,12 @@ impl Index {
             path: meta_path.clone(),
             error,
         })?;
-        let meta = parse_meta(&text).map_err(|message| IndexError::Meta {
-            path: meta_path,
-            message,
-        })?;
+        let meta = parse_meta(&text)
+            .and_then(|meta| check::meta(&meta).map(|()| meta))
+            .map_err(|message| IndexError::Meta {
+                path: meta_path,
+                message,
+            })?;
         let anchors_path = dir.join(ANCHORS_FILE);
         let anchors = npy::read(&anchors_path).map_err(|error| IndexError::Npy {
             path: anchors_path.clone(),
@@ -336,6 +339,7 @@ impl Index {
                 meta.iterations
             )));
         }
+        check::anchors(&anchors, meta.d as usize).map_err(bad)?;
         Ok(Self {
             meta,
             anchors,
@@ -480,6 +484,7 @@ fn write_file(
     })
 }
 
+mod check;
 mod measure;
 
 pub use measure::{energy, member_spread, Reconstruction, Spread};

@@ -10,9 +10,13 @@ use std::time::Duration;
 
 use apps::anneal::{self, cpu::CpuEngine, Params, Points};
 use apps::distributed::{
-    gather_assignments, rendezvous, rows_of, Communicator, DistError, RankEngine, RankEnv, TcpComm,
-    Watchdog, NCCL_ID_BYTES,
+    gather_assignments, rendezvous, rows_of, Communicator, DistError, JobSecret, RankEngine,
+    RankEnv, SecretSource, TcpComm, Watchdog, NCCL_ID_BYTES,
 };
+
+mod rank_support;
+
+use rank_support::{env, free_port};
 
 fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
     let map: HashMap<String, String> = vars
@@ -103,6 +107,80 @@ fn launcher_variables_parse_or_are_refused_naming_the_variable() {
         .unwrap()
         .unwrap();
     assert_eq!(env.timeout, Duration::from_secs(7));
+    check_env(
+        &with(&[("KILN_HANDSHAKE_TIMEOUT", Some("0"))]),
+        Err("KILN_HANDSHAKE_TIMEOUT=\"0\": not a whole number of seconds above 0"),
+    );
+    check_env(
+        &with(&[("KILN_JOB_SECRET", Some(" "))]),
+        Err("KILN_JOB_SECRET=\"\": empty"),
+    );
+    let env = RankEnv::from_lookup(lookup(&with(&[("KILN_HANDSHAKE_TIMEOUT", Some("3"))])))
+        .unwrap()
+        .unwrap();
+    assert_eq!(env.handshake_timeout, Duration::from_secs(3));
+}
+
+/// The job's secret: the variable wins over the launchers' job ids, which
+/// stand in for it; torchrun's default run id is no id; nothing at all is
+/// the shared unset secret. Its Debug never shows it.
+#[test]
+fn the_job_secret_comes_from_the_variable_then_the_launchers_job_id() {
+    let secret = |vars: &[(&str, &str)]| {
+        RankEnv::from_lookup(lookup(&[&GOOD[..], vars].concat()))
+            .unwrap()
+            .unwrap()
+            .secret
+    };
+    let cases: [(&[(&str, &str)], SecretSource); 7] = [
+        (&[], SecretSource::Unset),
+        (&[("KILN_JOB_SECRET", "s3cret")], SecretSource::Variable),
+        (
+            &[
+                ("KILN_JOB_SECRET", "s3cret"),
+                ("TORCHELASTIC_RUN_ID", "r1"),
+                ("SLURM_JOB_ID", "7"),
+            ],
+            SecretSource::Variable,
+        ),
+        (&[("TORCHELASTIC_RUN_ID", "r1")], SecretSource::Torchrun),
+        (&[("TORCHELASTIC_RUN_ID", "none")], SecretSource::Unset),
+        (
+            &[("TORCHELASTIC_RUN_ID", "none"), ("SLURM_JOB_ID", "7")],
+            SecretSource::Slurm,
+        ),
+        (&[("SLURM_JOB_ID", " ")], SecretSource::Unset),
+    ];
+    for (vars, source) in cases {
+        let got = secret(vars);
+        assert_eq!(got.source(), source, "{vars:?}");
+        assert!(!format!("{got:?}").contains("s3cret"), "{got:?}");
+    }
+    assert_eq!(
+        secret(&[("KILN_JOB_SECRET", "a")]),
+        JobSecret::new("a"),
+        "the variable is the secret"
+    );
+    assert_ne!(
+        secret(&[("KILN_JOB_SECRET", "a")]),
+        secret(&[("KILN_JOB_SECRET", "b")])
+    );
+    // Another step of one Slurm job is another job.
+    assert_ne!(
+        secret(&[("SLURM_JOB_ID", "7"), ("SLURM_STEP_ID", "0")]),
+        secret(&[("SLURM_JOB_ID", "7"), ("SLURM_STEP_ID", "1")])
+    );
+    // A secret that spells a job id is not that job's.
+    assert_ne!(
+        secret(&[("KILN_JOB_SECRET", "r1")]),
+        secret(&[("TORCHELASTIC_RUN_ID", "r1")])
+    );
+    let (a, b) = (
+        JobSecret::generate().unwrap(),
+        JobSecret::generate().unwrap(),
+    );
+    assert_eq!(a.len(), 64);
+    assert_ne!(a, b, "a fresh secret per job");
 }
 
 #[test]
@@ -121,25 +199,6 @@ fn rows_split_balanced_contiguous_and_refuse_idle_ranks() {
     assert_eq!(rows_of(2, 2, 10), None);
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind(("127.0.0.1", 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn env(rank: usize, world: usize, port: u16, timeout: u64) -> RankEnv {
-    RankEnv {
-        rank,
-        world_size: world,
-        local_rank: rank,
-        master_addr: "127.0.0.1".into(),
-        master_port: port,
-        timeout: Duration::from_secs(timeout),
-    }
-}
-
 /// Runs `body(rank, comm)` on `world` ranks (threads) after a rendezvous on
 /// loopback; returns each rank's result in rank order.
 fn on_ranks<T: Send + 'static>(
@@ -151,9 +210,13 @@ fn on_ranks<T: Send + 'static>(
         .map(|rank| {
             let body = body.clone();
             thread::spawn(move || {
-                let (link, id) =
-                    rendezvous(&env(rank, world, port, 30), "p", || Ok([7; NCCL_ID_BYTES]))
-                        .unwrap();
+                let (link, id) = rendezvous(
+                    &env(rank, world, port, 30),
+                    "p",
+                    || Ok([7; NCCL_ID_BYTES]),
+                    |r| panic!("{r}"),
+                )
+                .unwrap();
                 assert_eq!(id, [7; NCCL_ID_BYTES], "rank {rank} got rank 0's id");
                 body(rank, TcpComm::new(rank, world, link))
             })
@@ -253,10 +316,12 @@ fn a_rank_with_another_problem_is_refused_naming_it() {
     let leaves: Vec<_> = [(1, "p"), (2, "q")]
         .into_iter()
         .map(|(rank, problem)| {
-            thread::spawn(move || rendezvous(&env(rank, 3, port, 3), problem, || unreachable!()))
+            thread::spawn(move || {
+                rendezvous(&env(rank, 3, port, 3), problem, || unreachable!(), |_| {})
+            })
         })
         .collect();
-    let root = rendezvous(&env(0, 3, port, 30), "p", || Ok([0; NCCL_ID_BYTES]));
+    let root = rendezvous(&env(0, 3, port, 30), "p", || Ok([0; NCCL_ID_BYTES]), |_| {});
     match root {
         Err(DistError::Mismatch { rank: 2, what }) => assert!(what.contains("`q`"), "{what}"),
         other => panic!("rank 0: {other:?}"),
@@ -278,8 +343,9 @@ fn a_rank_with_another_problem_is_refused_naming_it() {
 #[test]
 fn a_rank_that_never_arrives_times_out_naming_it() {
     let port = free_port();
-    let leaf = thread::spawn(move || rendezvous(&env(1, 3, port, 30), "p", || unreachable!()));
-    let root = rendezvous(&env(0, 3, port, 1), "p", || Ok([0; NCCL_ID_BYTES]));
+    let leaf =
+        thread::spawn(move || rendezvous(&env(1, 3, port, 30), "p", || unreachable!(), |_| {}));
+    let root = rendezvous(&env(0, 3, port, 1), "p", || Ok([0; NCCL_ID_BYTES]), |_| {});
     match root {
         Err(e @ DistError::Timeout { rank: 2, .. }) => {
             assert!(e.to_string().contains("rank 2"), "{e}")
@@ -292,7 +358,7 @@ fn a_rank_that_never_arrives_times_out_naming_it() {
         Err(DistError::PeerGone { rank: 0, .. })
     ));
     // No rank 0 at all: connecting gives up after the timeout.
-    let alone = rendezvous(&env(1, 2, free_port(), 1), "p", || unreachable!());
+    let alone = rendezvous(&env(1, 2, free_port(), 1), "p", || unreachable!(), |_| {});
     assert!(
         matches!(alone, Err(DistError::Timeout { rank: 0, .. })),
         "{alone:?}"

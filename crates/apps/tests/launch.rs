@@ -12,8 +12,10 @@ use apps::anneal;
 use apps::index::Index;
 
 mod cli_support;
+mod rank_support;
 
 use cli_support::{apps, npy, refused};
+use rank_support::free_port;
 
 /// The points of the runs: 3000 x 16, in two shards of 1200 and 1800 rows
 /// (rank 0 of 2 holds rows 0..1500: all of the first shard and part of the
@@ -90,6 +92,91 @@ fn two_processes_give_the_index_one_process_gives() {
     assert_eq!((one.meta.world_size, two.meta.world_size), (1, 2));
 }
 
+/// The reported mix-up: two `apps launch --nprocs 2 --port P` started at
+/// once from two folders, the same command line (`p.npy`, `idx`) over
+/// different points. In every trial each job writes the index one process
+/// writes from its own points, or fails (its rank 0 could not listen)
+/// writing nothing; one of them always runs.
+#[test]
+fn two_launches_on_one_port_each_write_their_own_index_or_one_fails() {
+    let root = tempfile::tempdir().unwrap();
+    let (n, d) = (600, 8);
+    let args = [
+        "anneal",
+        "--backend",
+        "cpu",
+        "--npy",
+        "p.npy",
+        "--m",
+        "8",
+        "--iters",
+        "6",
+        "--tol",
+        "0",
+        "--out",
+        "idx",
+    ];
+    let jobs: Vec<_> = [3, 4]
+        .into_iter()
+        .map(|seed| {
+            let job = root.path().join(format!("job{seed}"));
+            std::fs::create_dir(&job).unwrap();
+            let points = anneal::synthetic_points(n, d, 6, 0.25, seed);
+            let bytes: Vec<u8> = points.iter().flat_map(|v| v.to_le_bytes()).collect();
+            std::fs::write(job.join("p.npy"), npy("<f4", n, d, &bytes)).unwrap();
+            apps().current_dir(&job).args(args).assert().success();
+            let alone = Index::read(&job.join("idx")).unwrap();
+            std::fs::remove_dir_all(job.join("idx")).unwrap();
+            (job, alone)
+        })
+        .collect();
+    for trial in 0..4 {
+        let port = free_port().to_string();
+        let started: Vec<_> = jobs
+            .iter()
+            .map(|(job, _)| {
+                std::process::Command::new(assert_cmd::cargo::cargo_bin("apps"))
+                    .current_dir(job)
+                    .env_remove("KILN_BACKEND")
+                    .args(["launch", "--nprocs", "2", "--port", &port, "--"])
+                    .args(args)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut ran = 0;
+        for ((job, alone), child) in jobs.iter().zip(started) {
+            let out = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let idx = job.join("idx");
+            if out.status.success() {
+                let index = Index::read(&idx).unwrap();
+                assert_eq!(index.anchors, alone.anchors, "trial {trial}: {stderr}");
+                assert_eq!(index.assignments, alone.assignments, "trial {trial}");
+                assert_eq!(index.meta.input.hash, alone.meta.input.hash);
+                std::fs::remove_dir_all(&idx).unwrap();
+                ran += 1;
+                continue;
+            }
+            assert!(!stderr.contains("panicked"), "{stderr}");
+            assert!(!idx.exists(), "trial {trial}: a failed job wrote {stderr}");
+            assert!(
+                stderr.contains("[rank 0] error: rank 0: listening on 127.0.0.1:")
+                    && stderr.contains("the port is taken"),
+                "trial {trial}: {stderr}"
+            );
+            let last = stderr.trim_end().lines().last().unwrap_or_default();
+            assert!(
+                last.starts_with("error: launch: rank 0 exited with status 1"),
+                "{last}"
+            );
+        }
+        assert!(ran >= 1, "trial {trial}: neither job ran");
+    }
+}
+
 #[test]
 fn a_rank_that_dies_mid_run_ends_the_run_naming_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -120,12 +207,7 @@ fn a_rank_that_dies_mid_run_ends_the_run_naming_it() {
 
 #[test]
 fn a_rank_alone_times_out_naming_the_missing_rank() {
-    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
+    let port = free_port().to_string();
     let out = apps()
         .envs([
             ("RANK", "0"),

@@ -1,9 +1,10 @@
 //! The rank of this process, from the variables launchers set (torchrun's
 //! names: `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`,
-//! `MASTER_PORT`), and the rows each rank holds.
+//! `MASTER_PORT`; kiln's `KILN_JOB_SECRET`), and the rows each rank holds.
 
 use std::time::Duration;
 
+use super::secret::JobSecret;
 use super::DistError;
 
 /// The port of kiln's rendezvous on rank 0's host, when it must differ from
@@ -13,6 +14,10 @@ pub const PORT_ENV: &str = "KILN_MASTER_PORT";
 /// Seconds a rank waits for a peer (to connect, or to send its part of a
 /// step) before it fails naming that peer; default 600.
 pub const TIMEOUT_ENV: &str = "KILN_RANK_TIMEOUT";
+
+/// Seconds one connection to the rendezvous may take to say who it is and
+/// prove it holds the job's secret; default 10.
+pub const HANDSHAKE_TIMEOUT_ENV: &str = "KILN_HANDSHAKE_TIMEOUT";
 
 /// Where this process stands in a multi-process run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +35,12 @@ pub struct RankEnv {
     pub master_port: u16,
     /// How long a rank waits for a peer ([`TIMEOUT_ENV`]).
     pub timeout: Duration,
+    /// How long one connection to the rendezvous may take to prove it is a
+    /// rank of this job ([`HANDSHAKE_TIMEOUT_ENV`]): a silent one is closed
+    /// after this, while rank 0 goes on waiting for the others.
+    pub handshake_timeout: Duration,
+    /// The job's secret ([`super::SECRET_ENV`], else the launcher's job id).
+    pub secret: JobSecret,
 }
 
 impl RankEnv {
@@ -107,19 +118,8 @@ impl RankEnv {
                 })
             }
         };
-        let timeout = match lookup(TIMEOUT_ENV) {
-            None => Duration::from_secs(600),
-            Some(v) => match v.trim().parse::<u64>() {
-                Ok(s) if s > 0 => Duration::from_secs(s),
-                _ => {
-                    return Err(DistError::BadVar {
-                        var: TIMEOUT_ENV,
-                        value: v,
-                        why: "not a whole number of seconds above 0".into(),
-                    })
-                }
-            },
-        };
+        let timeout = seconds(&lookup, TIMEOUT_ENV, 600)?;
+        let handshake_timeout = seconds(&lookup, HANDSHAKE_TIMEOUT_ENV, 10)?;
         Ok(Some(Self {
             rank,
             world_size,
@@ -127,7 +127,28 @@ impl RankEnv {
             master_addr: master_addr.trim().to_string(),
             master_port,
             timeout,
+            handshake_timeout,
+            secret: JobSecret::from_lookup(&lookup)?,
         }))
+    }
+}
+
+/// `var`'s whole seconds above 0, `default` when unset.
+fn seconds(
+    lookup: impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    default: u64,
+) -> Result<Duration, DistError> {
+    let Some(value) = lookup(var) else {
+        return Ok(Duration::from_secs(default));
+    };
+    match value.trim().parse::<u64>() {
+        Ok(s) if s > 0 => Ok(Duration::from_secs(s)),
+        _ => Err(DistError::BadVar {
+            var,
+            value,
+            why: "not a whole number of seconds above 0".into(),
+        }),
     }
 }
 

@@ -2,9 +2,11 @@
 //! processes, on one host or many, started by a launcher (torchrun, MPI,
 //! Slurm, `apps launch`). Each process reads its rank from the environment
 //! ([`RankEnv`]), meets the others at rank 0's address ([`rendezvous`]:
-//! every rank runs the same problem, and rank 0 hands out the NCCL unique
-//! id), holds only its rows of the input ([`rows_of`]), and combines its
-//! statistics with the others' through a [`Communicator`] each iteration.
+//! every rank runs the same problem, rank 0 hands out the NCCL unique id,
+//! and a handshake under the job's secret, [`SECRET_ENV`], keeps out the
+//! ranks of other jobs), holds only its rows of the input ([`rows_of`]),
+//! and combines its statistics with the others' through a [`Communicator`]
+//! each iteration.
 //!
 //! The TCP communicator ([`TcpComm`]) is the rendezvous's connections: a
 //! star around rank 0, which adds the ranks' vectors in rank order, so every
@@ -16,15 +18,19 @@ mod comm;
 mod engine;
 mod env;
 mod gpu_engine;
+mod handshake;
 mod rendezvous;
+mod secret;
 mod watchdog;
 mod wire;
 
 pub use comm::{Communicator, TcpComm};
 pub use engine::{gather_assignments, RankEngine};
-pub use env::{rows_of, RankEnv, PORT_ENV, TIMEOUT_ENV};
+pub use env::{rows_of, RankEnv, HANDSHAKE_TIMEOUT_ENV, PORT_ENV, TIMEOUT_ENV};
 pub use gpu_engine::GpuRankEngine;
+pub use handshake::{Refusal, RefusalReason};
 pub use rendezvous::{rendezvous, Link, NCCL_ID_BYTES};
+pub use secret::{JobSecret, SecretSource, SECRET_ENV};
 pub use watchdog::Watchdog;
 
 /// Why a multi-process run could not start or went on no further.
@@ -94,4 +100,13 @@ pub enum DistError {
     /// Rank 0 refused this rank (it says why).
     #[error("rank 0 refused this rank: {0}")]
     Refused(String),
+    /// What listens at the rendezvous's address is not this job's rank 0.
+    #[error("the rank 0 at {addr} is not of this job (it does not hold this job's {var}): another job uses this port, or this job's ranks were given different secrets; give each job its own port (MASTER_PORT, {port}) and every rank of one job the same {var}", var = SECRET_ENV, port = PORT_ENV)]
+    OtherJob {
+        /// The rendezvous's address.
+        addr: String,
+    },
+    /// The OS's random generator failed (the rendezvous's nonces).
+    #[error("the operating system's random generator failed: {0}")]
+    Random(String),
 }

@@ -1,36 +1,31 @@
 //! The rendezvous: rank 0 listens on `MASTER_ADDR:MASTER_PORT`, every other
 //! rank connects (retrying until the timeout: rank 0 may start last) and
-//! says who it is and what problem it runs; rank 0 waits for all of them,
-//! checks that they agree, and answers each with the NCCL unique id (or
-//! with why it is refused). The connections stay open: they carry the TCP
-//! collectives, and a rank that dies closes its own.
+//! proves in a handshake ([`super::handshake`]) that it is a rank of this
+//! job (the job's secret) of a run of this size, and says who it is and
+//! what problem it runs. A connection that fails the handshake (a stranger,
+//! another world size, silence past the handshake's timeout, garbage) is
+//! closed and reported through `on_refused`, and rank 0 goes on waiting;
+//! the handshakes run on threads of their own, so none holds up another.
+//! When every rank is there rank 0 checks that they agree and answers each
+//! with the NCCL unique id (or with why the run is refused). The
+//! connections stay open: they carry the TCP collectives, and a rank that
+//! dies closes its own.
 
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
+use super::handshake::{self, Arrival, Refusal, RefusalReason};
 use super::wire::Peer;
 use super::{DistError, RankEnv};
 
 /// Bytes of an NCCL unique id (`NCCL_UNIQUE_ID_BYTES`).
 pub const NCCL_ID_BYTES: usize = 128;
 
-/// What a rank says when it arrives.
-#[derive(Debug, Serialize, Deserialize)]
-struct Hello {
-    rank: usize,
-    world_size: usize,
-    problem: String,
-}
-
-/// Rank 0's answer.
-#[derive(Debug, Serialize, Deserialize)]
-struct Welcome {
-    /// Why this rank (or the run) is refused; `None`: go.
-    refused: Option<String>,
-    nccl_id: Vec<u8>,
-}
+/// Connections rank 0 lets be mid-handshake at once (a flood costs it no
+/// more threads or memory than this).
+const MAX_PENDING: usize = 32;
 
 /// This rank's connections after the rendezvous (what [`super::TcpComm`]
 /// runs over).
@@ -59,14 +54,18 @@ impl Link {
 /// runs (sizes, parameters, input files): every rank must give rank 0's, or
 /// the run is refused naming the first that differs. `nccl_id` is called on
 /// rank 0 only (it makes the id everyone gets; any 128 bytes for a run
-/// without NCCL). Returns the connections and the id.
+/// without NCCL). `on_refused` is called on rank 0, once for each
+/// connection it turned away while it waited (a rank of another job, of a
+/// run of another size, a silent or garbled connection). Returns the
+/// connections and the id.
 pub fn rendezvous(
     env: &RankEnv,
     problem: &str,
     nccl_id: impl FnOnce() -> Result<[u8; NCCL_ID_BYTES], DistError>,
+    on_refused: impl FnMut(&Refusal),
 ) -> Result<(Link, [u8; NCCL_ID_BYTES]), DistError> {
     if env.rank == 0 {
-        root(env, problem, nccl_id)
+        root(env, problem, nccl_id, on_refused)
     } else {
         leaf(env, problem)
     }
@@ -89,8 +88,23 @@ fn root(
     env: &RankEnv,
     problem: &str,
     nccl_id: impl FnOnce() -> Result<[u8; NCCL_ID_BYTES], DistError>,
+    on_refused: impl FnMut(&Refusal),
 ) -> Result<(Link, [u8; NCCL_ID_BYTES]), DistError> {
     let addr = address(env)?;
+    let listener = listen(addr)?;
+    let mut arrivals = gather(env, problem, &listener, addr, on_refused)?;
+    // Late connections are refused by the closed port, not left waiting.
+    drop(listener);
+    let id = nccl_id()?;
+    for arrival in &mut arrivals {
+        arrival.go(&env.secret, &id)?;
+    }
+    let peers = arrivals.into_iter().map(|a| a.peer).collect();
+    Ok((Link(Inner::Root(peers)), id))
+}
+
+/// Rank 0's listener on `addr`, non-blocking.
+fn listen(addr: SocketAddr) -> Result<TcpListener, DistError> {
     let io = |what: String| {
         move |source| DistError::Io {
             rank: 0,
@@ -102,8 +116,9 @@ fn root(
         let taken = source.kind() == std::io::ErrorKind::AddrInUse;
         io(if taken {
             format!(
-                "listening on {addr} (the port is taken: under torchrun its own store holds \
-                 MASTER_PORT; set {} to a free port on every rank)",
+                "listening on {addr} (the port is taken: another job's rank 0, another \
+                 program, or under torchrun its own store on MASTER_PORT; give this job \
+                 another port, or set {} to a free one on every rank)",
                 super::PORT_ENV
             )
         } else {
@@ -113,129 +128,161 @@ fn root(
     listener
         .set_nonblocking(true)
         .map_err(io("setting the listener non-blocking".into()))?;
+    Ok(listener)
+}
+
+/// One handshake's end: its connection's number and how it went.
+type Outcome = (u64, SocketAddr, Result<Arrival, RefusalReason>);
+
+/// Accepts connections until every other rank of the run has passed its
+/// handshake, each handshake on a thread of its own; returns them in rank
+/// order.
+fn gather(
+    env: &RankEnv,
+    problem: &str,
+    listener: &TcpListener,
+    addr: SocketAddr,
+    mut on_refused: impl FnMut(&Refusal),
+) -> Result<Vec<Arrival>, DistError> {
     let deadline = Instant::now() + env.timeout;
-    let mut arrived: Vec<Option<Peer>> = (1..env.world_size).map(|_| None).collect();
-    let mut refusal: Option<DistError> = None;
-    while arrived.iter().any(Option::is_none) && refusal.is_none() {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                stream
-                    .set_nonblocking(false)
-                    .map_err(io("accepting a rank".into()))?;
-                // Unknown until it says; 0 stands for "a connecting rank".
-                let mut peer = Peer::new(0, stream, env.timeout)?;
-                let hello: Hello = decode(0, &peer.recv("the rendezvous")?)?;
-                peer.rank = hello.rank;
-                let why = if hello.world_size != env.world_size {
-                    Some(format!(
-                        "WORLD_SIZE {} where rank 0 has {}",
-                        hello.world_size, env.world_size
-                    ))
-                } else if hello.rank == 0 || hello.rank >= env.world_size {
-                    Some(format!(
-                        "RANK {} is not one of 1..{}",
-                        hello.rank, env.world_size
-                    ))
-                } else if arrived[hello.rank - 1].is_some() {
-                    Some(format!("RANK {} arrived twice", hello.rank))
-                } else if hello.problem != problem {
-                    Some(format!("`{}` where rank 0 runs `{problem}`", hello.problem))
-                } else {
-                    None
-                };
-                match why {
-                    None => arrived[hello.rank - 1] = Some(peer),
-                    Some(what) => {
-                        let _ = send(&mut peer, Some(what.clone()), &[0; NCCL_ID_BYTES]);
-                        refusal = Some(DistError::Mismatch {
-                            rank: hello.rank,
-                            what,
-                        });
+    let (done, outcomes) = mpsc::channel::<Outcome>();
+    // Second handles on the connections mid-handshake, shut down when the
+    // rendezvous ends so that no handshake thread outlives it.
+    let mut pending: HashMap<u64, TcpStream> = HashMap::new();
+    let mut arrived: Vec<Option<Arrival>> = (1..env.world_size).map(|_| None).collect();
+    let mut next = 0u64;
+    let result = std::thread::scope(|scope| {
+        let result = 'wait: loop {
+            while let Ok((number, from, outcome)) = outcomes.try_recv() {
+                pending.remove(&number);
+                match outcome {
+                    Ok(arrival) => {
+                        if let Err(e) = admit(&mut arrived, arrival, env, problem) {
+                            break 'wait Err(e);
+                        }
                     }
+                    Err(reason) => on_refused(&Refusal { from, reason }),
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    let missing = arrived.iter().position(Option::is_none).unwrap_or(0) + 1;
-                    return Err(DistError::Timeout {
-                        rank: missing,
-                        during: format!("the rendezvous at {addr}"),
-                        seconds: env.timeout.as_secs(),
+            if arrived.iter().all(Option::is_some) {
+                break Ok(());
+            }
+            // At the limit, new connections wait in the kernel's queue
+            // until a handshake ends (they time out within the handshake's
+            // timeout): a flood delays a rank, never turns it away.
+            let accepted = if pending.len() < MAX_PENDING {
+                listener.accept()
+            } else {
+                Err(std::io::ErrorKind::WouldBlock.into())
+            };
+            match accepted {
+                Ok((stream, from)) => {
+                    let second = match stream.try_clone() {
+                        Ok(second) => second,
+                        Err(e) => {
+                            let reason = RefusalReason::Malformed(format!("nothing usable ({e})"));
+                            on_refused(&Refusal { from, reason });
+                            continue;
+                        }
+                    };
+                    next += 1;
+                    pending.insert(next, second);
+                    let (number, done) = (next, done.clone());
+                    scope.spawn(move || {
+                        let _ = done.send((number, from, handshake::greet(stream, env)));
                     });
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        let missing = arrived.iter().position(Option::is_none).unwrap_or(0) + 1;
+                        break Err(DistError::Timeout {
+                            rank: missing,
+                            during: format!("the rendezvous at {addr}"),
+                            seconds: env.timeout.as_secs(),
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(source) => {
+                    break Err(DistError::Io {
+                        rank: 0,
+                        what: "accepting a rank".into(),
+                        source,
+                    })
+                }
             }
-            Err(e) => return Err(io("accepting a rank".into())(e)),
+        };
+        for stream in pending.values() {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+        result
+    });
+    // Handshakes that ended as the rendezvous did: a stranger or another
+    // world size is still worth its line; a closed or silent one may be
+    // this shutdown's doing.
+    for (_, from, outcome) in outcomes.try_iter() {
+        if let Err(reason @ (RefusalReason::Stranger | RefusalReason::WorldSize { .. })) = outcome {
+            on_refused(&Refusal { from, reason });
         }
     }
-    let mut peers: Vec<Peer> = arrived.into_iter().flatten().collect();
-    if let Some(refusal) = refusal {
-        // The others are told too, so that none waits for a run that will
-        // not happen.
-        let why = format!("the run was refused: {refusal}");
-        for peer in &mut peers {
-            let _ = send(peer, Some(why.clone()), &[0; NCCL_ID_BYTES]);
-        }
-        return Err(refusal);
-    }
-    let id = nccl_id()?;
-    for peer in &mut peers {
-        send(peer, None, &id)?;
-    }
-    Ok((Link(Inner::Root(peers)), id))
+    result?;
+    Ok(arrived.into_iter().flatten().collect())
 }
 
-fn send(peer: &mut Peer, refused: Option<String>, id: &[u8]) -> Result<(), DistError> {
-    let welcome = Welcome {
-        refused,
-        nccl_id: id.to_vec(),
+/// Takes `arrival` (a rank of this job and size) into its rank's place,
+/// unless it disagrees with rank 0: a rank out of range, one that arrived
+/// already, or another problem refuses the run, and every rank there is
+/// told, so that none waits for a run that will not happen.
+fn admit(
+    arrived: &mut [Option<Arrival>],
+    mut arrival: Arrival,
+    env: &RankEnv,
+    problem: &str,
+) -> Result<(), DistError> {
+    let rank = arrival.hello.rank;
+    let why = if rank == 0 || rank >= env.world_size {
+        Some(format!("RANK {rank} is not one of 1..{}", env.world_size))
+    } else if arrived[rank - 1].is_some() {
+        Some(format!("RANK {rank} arrived twice"))
+    } else {
+        handshake::problem_differs(&arrival.hello, problem)
     };
-    let bytes = serde_json::to_vec(&welcome).expect("a welcome serializes");
-    peer.send(&bytes, "the rendezvous")
-}
-
-fn decode<T: for<'de> Deserialize<'de>>(rank: usize, bytes: &[u8]) -> Result<T, DistError> {
-    serde_json::from_slice(bytes).map_err(|e| DistError::Protocol {
-        rank,
-        what: format!("a rendezvous message that does not parse ({e})"),
-    })
+    let Some(what) = why else {
+        arrived[rank - 1] = Some(arrival);
+        return Ok(());
+    };
+    arrival.refuse(what.clone());
+    let refusal = DistError::Mismatch { rank, what };
+    let why = format!("the run was refused: {refusal}");
+    for other in arrived.iter_mut().flatten() {
+        other.refuse(why.clone());
+    }
+    Err(refusal)
 }
 
 fn leaf(env: &RankEnv, problem: &str) -> Result<(Link, [u8; NCCL_ID_BYTES]), DistError> {
     let addr = address(env)?;
     let deadline = Instant::now() + env.timeout;
-    let stream = loop {
-        match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
-            Ok(stream) => break stream,
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            Err(_) => {
-                return Err(DistError::Timeout {
-                    rank: 0,
-                    during: format!("the rendezvous (connecting to {addr})"),
-                    seconds: env.timeout.as_secs(),
-                })
-            }
-        }
-    };
-    let mut root = Peer::new(0, stream, env.timeout)?;
-    let hello = Hello {
-        rank: env.rank,
-        world_size: env.world_size,
-        problem: problem.to_string(),
-    };
-    let bytes = serde_json::to_vec(&hello).expect("a hello serializes");
-    root.send(&bytes, "the rendezvous")?;
-    let welcome: Welcome = decode(0, &root.recv("the rendezvous")?)?;
-    if let Some(why) = welcome.refused {
-        return Err(DistError::Refused(why));
-    }
-    let id: [u8; NCCL_ID_BYTES] =
-        welcome
-            .nccl_id
-            .try_into()
-            .map_err(|v: Vec<u8>| DistError::Protocol {
+    let (root, challenge) = loop {
+        let retry = match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
+            // Rank 0 not listening yet, or not answering yet (busy with
+            // other connections): both worth another try.
+            Ok(stream) => match handshake::challenge(stream, env) {
+                Ok(both) => break both,
+                Err(e @ (DistError::Timeout { .. } | DistError::PeerGone { .. })) => e,
+                Err(e) => return Err(e),
+            },
+            Err(_) => DistError::Timeout {
                 rank: 0,
-                what: format!("an NCCL id of {} bytes", v.len()),
-            })?;
+                during: format!("the rendezvous (connecting to {addr})"),
+                seconds: env.timeout.as_secs(),
+            },
+        };
+        if Instant::now() >= deadline {
+            return Err(retry);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (root, id) = handshake::join(root, challenge, env, problem, addr)?;
     Ok((Link(Inner::Leaf(root)), id))
 }

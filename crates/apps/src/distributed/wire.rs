@@ -1,6 +1,7 @@
 //! Frames on the ranks' TCP connections: a little-endian `u64` length, then
-//! that many bytes. Every read has the run's timeout; a closed connection
-//! and a timeout become errors naming the peer.
+//! that many bytes. Every read has a timeout (the handshake's, then the
+//! run's) and a bound on the length; a closed connection and a timeout
+//! become errors naming the peer.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -11,6 +12,10 @@ use super::DistError;
 /// The largest frame accepted (16 GiB): a length beyond is a corrupt or
 /// foreign stream, refused before anything is allocated.
 const MAX_FRAME: u64 = 1 << 34;
+
+/// Bytes reserved for a frame before any arrive: a larger one grows as its
+/// bytes come, so a length alone allocates no more than this.
+const FIRST_CHUNK: u64 = 64 << 20;
 
 /// A connection to rank `peer`.
 #[derive(Debug)]
@@ -27,24 +32,18 @@ impl Peer {
         stream: TcpStream,
         timeout: Duration,
     ) -> Result<Self, DistError> {
-        let io = |what: &str| {
-            let what = what.to_string();
-            move |source| DistError::Io { rank, what, source }
-        };
-        stream
-            .set_read_timeout(Some(timeout))
-            .map_err(io("setting the read timeout"))?;
-        stream
-            .set_write_timeout(Some(timeout))
-            .map_err(io("setting the write timeout"))?;
-        stream
-            .set_nodelay(true)
-            .map_err(io("setting TCP_NODELAY"))?;
-        Ok(Self {
+        stream.set_nodelay(true).map_err(|source| DistError::Io {
+            rank,
+            what: "setting TCP_NODELAY".into(),
+            source,
+        })?;
+        let mut peer = Self {
             rank,
             stream,
             timeout,
-        })
+        };
+        peer.set_timeout(timeout)?;
+        Ok(peer)
     }
 
     /// The error of a failed read or write during `during`.
@@ -82,22 +81,50 @@ impl Peer {
 
     /// Receives one frame.
     pub(super) fn recv(&mut self, during: &str) -> Result<Vec<u8>, DistError> {
+        self.recv_limited(MAX_FRAME, during)
+    }
+
+    /// Receives one frame of at most `max` bytes; a longer one is refused
+    /// before its bytes are read. Memory grows with the bytes that arrive,
+    /// not with the length the peer claims.
+    pub(super) fn recv_limited(&mut self, max: u64, during: &str) -> Result<Vec<u8>, DistError> {
         let mut len = [0u8; 8];
         self.stream
             .read_exact(&mut len)
             .map_err(|e| self.error(during, e))?;
         let len = u64::from_le_bytes(len);
-        if len > MAX_FRAME {
+        if len > max {
             return Err(DistError::Protocol {
                 rank: self.rank,
-                what: format!("a frame of {len} bytes"),
+                what: format!("a frame of {len} bytes (at most {max} are due during {during})"),
             });
         }
-        let mut bytes = vec![0u8; len as usize];
-        self.stream
-            .read_exact(&mut bytes)
+        let mut bytes = Vec::with_capacity(len.min(FIRST_CHUNK) as usize);
+        let got = (&mut self.stream)
+            .take(len)
+            .read_to_end(&mut bytes)
             .map_err(|e| self.error(during, e))?;
+        if got as u64 != len {
+            let eof = std::io::Error::from(ErrorKind::UnexpectedEof);
+            return Err(self.error(during, eof));
+        }
         Ok(bytes)
+    }
+
+    /// Sets the limit of every later read and write.
+    pub(super) fn set_timeout(&mut self, timeout: Duration) -> Result<(), DistError> {
+        let io = |what: &str| {
+            let (rank, what) = (self.rank, what.to_string());
+            move |source| DistError::Io { rank, what, source }
+        };
+        self.stream
+            .set_read_timeout(Some(timeout))
+            .map_err(io("setting the read timeout"))?;
+        self.stream
+            .set_write_timeout(Some(timeout))
+            .map_err(io("setting the write timeout"))?;
+        self.timeout = timeout;
+        Ok(())
     }
 
     /// Receives one frame straight into the start of `out`, which must

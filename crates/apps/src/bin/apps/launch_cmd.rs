@@ -2,9 +2,10 @@
 //! per GPU): the launcher for users without one. Starts N copies of this
 //! program on this host with the variables torchrun sets (`RANK`,
 //! `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`: loopback and a
-//! free port), forwards their output line by line behind `[rank N]`, and when
-//! one fails, gives the others a few seconds to end on their own, then kills
-//! them and fails naming it.
+//! free port) and `KILN_JOB_SECRET` (a random secret of this job, which its
+//! ranks prove to each other at the rendezvous), forwards their output line
+//! by line behind `[rank N]`, and when one fails, gives the others a few
+//! seconds to end on their own, then kills them and fails naming it.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use apps::distributed::{JobSecret, SECRET_ENV};
 use gpu_core::GpuCount;
 
 use crate::cli::LaunchArgs;
@@ -81,6 +83,13 @@ pub(crate) fn run(args: &LaunchArgs) -> Result<()> {
         Some(port) => port,
         None => free_port()?,
     };
+    // Its ranks prove they hold it at the rendezvous: a rank of another job
+    // on the same port is refused, and this job's never run with it.
+    let secret = JobSecret::generate().map_err(|e| {
+        anyhow::anyhow!(
+            "making this job's secret: the operating system's random generator failed: {e}"
+        )
+    })?;
     out!(
         "launch: {nprocs} processes of `{}` on this host, rendezvous at 127.0.0.1:{port}",
         args.command.join(" ")
@@ -96,6 +105,7 @@ pub(crate) fn run(args: &LaunchArgs) -> Result<()> {
             .env("LOCAL_WORLD_SIZE", nprocs.to_string())
             .env("MASTER_ADDR", "127.0.0.1")
             .env("MASTER_PORT", port.to_string())
+            .env(SECRET_ENV, &secret)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

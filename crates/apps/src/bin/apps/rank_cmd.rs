@@ -152,6 +152,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
         Some(dev) => format!("gpu {} ({})", dev.ordinal, dev.name),
         None => format!("cpu ({} threads)", rayon::current_num_threads()),
     };
+    warn_unset_secret(env);
     out!(
         "rank {rank} of {world}: rows {}..{} of {n}, {device}; rendezvous at {}:{}",
         rows.start,
@@ -165,7 +166,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
         (Some(_), 0) => gpu_core::nccl_unique_id()?,
         _ => [0; distributed::NCCL_ID_BYTES],
     };
-    let (link, id) = distributed::rendezvous(env, &problem_text, || Ok(id))?;
+    let (link, id) = distributed::rendezvous(env, &problem_text, || Ok(id), refusals())?;
     let mut comm = TcpComm::new(rank, world, link);
     let mut engine = match &gpu {
         None => {
@@ -266,6 +267,39 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Refusals shown before the rest are only counted: a flood of strangers
+/// does not flood the log.
+const SHOWN_REFUSALS: usize = 8;
+
+/// Rank 0's log of the connections the rendezvous turned away: each on one
+/// line, up to [`SHOWN_REFUSALS`].
+fn refusals() -> impl FnMut(&distributed::Refusal) {
+    let mut seen = 0usize;
+    move |refusal| {
+        seen += 1;
+        if seen <= SHOWN_REFUSALS {
+            eprintln!("rendezvous: {refusal}");
+        }
+        if seen == SHOWN_REFUSALS {
+            eprintln!("rendezvous: further refused connections are not shown");
+        }
+    }
+}
+
+/// Says, once, that a job without a secret can be joined by another's
+/// ranks.
+fn warn_unset_secret(env: &RankEnv) {
+    if env.secret.source() == distributed::SecretSource::Unset {
+        eprintln!(
+            "warning: {} is not set and no torchrun or Slurm job id was found: ranks of another \
+             job on port {} could join this one; set {0} to the same random value on every rank \
+             (apps launch does)",
+            distributed::SECRET_ENV,
+            env.master_port
+        );
+    }
 }
 
 /// Waits until every rank has finished its setup, so that each rank's run
