@@ -249,7 +249,7 @@ pub fn gather(subject: &Subject) -> Result<Findings> {
 }
 
 /// bindgen's libclang: `LIBCLANG_PATH`, the project-local one, or the system's.
-fn find_libclang(toolkit_dir: &Path) -> Result<PathBuf, String> {
+pub(crate) fn find_libclang(toolkit_dir: &Path) -> Result<PathBuf, String> {
     let has_lib = |dir: &Path| {
         std::fs::read_dir(dir).is_ok_and(|entries| {
             entries.flatten().any(|e| {

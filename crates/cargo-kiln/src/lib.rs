@@ -21,6 +21,7 @@
 pub mod audit;
 pub mod build;
 pub mod bundle;
+pub mod codegen;
 pub mod commands;
 pub mod config;
 pub mod doctor;

@@ -37,8 +37,10 @@ enum Command {
     Audit(AuditArgs),
     /// Toolkit, archs, libclang, driver and GPUs; what the default build makes.
     Doctor(DoctorArgs),
-    /// Report on, or install, the pinned CUDA toolkit (project-local).
+    /// Report on, or install, the pinned CUDA toolkit (into your toolkit store).
     Toolkit(ToolkitArgs),
+    /// Regenerate the crate's bindings from its kernels' headers (bindgen), or --check them.
+    Codegen(cargo_kiln::codegen::CodegenArgs),
     /// Release test binaries + run.sh (sanitizers, positive control) for a GPU host.
     Bundle(BundleArgs),
 }
@@ -67,6 +69,7 @@ fn dispatch(krate: &commands::CrateArg, command: Command) -> anyhow::Result<()> 
         Command::Audit(args) => commands::audit(krate, &args),
         Command::Doctor(args) => commands::doctor(krate, &args),
         Command::Toolkit(args) => commands::toolkit(krate, &args),
+        Command::Codegen(args) => cargo_kiln::codegen::run(&krate.project()?, &args),
         Command::Bundle(args) => commands::bundle(krate, &args),
     }
 }
@@ -101,7 +104,9 @@ mod tests {
 
     #[test]
     fn every_command_has_help() {
-        for name in ["new", "build", "audit", "doctor", "toolkit", "bundle"] {
+        for name in [
+            "new", "build", "audit", "doctor", "toolkit", "codegen", "bundle",
+        ] {
             let err = parse(&[name, "--help"]).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::DisplayHelp, "{name}");
             assert!(

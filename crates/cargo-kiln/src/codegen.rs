@@ -1,0 +1,131 @@
+//! `cargo kiln codegen [--check]`: regenerates a crate's committed bindings
+//! from its kernels' headers with cuda-build's codegen (bindgen), using the
+//! libclang and CUDA headers of the toolkit kiln finds (the crate's own, the
+//! user's store, or `LIBCLANG_PATH`), so a crate needs no codegen crate of
+//! its own; `--check` fails when the committed file differs.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use cuda_build::codegen::{write_if_changed, Codegen};
+
+use crate::project::Project;
+
+/// `cargo kiln codegen`.
+#[derive(Debug, Args)]
+pub struct CodegenArgs {
+    /// The headers' folder, relative to the crate (every `*.h` in it gets bindings).
+    #[arg(long, value_name = "DIR", default_value = "kernels/include")]
+    pub headers: PathBuf,
+    /// The generated file, relative to the crate.
+    #[arg(long, value_name = "FILE", default_value = "src/bindings.rs")]
+    pub out: PathBuf,
+    /// The Rust path the generated code names kiln's ABI traits through.
+    #[arg(long, value_name = "PATH", default_value = "::gpu_core")]
+    pub abi_path: String,
+    /// Write nothing; fail when the committed file is not what codegen writes.
+    #[arg(long)]
+    pub check: bool,
+}
+
+impl CodegenArgs {
+    /// The command line that regenerates the file, as the file and the
+    /// build's stale-bindings error name it.
+    fn command(&self) -> String {
+        let mut command = String::from("cargo kiln codegen");
+        if self.headers != Path::new("kernels/include") {
+            command += &format!(" --headers {}", self.headers.display());
+        }
+        if self.out != Path::new("src/bindings.rs") {
+            command += &format!(" --out {}", self.out.display());
+        }
+        if self.abi_path != "::gpu_core" {
+            command += &format!(" --abi-path {}", self.abi_path);
+        }
+        command
+    }
+}
+
+/// Regenerates (or with `--check`, compares) the crate's bindings.
+pub fn run(project: &Project, args: &CodegenArgs) -> Result<()> {
+    let headers = project.dir.join(&args.headers);
+    if !headers.is_dir() {
+        return Err(crate::error::usage_error!(
+            "no headers folder at {}; pass --headers DIR (relative to the crate)",
+            headers.display()
+        ));
+    }
+    point_bindgen_at_libclang(project)?;
+    let mut codegen = Codegen::new(&headers)
+        .include_dir(cuda_build::header::include_dir())
+        .abi_path(&args.abi_path)
+        .regenerate_with(&args.command());
+    if let Some(toolkit) = project.discovery().toolkit {
+        codegen = codegen.toolkit(toolkit.root);
+    }
+    let generated = codegen.generate().with_context(|| {
+        "generating bindings failed (bindgen loads libclang: `cargo kiln toolkit install` \
+         installs one, or set LIBCLANG_PATH)"
+    })?;
+    for warning in &generated.warnings {
+        eprintln!("cargo kiln codegen: warning: {warning}");
+    }
+    let path = project.dir.join(&args.out);
+    let shown = project.display(&path);
+    if args.check {
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        if committed != generated.text {
+            bail!(
+                "{shown} is not what codegen writes for {}; run `{}` and commit it",
+                project.display(&headers),
+                args.command()
+            );
+        }
+        println!("{shown} is up to date");
+    } else if write_if_changed(&path, &generated.text)? {
+        println!("wrote {shown}");
+    } else {
+        println!("{shown} is up to date");
+    }
+    Ok(())
+}
+
+/// bindgen loads libclang at run time: unless the user chose one, the one
+/// the toolkit install put beside the toolkit kiln finds.
+fn point_bindgen_at_libclang(project: &Project) -> Result<()> {
+    if std::env::var_os("LIBCLANG_PATH").is_some() {
+        return Ok(());
+    }
+    match crate::doctor::find_libclang(&project.toolkit_dir()) {
+        // The process is single-threaded here: nothing else reads the
+        // environment while it changes.
+        Ok(dir) => std::env::set_var("LIBCLANG_PATH", dir),
+        Err(why) => eprintln!("cargo kiln codegen: libclang {why}"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(headers: &str, out: &str, abi: &str) -> CodegenArgs {
+        CodegenArgs {
+            headers: headers.into(),
+            out: out.into(),
+            abi_path: abi.into(),
+            check: false,
+        }
+    }
+
+    #[test]
+    fn the_regenerating_command_names_only_what_differs_from_the_defaults() {
+        let defaults = args("kernels/include", "src/bindings.rs", "::gpu_core");
+        assert_eq!(defaults.command(), "cargo kiln codegen");
+        assert_eq!(
+            args("inc", "src/gen.rs", "crate::abi").command(),
+            "cargo kiln codegen --headers inc --out src/gen.rs --abi-path crate::abi"
+        );
+    }
+}
