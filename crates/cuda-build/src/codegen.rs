@@ -254,7 +254,11 @@ impl Codegen {
             .prepend_enum_name(false)
             .formatter(bindgen::Formatter::None);
         for (c_name, _) in HALF_TYPES {
-            builder = builder.blocklist_type(c_name);
+            // The type maps to `half`; its C++ members (`__half___half`, the
+            // constructors cuda_fp16.h declares) must not be bound either.
+            builder = builder
+                .blocklist_type(c_name)
+                .blocklist_function(format!("{}_.*", regex::escape(c_name)));
         }
         for alias in &self.new_type_aliases {
             builder = builder.new_type_alias(alias);

@@ -2,7 +2,8 @@
 //! pattern under `tests/fixtures/codegen/`: a macro-generated dtype family
 //! with `size_t`/`ptrdiff_t` and CUDA's half types (`dtypes`), structs and
 //! enums by value (`by_value`), host functions beside a plain prototype
-//! (`plain_prototype`), an enum from a toolkit header (`toolkit_enum`). Each
+//! (`plain_prototype`), an enum from a toolkit header (`toolkit_enum`), a
+//! header whose only toolkit include is `<cuda_fp16.h>` (`fp16_only`). Each
 //! generated file but the last is pinned by an insta snapshot, and all of
 //! them are compiled together in a scratch crate against the ABI
 //! vocabulary (`generated_code_compiles`).
@@ -20,7 +21,13 @@ use std::sync::OnceLock;
 use cuda_build::codegen::{Codegen, Generated};
 
 /// The fixtures, by dir name.
-const FIXTURES: [&str; 4] = ["dtypes", "by_value", "plain_prototype", "toolkit_enum"];
+const FIXTURES: [&str; 5] = [
+    "dtypes",
+    "by_value",
+    "plain_prototype",
+    "toolkit_enum",
+    "fp16_only",
+];
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -120,6 +127,20 @@ fn plain_prototype_is_a_warning_and_gets_no_binding() {
         assert!(!text.contains(unbound), "{unbound} has a binding");
     }
     assert!(text.contains("pub fn saxpy_launch(") && text.contains("pub fn sum_launch("));
+}
+
+/// The regression: `bindgen bound __half___half but libclang found no such
+/// prototype` for a header that includes only `<cuda_fp16.h>`.
+#[test]
+fn a_header_including_only_cuda_fp16_binds_half_as_half_f16() {
+    let Some(text) = check("fp16_only", &[]) else {
+        return;
+    };
+    assert!(text.contains("::half::f16"), "{text}");
+    assert!(
+        !text.contains("__half"),
+        "a binding of cuda_fp16.h's own:\n{text}"
+    );
 }
 
 /// Not a snapshot: the enumerators follow the toolkit's version.
