@@ -48,6 +48,7 @@ use crate::depfile;
 use crate::driver::NVCC_OWN_VARS;
 use crate::error::Error;
 use crate::manifest::CacheReport;
+use crate::settings;
 use crate::toolkit::Toolkit;
 
 /// `KILN_CACHE=off` turns the cache off.
@@ -69,7 +70,7 @@ const CANDIDATES: usize = 4;
 /// when it is off (or there is no cache dir to default to).
 pub(crate) fn settings_from_env() -> Result<Option<(PathBuf, u64)>, Error> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    if var(SWITCH_VAR).is_some_and(|v| matches!(v.trim(), "off" | "0" | "false" | "no")) {
+    if settings::switch(SWITCH_VAR)? == Some(false) {
         return Ok(None);
     }
     let max = match var(MAX_VAR) {
