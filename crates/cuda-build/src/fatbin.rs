@@ -462,7 +462,7 @@ mod tests {
         }
     }
 
-    /// With the toolkit `cargo xtask toolkit install` put in this checkout:
+    /// With a toolkit in this checkout's `target/cuda-toolkit`:
     /// images nvcc writes now read as cuobjdump lists them.
     #[test]
     fn fresh_real_images_read_as_cuobjdump_lists_them() {

@@ -57,6 +57,15 @@ fn build(
     (fixture.nvcc_calls(), report.into_iter().collect())
 }
 
+/// The build script's error lines of a build that must fail.
+#[track_caller]
+fn failing_build(fixture: &Fixture, env: &[(&'static str, String)], what: &str) -> Vec<String> {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let output = fixture.cargo_build(&env);
+    assert_failure(&output, what);
+    build_script_errors(&output)
+}
+
 fn served(hits: usize, steps: usize, fixture: &Fixture) -> Vec<String> {
     vec![format!(
         "kernel cache: {hits} of {steps} nvcc steps served from {}",
@@ -320,10 +329,7 @@ fn a_step_that_writes_nothing_fails_and_stores_nothing() {
 
     let mut launcher = env.clone();
     launcher.push(("FIXTURE_NVCC_LAUNCHER", "/bin/true".to_string()));
-    let env_refs: Vec<(&str, &str)> = launcher.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let output = fixture.cargo_build(&env_refs);
-    assert_failure(&output, "FIXTURE_NVCC_LAUNCHER=/bin/true");
-    let errors = build_script_errors(&output);
+    let errors = failing_build(&fixture, &launcher, "FIXTURE_NVCC_LAUNCHER=/bin/true");
     assert_eq!(errors.len(), 1, "{errors:#?}");
     assert!(
         errors[0].starts_with(&format!(
@@ -344,10 +350,7 @@ fn a_step_that_writes_nothing_fails_and_stores_nothing() {
         "kernels/kiln.toml",
         "[modules.b]\nflags = [\"--version\"]\n",
     );
-    let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let output = fixture.cargo_build(&env_refs);
-    assert_failure(&output, "flags = [\"--version\"]");
-    let errors = build_script_errors(&output);
+    let errors = failing_build(&fixture, &env, "flags = [\"--version\"]");
     assert!(
         errors.len() == 1
             && errors[0].starts_with(
@@ -426,10 +429,7 @@ fn real_nvcc_damaged_entries_compile_again_and_an_empty_step_fails() {
     fixture.write("kernels/a.cu", &edited);
     let mut launcher = arch("sm_80");
     launcher.push(("FIXTURE_NVCC_LAUNCHER", "/bin/true".to_string()));
-    let env_refs: Vec<(&str, &str)> = launcher.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let output = fixture.cargo_build(&env_refs);
-    assert_failure(&output, "FIXTURE_NVCC_LAUNCHER=/bin/true");
-    let errors = build_script_errors(&output);
+    let errors = failing_build(&fixture, &launcher, "FIXTURE_NVCC_LAUNCHER=/bin/true");
     assert!(
         errors.len() == 1
             && errors[0].starts_with("nvcc exited 0 on module `a` but wrote no a.fatbin"),
