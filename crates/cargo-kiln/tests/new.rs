@@ -1,7 +1,8 @@
 //! `cargo kiln new` as users run it: one-line errors that leave nothing
 //! behind, and (ignored by default: it builds a crate, minutes) a new crate
 //! outside the repository that passes fmt, clippy and its tests CPU-only and
-//! with the project-local CUDA toolkit, its bindings as codegen writes them.
+//! with the project-local CUDA toolkit, its bindings as `cargo kiln codegen`
+//! writes them and a header edited without regenerating a build error.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -335,22 +336,44 @@ fn a_new_crate_passes_fmt_clippy_and_tests_cpu_only_and_with_the_toolkit_and_eve
         &["SAXPY_LAB_CUDA"],
     );
 
-    // The committed bindings are what the crate's codegen writes.
-    let bindings = dir.join("src/bindings.rs");
-    let rendered = std::fs::read_to_string(&bindings).unwrap();
+    // The committed bindings are what `cargo kiln codegen` writes, and a
+    // struct added to the header without regenerating fails `cargo build`
+    // in one line naming the command, which then fixes it.
     let libclang = toolkit.join("libclang");
-    let libclang = ("LIBCLANG_PATH", libclang.as_os_str());
-    cargo(
-        &dir,
-        &["run", "-p", "saxpy-lab-codegen"],
-        &[target, libclang],
-        &[],
+    let codegen = |extra: &[&str]| {
+        let mut args = vec!["kiln", "codegen"];
+        args.extend_from_slice(extra);
+        Bin::cargo_bin("cargo-kiln")
+            .unwrap()
+            .current_dir(&dir)
+            .args(&args)
+            .env("CUDA_PATH", &cuda_path)
+            .env("LIBCLANG_PATH", &libclang)
+            .assert()
+            .success();
+    };
+    codegen(&["--check"]);
+    let header = dir.join("kernels/include/saxpy.h");
+    let text = std::fs::read_to_string(&header).unwrap();
+    let drifted = text.replace(
+        "#endif",
+        "typedef struct Extra {\n    float z;\n} Extra;\n\n#endif",
     );
-    let regenerated = std::fs::read_to_string(&bindings).unwrap();
-    assert_eq!(
-        regenerated, rendered,
-        "template/bindings.rs.tmpl is not what codegen writes for template/saxpy.h.tmpl"
+    std::fs::write(&header, drifted).unwrap();
+    let failed = cargo_fails(&dir, &["build"], &[target, off]);
+    let stale = failed
+        .lines()
+        .find(|l| l.contains("is stale"))
+        .unwrap_or_else(|| panic!("no stale-bindings line in:\n{failed}"));
+    assert!(
+        stale.contains("src/bindings.rs") && stale.contains("run `cargo kiln codegen`"),
+        "{stale}"
     );
+    codegen(&[]);
+    assert!(std::fs::read_to_string(dir.join("src/bindings.rs"))
+        .unwrap()
+        .contains("pub struct Extra"));
+    cargo(&dir, &["build"], &[target, off], &[]);
 
     // Every other subcommand on the new crate, as its user runs them there.
     let kiln = |args: &[&str]| -> String {

@@ -139,6 +139,13 @@ pub enum Error {
     /// `OUT_DIR` is not set and no output dir was given.
     #[error("OUT_DIR is not set: run from a build script or give KernelBuild::out_dir")]
     NoOutDir,
+    /// Committed bindings were generated from other headers than these
+    /// ([`KernelBuild::check_bindings`](crate::KernelBuild::check_bindings)).
+    #[error("{message}")]
+    StaleBindings {
+        /// Which file, which headers, and the command that regenerates.
+        message: String,
+    },
     /// Generating bindings failed.
     #[error("codegen: {message}")]
     Codegen {

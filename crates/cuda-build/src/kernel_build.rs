@@ -26,6 +26,7 @@ use crate::prebuilt::{self, Check};
 use crate::settings;
 use crate::toolkit::{discover, Discovery, ProcessEnv, Toolkit, DISCOVERY_ENV_VARS};
 
+mod drift;
 mod no_toolkit;
 
 /// A kernel build, configured by the caller's build script.
@@ -40,6 +41,7 @@ pub struct KernelBuild {
     image_type: String,
     out_dir: Option<PathBuf>,
     prebuilt_dir: PathBuf,
+    bindings: Option<(PathBuf, PathBuf)>,
 }
 
 /// What a kernel build produced.
@@ -103,6 +105,7 @@ impl KernelBuild {
             image_type: "::gpu_core::FatbinImage".to_string(),
             out_dir: None,
             prebuilt_dir: PathBuf::from(prebuilt::DEFAULT_DIR),
+            bindings: None,
         }
     }
 
@@ -220,6 +223,7 @@ impl KernelBuild {
         io(&out_dir, std::fs::create_dir_all(&out_dir))?;
         let vars = self.vars();
         let mut cargo = self.watch_directives(&vars);
+        self.check_bindings_now(&mut cargo)?;
         let inputs = self.read_inputs(&vars, &mut cargo)?;
         // Every switch is checked on every machine, toolkit or not, so that
         // a typo fails where it is made.

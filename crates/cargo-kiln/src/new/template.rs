@@ -88,13 +88,10 @@ pub const FILES: &[TemplateFile] = template! {
     "kernels/include/saxpy.h" => "saxpy.h.tmpl",
     "src/lib.rs" => "lib.rs.tmpl",
     "tests/saxpy.rs" => "saxpy_test.rs.tmpl",
-    "tests/bindings.rs" => "bindings_test.rs.tmpl",
-    "codegen/Cargo.toml" => "codegen.Cargo.toml.tmpl",
-    "codegen/src/main.rs" => "codegen.main.rs.tmpl",
 };
 
 /// The bindings generated from `kernels/include/saxpy.h` (what
-/// `cargo run -p NAME-codegen` writes), with `{{fingerprint}}` for the
+/// `cargo kiln codegen` writes), with `{{fingerprint}}` for the
 /// headers' fingerprint.
 pub const BINDINGS: TemplateFile = TemplateFile {
     path: "src/bindings.rs",
