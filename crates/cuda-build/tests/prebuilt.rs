@@ -136,7 +136,7 @@ fn prebuilt_kernels_are_embedded_only_while_they_match_the_sources() {
     assert_failure(&output, "stale, GPU code required");
     let errors = build_script_errors(&output);
     assert!(
-        errors.len() == 1 && errors[0].contains(&format!("are stale: {COMMON_CUH} changed")),
+        errors.len() == 1 && errors[0].contains(&format!("were refused: {COMMON_CUH} changed")),
         "{errors:#?}"
     );
     fixture.nvcc_calls();

@@ -1,6 +1,7 @@
-//! A build that found no toolkit: the prebuilt kernels when they fit the
-//! sources (embedded as a toolkit build's images would be), else CPU-only
-//! with one warning, or an error under `<PREFIX>_REQUIRE_CUDA=1`.
+//! A build that found no toolkit: the prebuilt kernels when they pass every
+//! check and fit the sources (embedded as a toolkit build's images would
+//! be), else CPU-only with one warning naming why, or an error under
+//! `<PREFIX>_REQUIRE_CUDA=1`.
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,7 @@ use crate::emit;
 use crate::error::{io, Error};
 use crate::manifest::{Manifest, ModuleEntry, PrebuiltEntry};
 use crate::modules::Module;
-use crate::prebuilt::{self, Check, Naming, Prebuilt};
+use crate::prebuilt::{self, Check, Naming, PrebuiltError, Verified};
 use crate::toolkit::Discovery;
 
 impl KernelBuild {
@@ -23,7 +24,7 @@ impl KernelBuild {
         &self,
         inputs: Inputs,
         discovery: Option<&Discovery>,
-        stale: Option<String>,
+        stale: Option<PrebuiltError>,
         vars: &Vars,
         cargo: &mut Vec<String>,
     ) -> Result<Manifest, Error> {
@@ -33,7 +34,7 @@ impl KernelBuild {
         };
         if let Some(why) = &stale {
             looked_at.push_str(&format!(
-                "; the prebuilt kernels in {} are stale: {why}",
+                "; the prebuilt kernels in {} were refused: {why}",
                 self.prebuilt_dir.display()
             ));
         }
@@ -92,19 +93,22 @@ impl KernelBuild {
             &self.prebuilt_dir,
             &self.naming(&base),
             &modules,
+            &self.lower_prefix(),
         ))
     }
 
-    /// No toolkit, but prebuilt kernels that fit: their images copied into
-    /// the out dir and embedded as a toolkit build's would be, in one line.
+    /// No toolkit, but prebuilt kernels that fit: the images checked
+    /// written into the out dir and embedded as a toolkit build's would be,
+    /// in one line.
     pub(super) fn embed_prebuilt(
         &self,
         inputs: Inputs,
-        prebuilt: &Prebuilt,
+        verified: &Verified,
         out_dir: &Path,
         cargo: &mut Vec<String>,
     ) -> Result<Manifest, Error> {
-        let modules = prebuilt.install(&self.prebuilt_dir, out_dir)?;
+        let modules = verified.install(out_dir)?;
+        let prebuilt = &verified.prebuilt;
         let libraries: Vec<String> = modules
             .iter()
             .filter(|e| e.link == LinkMode::Static)

@@ -10,6 +10,9 @@
 # - a device link (`-dlink`): `dlink <output basename>`; writes the output and
 #   nvlink's resource report for the kernels its objects define;
 # - a library (`-lib`): `lib <output basename>`; writes an empty archive.
+# A fat binary (`-fatbin`) is a well-formed container holding one SASS entry
+# (an ELF payload) per `code=sm_X` and, for a compile, one PTX entry per
+# `code=compute_X`, each payload carrying the text the old fake wrote.
 # A source containing `--fail-on-purpose` fails like a compile error; a host
 # compiler (`-ccbin X`) whose file contains `unsupported-host-compiler` is
 # refused as nvcc refuses an unsupported GCC. With $FAKE_NVCC_COMMANDS set,
@@ -40,10 +43,11 @@ if [ -n "${FAKE_NVCC_COMMANDS-}" ]; then
     echo "nvcc $command_line" >>"$FAKE_NVCC_COMMANDS"
 fi
 step=compile output='' depfile='' ccbin='' resources=no
-inputs=() includes=() sass=()
+inputs=() includes=() sass=() ptx=() fatbin=no
 while [ $# -gt 0 ]; do
     case "$1" in
     -dlink) step=dlink ;;
+    -fatbin) fatbin=yes ;;
     -lib) step=lib ;;
     -ccbin) ccbin=$2; shift ;;
     -Xcompiler) shift ;;
@@ -51,6 +55,7 @@ while [ $# -gt 0 ]; do
     -MF) depfile=$2; shift ;;
     -I*) includes+=("${1#-I}") ;;
     -gencode=*,code=sm_*) sass+=("sm_${1##*,code=sm_}") ;;
+    -gencode=*,code=compute_*) ptx+=("compute_${1##*,code=compute_}") ;;
     --resource-usage) resources=yes ;;
     -*) ;;
     *) inputs+=("$1") ;;
@@ -68,11 +73,52 @@ if [ -n "$ccbin" ] && grep -q 'unsupported-host-compiler' "$ccbin"; then
     exit 1
 fi
 
+# Prints $1 as $2 little-endian bytes.
+le() {
+    local i
+    for ((i = 0; i < $2; i++)); do
+        printf "\\x$(printf %02x $((($1 >> (8 * i)) & 255)))"
+    done
+}
+# Prints one fat binary entry: kind $1 (1 PTX, 2 SASS), arch $2 (sm_90a,
+# compute_90), payload $3 (padded to 8 bytes).
+entry() {
+    local number=${2#*_} flags=17
+    case "$number" in
+    *a) flags=$((flags | 0x100000)) number=${number%a} ;;
+    *f) flags=$((flags | 0x200000)) number=${number%f} ;;
+    esac
+    local padded=$(((${#3} + 7) / 8 * 8))
+    le "$1" 2; le 257 2; le 64 4; le "$padded" 8; le 0 4; le 0 4
+    le 0 4; le "$number" 4; le 0 8; le "$flags" 8; le 0 16
+    printf '%s' "$3"
+    printf '%*s' $((padded - ${#3})) '' | tr ' ' '\0'
+}
+# Writes $output as a fat binary of SASS for every arch of sass and, with
+# $2 = yes, PTX for every arch of ptx, each payload holding $1.
+write_fatbin() {
+    local body arch size
+    body=$(mktemp)
+    for arch in ${sass[@]+"${sass[@]}"}; do entry 2 "$arch" $'\x7fELF\n'"$1" >>"$body"; done
+    if [ "$2" = yes ]; then
+        for arch in ${ptx[@]+"${ptx[@]}"}; do entry 1 "$arch" "$1" >>"$body"; done
+    fi
+    size=$(wc -c <"$body")
+    { printf '\x50\xed\x55\xba'; le 1 2; le 16 2; le "$size" 8; cat "$body"; } >"$output"
+    rm -f "$body"
+}
+
 case "$step" in
 dlink)
     echo "dlink $(basename "$output")" >>"$FAKE_NVCC_LOG"
     kernels=$(sed -n 's/^kernels: //p' "${inputs[@]}")
-    printf 'fake device link of %s for %s\n' "${inputs[*]}" "${sass[*]-}" >"$output"
+    text=$(printf 'fake device link of %s for %s\n' "${inputs[*]}" "${sass[*]-}")
+    if [ "$fatbin" = yes ]; then
+        # The device link keeps SASS only.
+        write_fatbin "$text" no
+    else
+        echo "$text" >"$output"
+    fi
     if [ "$resources" = yes ]; then
         for arch in ${sass[@]+"${sass[@]}"}; do
             for kernel in $kernels; do
@@ -140,10 +186,15 @@ visit "$source"
 } >"$depfile"
 
 kernels=$(sed -n 's/.*__global__[[:space:]][[:space:]]*void[[:space:]][[:space:]]*\([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' "$source")
-{
+text=$(
     printf 'fake output of %s for %s\n' "$(basename "$source")" "${sass[*]-}"
     echo "kernels: $(echo $kernels)"
-} >"$output"
+)
+if [ "$fatbin" = yes ]; then
+    write_fatbin "$text"$'\n' yes
+else
+    echo "$text" >"$output"
+fi
 
 if [ "$resources" = yes ]; then
     for arch in ${sass[@]+"${sass[@]}"}; do
