@@ -117,15 +117,12 @@ impl Naming<'_> {
         } else {
             self.base
         };
-        let path = root.join(&file.path);
-        let real = std::fs::canonicalize(&path).map_err(|_| missing())?;
+        let real = std::fs::canonicalize(root.join(&file.path)).map_err(|_| missing())?;
         let real_root = std::fs::canonicalize(root).map_err(|_| missing())?;
         if !real.starts_with(&real_root) {
-            return Err(PrebuiltError::Outside {
-                path,
-                what: "the input".into(),
+            return Err(PrebuiltError::InputOutside {
                 name: error::shown(&file.path.to_string_lossy()),
-                inside: format!("{} (a symlink leads out)", root.display()),
+                root: root.to_path_buf(),
             });
         }
         Ok(real)

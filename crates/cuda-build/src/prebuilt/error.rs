@@ -111,6 +111,18 @@ pub enum PrebuiltError {
         /// The input, as the manifest names it.
         name: String,
     },
+    /// An input that resolves outside the package (or its include dir)
+    /// through a symlink.
+    #[error(
+        "input {name} leads outside {} through a symlink; the prebuilt kernels are \
+         checked against files inside it only", root.display()
+    )]
+    InputOutside {
+        /// The input, as the manifest names it.
+        name: String,
+        /// The package root or include dir it must stay in.
+        root: PathBuf,
+    },
     /// A module of the sources the folder lacks.
     #[error("{first} (module `{module}`) is not among them")]
     ModuleAdded {
