@@ -313,9 +313,12 @@ impl Prebuilt {
     }
 
     /// `prebuilt.toml`'s text: the SHA-256 of the rest on the first line.
-    pub fn to_toml(&self) -> String {
-        let body = toml::to_string_pretty(self).expect("a prebuilt manifest always serializes");
-        folder::seal(&body)
+    /// Fails only for values TOML cannot hold (a size over `i64::MAX`).
+    pub fn to_toml(&self) -> Result<String, PrebuiltError> {
+        let body = toml::to_string_pretty(self).map_err(|e| PrebuiltError::Unwritable {
+            problem: e.to_string().lines().next().unwrap_or_default().to_string(),
+        })?;
+        Ok(folder::seal(&body))
     }
 }
 
@@ -413,7 +416,8 @@ pub fn export(build_manifest: &Path, dest: &Path) -> Result<Prebuilt, Error> {
         modules,
     };
     let path = staging.path().join(MANIFEST);
-    io(&path, std::fs::write(&path, prebuilt.to_toml()))?;
+    let text = prebuilt.to_toml().map_err(|why| refuse(&why.to_string()))?;
+    io(&path, std::fs::write(&path, text))?;
     // Never write a folder its readers would refuse (an image without an
     // arch its module declares, an arch the grammar does not know).
     if let Err(why) = open(staging.path()) {

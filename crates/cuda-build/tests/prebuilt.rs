@@ -264,3 +264,54 @@ fn exporting_a_build_without_a_toolkit_is_refused() {
     );
     assert!(!fixture.path("kernels-prebuilt").exists());
 }
+
+/// A folder rewritten file by file while it is read (another export of the
+/// same crate, for other archs, copied over it and back): every read is one
+/// whole state of the folder or a one-line refusal, never a mix of the two.
+#[test]
+fn a_folder_rewritten_while_it_is_read_is_read_whole_or_refused() {
+    let fixture = Fixture::with_sources("prebuilt-race", "prebuiltrace", MODULE_SOURCES);
+    let e = Exported::new(fixture);
+    let first = cuda_build::prebuilt::read(&e.dir).unwrap();
+    let output = e
+        .fixture
+        .cargo_build(&[("FIXTURE_CUDA_ARCHS", "sm_86-real,compute_86")]);
+    assert_success(&output, "the build for sm_86");
+    e.fixture.nvcc_calls();
+    let manifest_path = e
+        .fixture
+        .out_dir()
+        .join(cuda_build::manifest::file_name("FIXTURE"));
+    let other = e.fixture.root_path("other");
+    let second = cuda_build::prebuilt::export(&manifest_path, &other).unwrap();
+    assert_ne!(first, second);
+    let states = [e.pristine.clone(), other];
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (mut whole, mut refused) = (0, 0);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for round in 0..60 {
+                let from = &states[round % 2];
+                for entry in std::fs::read_dir(from).unwrap() {
+                    let entry = entry.unwrap();
+                    std::fs::copy(entry.path(), e.dir.join(entry.file_name())).unwrap();
+                }
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            match cuda_build::prebuilt::read(&e.dir) {
+                Ok(read) => {
+                    assert!(read == first || read == second, "a mix: {read:#?}");
+                    whole += 1;
+                }
+                Err(error) => {
+                    assert!(!error.to_string().contains('\n'), "{error}");
+                    refused += 1;
+                }
+            }
+        }
+    });
+    eprintln!("{whole} reads of a whole folder, {refused} refused mid-copy");
+    assert!(whole + refused > 0, "the folder was read while it changed");
+}

@@ -99,6 +99,12 @@ pub enum PrebuiltError {
         /// What is wrong, one line.
         problem: String,
     },
+    /// A manifest with a value TOML cannot hold.
+    #[error("cannot write prebuilt.toml: {problem}")]
+    Unwritable {
+        /// What the TOML writer said, one line.
+        problem: String,
+    },
     /// An input that changed since the folder was written.
     #[error("{name} changed since they were built")]
     InputChanged {

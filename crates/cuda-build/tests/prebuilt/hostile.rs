@@ -55,7 +55,7 @@ pub(crate) fn reseal(e: &Exported, edit: impl FnOnce(&mut Prebuilt)) {
     let path = e.file(prebuilt::MANIFEST);
     let mut manifest = prebuilt::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
     edit(&mut manifest);
-    std::fs::write(&path, manifest.to_toml()).unwrap();
+    std::fs::write(&path, manifest.to_toml().unwrap()).unwrap();
 }
 
 /// Records the folder's file `name` as it is now (size and hash), sealed.
