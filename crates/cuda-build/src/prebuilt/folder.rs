@@ -239,6 +239,12 @@ fn validate(path: &Path, prebuilt: &Prebuilt) -> Result<(), PrebuiltError> {
         }
     }
     if prebuilt.modules.iter().any(|m| m.link == LinkMode::Static) {
+        if !files.contains(Path::new(RUNTIME)) {
+            return Err(PrebuiltError::damaged(
+                path,
+                format!("it lists no {RUNTIME}, which its static libraries link"),
+            ));
+        }
         used.insert(Path::new(RUNTIME));
     }
     if let Some(extra) = files.difference(&used).next() {

@@ -207,6 +207,16 @@ pub(crate) fn read_cases(e: &Exported) -> Vec<Case> {
             }),
         ),
         (
+            "static libraries without the static runtime",
+            "it lists no libcudart_static.a, which its static libraries link".into(),
+            Box::new(|e: &Exported| {
+                reseal(e, |p| {
+                    p.files
+                        .retain(|f| f.path != Path::new("libcudart_static.a"))
+                });
+            }),
+        ),
+        (
             "an input of ../",
             "names the input `../outside.h`, which is not a file inside the package".into(),
             Box::new(|e: &Exported| {
