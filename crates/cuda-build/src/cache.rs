@@ -32,12 +32,24 @@
 //! entries go first), off with `KILN_CACHE=off`. These names are the same for
 //! every crate built with cuda-build, whatever its env prefix: the store is
 //! one per user. Every file is written to a temp file beside it and renamed
-//! into place, so concurrent builds read whole entries or none; a damaged or
-//! unreadable entry is a miss, and a store that cannot be written only costs
-//! the next build its hit.
+//! into place, so concurrent builds read whole entries or none; a store that
+//! cannot be written only costs the next build its hit.
+//!
+//! # What a read trusts
+//! Nothing it did not check: every entry starts with the SHA-256 of its key
+//! and its content (log and output), checked on every read, so a truncated
+//! or altered entry, or another key's entry copied or linked in its place,
+//! is a miss. Only regular files are read from the store, never through a
+//! symlink (`O_NOFOLLOW`) and without waiting on a FIFO (`O_NONBLOCK`),
+//! within a size bound; the files an index names are read the same way
+//! (following symlinks: headers may be links). The caller checks what a hit
+//! holds (a fat binary of the module's archs) before it takes it. A miss
+//! recompiles and the new entry replaces the bad one; a cache failure is
+//! never a build failure.
 
 use std::ffi::OsString;
-use std::io::Write as _;
+use std::fs::File;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::SystemTime;
@@ -48,6 +60,7 @@ use crate::depfile;
 use crate::driver::NVCC_OWN_VARS;
 use crate::error::Error;
 use crate::manifest::CacheReport;
+use crate::settings;
 use crate::toolkit::Toolkit;
 
 /// `KILN_CACHE=off` turns the cache off.
@@ -61,7 +74,12 @@ pub(crate) const VARS: [&str; 3] = [SWITCH_VAR, DIR_VAR, MAX_VAR];
 
 const DEFAULT_MAX: u64 = 2_000_000_000;
 /// Bumped when the key or the entry format changes: old entries are ignored.
-const LAYOUT: &str = "v1";
+/// v2: entries carry their own hash.
+const LAYOUT: &str = "v2";
+/// An index (sets of paths) larger than this is damage.
+const INDEX_MAX: u64 = 1 << 20;
+/// A compile's input larger than this is not hashed: the compile misses.
+const INPUT_MAX: u64 = 1 << 30;
 /// Sets of inputs kept per base key (a header switched back and forth).
 const CANDIDATES: usize = 4;
 
@@ -69,7 +87,7 @@ const CANDIDATES: usize = 4;
 /// when it is off (or there is no cache dir to default to).
 pub(crate) fn settings_from_env() -> Result<Option<(PathBuf, u64)>, Error> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    if var(SWITCH_VAR).is_some_and(|v| matches!(v.trim(), "off" | "0" | "false" | "no")) {
+    if settings::switch(SWITCH_VAR)? == Some(false) {
         return Ok(None);
     }
     let max = match var(MAX_VAR) {
@@ -145,26 +163,31 @@ impl Cache {
     }
 
     /// The compile of `source` by `args`, if an earlier one read files that
-    /// are all still as they were.
-    pub(crate) fn lookup_compile(&self, args: &[OsString], source: &Path) -> Option<Hit> {
+    /// are all still as they were and its output passes `accept`.
+    pub(crate) fn lookup_compile(
+        &self,
+        args: &[OsString],
+        source: &Path,
+        accept: impl Fn(&[u8]) -> bool,
+    ) -> Option<Hit> {
         let base = self.base_key("compile", args, source);
         let hit = self.candidates(&base).into_iter().find_map(|deps| {
             let key = self.inputs_key(&base, &deps)?;
             let (log, output) = self.read_entry(&key)?;
-            Some(Hit { output, log, deps })
+            accept(&output).then_some(Hit { output, log, deps })
         });
         self.count(hit.is_some());
         hit
     }
 
-    /// Stores a compile's output under the files it read (`deps`, its whole
-    /// depfile).
+    /// Stores a compile's output (what nvcc wrote in this build) under the
+    /// files it read (`deps`, its whole depfile).
     pub(crate) fn store_compile(
         &self,
         args: &[OsString],
         source: &Path,
         deps: &[PathBuf],
-        output: &Path,
+        output: &[u8],
         log: &str,
     ) {
         let base = self.base_key("compile", args, source);
@@ -177,24 +200,28 @@ impl Cache {
     }
 
     /// A link step's output and log, when the same command linked objects of
-    /// the same content before.
+    /// the same content before and the output passes `accept`.
     pub(crate) fn lookup_link(
         &self,
         args: &[OsString],
         inputs: &[PathBuf],
+        accept: impl Fn(&[u8]) -> bool,
     ) -> Option<(Vec<u8>, String)> {
-        let key = self.inputs_key(&self.base_key("link", args, Path::new("")), inputs)?;
-        let hit = self.read_entry(&key).map(|(log, output)| (output, log));
+        let hit = self
+            .inputs_key(&self.base_key("link", args, Path::new("")), inputs)
+            .and_then(|key| self.read_entry(&key))
+            .filter(|(_, output)| accept(output))
+            .map(|(log, output)| (output, log));
         self.count(hit.is_some());
         hit
     }
 
-    /// Stores a link step's output.
+    /// Stores a link step's output (what nvcc wrote in this build).
     pub(crate) fn store_link(
         &self,
         args: &[OsString],
         inputs: &[PathBuf],
-        output: &Path,
+        output: &[u8],
         log: &str,
     ) {
         let base = self.base_key("link", args, Path::new(""));
@@ -249,7 +276,8 @@ impl Cache {
                 &self.without_out_dir(normalized.as_os_str().as_encoded_bytes()),
             );
             if !normalized.starts_with(&self.toolkit_root) {
-                feed(&mut hasher, &Sha256::digest(std::fs::read(file).ok()?));
+                let (_, bytes) = read_regular(file, INPUT_MAX, Links::Follow)?;
+                feed(&mut hasher, &Sha256::digest(bytes));
             }
         }
         Some(hex(&hasher.finalize()))
@@ -263,27 +291,31 @@ impl Cache {
         self.root.join("index").join(&base[..2]).join(base)
     }
 
-    /// An entry: the log's length (8 bytes, little-endian), the log, the
-    /// output. Reading it marks it used, for the eviction order.
+    /// An entry: the SHA-256 of the key and the rest (32 bytes), the log's
+    /// length (8 bytes, little-endian), the log, the output (never empty).
+    /// `None` for anything else. Reading it marks it used, for the eviction
+    /// order.
     fn read_entry(&self, key: &str) -> Option<(String, Vec<u8>)> {
-        let path = self.entry_path(key);
-        let bytes = std::fs::read(&path).ok()?;
-        let (len, rest) = bytes.split_first_chunk::<8>()?;
+        let (file, bytes) = read_regular(&self.entry_path(key), self.max_bytes, Links::Refuse)?;
+        let (digest, content) = bytes.split_first_chunk::<32>()?;
+        if *digest != entry_digest(key, content) {
+            return None;
+        }
+        let (len, rest) = content.split_first_chunk::<8>()?;
         let len = usize::try_from(u64::from_le_bytes(*len)).ok()?;
         let log = String::from_utf8(rest.get(..len)?.to_vec()).ok()?;
-        let output = rest.get(len..)?.to_vec();
-        if let Ok(file) = std::fs::File::options().append(true).open(&path) {
-            let _ = file.set_modified(SystemTime::now());
-        }
+        let output = rest.get(len..).filter(|o| !o.is_empty())?.to_vec();
+        let _ = file.set_modified(SystemTime::now());
         Some((log, output))
     }
 
-    fn write_entry(&self, key: &str, output: &Path, log: &str) -> std::io::Result<()> {
-        let output = std::fs::read(output)?;
-        let mut bytes = Vec::with_capacity(8 + log.len() + output.len());
-        bytes.extend_from_slice(&(log.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(log.as_bytes());
-        bytes.extend_from_slice(&output);
+    fn write_entry(&self, key: &str, output: &[u8], log: &str) -> std::io::Result<()> {
+        let mut content = Vec::with_capacity(8 + log.len() + output.len());
+        content.extend_from_slice(&(log.len() as u64).to_le_bytes());
+        content.extend_from_slice(log.as_bytes());
+        content.extend_from_slice(output);
+        let mut bytes = entry_digest(key, &content).to_vec();
+        bytes.extend_from_slice(&content);
         write_atomically(&self.entry_path(key), &bytes)?;
         self.stored.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -292,7 +324,9 @@ impl Cache {
     /// The sets of files earlier compiles with this base key read, newest
     /// first (one path a line, sets separated by an empty line).
     fn candidates(&self, base: &str) -> Vec<Vec<PathBuf>> {
-        let text = std::fs::read_to_string(self.index_path(base)).unwrap_or_default();
+        let text = read_regular(&self.index_path(base), INDEX_MAX, Links::Refuse)
+            .and_then(|(_, bytes)| String::from_utf8(bytes).ok())
+            .unwrap_or_default();
         text.split("\n\n")
             .map(|set| {
                 set.lines()
@@ -351,6 +385,64 @@ impl Cache {
     }
 }
 
+/// What an entry's first 32 bytes must be: the hash of its key (so that
+/// another key's entry in its place is a miss) and of its content.
+fn entry_digest(key: &str, content: &[u8]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    feed(&mut hasher, key.as_bytes());
+    feed(&mut hasher, content);
+    hasher.finalize().into()
+}
+
+/// Whether a read may go through a symlink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Links {
+    /// The store's own files are never links.
+    Refuse,
+    /// A compile's inputs may be (a header linked into the tree).
+    Follow,
+}
+
+/// The file at `path` and its bytes, when it is a regular file of at most
+/// `bound` bytes; `None` for anything else (a FIFO, a device, a dir, a
+/// symlink with [`Links::Refuse`]). Never waits: a FIFO is opened
+/// non-blocking and refused.
+pub(crate) fn read_regular(path: &Path, bound: u64, links: Links) -> Option<(File, Vec<u8>)> {
+    let mut options = File::options();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let nofollow = if links == Links::Refuse {
+            libc::O_NOFOLLOW
+        } else {
+            0
+        };
+        options.custom_flags(libc::O_NONBLOCK | nofollow);
+    }
+    #[cfg(not(unix))]
+    {
+        let meta = match links {
+            Links::Refuse => std::fs::symlink_metadata(path),
+            Links::Follow => std::fs::metadata(path),
+        };
+        if !meta.ok()?.is_file() {
+            return None;
+        }
+    }
+    let file = options.open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > bound {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).ok()?);
+    (&file)
+        .take(bound.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .ok()?;
+    (bytes.len() as u64 <= bound).then_some((file, bytes))
+}
+
 fn feed(hasher: &mut Sha256, field: &[u8]) {
     hasher.update((field.len() as u64).to_le_bytes());
     hasher.update(field);
@@ -371,131 +463,4 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::toolkit::ToolkitVersion;
-
-    fn toolkit(patch: u32) -> Toolkit {
-        Toolkit {
-            root: "/cuda".into(),
-            nvcc: "/cuda/bin/nvcc".into(),
-            version: ToolkitVersion {
-                major: 13,
-                minor: 0,
-                patch,
-            },
-            found_by: "test".into(),
-        }
-    }
-
-    fn args(out: &Path) -> Vec<OsString> {
-        vec![
-            "-fatbin".into(),
-            "-o".into(),
-            out.join("a.fatbin").into_os_string(),
-            "/src/a.cu".into(),
-        ]
-    }
-
-    /// A compile stored from one out dir is found from another (the other
-    /// profile), with the same toolkit only, and only while its inputs are
-    /// unchanged; a link step is keyed by its objects' content.
-    #[test]
-    fn keys_follow_content_toolkit_and_not_the_out_dir() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (store, dev, release) = (
-            tmp.path().join("store"),
-            tmp.path().join("dev"),
-            tmp.path().join("release"),
-        );
-        for dir in [&dev, &release] {
-            std::fs::create_dir_all(dir).unwrap();
-        }
-        let header = tmp.path().join("h.h");
-        std::fs::write(&header, "one").unwrap();
-        std::fs::write(dev.join("a.fatbin"), "image").unwrap();
-        let deps = vec![
-            header.clone(),
-            PathBuf::from("/cuda/include/cuda_runtime.h"),
-        ];
-        let source = Path::new("/src/a.cu");
-
-        let cache = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(88), &dev);
-        assert!(cache.lookup_compile(&args(&dev), source).is_none());
-        cache.store_compile(
-            &args(&dev),
-            source,
-            &deps,
-            &dev.join("a.fatbin"),
-            "ptxas info",
-        );
-
-        let other_profile = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(88), &release);
-        let hit = other_profile
-            .lookup_compile(&args(&release), source)
-            .expect("a hit");
-        assert_eq!(
-            (hit.output.as_slice(), hit.log.as_str()),
-            (&b"image"[..], "ptxas info")
-        );
-        assert_eq!(hit.deps, deps);
-        assert_eq!(other_profile.report().hits, 1);
-
-        let other_toolkit = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(89), &release);
-        assert!(other_toolkit
-            .lookup_compile(&args(&release), source)
-            .is_none());
-
-        std::fs::write(&header, "two").unwrap();
-        assert!(other_profile
-            .lookup_compile(&args(&release), source)
-            .is_none());
-        std::fs::write(&header, "one").unwrap();
-        assert!(other_profile
-            .lookup_compile(&args(&release), source)
-            .is_some());
-
-        let link = vec![OsString::from("-lib")];
-        let objects = vec![header.clone()];
-        cache.store_link(&link, &objects, &dev.join("a.fatbin"), "");
-        assert!(cache.lookup_link(&link, &objects).is_some());
-        std::fs::write(&header, "three").unwrap();
-        assert!(cache.lookup_link(&link, &objects).is_none());
-    }
-
-    #[test]
-    fn eviction_removes_the_least_recently_used_first() {
-        let tmp = tempfile::tempdir().unwrap();
-        let out = tmp.path().join("out");
-        std::fs::create_dir_all(&out).unwrap();
-        let cache = Cache::new(tmp.path().join("store"), 250, &toolkit(88), &out);
-        let mut keys = Vec::new();
-        for (i, when) in [(0u8, 30u64), (1, 10), (2, 20)] {
-            let object = out.join(format!("o{i}"));
-            std::fs::write(&object, vec![i; 100]).unwrap();
-            let args = vec![OsString::from(format!("-lib{i}"))];
-            cache.store_link(&args, std::slice::from_ref(&object), &object, "");
-            let key = cache
-                .inputs_key(&cache.base_key("link", &args, Path::new("")), &[object])
-                .unwrap();
-            let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(when);
-            std::fs::File::options()
-                .append(true)
-                .open(cache.entry_path(&key))
-                .unwrap()
-                .set_modified(at)
-                .unwrap();
-            keys.push(key);
-        }
-        cache.evict();
-        let kept: Vec<bool> = keys.iter().map(|k| cache.entry_path(k).exists()).collect();
-        assert_eq!(kept, [true, false, true], "the entry used longest ago went");
-    }
-
-    #[test]
-    fn sizes_parse_as_documented() {
-        assert_eq!(parse_size::parse_size("2G").unwrap(), 2_000_000_000);
-        assert_eq!(parse_size::parse_size("2GiB").unwrap(), 2 << 30);
-        assert_eq!(parse_size::parse_size("500M").unwrap(), 500_000_000);
-    }
-}
+mod tests;

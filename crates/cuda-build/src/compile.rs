@@ -3,25 +3,32 @@
 //! an output is still right (the command line, and no source or included
 //! header newer than the output), and nvcc's failures turned into errors
 //! whose first line is the first diagnostic.
+//!
+//! Every step proves its output: nvcc writes into a temp dir made for that
+//! step, so a step that exits 0 without writing (a broken launcher, a flag
+//! such as `--version`) fails instead of leaving an older output in place;
+//! a fat binary is checked to hold the archs the generated module will
+//! declare before it is moved into place or stored, and a cache hit or an
+//! up-to-date output that does not is built again.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use crate::arch::ArchList;
-use crate::cache::{Cache, Hit};
+use crate::cache::{self, Cache, Hit};
 use crate::config::LinkMode;
 use crate::depfile;
 use crate::error::{io, Error};
 use crate::manifest::ModuleEntry;
 use crate::modules::Module;
-use crate::nvcc::{
-    first_diagnostic, library_args, shell_line, unsupported_host_compiler, CompileCommand,
-    CompileMode, DeviceLinkCommand, Nvcc,
-};
+use crate::nvcc::{library_args, shell_line, CompileCommand, CompileMode, DeviceLinkCommand, Nvcc};
 use crate::resources::{parse_nvlink_output, parse_ptxas_output};
+
+mod step;
+
 use crate::toolkit::Toolkit;
+use step::{Expect, Step};
 
 /// What every module of a build shares.
 #[derive(Debug)]
@@ -50,6 +57,7 @@ pub(crate) struct Unit {
     stamp: PathBuf,
     log: PathBuf,
     args: Vec<OsString>,
+    expect: Expect,
 }
 
 /// What a unit's compile left: its dependencies, nvcc's output, and how
@@ -87,8 +95,15 @@ pub(crate) fn static_lib_name(prefix: &str, module: &str) -> String {
     format!("{prefix}_{module}").replace('-', "_")
 }
 
-/// A link step: its output, its arguments and the objects it reads.
-type LinkStep = (PathBuf, Vec<OsString>, Vec<PathBuf>);
+/// A link step: its output, its arguments, the objects it reads and what
+/// its output must hold.
+#[derive(Debug)]
+struct LinkStep {
+    output: PathBuf,
+    args: Vec<OsString>,
+    inputs: Vec<PathBuf>,
+    expect: Expect,
+}
 
 /// What every unit of one module shares.
 struct Units<'a> {
@@ -117,7 +132,12 @@ impl Units<'_> {
             pic: self.module.link == LinkMode::Static,
         }
         .args();
+        let expect = match mode {
+            CompileMode::Fatbin => Expect::fatbin(&self.archs.sass, &self.archs.ptx),
+            CompileMode::Object | CompileMode::Relocatable => Expect::default(),
+        };
         Unit {
+            expect,
             module: self.module.name.clone(),
             source: source.to_path_buf(),
             stamp: file("stamp"),
@@ -153,26 +173,34 @@ fn link_steps(
     match module.link {
         LinkMode::Fatbin => {
             let output = cx.out_dir.join(format!("{}.fatbin", module.name));
-            steps.push((
-                output.clone(),
-                device_link(&output, true, &objects),
-                objects,
-            ));
+            steps.push(LinkStep {
+                output: output.clone(),
+                args: device_link(&output, true, &objects),
+                inputs: objects,
+                // The device link keeps SASS only.
+                expect: Expect::fatbin(&archs.sass, &[]),
+            });
             (steps, output)
         }
         LinkMode::Static => {
             if module.rdc {
                 let dlink = objs.join("dlink.o");
-                steps.push((
-                    dlink.clone(),
-                    device_link(&dlink, false, &objects),
-                    objects.clone(),
-                ));
+                steps.push(LinkStep {
+                    output: dlink.clone(),
+                    args: device_link(&dlink, false, &objects),
+                    inputs: objects.clone(),
+                    expect: Expect::default(),
+                });
                 objects.push(dlink);
             }
             let lib_name = static_lib_name(cx.lib_prefix, &module.name);
             let output = cx.out_dir.join(format!("lib{lib_name}.a"));
-            steps.push((output.clone(), library_args(&objects, &output), objects));
+            steps.push(LinkStep {
+                args: library_args(&objects, &output),
+                output: output.clone(),
+                inputs: objects,
+                expect: Expect::default(),
+            });
             (steps, output)
         }
     }
@@ -251,15 +279,19 @@ impl ModulePlan {
         let compiled_any = results.iter().any(|r| r.written);
         let up_to_date = !compiled_any
             && self.output.is_file()
-            && std::fs::read_to_string(&self.link_stamp).is_ok_and(|s| s == fingerprint);
+            && std::fs::read_to_string(&self.link_stamp).is_ok_and(|s| s == fingerprint)
+            && self
+                .link_steps
+                .iter()
+                .all(|step| step.expect.holds(&step.output));
         let started = Instant::now();
         let mut link_log = String::new();
         let mut linked = false;
         let mut ran_nvcc = false;
         if !self.link_steps.is_empty() && !up_to_date {
             let _ = std::fs::remove_file(&self.link_stamp);
-            for (output, args, inputs) in &self.link_steps {
-                let (log, ran) = link_step(cx, &self.module.name, output, args, inputs)?;
+            for step in &self.link_steps {
+                let (log, ran) = link_step(cx, &self.module.name, step)?;
                 link_log.push_str(&log);
                 ran_nvcc |= ran;
             }
@@ -333,7 +365,7 @@ impl ModulePlan {
         let lines: Vec<String> = self
             .link_steps
             .iter()
-            .map(|(_, args, _)| shell_line(&cx.nvcc.program, args))
+            .map(|step| shell_line(&cx.nvcc.program, &step.args))
             .collect();
         format!("{} {}", cx.toolkit.version, lines.join("\n"))
     }
@@ -356,7 +388,8 @@ impl Unit {
             return Ok(result);
         }
         if let Some(cache) = cx.cache {
-            if let Some(hit) = cache.lookup_compile(&self.args, &self.source) {
+            let accept = |bytes: &[u8]| self.expect.check(bytes).is_ok();
+            if let Some(hit) = cache.lookup_compile(&self.args, &self.source, accept) {
                 return self.restore(cx, hit);
             }
         }
@@ -368,7 +401,10 @@ impl Unit {
         if let Some(dir) = self.output.parent() {
             io(dir, std::fs::create_dir_all(dir))?;
         }
-        io(&self.output, std::fs::write(&self.output, &hit.output))?;
+        io(
+            &self.output,
+            cache::write_atomically(&self.output, &hit.output),
+        )?;
         io(&self.log, std::fs::write(&self.log, &hit.log))?;
         let deps = self.project_deps(cx, hit.deps);
         self.write_stamp(cx, &deps)?;
@@ -411,7 +447,8 @@ impl Unit {
                 .and_then(|m| m.modified())
                 .map_or(true, |t| t > built)
         };
-        if newer(&self.source) || deps.iter().any(|d| newer(d)) {
+        if newer(&self.source) || deps.iter().any(|d| newer(d)) || !self.expect.holds(&self.output)
+        {
             return None;
         }
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -430,10 +467,14 @@ impl Unit {
             io(dir, std::fs::create_dir_all(dir))?;
         }
         let started = Instant::now();
-        let (program, args) = cx.nvcc.invocation(&self.args);
-        let log = run_nvcc(cx, &self.module, &program, &args).inspect_err(|_| {
-            let _ = std::fs::remove_file(&self.output);
-        })?;
+        let step = Step {
+            module: &self.module,
+            args: &self.args,
+            outputs: &[&self.output, &self.depfile],
+            expect: &self.expect,
+            launcher: true,
+        };
+        let (log, bytes) = step.run(cx)?;
         let ms = elapsed_ms(started);
         let text = io(&self.depfile, std::fs::read_to_string(&self.depfile))?;
         let all: Vec<PathBuf> = depfile::parse(&text, cx.out_dir)
@@ -442,7 +483,7 @@ impl Unit {
             .collect();
         io(&self.log, std::fs::write(&self.log, &log))?;
         if let Some(cache) = cx.cache {
-            cache.store_compile(&self.args, &self.source, &all, &self.output, &log);
+            cache.store_compile(&self.args, &self.source, &all, &bytes, &log);
         }
         let deps = self.project_deps(cx, all);
         self.write_stamp(cx, &deps)?;
@@ -457,73 +498,29 @@ impl Unit {
 
 /// One link step, from the cache when the same command linked the same
 /// objects before; returns what it printed and whether nvcc ran.
-fn link_step(
-    cx: &Context<'_>,
-    module: &str,
-    output: &Path,
-    args: &[OsString],
-    inputs: &[PathBuf],
-) -> Result<(String, bool), Error> {
-    if let Some((bytes, log)) = cx.cache.and_then(|c| c.lookup_link(args, inputs)) {
-        io(output, std::fs::write(output, bytes))?;
+fn link_step(cx: &Context<'_>, module: &str, step: &LinkStep) -> Result<(String, bool), Error> {
+    let accept = |bytes: &[u8]| step.expect.check(bytes).is_ok();
+    if let Some((bytes, log)) = cx
+        .cache
+        .and_then(|c| c.lookup_link(&step.args, &step.inputs, accept))
+    {
+        io(&step.output, cache::write_atomically(&step.output, &bytes))?;
         return Ok((log, false));
     }
-    let log = run_nvcc(cx, module, &cx.nvcc.program, args).inspect_err(|_| {
-        let _ = std::fs::remove_file(output);
-    })?;
+    let (log, bytes) = Step {
+        module,
+        args: &step.args,
+        outputs: &[&step.output],
+        expect: &step.expect,
+        launcher: false,
+    }
+    .run(cx)?;
     if let Some(cache) = cx.cache {
-        cache.store_link(args, inputs, output, &log);
+        cache.store_link(&step.args, &step.inputs, &bytes, &log);
     }
     Ok((log, true))
 }
 
 fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Runs one nvcc step in OUT_DIR; returns what it printed. A failure is an
-/// error headed by nvcc's first diagnostic, or by its refusal of the host
-/// compiler.
-fn run_nvcc(
-    cx: &Context<'_>,
-    module: &str,
-    program: &Path,
-    args: &[OsString],
-) -> Result<String, Error> {
-    let output = Command::new(program)
-        .args(args)
-        .current_dir(cx.out_dir)
-        .output()
-        .map_err(|source| Error::Spawn {
-            program: program.to_path_buf(),
-            source,
-        })?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    if output.status.success() {
-        return Ok(text);
-    }
-    let command = shell_line(program, args);
-    if let Some(message) = unsupported_host_compiler(&text) {
-        let (compiler, origin) = match &cx.nvcc.ccbin {
-            Some((path, var)) => (path.display().to_string(), var.clone()),
-            None => ("c++".to_string(), "nvcc's default".to_string()),
-        };
-        return Err(Error::HostCompiler {
-            module: module.to_string(),
-            compiler,
-            origin,
-            message,
-            command,
-        });
-    }
-    Err(Error::Compile {
-        module: module.to_string(),
-        first_diagnostic: first_diagnostic(&text, cx.base),
-        command,
-        output: text.trim().to_string(),
-    })
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::error::{io, Error};
+use crate::error::Error;
 
 /// The arch spec used when neither the environment nor the config names one.
 pub(crate) const DEFAULT_ARCHS: &str = "sm_80,sm_90";
@@ -96,12 +96,17 @@ impl KernelConfig {
         })
     }
 
-    /// Reads the file, or the defaults when it does not exist.
+    /// Reads the file, or the defaults when there is none. A path that is
+    /// there but cannot be read (a symlink loop or one to nothing, a dir)
+    /// is an error, never the defaults.
     pub fn load(path: &Path) -> Result<Self, Error> {
-        if !path.exists() {
+        if !present(path) {
             return Ok(Self::default());
         }
-        let text = io(path, std::fs::read_to_string(path))?;
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+            path: path.to_path_buf(),
+            message: format!("cannot be read ({e}); make it a readable file or remove it"),
+        })?;
         Self::parse(&text, path)
     }
 
@@ -109,6 +114,12 @@ impl KernelConfig {
     pub fn link_mode(&self, module: &str) -> LinkMode {
         self.modules.get(module).map(|m| m.link).unwrap_or_default()
     }
+}
+
+/// Whether anything is at `path`, a broken or looping symlink included
+/// (`Path::exists` says no to those, which would read as "no config").
+pub(crate) fn present(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
 }
 
 /// `line 12 in [modules.x]: unknown field ...; fix`: toml's message made one

@@ -109,6 +109,16 @@ pub(crate) fn write_if_changed(path: &Path, text: &str) -> Result<(), Error> {
     io(path, std::fs::write(path, text))
 }
 
+/// The names the generated Rust defines beside the modules' statics.
+pub(crate) const GENERATED_NAMES: [&str; 2] = ["ALL", "IMAGES_FROM"];
+
+/// The name of a module's `static` in the generated Rust (`a-b` -> `A_B`).
+pub(crate) fn rust_ident(module: &str) -> String {
+    module
+        .to_ascii_uppercase()
+        .replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+}
+
 /// The Rust that embeds each fat-binary module as a `static`, and `ALL`.
 pub(crate) fn modules_rust(
     manifest: &Manifest,
@@ -123,10 +133,7 @@ pub(crate) fn modules_rust(
         .iter()
         .filter(|m| m.link == LinkMode::Fatbin)
     {
-        let ident = module
-            .name
-            .to_ascii_uppercase()
-            .replace(|c: char| !c.is_ascii_alphanumeric(), "_");
+        let ident = rust_ident(&module.name);
         // Older manifests carry the archs once, for every module.
         let (sass, ptx) = if module.sass.is_empty() && module.ptx.is_empty() {
             (&manifest.sass, &manifest.ptx)

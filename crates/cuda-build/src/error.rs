@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use crate::arch::ArchError;
+use crate::fatbin::FatbinError;
 
 /// Everything that can go wrong while building kernels.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +79,36 @@ pub enum Error {
         command: String,
         /// Everything nvcc printed.
         output: String,
+    },
+    /// An nvcc step exited 0 but did not write a file it was asked to (a
+    /// launcher that runs nothing, a flag such as `--version`).
+    #[error(
+        "nvcc exited 0 on module `{module}` but wrote no {}; check the launcher and the \
+         module's flags: `{command}`",
+        file.display()
+    )]
+    NoOutput {
+        /// The module.
+        module: String,
+        /// The file it should have written.
+        file: PathBuf,
+        /// The command line.
+        command: String,
+    },
+    /// An image nvcc wrote is not a fat binary of the archs the generated
+    /// module declares.
+    #[error(
+        "nvcc wrote {} for module `{module}` but it is not a fat binary of the module's archs: \
+         {source}; check the module's flags",
+        file.display()
+    )]
+    Image {
+        /// The module.
+        module: String,
+        /// The image.
+        file: PathBuf,
+        /// What is wrong with it.
+        source: FatbinError,
     },
     /// nvcc refused the host compiler.
     #[error(

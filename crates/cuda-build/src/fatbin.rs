@@ -419,6 +419,49 @@ mod tests {
         ));
     }
 
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Arbitrary bytes never panic the reader; what it accepts is well
+        /// formed (starts with the magic, holds entries).
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            if let Ok(found) = entries(&bytes) {
+                prop_assert_eq!(u32_at(&bytes, 0), MAGIC);
+                prop_assert!(!found.is_empty());
+            }
+        }
+
+        /// A real image with bytes overwritten anywhere never panics the
+        /// reader; overwritten in a container or entry header field it
+        /// checks, it is refused.
+        #[test]
+        fn mutated_real_images_never_panic_and_damaged_headers_are_refused(
+            which in 0..REAL.len(),
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+            header_at in 0usize..16,
+            header_byte in any::<u8>(),
+        ) {
+            let image = REAL[which].1;
+            let mut mutated = image.to_vec();
+            for (at, byte) in &edits {
+                mutated[at.index(image.len())] = *byte;
+            }
+            let _ = entries(&mutated);
+            let _ = check_archs(&mutated, &[Arch::new(8, 0)], &[Arch::new(9, 0)]);
+            let mut damaged = image.to_vec();
+            if damaged[header_at] != header_byte {
+                damaged[header_at] = header_byte;
+                prop_assert!(entries(&damaged).is_err(), "byte {} = {:#x}", header_at, header_byte);
+            }
+            let mut cut = image.to_vec();
+            cut.truncate(edits.len() * 97 % image.len());
+            prop_assert!(entries(&cut).is_err());
+        }
+    }
+
     /// With the toolkit `cargo xtask toolkit install` put in this checkout:
     /// images nvcc writes now read as cuobjdump lists them.
     #[test]

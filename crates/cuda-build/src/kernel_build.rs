@@ -15,14 +15,15 @@ use std::process::Command;
 use crate::arch::{Arch, ArchList, ArchSpec};
 use crate::cache::{self, Cache};
 use crate::compile::{static_lib_name, Context, ModulePlan};
-use crate::config::{KernelConfig, LinkMode};
+use crate::config::{self, KernelConfig, LinkMode};
 use crate::driver::{nvcc_from_env, HOST_COMPILER_VARS, NVCC_OWN_VARS};
 use crate::emit;
 use crate::error::{io, Error};
 use crate::manifest::{self, Manifest, ModuleEntry, ToolkitEntry};
 use crate::modules::{self, Module};
 use crate::parallel;
-use crate::prebuilt::{self, Check};
+use crate::prebuilt::{self, Check, PrebuiltError};
+use crate::settings;
 use crate::toolkit::{discover, Discovery, ProcessEnv, Toolkit, DISCOVERY_ENV_VARS};
 
 mod no_toolkit;
@@ -220,7 +221,11 @@ impl KernelBuild {
         let vars = self.vars();
         let mut cargo = self.watch_directives(&vars);
         let inputs = self.read_inputs(&vars, &mut cargo)?;
-        let switched_off = std::env::var(&vars.switch).is_ok_and(|v| v == "off" || v == "0");
+        // Every switch is checked on every machine, toolkit or not, so that
+        // a typo fails where it is made.
+        let switched_off = settings::switch(&vars.switch)? == Some(false);
+        let require = settings::switch(&vars.require)? == Some(true);
+        settings::switch(cache::SWITCH_VAR)?;
         let discovery = (!switched_off).then(|| discover(&ProcessEnv, &self.candidates));
         for probe in discovery.iter().flat_map(Discovery::misconfigured) {
             cargo.push(format!("cargo::warning={probe}: ignored, looking further"));
@@ -233,6 +238,9 @@ impl KernelBuild {
         }
         match discovery.as_ref().and_then(|d| d.toolkit.clone()) {
             None if switched_off => {
+                if require {
+                    return Err(self.toolkit_required(&vars, None, None));
+                }
                 let manifest = self.cpu_only(inputs, None, None, &vars, &mut cargo)?;
                 self.finish(manifest, None, discovery, &out_dir, cargo)
             }
@@ -246,6 +254,9 @@ impl KernelBuild {
                         Check::Stale(why) => Some(why),
                         _ => None,
                     };
+                    if require {
+                        return Err(self.toolkit_required(&vars, discovery.as_ref(), stale));
+                    }
                     let manifest =
                         self.cpu_only(inputs, discovery.as_ref(), stale, &vars, &mut cargo)?;
                     self.finish(manifest, None, discovery, &out_dir, cargo)
@@ -255,6 +266,31 @@ impl KernelBuild {
                 let manifest = self.compile(inputs, &toolkit, &vars, &out_dir, &mut cargo)?;
                 self.finish(manifest, Some(toolkit), discovery, &out_dir, cargo)
             }
+        }
+    }
+
+    /// `<P>_REQUIRE_CUDA` is on and no toolkit is there: where discovery
+    /// looked, and why the prebuilt kernels (if any) could not stand in.
+    fn toolkit_required(
+        &self,
+        vars: &Vars,
+        discovery: Option<&Discovery>,
+        stale: Option<PrebuiltError>,
+    ) -> Error {
+        let mut looked_at = match discovery {
+            Some(d) => d.looked_at(),
+            None => format!("nowhere: {}=off", vars.switch),
+        };
+        if let Some(why) = stale {
+            looked_at.push_str(&format!(
+                "; the prebuilt kernels in {} were refused: {why}",
+                self.prebuilt_dir.display()
+            ));
+        }
+        Error::ToolkitRequired {
+            var: vars.require.clone(),
+            looked_at,
+            hint: self.toolkit_hint.clone(),
         }
     }
 
@@ -289,7 +325,7 @@ impl KernelBuild {
             // Cargo reruns a build script on every build while a path it
             // watches is missing. A config file created later inside the
             // kernels dir is still noticed: the dir is watched.
-            Some(path) if path.exists() => {
+            Some(path) if config::present(path) => {
                 cargo.push(format!("cargo::rerun-if-changed={}", path.display()));
                 KernelConfig::load(path)?
             }
@@ -298,7 +334,9 @@ impl KernelBuild {
         let (spec_text, origin) = match std::env::var(&vars.archs) {
             Ok(text) if !text.trim().is_empty() => (text, vars.archs.clone()),
             _ => match &self.config_file {
-                Some(path) if path.exists() => (config.archs.clone(), path.display().to_string()),
+                Some(path) if config::present(path) => {
+                    (config.archs.clone(), path.display().to_string())
+                }
                 _ => (config.archs.clone(), "the default arch list".to_string()),
             },
         };

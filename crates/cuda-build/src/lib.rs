@@ -65,6 +65,7 @@ mod nvcc;
 mod parallel;
 pub mod prebuilt;
 pub mod resources;
+mod settings;
 pub mod toolkit;
 
 pub use arch::{Arch, ArchError, ArchList, ArchSpec, SupportedArchs};

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use crate::config::{KernelConfig, LinkMode, ModuleConfig};
+use crate::emit::{rust_ident, GENERATED_NAMES};
 use crate::error::{io, Error};
 
 /// One module: sources and settings, paths absolute.
@@ -43,7 +44,15 @@ pub(crate) fn resolve(
     let mut claimed: BTreeMap<(PathBuf, LinkMode), String> = BTreeMap::new();
     let mut modules = Vec::new();
     for (name, entry) in &config.modules {
-        check_name(name).map_err(&fail)?;
+        check_name(name)
+            .map_err(|why| fail(format!("[modules.\"{name}\"] {why}; rename the entry")))?;
+        for define in &entry.defines {
+            check_define(define).map_err(|why| {
+                fail(format!(
+                    "[modules.{name}] define {define:?} {why}; write NAME or NAME=VALUE"
+                ))
+            })?;
+        }
         let sources = entry_sources(name, entry, kernels_dir).map_err(&fail)?;
         for source in &sources {
             if let Some(other) = claimed.insert((source.clone(), entry.link), name.clone()) {
@@ -99,6 +108,22 @@ pub(crate) fn resolve(
         if claimed.keys().any(|(source, _)| *source == path) {
             continue;
         }
+        let checked = match &stem {
+            None => Err("its name is not UTF-8".to_string()),
+            Some(stem) => check_name(stem),
+        };
+        let (Some(stem), Ok(())) = (stem, checked.clone()) else {
+            let why = checked.err().unwrap_or_default();
+            let shown = path.file_name().unwrap_or_default().to_string_lossy();
+            return Err(Error::Config {
+                message: format!(
+                    "{why}; rename the file, or build it under another name with \
+                     [modules.NAME] sources = [\"{shown}\"] in {}",
+                    config_path.display()
+                ),
+                path,
+            });
+        };
         if config.modules.contains_key(&stem) {
             return Err(fail(format!(
                 "{stem}.cu is a module of its own but [modules.{stem}] does not list it in `sources`; \
@@ -116,21 +141,78 @@ pub(crate) fn resolve(
         });
     }
     modules.sort_by(|a, b| a.name.cmp(&b.name));
+    check_collisions(&modules, config_path)?;
     Ok(modules)
 }
 
-/// Module names become file names and Rust identifiers.
+/// Two modules whose names map to one Rust identifier (`Saxpy` and
+/// `saxpy`, `a-b` and `a_b`) would define one `static` twice.
+fn check_collisions(modules: &[Module], config_path: &Path) -> Result<(), Error> {
+    let mut seen: BTreeMap<String, &Module> = BTreeMap::new();
+    for module in modules {
+        let ident = rust_ident(&module.name);
+        if let Some(other) = seen.insert(ident.clone(), module) {
+            let file = |m: &Module| {
+                m.sources[0]
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            return Err(Error::Config {
+                path: module.sources[0].clone(),
+                message: format!(
+                    "module `{}` and module `{}` (from {}) both become `{ident}` in the generated \
+                     Rust; rename one file, or give one another name with a [modules.NAME] entry \
+                     in {}",
+                    module.name,
+                    other.name,
+                    file(other),
+                    config_path.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A `defines` entry is one `-D` argument: a macro name, optionally `=VALUE`,
+/// with no space (it would not be one word) and not empty or starting with
+/// `-` (nvcc would read the next argument, or an option, as the define).
+fn check_define(define: &str) -> Result<(), String> {
+    let name = define.split(['=', '(']).next().unwrap_or_default();
+    let identifier = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if define.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Err("holds a space or control character".to_string())
+    } else if !identifier {
+        Err("does not start with a macro name".to_string())
+    } else {
+        Ok(())
+    }
+}
+
+/// Module names become file names and Rust identifiers (upper-cased, `-`
+/// as `_`): ASCII letters, digits, `_` and `-`, starting with a letter or
+/// `_`, and not a name the generated Rust defines itself.
 fn check_name(name: &str) -> Result<(), String> {
-    let usable = !name.is_empty()
+    let ident = rust_ident(name);
+    let usable = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if usable {
-        Ok(())
-    } else {
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && ident != "_";
+    if !usable {
         Err(format!(
-            "[modules.\"{name}\"] is not a usable module name; use letters, digits, `_` and `-`"
+            "`{name}` is not a usable module name: it must start with an ASCII letter or `_` \
+             and hold only letters, digits, `_` and `-`"
         ))
+    } else if GENERATED_NAMES.contains(&ident.as_str()) {
+        Err(format!(
+            "`{name}` is not a usable module name: the generated Rust defines `{ident}` itself"
+        ))
+    } else {
+        Ok(())
     }
 }
 
@@ -202,18 +284,18 @@ fn relative(path: &Path, dir: &Path) -> String {
     path.strip_prefix(dir).unwrap_or(path).display().to_string()
 }
 
-/// `(stem, path)` of every `.cu` file directly in `dir`, sorted.
-fn top_level_sources(dir: &Path) -> Result<Vec<(String, PathBuf)>, Error> {
+/// `(stem, path)` of every `.cu` file directly in `dir`, sorted by path;
+/// the stem `None` where it is not UTF-8.
+fn top_level_sources(dir: &Path) -> Result<Vec<(Option<String>, PathBuf)>, Error> {
     let mut sources = Vec::new();
     for entry in io(dir, std::fs::read_dir(dir))? {
         let path = io(dir, entry)?.path();
         if path.extension().is_some_and(|e| e == "cu") && path.is_file() {
-            if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
-                sources.push((stem.to_string(), path.clone()));
-            }
+            let stem = path.file_stem().and_then(|s| s.to_str()).map(String::from);
+            sources.push((stem, path));
         }
     }
-    sources.sort();
+    sources.sort_by(|a, b| a.1.cmp(&b.1));
     Ok(sources)
 }
 
@@ -358,7 +440,7 @@ mod tests {
             ),
             (
                 "[modules.\"a b\"]\nsources = [\"a/one.cu\"]",
-                "kiln.toml: [modules.\"a b\"] is not a usable module name; use letters, digits, `_` and `-`".to_string(),
+                "kiln.toml: [modules.\"a b\"] `a b` is not a usable module name: it must start with an ASCII letter or `_` and hold only letters, digits, `_` and `-`; rename the entry".to_string(),
             ),
         ];
         for (toml, expected) in cases {

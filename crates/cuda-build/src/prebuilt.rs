@@ -27,7 +27,6 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::cache::{hex, write_atomically};
-use crate::compile::static_lib_name;
 use crate::config::LinkMode;
 use crate::error::{io, Error};
 pub use crate::manifest::InputFile;
@@ -199,20 +198,25 @@ fn open(dir: &Path) -> Result<Option<Verified>, PrebuiltError> {
     Ok(Some(Verified { prebuilt, files }))
 }
 
-/// Checks the folder `dir` against the current modules (sources absolute),
-/// whose static libraries this build names with `lib_prefix`.
-pub(crate) fn check(
-    dir: &Path,
-    naming: &Naming<'_>,
-    modules: &[(String, Vec<PathBuf>)],
-    lib_prefix: &str,
-) -> Check {
+/// A module of the sources as they are now, as a folder must hold it.
+#[derive(Debug)]
+pub(crate) struct Wanted {
+    pub(crate) name: String,
+    /// Absolute.
+    pub(crate) sources: Vec<PathBuf>,
+    /// The file name a toolkit build gives its output (`NAME.fatbin`,
+    /// `libPREFIX_NAME.a`): the generated code and the link lines expect it.
+    pub(crate) output: String,
+}
+
+/// Checks the folder `dir` against the current modules.
+pub(crate) fn check(dir: &Path, naming: &Naming<'_>, modules: &[Wanted]) -> Check {
     let verified = match open(dir) {
         Ok(None) => return Check::Absent,
         Ok(Some(verified)) => verified,
         Err(why) => return Check::Stale(why),
     };
-    match fits(dir, &verified.prebuilt, naming, modules, lib_prefix) {
+    match fits(dir, &verified.prebuilt, naming, modules) {
         Ok(()) => Check::Matching(verified),
         Err(why) => Check::Stale(why),
     }
@@ -223,8 +227,7 @@ fn fits(
     dir: &Path,
     prebuilt: &Prebuilt,
     naming: &Naming<'_>,
-    modules: &[(String, Vec<PathBuf>)],
-    lib_prefix: &str,
+    modules: &[Wanted],
 ) -> Result<(), PrebuiltError> {
     for file in &prebuilt.inputs {
         let name = || error::shown(&file.path.to_string_lossy());
@@ -238,8 +241,9 @@ fn fits(
             return Err(PrebuiltError::InputChanged { name: name() });
         }
     }
-    for (name, sources) in modules {
-        let sources = naming.sources(sources);
+    for wanted in modules {
+        let name = &wanted.name;
+        let sources = naming.sources(&wanted.sources);
         let Some(m) = prebuilt.modules.iter().find(|m| &m.name == name) else {
             let first = sources
                 .first()
@@ -255,26 +259,20 @@ fn fits(
                 module: name.clone(),
             });
         }
-        // The name a toolkit build gives it: the generated code and the link
-        // lines expect it there.
-        let expected = match m.link {
-            LinkMode::Fatbin => format!("{name}.fatbin"),
-            LinkMode::Static => format!("lib{}.a", static_lib_name(lib_prefix, name)),
-        };
-        if m.output.as_deref() != Some(Path::new(&expected)) {
+        if m.output.as_deref() != Some(Path::new(&wanted.output)) {
             let found = m.output.as_deref().unwrap_or(Path::new(""));
             return Err(PrebuiltError::OutputName {
                 path: dir.join(MANIFEST),
                 module: name.clone(),
                 found: error::shown(&found.to_string_lossy()),
-                expected,
+                expected: wanted.output.clone(),
             });
         }
     }
     if let Some(gone) = prebuilt
         .modules
         .iter()
-        .find(|m| !modules.iter().any(|(n, _)| *n == m.name))
+        .find(|m| !modules.iter().any(|w| w.name == m.name))
     {
         return Err(PrebuiltError::ModuleGone {
             module: error::shown(&gone.name),

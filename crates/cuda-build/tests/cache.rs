@@ -6,15 +6,21 @@
 //! shape: `rdc` in both link modes, static libraries) and, when
 //! `cargo xtask toolkit install` has put one in `target/cuda-toolkit`, with
 //! the real nvcc behind a logging `NVCC` wrapper.
+//!
+//! The cache never changes what is built: a damaged entry (truncated, 0
+//! bytes, a byte flipped, another module's or another arch's entry copied or
+//! linked in its place, a FIFO) or a FIFO as the index is a miss that
+//! recompiles and replaces the entry; a step that exits 0 without writing
+//! its output fails and stores nothing.
 #![cfg(unix)]
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use support::{
-    assert_fatbin, assert_success, compiles, installed_nvcc, stderr, write_script, Fixture,
-    COMMON_CUH, KERNEL_SOURCES, MODULE_SOURCES, SHARED_H,
+    assert_failure, assert_fatbin, assert_success, build_script_errors, compiles, installed_nvcc,
+    stderr, write_script, Fixture, COMMON_CUH, KERNEL_SOURCES, MODULE_SOURCES, SHARED_H,
 };
 
 /// Every nvcc step of the modules fixture's first build.
@@ -174,4 +180,266 @@ fn quote(path: &Path) -> String {
     shlex::try_quote(&path.display().to_string())
         .expect("a quotable path")
         .into_owned()
+}
+
+/// The store's files under `kind` (`entries`, `index`) whose bytes contain
+/// `needle`.
+fn store_files(fixture: &Fixture, kind: &str, needle: &str) -> Vec<PathBuf> {
+    let dir = fixture.root_path("cache/v2").join(kind);
+    let mut found = Vec::new();
+    for shard in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        for file in std::fs::read_dir(shard.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let bytes = std::fs::read(file.path()).unwrap_or_default();
+            if needle.is_empty() || bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                found.push(file.path());
+            }
+        }
+    }
+    found
+}
+
+/// The one entry of the store whose bytes contain `needle`.
+#[track_caller]
+fn entry_with(fixture: &Fixture, needle: &str) -> PathBuf {
+    let found = store_files(fixture, "entries", needle);
+    assert_eq!(found.len(), 1, "one entry holds {needle:?}: {found:#?}");
+    found.into_iter().next().unwrap_or_default()
+}
+
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "mkfifo {}",
+        path.display()
+    );
+}
+
+/// Something put in place of an entry.
+type Damage<'a> = Box<dyn Fn(&Path) + 'a>;
+
+/// Puts `damage` in place of the file at `path`.
+fn replace(path: &Path, damage: &dyn Fn(&Path)) {
+    std::fs::remove_file(path).unwrap_or_else(|e| panic!("removing {}: {e}", path.display()));
+    damage(path);
+}
+
+#[test]
+fn damaged_entries_are_compiled_again_after_cargo_clean_never_embedded() {
+    let fixture = Fixture::with_sources("cache-damaged", "cachedamaged", KERNEL_SOURCES);
+    let env = cache_env(&fixture);
+    build(&fixture, &[], &env, "cold build");
+    let mut sm75 = env.clone();
+    sm75.push(("FIXTURE_CUDA_ARCHS", "sm_75".to_string()));
+    build(&fixture, &[], &sm75, "an sm_75 build, for its entries");
+    let of_a = "fake output of a.cu for sm_80 sm_90";
+    let entry = entry_with(&fixture, of_a);
+    let good = std::fs::read(&entry).unwrap();
+    let (b_entry, a_sm75) = (
+        entry_with(&fixture, "fake output of b.cu for sm_80 sm_90"),
+        entry_with(&fixture, "fake output of a.cu for sm_75"),
+    );
+    let damages: Vec<(&str, Damage<'_>)> = vec![
+        (
+            "truncated",
+            Box::new(|p| std::fs::write(p, &good[..good.len() / 2]).unwrap()),
+        ),
+        ("0 bytes", Box::new(|p| std::fs::write(p, "").unwrap())),
+        (
+            "its last byte flipped",
+            Box::new(|p| {
+                let mut bad = good.clone();
+                *bad.last_mut().unwrap() ^= 0x20;
+                std::fs::write(p, bad).unwrap();
+            }),
+        ),
+        (
+            "b's entry copied in",
+            Box::new(|p| {
+                std::fs::copy(&b_entry, p).unwrap();
+            }),
+        ),
+        (
+            "a's sm_75 entry copied in",
+            Box::new(|p| {
+                std::fs::copy(&a_sm75, p).unwrap();
+            }),
+        ),
+        (
+            "a symlink to b's entry",
+            Box::new(|p| std::os::unix::fs::symlink(&b_entry, p).unwrap()),
+        ),
+        ("a FIFO", Box::new(mkfifo)),
+    ];
+    for (what, damage) in &damages {
+        replace(&entry, damage);
+        fixture.clean();
+        let (calls, line) = build(&fixture, &[], &env, what);
+        assert_eq!(calls, compiles(&["a"]), "{what}: a.cu compiled again");
+        assert_eq!(line, served(2, 3, &fixture), "{what}");
+        let image = std::fs::read(fixture.out_dir().join("a.fatbin")).unwrap();
+        assert!(
+            image.windows(of_a.len()).any(|w| w == of_a.as_bytes()),
+            "{what}"
+        );
+        assert_eq!(
+            std::fs::read(&entry).unwrap(),
+            good,
+            "{what}: the entry is replaced"
+        );
+    }
+
+    // The indexes of a.cu's compiles (sm_75, and sm_80 sm_90): a FIFO there
+    // must not block the build.
+    let a_cu = fixture.path("kernels/a.cu").display().to_string();
+    let index = store_files(&fixture, "index", &format!("{a_cu}\n"));
+    assert_eq!(index.len(), 2, "{index:#?}");
+    for path in &index {
+        replace(path, &mkfifo);
+    }
+    fixture.clean();
+    let (calls, line) = build(&fixture, &[], &env, "a FIFO as a.cu's index");
+    assert_eq!(calls, compiles(&["a"]));
+    assert_eq!(line, served(2, 3, &fixture));
+    let replaced = index.iter().filter(|p| p.is_file()).count();
+    assert_eq!(replaced, 1, "this build's index is replaced");
+}
+
+#[test]
+fn a_step_that_writes_nothing_fails_and_stores_nothing() {
+    let fixture = Fixture::with_sources("cache-no-output", "cachenooutput", KERNEL_SOURCES);
+    let env = cache_env(&fixture);
+    build(&fixture, &[], &env, "cold build");
+    let edited = format!("{}// edited\n", KERNEL_SOURCES[2].1);
+    assert_eq!(KERNEL_SOURCES[2].0, "kernels/a.cu");
+    fixture.write("kernels/a.cu", &edited);
+
+    let mut launcher = env.clone();
+    launcher.push(("FIXTURE_NVCC_LAUNCHER", "/bin/true".to_string()));
+    let env_refs: Vec<(&str, &str)> = launcher.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let output = fixture.cargo_build(&env_refs);
+    assert_failure(&output, "FIXTURE_NVCC_LAUNCHER=/bin/true");
+    let errors = build_script_errors(&output);
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0].starts_with(&format!(
+            "nvcc exited 0 on module `a` but wrote no a.fatbin; check the launcher and the \
+             module's flags: `/bin/true {} -fatbin",
+            fixture.nvcc().display()
+        )),
+        "{errors:#?}"
+    );
+
+    // The edited a.cu is compiled, not served the image the launcher left.
+    fixture.clean();
+    let (calls, line) = build(&fixture, &[], &env, "without the launcher");
+    assert_eq!(calls, compiles(&["a"]));
+    assert_eq!(line, served(2, 3, &fixture));
+
+    fixture.write(
+        "kernels/kiln.toml",
+        "[modules.b]\nflags = [\"--version\"]\n",
+    );
+    let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let output = fixture.cargo_build(&env_refs);
+    assert_failure(&output, "flags = [\"--version\"]");
+    let errors = build_script_errors(&output);
+    assert!(
+        errors.len() == 1
+            && errors[0].starts_with(
+                "nvcc exited 0 on module `b` but wrote no b.fatbin; check the launcher and the \
+                 module's flags: `"
+            )
+            && errors[0].contains("--version"),
+        "{errors:#?}"
+    );
+    fixture.remove("kernels/kiln.toml");
+    fixture.clean();
+    let (calls, _) = build(&fixture, &[], &env, "after removing the flag");
+    assert_eq!(calls, compiles(&[]), "b.cu's entry from before is intact");
+}
+
+/// With the real nvcc: a flipped byte in an entry and another arch's entry
+/// compile again after `cargo clean`; `<P>_NVCC_LAUNCHER=/bin/true` fails.
+#[test]
+fn real_nvcc_damaged_entries_compile_again_and_an_empty_step_fails() {
+    let Some(nvcc) = installed_nvcc() else {
+        return;
+    };
+    let fixture =
+        Fixture::with_real_nvcc("cache-real-damaged", "cacherealdmg", KERNEL_SOURCES, &nvcc);
+    let env = cache_env(&fixture);
+    let arch = |spec: &str| {
+        let mut env = env.clone();
+        env.push(("FIXTURE_CUDA_ARCHS", spec.to_string()));
+        env
+    };
+    build(&fixture, &[], &arch("sm_75"), "sm_75 build");
+    let sm75: Vec<Vec<u8>> = ["a", "b", "c"]
+        .iter()
+        .map(|m| std::fs::read(fixture.out_dir().join(format!("{m}.fatbin"))).unwrap())
+        .collect();
+    fixture.clean();
+    build(&fixture, &[], &arch("sm_80"), "sm_80 build");
+    // Which entry is a's: the one whose output ends as a.fatbin does.
+    let a80 = std::fs::read(fixture.out_dir().join("a.fatbin")).unwrap();
+    let entries = store_files(&fixture, "entries", "");
+    let ends_with = |image: &[u8]| -> PathBuf {
+        let found: Vec<&PathBuf> = entries
+            .iter()
+            .filter(|p| std::fs::read(p).unwrap().ends_with(image))
+            .collect();
+        assert_eq!(found.len(), 1);
+        found[0].clone()
+    };
+    let a_entry = ends_with(&a80);
+    let a75_entry = ends_with(&sm75[0]);
+
+    let good = std::fs::read(&a_entry).unwrap();
+    let mut flipped = good.clone();
+    let middle = good.len() - a80.len() / 2;
+    flipped[middle] ^= 0x01;
+    std::fs::write(&a_entry, flipped).unwrap();
+    fixture.clean();
+    let (calls, line) = build(&fixture, &[], &arch("sm_80"), "a flipped byte");
+    assert_eq!(calls, compiles(&["a"]));
+    assert_eq!(line, served(2, 3, &fixture));
+    assert_eq!(
+        std::fs::read(fixture.out_dir().join("a.fatbin")).unwrap(),
+        a80
+    );
+
+    std::fs::copy(&a75_entry, &a_entry).unwrap();
+    fixture.clean();
+    let (calls, _) = build(&fixture, &[], &arch("sm_80"), "a's sm_75 entry in place");
+    assert_eq!(calls, compiles(&["a"]));
+    assert_eq!(
+        std::fs::read(fixture.out_dir().join("a.fatbin")).unwrap(),
+        a80
+    );
+
+    let edited = format!("{}// edited\n", KERNEL_SOURCES[2].1);
+    fixture.write("kernels/a.cu", &edited);
+    let mut launcher = arch("sm_80");
+    launcher.push(("FIXTURE_NVCC_LAUNCHER", "/bin/true".to_string()));
+    let env_refs: Vec<(&str, &str)> = launcher.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let output = fixture.cargo_build(&env_refs);
+    assert_failure(&output, "FIXTURE_NVCC_LAUNCHER=/bin/true");
+    let errors = build_script_errors(&output);
+    assert!(
+        errors.len() == 1
+            && errors[0].starts_with("nvcc exited 0 on module `a` but wrote no a.fatbin"),
+        "{errors:#?}"
+    );
+    fixture.clean();
+    let (calls, _) = build(&fixture, &[], &arch("sm_80"), "the edited a.cu");
+    assert_eq!(
+        calls,
+        compiles(&["a"]),
+        "compiled, not served a stale image"
+    );
 }

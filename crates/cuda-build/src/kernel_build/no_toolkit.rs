@@ -3,7 +3,7 @@
 //! be), else CPU-only with one warning naming why, or an error under
 //! `<PREFIX>_REQUIRE_CUDA=1`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::{check_rdc_archs, Inputs, KernelBuild, Vars};
 use crate::arch::SupportedArchs;
@@ -13,13 +13,14 @@ use crate::emit;
 use crate::error::{io, Error};
 use crate::manifest::{Manifest, ModuleEntry, PrebuiltEntry};
 use crate::modules::Module;
-use crate::prebuilt::{self, Check, Naming, PrebuiltError, Verified};
+use crate::prebuilt::{self, Check, Naming, PrebuiltError, Verified, Wanted};
 use crate::toolkit::Discovery;
 
 impl KernelBuild {
-    /// No toolkit: an error under `<PREFIX>_REQUIRE_CUDA=1`, else one warning
-    /// and a manifest of modules with nothing built. The specs are still
-    /// checked, so a bad one fails on every machine.
+    /// No toolkit (and `<PREFIX>_REQUIRE_CUDA` off: the caller checked):
+    /// one warning, saying why the prebuilt kernels were refused if they
+    /// were, and a manifest of modules with nothing built. The specs are
+    /// still checked, so a bad one fails on every machine.
     pub(super) fn cpu_only(
         &self,
         inputs: Inputs,
@@ -28,23 +29,10 @@ impl KernelBuild {
         vars: &Vars,
         cargo: &mut Vec<String>,
     ) -> Result<Manifest, Error> {
-        let mut looked_at = match discovery {
+        let looked_at = match discovery {
             Some(d) => d.looked_at(),
             None => format!("nowhere: {}=off", vars.switch),
         };
-        if let Some(why) = &stale {
-            looked_at.push_str(&format!(
-                "; the prebuilt kernels in {} were refused: {why}",
-                self.prebuilt_dir.display()
-            ));
-        }
-        if std::env::var(&vars.require).is_ok_and(|v| v == "1") {
-            return Err(Error::ToolkitRequired {
-                var: vars.require.clone(),
-                looked_at,
-                hint: self.toolkit_hint.clone(),
-            });
-        }
         let builtin = SupportedArchs::cuda_13_0_builtin();
         let archs = inputs
             .spec
@@ -59,8 +47,7 @@ impl KernelBuild {
         let reason = match &stale {
             None => format!("no CUDA toolkit found (looked at {looked_at})"),
             Some(why) => format!(
-                "prebuilt kernels refused ({why}) and no CUDA toolkit found (looked at {})",
-                discovery.map(Discovery::looked_at).unwrap_or_default()
+                "prebuilt kernels refused ({why}) and no CUDA toolkit found (looked at {looked_at})"
             ),
         };
         cargo.push(format!(
@@ -84,16 +71,24 @@ impl KernelBuild {
     /// Whether the prebuilt kernels fit the modules as they are now.
     pub(super) fn check_prebuilt(&self, inputs: &Inputs) -> Result<Check, Error> {
         let base = io(Path::new("."), std::env::current_dir())?;
-        let modules: Vec<(String, Vec<PathBuf>)> = inputs
+        let modules: Vec<Wanted> = inputs
             .modules
             .iter()
-            .map(|m| (m.name.clone(), m.sources.clone()))
+            .map(|m| Wanted {
+                name: m.name.clone(),
+                sources: m.sources.clone(),
+                output: match m.link {
+                    LinkMode::Fatbin => format!("{}.fatbin", m.name),
+                    LinkMode::Static => {
+                        format!("lib{}.a", static_lib_name(&self.lower_prefix(), &m.name))
+                    }
+                },
+            })
             .collect();
         Ok(prebuilt::check(
             &self.prebuilt_dir,
             &self.naming(&base),
             &modules,
-            &self.lower_prefix(),
         ))
     }
 

@@ -16,12 +16,16 @@
 # A source containing `--fail-on-purpose` fails like a compile error; a host
 # compiler (`-ccbin X`) whose file contains `unsupported-host-compiler` is
 # refused as nvcc refuses an unsupported GCC. With $FAKE_NVCC_COMMANDS set,
-# every command line is appended to that file too. $FAKE_NVCC_VERSION
+# every command line is appended to that file too. `--version` anywhere
+# prints the version and writes nothing, as nvcc does. $FAKE_NVCC_VERSION
 # (default 13.0.88) is the version it reports, as another toolkit would.
 set -euo pipefail
 
 archs="75 80 86 87 88 89 90 100 103 110 120 121"
-case "${1-}" in
+first=${1-}
+# nvcc answers --version wherever it stands, and writes nothing else.
+case " $* " in *" --version "*) first=--version ;; esac
+case "$first" in
 --version)
     echo 'nvcc: NVIDIA (R) Cuda compiler driver'
     echo "Cuda compilation tools, release 13.0, V${FAKE_NVCC_VERSION:-13.0.88}"

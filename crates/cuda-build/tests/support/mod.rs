@@ -360,7 +360,8 @@ impl Fixture {
     }
 
     /// The fake nvcc's command lines since the last call, sorted, with the
-    /// fixture's paths written `<out>`, `<crate>` and `<root>`. Clears them.
+    /// fixture's paths written `<out>`, `<crate>` and `<root>`, and the temp
+    /// dir each step writes into (`.kiln-step-XXXXXX`) `<step>`. Clears them.
     pub(crate) fn nvcc_command_lines(&self) -> Vec<String> {
         let file = self.root.join("commands.log");
         let text = std::fs::read_to_string(&file).unwrap_or_default();
@@ -373,9 +374,11 @@ impl Fixture {
         let mut lines: Vec<String> = text
             .lines()
             .map(|l| {
-                l.replace(&out, "<out>")
+                let l = l
+                    .replace(&out, "<out>")
                     .replace(&krate, "<crate>")
-                    .replace(&root, "<root>")
+                    .replace(&root, "<root>");
+                without_step_dirs(&l)
             })
             .collect();
         lines.sort();
@@ -490,6 +493,20 @@ impl Fixture {
     pub(crate) fn root_path(&self, relative: &str) -> PathBuf {
         self.root.join(relative)
     }
+}
+
+/// `text` with every `.kiln-step-XXXXXX` (a step's temp dir) as `<step>`.
+fn without_step_dirs(text: &str) -> String {
+    let mut rest = text;
+    let mut out = String::new();
+    while let Some(at) = rest.find(".kiln-step-") {
+        out.push_str(&rest[..at]);
+        out.push_str("<step>");
+        let tail = &rest[at..];
+        rest = &tail[tail.find('/').unwrap_or(tail.len())..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The nvcc `cargo xtask toolkit install` put in this checkout, or `None`
