@@ -22,7 +22,7 @@ use crate::error::{io, Error};
 use crate::manifest::{self, Manifest, ModuleEntry, ToolkitEntry};
 use crate::modules::{self, Module};
 use crate::parallel;
-use crate::prebuilt::{self, Check};
+use crate::prebuilt::{self, Check, PrebuiltError};
 use crate::settings;
 use crate::toolkit::{discover, Discovery, ProcessEnv, Toolkit, DISCOVERY_ENV_VARS};
 
@@ -279,7 +279,7 @@ impl KernelBuild {
         &self,
         vars: &Vars,
         discovery: Option<&Discovery>,
-        stale: Option<String>,
+        stale: Option<PrebuiltError>,
     ) -> Error {
         let mut looked_at = match discovery {
             Some(d) => d.looked_at(),
@@ -287,7 +287,7 @@ impl KernelBuild {
         };
         if let Some(why) = stale {
             looked_at.push_str(&format!(
-                "; the prebuilt kernels in {} are stale: {why}",
+                "; the prebuilt kernels in {} were refused: {why}",
                 self.prebuilt_dir.display()
             ));
         }

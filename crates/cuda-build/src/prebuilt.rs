@@ -9,6 +9,13 @@
 //! modules are the same; otherwise it names the first file that changed and
 //! builds CPU-only.
 //!
+//! Nothing in the folder is trusted (`folder`): `prebuilt.toml` carries the
+//! SHA-256 of its own text and of every file beside it; only regular files
+//! are read, never through a symlink, never past a size bound; every name it
+//! gives stays inside its folder; its archs are read with the arch grammar;
+//! each image is a fat binary holding the archs its module declares. Any
+//! failure refuses the whole folder in one line ([`PrebuiltError`]).
+//!
 //! Files are named as the build saw them: relative to the package root (the
 //! build script's dir), or, outside it, relative to the include dir that
 //! holds them (`kiln.h` in cuda-build's), so that the check works wherever
@@ -19,11 +26,17 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::cache::hex;
+use crate::cache::{hex, write_atomically};
 use crate::config::LinkMode;
 use crate::error::{io, Error};
 pub use crate::manifest::InputFile;
 use crate::manifest::{Manifest, ModuleEntry};
+
+mod error;
+mod folder;
+
+pub use error::PrebuiltError;
+use folder::{read_regular, MAX_FILE_BYTES, MAX_MANIFEST_BYTES};
 
 /// The folder's default name, in the package root.
 pub const DEFAULT_DIR: &str = "kernels-prebuilt";
@@ -32,13 +45,14 @@ pub const MANIFEST: &str = "prebuilt.toml";
 /// The static CUDA runtime, copied beside static libraries (they need it to
 /// link; NVIDIA lists it as redistributable).
 const RUNTIME: &str = "libcudart_static.a";
-const FORMAT: u32 = 1;
+/// 2: the manifest sealed by the SHA-256 of its text, and `[[files]]`.
+const FORMAT: u32 = 2;
 
 /// What a prebuilt folder holds (`prebuilt.toml`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Prebuilt {
-    /// The format version (1).
+    /// The format version (2).
     pub format: u32,
     /// The toolkit that built them (`13.0.88`).
     pub toolkit: String,
@@ -48,9 +62,23 @@ pub struct Prebuilt {
     pub ptx: Vec<String>,
     /// Every input, with the content it had.
     pub inputs: Vec<InputFile>,
+    /// Every file of the folder but `prebuilt.toml`, with its content.
+    pub files: Vec<PrebuiltFile>,
     /// The modules; `output` is a file name in the folder, sources are named
     /// as [`InputFile::path`] names them.
     pub modules: Vec<ModuleEntry>,
+}
+
+/// A file of the folder (an image, a static library, the static runtime).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct PrebuiltFile {
+    /// Its name in the folder.
+    pub path: PathBuf,
+    /// Its size.
+    pub size_bytes: u64,
+    /// SHA-256 of its content, in hex.
+    pub sha256: String,
 }
 
 /// How files are named: the package root and the include dirs.
@@ -74,16 +102,29 @@ impl Naming<'_> {
         (path.to_path_buf(), false)
     }
 
-    /// Where a named file is now.
-    fn resolve(&self, file: &InputFile) -> PathBuf {
-        if !file.include {
-            return self.base.join(&file.path);
+    /// Where a named input is now: inside the package root (or the include
+    /// dir that holds it) once every symlink is followed, or refused.
+    fn locate(&self, file: &InputFile) -> Result<PathBuf, PrebuiltError> {
+        let missing = || PrebuiltError::InputMissing {
+            name: error::shown(&file.path.to_string_lossy()),
+        };
+        let root = if file.include {
+            self.include_dirs
+                .iter()
+                .find(|dir| dir.join(&file.path).symlink_metadata().is_ok())
+                .ok_or_else(missing)?
+        } else {
+            self.base
+        };
+        let real = std::fs::canonicalize(root.join(&file.path)).map_err(|_| missing())?;
+        let real_root = std::fs::canonicalize(root).map_err(|_| missing())?;
+        if !real.starts_with(&real_root) {
+            return Err(PrebuiltError::InputOutside {
+                name: error::shown(&file.path.to_string_lossy()),
+                root: root.to_path_buf(),
+            });
         }
-        self.include_dirs
-            .iter()
-            .map(|dir| dir.join(&file.path))
-            .find(|p| p.is_file())
-            .unwrap_or_else(|| file.path.clone())
+        Ok(real)
     }
 
     /// Every input of these modules and the config file, named and hashed.
@@ -128,74 +169,139 @@ fn sha256_of(path: &Path) -> Result<String, Error> {
 pub(crate) enum Check {
     /// No folder (or no manifest in it).
     Absent,
-    /// Built from other sources: why, naming the first file.
-    Stale(String),
-    /// Usable.
-    Matching(Prebuilt),
+    /// Damaged, or built from other sources: why, naming the first file.
+    Stale(PrebuiltError),
+    /// Usable: checked, and its files read.
+    Matching(Verified),
 }
 
-/// Checks the folder `dir` against the current modules (sources absolute).
-pub(crate) fn check(dir: &Path, naming: &Naming<'_>, modules: &[(String, Vec<PathBuf>)]) -> Check {
+/// A folder read and checked, its files' bytes in hand: what is embedded is
+/// what was checked, not what the folder holds a moment later.
+#[derive(Debug)]
+pub(crate) struct Verified {
+    pub(crate) prebuilt: Prebuilt,
+    files: Vec<(PathBuf, Vec<u8>)>,
+}
+
+/// Reads and checks the folder `dir` on its own; `None` when it holds no
+/// manifest.
+fn open(dir: &Path) -> Result<Option<Verified>, PrebuiltError> {
     let path = dir.join(MANIFEST);
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return Check::Absent;
+    let bytes = match read_regular(&path, MAX_MANIFEST_BYTES) {
+        Err(PrebuiltError::Missing { .. }) => return Ok(None),
+        read => read?,
     };
-    let prebuilt: Prebuilt = match toml::from_str(&text) {
-        Ok(p) => p,
-        Err(e) => {
-            return Check::Stale(format!(
-                "{} cannot be read ({})",
-                path.display(),
-                e.message()
-            ))
-        }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| PrebuiltError::damaged(&path, "it is not UTF-8 text"))?;
+    let prebuilt = folder::parse(&path, &text)?;
+    let files = folder::read_files(dir, &prebuilt)?;
+    Ok(Some(Verified { prebuilt, files }))
+}
+
+/// A module of the sources as they are now, as a folder must hold it.
+#[derive(Debug)]
+pub(crate) struct Wanted {
+    pub(crate) name: String,
+    /// Absolute.
+    pub(crate) sources: Vec<PathBuf>,
+    /// The file name a toolkit build gives its output (`NAME.fatbin`,
+    /// `libPREFIX_NAME.a`): the generated code and the link lines expect it.
+    pub(crate) output: String,
+}
+
+/// Checks the folder `dir` against the current modules.
+pub(crate) fn check(dir: &Path, naming: &Naming<'_>, modules: &[Wanted]) -> Check {
+    let verified = match open(dir) {
+        Ok(None) => return Check::Absent,
+        Ok(Some(verified)) => verified,
+        Err(why) => return Check::Stale(why),
     };
-    if prebuilt.format != FORMAT {
-        return Check::Stale(format!(
-            "{} has format {}, not {FORMAT}",
-            path.display(),
-            prebuilt.format
-        ));
+    match fits(dir, &verified.prebuilt, naming, modules) {
+        Ok(()) => Check::Matching(verified),
+        Err(why) => Check::Stale(why),
     }
+}
+
+/// Whether a checked folder was built from these sources.
+fn fits(
+    dir: &Path,
+    prebuilt: &Prebuilt,
+    naming: &Naming<'_>,
+    modules: &[Wanted],
+) -> Result<(), PrebuiltError> {
     for file in &prebuilt.inputs {
-        let name = file.path.display();
-        match sha256_of(&naming.resolve(file)) {
-            Err(_) => return Check::Stale(format!("{name} is missing")),
-            Ok(sum) if sum != file.sha256 => {
-                return Check::Stale(format!("{name} changed since they were built"));
+        let name = || error::shown(&file.path.to_string_lossy());
+        let bytes = match read_regular(&naming.locate(file)?, MAX_FILE_BYTES) {
+            Err(PrebuiltError::Missing { .. }) => {
+                return Err(PrebuiltError::InputMissing { name: name() })
             }
-            Ok(_) => {}
+            read => read?,
+        };
+        if hex(&Sha256::digest(&bytes)) != file.sha256 {
+            return Err(PrebuiltError::InputChanged { name: name() });
         }
     }
-    for (name, sources) in modules {
-        let sources = naming.sources(sources);
-        match prebuilt.modules.iter().find(|m| &m.name == name) {
-            None => {
-                let first = sources
-                    .first()
-                    .map(|s| s.display().to_string())
-                    .unwrap_or_default();
-                return Check::Stale(format!("{first} (module `{name}`) is not among them"));
-            }
-            Some(m) if m.sources != sources => {
-                return Check::Stale(format!("module `{name}` has other sources now"));
-            }
-            Some(m) => {
-                let output = m.output.as_ref().map(|o| dir.join(o));
-                if !output.as_ref().is_some_and(|o| o.is_file()) {
-                    return Check::Stale(format!("module `{name}`'s image is missing"));
-                }
-            }
+    for wanted in modules {
+        let name = &wanted.name;
+        let sources = naming.sources(&wanted.sources);
+        let Some(m) = prebuilt.modules.iter().find(|m| &m.name == name) else {
+            let first = sources
+                .first()
+                .map(|s| s.display().to_string())
+                .unwrap_or_default();
+            return Err(PrebuiltError::ModuleAdded {
+                first,
+                module: name.clone(),
+            });
+        };
+        if m.sources != sources {
+            return Err(PrebuiltError::ModuleSources {
+                module: name.clone(),
+            });
+        }
+        if m.output.as_deref() != Some(Path::new(&wanted.output)) {
+            let found = m.output.as_deref().unwrap_or(Path::new(""));
+            return Err(PrebuiltError::OutputName {
+                path: dir.join(MANIFEST),
+                module: name.clone(),
+                found: error::shown(&found.to_string_lossy()),
+                expected: wanted.output.clone(),
+            });
         }
     }
     if let Some(gone) = prebuilt
         .modules
         .iter()
-        .find(|m| !modules.iter().any(|(n, _)| *n == m.name))
+        .find(|m| !modules.iter().any(|w| w.name == m.name))
     {
-        return Check::Stale(format!("module `{}` is gone from the sources", gone.name));
+        return Err(PrebuiltError::ModuleGone {
+            module: error::shown(&gone.name),
+        });
     }
-    Check::Matching(prebuilt)
+    Ok(())
+}
+
+impl Verified {
+    /// Writes the checked files into `out_dir`, each under the plain file
+    /// name the manifest was checked to give it; returns the modules with
+    /// their outputs there.
+    pub(crate) fn install(&self, out_dir: &Path) -> Result<Vec<ModuleEntry>, Error> {
+        for (name, bytes) in &self.files {
+            let to = out_dir.join(name);
+            // The same bytes keep their mtime, so nothing downstream rebuilds.
+            if std::fs::read(&to).is_ok_and(|old| old == *bytes) {
+                continue;
+            }
+            io(&to, write_atomically(&to, bytes))?;
+        }
+        let mut modules = self.prebuilt.modules.clone();
+        for module in &mut modules {
+            module.output = module.output.as_ref().map(|name| out_dir.join(name));
+            module.compiled = false;
+            module.compile_ms = None;
+        }
+        Ok(modules)
+    }
 }
 
 impl Prebuilt {
@@ -204,24 +310,13 @@ impl Prebuilt {
         summary(&self.toolkit, &self.sass, &self.ptx)
     }
 
-    /// Copies the images (and the static runtime, if any) from `dir` into
-    /// `out_dir`; returns the modules with their outputs there.
-    pub(crate) fn install(&self, dir: &Path, out_dir: &Path) -> Result<Vec<ModuleEntry>, Error> {
-        let mut modules = self.modules.clone();
-        for module in &mut modules {
-            if let Some(name) = &module.output {
-                let to = out_dir.join(name);
-                io(&to, copy_if_changed(&dir.join(name), &to))?;
-                module.output = Some(to);
-            }
-            module.compiled = false;
-            module.compile_ms = None;
-        }
-        if self.modules.iter().any(|m| m.link == LinkMode::Static) {
-            let to = out_dir.join(RUNTIME);
-            io(&to, copy_if_changed(&dir.join(RUNTIME), &to))?;
-        }
-        Ok(modules)
+    /// `prebuilt.toml`'s text: the SHA-256 of the rest on the first line.
+    /// Fails only for values TOML cannot hold (a size over `i64::MAX`).
+    pub fn to_toml(&self) -> Result<String, PrebuiltError> {
+        let body = toml::to_string_pretty(self).map_err(|e| PrebuiltError::Unwritable {
+            problem: e.to_string().lines().next().unwrap_or_default().to_string(),
+        })?;
+        Ok(folder::seal(&body))
     }
 }
 
@@ -239,16 +334,6 @@ pub(crate) fn summary(toolkit: &str, sass: &[String], ptx: &[String]) -> String 
         text.push_str(&format!(" + {}", ptx.join(" ")));
     }
     text
-}
-
-/// Copies unless the destination already holds the same bytes (keeps its
-/// mtime, so nothing downstream rebuilds).
-fn copy_if_changed(from: &Path, to: &Path) -> std::io::Result<()> {
-    let bytes = std::fs::read(from)?;
-    if std::fs::read(to).is_ok_and(|old| old == bytes) {
-        return Ok(());
-    }
-    std::fs::write(to, bytes)
 }
 
 /// Writes a prebuilt folder at `dest` from the manifest of a build that
@@ -274,6 +359,18 @@ pub fn export(build_manifest: &Path, dest: &Path) -> Result<Prebuilt, Error> {
         base,
         include_dirs: &manifest.include_dirs,
     };
+    // A reader finds inputs in the package or an include dir only.
+    if let Some(outside) = manifest
+        .inputs
+        .iter()
+        .find(|f| !folder::stays_inside(&f.path))
+    {
+        return Err(refuse(&format!(
+            "input {} lies outside the package and its include dirs, where no user of the \
+             package has it; move it inside to ship prebuilt kernels",
+            outside.path.display()
+        )));
+    }
     let parent = dest.parent().unwrap_or(Path::new("."));
     io(parent, std::fs::create_dir_all(parent))?;
     let staging = io(
@@ -283,12 +380,12 @@ pub fn export(build_manifest: &Path, dest: &Path) -> Result<Prebuilt, Error> {
             .tempdir_in(parent),
     )?;
     let mut modules = Vec::new();
+    let mut files = Vec::new();
     for module in &manifest.modules {
         let mut entry = module.clone();
         if let Some(output) = &module.output {
             let name = output.file_name().map(PathBuf::from).unwrap_or_default();
-            let to = staging.path().join(&name);
-            io(&to, std::fs::copy(output, &to))?;
+            files.push(copy_recorded(output, staging.path(), &name)?);
             entry.output = Some(name);
         }
         entry.source = naming.name(&module.source).0;
@@ -305,8 +402,7 @@ pub fn export(build_manifest: &Path, dest: &Path) -> Result<Prebuilt, Error> {
         } else {
             toolkit.root.join("lib").join(RUNTIME)
         };
-        let to = staging.path().join(RUNTIME);
-        io(&from, std::fs::copy(&from, &to))?;
+        files.push(copy_recorded(&from, staging.path(), Path::new(RUNTIME))?);
     }
     let prebuilt = Prebuilt {
         format: FORMAT,
@@ -314,11 +410,19 @@ pub fn export(build_manifest: &Path, dest: &Path) -> Result<Prebuilt, Error> {
         sass: manifest.sass.clone(),
         ptx: manifest.ptx.clone(),
         inputs: manifest.inputs.clone(),
+        files,
         modules,
     };
-    let text = toml::to_string_pretty(&prebuilt).expect("a prebuilt manifest always serializes");
     let path = staging.path().join(MANIFEST);
+    let text = prebuilt.to_toml().map_err(|why| refuse(&why.to_string()))?;
     io(&path, std::fs::write(&path, text))?;
+    // Never write a folder its readers would refuse (an image without an
+    // arch its module declares, an arch the grammar does not know).
+    if let Err(why) = open(staging.path()) {
+        return Err(refuse(&format!(
+            "the folder written from this build would be refused: {why}"
+        )));
+    }
     if dest.exists() {
         io(dest, std::fs::remove_dir_all(dest))?;
     }
@@ -327,15 +431,34 @@ pub fn export(build_manifest: &Path, dest: &Path) -> Result<Prebuilt, Error> {
     Ok(prebuilt)
 }
 
-/// Reads a prebuilt folder's manifest (for tools: the audit).
-pub fn read(dir: &Path) -> Result<Prebuilt, Error> {
-    let path = dir.join(MANIFEST);
-    let text = io(&path, std::fs::read_to_string(&path))?;
-    toml::from_str(&text).map_err(|e| Error::Config {
-        path: path.clone(),
-        message: format!(
-            "not a prebuilt kernels manifest ({}); write it again",
-            e.message()
-        ),
+/// Copies `from` into `dir` as `name`; returns what the manifest records of
+/// the copy.
+fn copy_recorded(from: &Path, dir: &Path, name: &Path) -> Result<PrebuiltFile, Error> {
+    let to = dir.join(name);
+    io(&to, std::fs::copy(from, &to))?;
+    let bytes = io(&to, std::fs::read(&to))?;
+    Ok(PrebuiltFile {
+        path: name.to_path_buf(),
+        size_bytes: bytes.len() as u64,
+        sha256: hex(&Sha256::digest(&bytes)),
     })
+}
+
+/// Reads a prebuilt folder (for tools: the audit), with every check a build
+/// makes of the folder itself: its manifest, names, archs, and each file's
+/// size, SHA-256 and kind. Whether it fits a crate's sources is not asked.
+pub fn read(dir: &Path) -> Result<Prebuilt, PrebuiltError> {
+    match open(dir)? {
+        Some(verified) => Ok(verified.prebuilt),
+        None => Err(PrebuiltError::Missing {
+            path: dir.join(MANIFEST),
+        }),
+    }
+}
+
+/// Parses and checks `prebuilt.toml`'s text on its own: its seal, its shape,
+/// the format, the toolkit version, every arch and every name (the files it
+/// names are checked by [`read`]).
+pub fn parse(text: &str) -> Result<Prebuilt, PrebuiltError> {
+    folder::parse(Path::new(MANIFEST), text)
 }

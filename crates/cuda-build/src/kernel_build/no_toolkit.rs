@@ -1,8 +1,9 @@
-//! A build that found no toolkit: the prebuilt kernels when they fit the
-//! sources (embedded as a toolkit build's images would be), else CPU-only
-//! with one warning, or an error under `<PREFIX>_REQUIRE_CUDA=1`.
+//! A build that found no toolkit: the prebuilt kernels when they pass every
+//! check and fit the sources (embedded as a toolkit build's images would
+//! be), else CPU-only with one warning naming why, or an error under
+//! `<PREFIX>_REQUIRE_CUDA=1`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::{check_rdc_archs, Inputs, KernelBuild, Vars};
 use crate::arch::SupportedArchs;
@@ -12,38 +13,26 @@ use crate::emit;
 use crate::error::{io, Error};
 use crate::manifest::{Manifest, ModuleEntry, PrebuiltEntry};
 use crate::modules::Module;
-use crate::prebuilt::{self, Check, Naming, Prebuilt};
+use crate::prebuilt::{self, Check, Naming, PrebuiltError, Verified, Wanted};
 use crate::toolkit::Discovery;
 
 impl KernelBuild {
-    /// No toolkit: an error under `<PREFIX>_REQUIRE_CUDA=1`, else one warning
-    /// and a manifest of modules with nothing built. The specs are still
-    /// checked, so a bad one fails on every machine.
+    /// No toolkit (and `<PREFIX>_REQUIRE_CUDA` off: the caller checked):
+    /// one warning, saying why the prebuilt kernels were refused if they
+    /// were, and a manifest of modules with nothing built. The specs are
+    /// still checked, so a bad one fails on every machine.
     pub(super) fn cpu_only(
         &self,
         inputs: Inputs,
         discovery: Option<&Discovery>,
-        stale: Option<String>,
+        stale: Option<PrebuiltError>,
         vars: &Vars,
         cargo: &mut Vec<String>,
     ) -> Result<Manifest, Error> {
-        let mut looked_at = match discovery {
+        let looked_at = match discovery {
             Some(d) => d.looked_at(),
             None => format!("nowhere: {}=off", vars.switch),
         };
-        if let Some(why) = &stale {
-            looked_at.push_str(&format!(
-                "; the prebuilt kernels in {} are stale: {why}",
-                self.prebuilt_dir.display()
-            ));
-        }
-        if std::env::var(&vars.require).is_ok_and(|v| v == "1") {
-            return Err(Error::ToolkitRequired {
-                var: vars.require.clone(),
-                looked_at,
-                hint: self.toolkit_hint.clone(),
-            });
-        }
         let builtin = SupportedArchs::cuda_13_0_builtin();
         let archs = inputs
             .spec
@@ -58,8 +47,7 @@ impl KernelBuild {
         let reason = match &stale {
             None => format!("no CUDA toolkit found (looked at {looked_at})"),
             Some(why) => format!(
-                "prebuilt kernels refused ({why}) and no CUDA toolkit found (looked at {})",
-                discovery.map(Discovery::looked_at).unwrap_or_default()
+                "prebuilt kernels refused ({why}) and no CUDA toolkit found (looked at {looked_at})"
             ),
         };
         cargo.push(format!(
@@ -83,10 +71,19 @@ impl KernelBuild {
     /// Whether the prebuilt kernels fit the modules as they are now.
     pub(super) fn check_prebuilt(&self, inputs: &Inputs) -> Result<Check, Error> {
         let base = io(Path::new("."), std::env::current_dir())?;
-        let modules: Vec<(String, Vec<PathBuf>)> = inputs
+        let modules: Vec<Wanted> = inputs
             .modules
             .iter()
-            .map(|m| (m.name.clone(), m.sources.clone()))
+            .map(|m| Wanted {
+                name: m.name.clone(),
+                sources: m.sources.clone(),
+                output: match m.link {
+                    LinkMode::Fatbin => format!("{}.fatbin", m.name),
+                    LinkMode::Static => {
+                        format!("lib{}.a", static_lib_name(&self.lower_prefix(), &m.name))
+                    }
+                },
+            })
             .collect();
         Ok(prebuilt::check(
             &self.prebuilt_dir,
@@ -95,16 +92,18 @@ impl KernelBuild {
         ))
     }
 
-    /// No toolkit, but prebuilt kernels that fit: their images copied into
-    /// the out dir and embedded as a toolkit build's would be, in one line.
+    /// No toolkit, but prebuilt kernels that fit: the images checked
+    /// written into the out dir and embedded as a toolkit build's would be,
+    /// in one line.
     pub(super) fn embed_prebuilt(
         &self,
         inputs: Inputs,
-        prebuilt: &Prebuilt,
+        verified: &Verified,
         out_dir: &Path,
         cargo: &mut Vec<String>,
     ) -> Result<Manifest, Error> {
-        let modules = prebuilt.install(&self.prebuilt_dir, out_dir)?;
+        let modules = verified.install(out_dir)?;
+        let prebuilt = &verified.prebuilt;
         let libraries: Vec<String> = modules
             .iter()
             .filter(|e| e.link == LinkMode::Static)
