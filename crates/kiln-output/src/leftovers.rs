@@ -1,0 +1,121 @@
+//! What an interrupted run left beside an output folder, found by the next
+//! run into it: `.<name>.kiln-new-*` (a run's new output; complete once it
+//! holds a marker) and `.<name>.kiln-old-*` (an old output being removed).
+//! A folder whose lock another live run holds is that run's and is left
+//! alone. Where the output folder is missing, the newest complete new
+//! output is moved into place; complete leftovers are otherwise removed
+//! through their markers; partial ones are reported, not removed.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::error::{io_error, Error};
+use crate::fsops;
+use crate::inspect;
+use crate::marker;
+use crate::Spec;
+
+/// The prefix of a new output's staging folder beside `name`.
+pub(crate) fn new_prefix(name: &OsStr) -> String {
+    format!(".{}.kiln-new-", name.to_string_lossy())
+}
+
+/// The prefix of an old output moved aside from `name`.
+fn old_prefix(name: &OsStr) -> String {
+    format!(".{}.kiln-old-", name.to_string_lossy())
+}
+
+/// A leftover found, with its lock held.
+struct Leftover {
+    path: PathBuf,
+    new: bool,
+    files: Option<Vec<String>>,
+    age: std::time::SystemTime,
+    _lock: fs::File,
+}
+
+/// Finds and settles the leftovers of earlier runs beside `dir`; returns
+/// one line for each, saying where it went.
+pub(crate) fn recover(
+    parent: &Path,
+    name: &OsStr,
+    dir: &Path,
+    spec: &Spec,
+) -> Result<Vec<String>, Error> {
+    let (new, old) = (new_prefix(name), old_prefix(name));
+    let mut found = Vec::new();
+    for entry in fs::read_dir(parent).map_err(io_error("listing", parent))? {
+        let entry = entry.map_err(io_error("listing", parent))?;
+        let file = entry.file_name();
+        let file = file.to_string_lossy();
+        let is_new = file.starts_with(&new);
+        if !(is_new || file.starts_with(&old)) {
+            continue;
+        }
+        let path = entry.path();
+        if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
+        // A live run holds its staging folder's lock: not a leftover.
+        let Ok(lock) = fs::File::open(&path) else {
+            continue;
+        };
+        if lock.try_lock().is_err() {
+            continue;
+        }
+        let files = match marker::read(&path) {
+            Ok(Some(m)) if m.kind == spec.kind => Some(m.files),
+            _ => None,
+        };
+        let age = fs::symlink_metadata(path.join(marker::MARKER))
+            .and_then(|m| m.modified())
+            .unwrap_or(std::time::UNIX_EPOCH);
+        found.push(Leftover {
+            path,
+            new: is_new,
+            files,
+            age,
+            _lock: lock,
+        });
+    }
+    // Newest complete new output first: the one to restore.
+    found.sort_by_key(|l| (!(l.new && l.files.is_some()), std::cmp::Reverse(l.age)));
+    let mut notes = Vec::new();
+    let mut missing = fs::symlink_metadata(dir).is_err();
+    for leftover in found {
+        let shown = leftover.path.display();
+        let Some(files) = &leftover.files else {
+            notes.push(format!(
+                "{shown}: an interrupted run's partial output for {}, left as it is; remove it yourself",
+                dir.display()
+            ));
+            continue;
+        };
+        if missing && leftover.new {
+            fsops::rename_noreplace(&leftover.path, dir)
+                .map_err(io_error("restoring the output", dir))?;
+            missing = false;
+            notes.push(format!(
+                "{} was missing after an interrupted run: moved the complete output it left at {shown} back into place",
+                dir.display()
+            ));
+            continue;
+        }
+        let kept = match inspect::first_unlisted(&leftover.path, files)? {
+            Some(entry) => Some(entry),
+            None => fsops::remove_listed(&leftover.path, files)?,
+        };
+        notes.push(match kept {
+            None => format!(
+                "removed {shown}, an earlier output of {} that an interrupted run left beside it",
+                dir.display()
+            ),
+            Some(entry) => format!(
+                "{shown}: an earlier output of {} left by an interrupted run, kept: it holds `{entry}`, which kiln did not write",
+                dir.display()
+            ),
+        });
+    }
+    Ok(notes)
+}
