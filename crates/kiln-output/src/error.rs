@@ -10,12 +10,19 @@ use std::path::PathBuf;
 pub enum Error {
     /// The folder would hold a path that must not be replaced: the current
     /// folder, a crate, an input.
-    #[error("{}: contains {}; give an output folder of its own", dir.display(), inside.display())]
+    #[error(
+        "{}: contains {}{}; give an output folder of its own",
+        dir.display(),
+        if *current { "the current folder " } else { "" },
+        inside.display()
+    )]
     Contains {
         /// The output folder.
         dir: PathBuf,
         /// What it contains.
         inside: PathBuf,
+        /// Whether that is the current folder.
+        current: bool,
     },
     /// The path is a file or a symlink, not a folder.
     #[error("{}: is {what}, not a folder; give the path of a folder", dir.display())]

@@ -4,7 +4,8 @@
 //! A folder whose lock another live run holds is that run's and is left
 //! alone. Where the output folder is missing, the newest complete new
 //! output is moved into place; complete leftovers are otherwise removed
-//! through their markers; partial ones are reported, not removed.
+//! through their markers, a staging folder without one (its run died
+//! before it was complete) whole; each is reported.
 
 use std::ffi::OsStr;
 use std::fs;
@@ -86,8 +87,12 @@ pub(crate) fn recover(
     for leftover in found {
         let shown = leftover.path.display();
         let Some(files) = &leftover.files else {
+            // A staging folder no live run holds: made by kiln under a name
+            // of kiln's and filled by that run alone (removing it follows
+            // no symlink).
+            fs::remove_dir_all(&leftover.path).map_err(io_error("removing", &leftover.path))?;
             notes.push(format!(
-                "{shown}: an interrupted run's partial output for {}, left as it is; remove it yourself",
+                "removed {shown}, a partial output of {} that an interrupted run left beside it",
                 dir.display()
             ));
             continue;

@@ -93,11 +93,13 @@ impl Output {
         let (parent, name) = locate(dir)?;
         let dir = parent.join(&name);
         let cwd = std::env::current_dir().ok();
-        for inside in protect.iter().copied().chain(cwd.as_deref()) {
+        let protected = protect.iter().map(|p| (*p, false));
+        for (inside, current) in protected.chain(cwd.as_deref().map(|c| (c, true))) {
             if fs::canonicalize(inside).is_ok_and(|p| p.starts_with(&dir)) {
                 return Err(Error::Contains {
                     dir,
                     inside: inside.to_path_buf(),
+                    current,
                 });
             }
         }

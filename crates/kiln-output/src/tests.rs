@@ -376,26 +376,40 @@ fn a_kill_between_two_renames_is_restored_by_the_next_run() {
 }
 
 #[test]
-fn a_partial_leftover_is_reported_not_removed() {
+fn a_partial_leftover_is_removed_and_reported_unless_its_run_lives() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("out");
-    let partial = root.path().join(".out.kiln-new-abc123");
-    fs::create_dir(&partial).unwrap();
-    fs::write(partial.join("half"), "x").unwrap();
+    write(&dir, spec(true), A).unwrap();
+    // A run still filling its staging folder (its lock held: forgotten,
+    // the lock's file stays open) is not a leftover.
+    let running = Output::prepare(&dir, spec(true), &[]).unwrap();
+    fill(&running, B);
+    let staging = running.path().to_path_buf();
+    std::mem::forget(running);
+    let next = Output::prepare(&dir, spec(true), &[]).unwrap();
+    assert!(next.notes().is_empty(), "{:?}", next.notes());
+    assert!(staging.is_dir());
+    drop(next);
+    // A run killed while filling its staging folder left no lock.
+    let other = root.path().join(".out.kiln-new-abc123");
+    fs::create_dir_all(other.join("bin")).unwrap();
+    fs::write(other.join("bin/half"), "x").unwrap();
+    symlink(root.path().join("precious"), other.join("link")).unwrap();
+    fs::write(root.path().join("precious"), "mine").unwrap();
     let out = Output::prepare(&dir, spec(true), &[]).unwrap();
+    let notes = out.notes().join("\n");
     assert!(
-        out.notes()[0].contains("partial output"),
-        "{:?}",
-        out.notes()
+        notes.starts_with("removed ") && notes.contains("a partial output of"),
+        "{notes}"
+    );
+    assert!(!other.exists());
+    assert_eq!(
+        fs::read_to_string(root.path().join("precious")).unwrap(),
+        "mine"
     );
     fill(&out, C);
     out.commit().unwrap();
-    assert_eq!(fs::read_to_string(partial.join("half")).unwrap(), "x");
-    // A live run's staging folder is not a leftover.
-    let live = Output::prepare(&dir, spec(true), &[]).unwrap();
-    let other = Output::prepare(&dir, spec(true), &[]).unwrap();
-    assert_eq!(other.notes().len(), 1, "{:?}", other.notes());
-    assert!(live.path().is_dir());
+    assert_eq!(content(&dir), expected(C));
 }
 
 #[test]
