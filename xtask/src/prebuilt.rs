@@ -135,6 +135,7 @@ fn build_with_toolkit(root: &Path, manifest_path: &Path, crate_dir: &Path) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kiln_output::testing::names;
     use std::fs;
 
     fn root() -> PathBuf {
@@ -147,15 +148,6 @@ mod tests {
             out: out.map(Path::to_path_buf),
         };
         run(&root(), &args).unwrap_err().to_string()
-    }
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
     }
 
     #[test]

@@ -15,6 +15,7 @@ use apps::index::{Index, ANCHORS_FILE, META_FILE};
 mod cli_support;
 
 use cli_support::{apps, npy};
+use kiln_output::testing::{names, snapshot};
 
 /// A 200 x 3 float32 input in `dir`.
 fn input(dir: &Path) -> PathBuf {
@@ -59,41 +60,6 @@ fn succeeded(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Every path under `root` with its contents (symlinks not followed).
-fn snapshot(root: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut found = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = fs::symlink_metadata(&path).unwrap();
-            let body = if meta.file_type().is_symlink() {
-                fs::read_link(&path)
-                    .unwrap()
-                    .into_os_string()
-                    .into_encoded_bytes()
-            } else if meta.is_dir() {
-                stack.push(path.clone());
-                b"/".to_vec()
-            } else {
-                fs::read(&path).unwrap()
-            };
-            found.push((path.strip_prefix(root).unwrap().display().to_string(), body));
-        }
-    }
-    found.sort();
-    found
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]

@@ -12,6 +12,8 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use kiln_output::testing::snapshot;
+
 /// `cargo-kiln kiln bundle --manifest-path CRATE --out OUT` run in `cwd`.
 fn bundle(cwd: &Path, krate: &Path, out: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cargo-kiln"))
@@ -21,33 +23,6 @@ fn bundle(cwd: &Path, krate: &Path, out: &str) -> Output {
         .args(["--out", out])
         .output()
         .expect("cargo-kiln runs")
-}
-
-/// Every path under `root` with its bytes (symlinks as their targets).
-fn snapshot(root: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut found = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = fs::symlink_metadata(&path).unwrap();
-            let body = if meta.file_type().is_symlink() {
-                fs::read_link(&path)
-                    .unwrap()
-                    .into_os_string()
-                    .into_encoded_bytes()
-            } else if meta.is_dir() {
-                stack.push(path.clone());
-                b"/".to_vec()
-            } else {
-                fs::read(&path).unwrap()
-            };
-            let rel = path.strip_prefix(root).unwrap().display().to_string();
-            found.push((rel, body));
-        }
-    }
-    found.sort();
-    found
 }
 
 #[test]

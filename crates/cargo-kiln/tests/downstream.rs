@@ -10,6 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use kiln_output::testing::names;
+
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -130,11 +132,7 @@ fn bundle_holds_the_tests_the_control_and_a_valid_run_sh() {
         Some(&tk),
     );
     stdout_of(&out);
-    let mut bins: Vec<String> = std::fs::read_dir(out_dir.join("bin"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    bins.sort();
+    let bins = names(&out_dir.join("bin"));
     // The bindings check reads the source tree: left out by default.
     assert_eq!(
         bins,
@@ -195,11 +193,7 @@ fn rebundle_replaces_only_kilns_files(tk: &Path, out_dir: &Path) {
     std::os::unix::fs::symlink(&outside, out_dir.join("run.sh")).unwrap();
     stdout_of(&bundle("saxpy"));
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "mine");
-    let mut bins: Vec<String> = std::fs::read_dir(out_dir.join("bin"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    bins.sort();
+    let bins = names(&out_dir.join("bin"));
     // `--exclude saxpy` in place of the default: the old saxpy binary went.
     assert_eq!(
         bins,
@@ -209,12 +203,7 @@ fn rebundle_replaces_only_kilns_files(tk: &Path, out_dir: &Path) {
             "kiln-memcheck-control"
         ]
     );
-    let mut beside: Vec<String> = std::fs::read_dir(out_dir.parent().unwrap())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    beside.sort();
-    assert_eq!(beside, ["bundle", "precious.sh"]);
+    assert_eq!(names(out_dir.parent().unwrap()), ["bundle", "precious.sh"]);
 }
 
 /// One line on stderr, exit status 2.

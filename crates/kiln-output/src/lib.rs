@@ -18,6 +18,8 @@ mod fsops;
 mod inspect;
 mod leftovers;
 mod marker;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::ffi::OsString;
 use std::fs;
