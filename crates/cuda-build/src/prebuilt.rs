@@ -255,7 +255,8 @@ fn copy_if_changed(from: &Path, to: &Path) -> std::io::Result<()> {
 /// compiled with a toolkit (`<prefix>-manifest.toml` in its OUT_DIR): the fat
 /// binaries, static libraries (and the static CUDA runtime they link), and
 /// `prebuilt.toml`. The folder is written beside `dest` and renamed into
-/// place, replacing the old one whole.
+/// place; `dest` must not exist or be empty (an existing folder is never
+/// removed: replace it yourself, or write to a new path).
 pub fn export(build_manifest: &Path, dest: &Path) -> Result<Prebuilt, Error> {
     let manifest = Manifest::read(build_manifest)?;
     let refuse = |message: &str| Error::Config {
@@ -319,12 +320,32 @@ pub fn export(build_manifest: &Path, dest: &Path) -> Result<Prebuilt, Error> {
     let text = toml::to_string_pretty(&prebuilt).expect("a prebuilt manifest always serializes");
     let path = staging.path().join(MANIFEST);
     io(&path, std::fs::write(&path, text))?;
-    if dest.exists() {
-        io(dest, std::fs::remove_dir_all(dest))?;
-    }
+    // Never over a folder with anything in it: this writes a new folder, and
+    // removes nothing it did not write (a rename replaces only an empty
+    // folder; kiln's tools replace an earlier one through their own swap).
     let staged = staging.keep();
-    io(dest, std::fs::rename(&staged, dest))?;
+    if let Err(e) = std::fs::rename(&staged, dest) {
+        let _ = std::fs::remove_dir_all(&staged);
+        return Err(refuse_dest(dest, e));
+    }
     Ok(prebuilt)
+}
+
+/// The error for a `dest` the finished folder could not be renamed onto.
+fn refuse_dest(dest: &Path, source: std::io::Error) -> Error {
+    use std::io::ErrorKind::{AlreadyExists, DirectoryNotEmpty, NotADirectory};
+    match source.kind() {
+        DirectoryNotEmpty | AlreadyExists | NotADirectory => Error::Config {
+            path: dest.to_path_buf(),
+            message: "already exists and is not empty; prebuilt kernels are written to a new \
+                      or empty folder: remove it yourself or give another path"
+                .into(),
+        },
+        _ => Error::Io {
+            path: dest.to_path_buf(),
+            source,
+        },
+    }
 }
 
 /// Reads a prebuilt folder's manifest (for tools: the audit).
