@@ -113,6 +113,25 @@ pub enum Error {
         /// What the last step found.
         error: io::Error,
     },
+    /// The two-rename swap failed between its renames and could not be
+    /// undone: both outputs are kept whole beside DIR.
+    #[error(
+        "{}: the swap failed halfway ({error}); the new output is complete at {} and the old \
+         one at {}: run again to put the new one in place",
+        dir.display(),
+        new.display(),
+        old.display()
+    )]
+    Halfway {
+        /// The output folder.
+        dir: PathBuf,
+        /// Where the new output is.
+        new: PathBuf,
+        /// Where the old output is.
+        old: PathBuf,
+        /// What the last rename found (in the message).
+        error: io::Error,
+    },
     /// Settling an interrupted run's leftovers changed the folder, and the
     /// folder as it is now is refused.
     #[error("{notes}; then: {refusal}")]

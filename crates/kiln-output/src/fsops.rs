@@ -14,7 +14,7 @@ use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, CWD};
 use rustix::io::Errno;
 
 use crate::error::{io_error, Error};
-use crate::marker::{self, MARKER};
+use crate::marker::{self, MARKER, REMOVING};
 
 /// Whether `e` says the filesystem (or kernel) lacks a `renameat2` flag.
 fn unsupported(e: Errno) -> bool {
@@ -131,8 +131,10 @@ fn split(path: &str) -> (&str, &str) {
     path.rsplit_once('/').unwrap_or(("", path))
 }
 
-/// Removes an old output at `root`: the `files` its marker lists, then the
-/// marker, then the folders that became empty, then `root`. A listed path
+/// Removes an old output at `root`: its marker renamed to the removing
+/// marker first (from then on the folder is never put back in place), the
+/// `files` it lists, the marker, the folders that became empty, then
+/// `root`. A listed path
 /// under a symlink is skipped and a symlink is removed as a link, so
 /// nothing outside `root` is touched. Returns the first entry left behind
 /// when `root` could not be removed (it held something unlisted).
@@ -161,10 +163,23 @@ pub(crate) fn remove_listed(root: &Path, files: &[String]) -> Result<Option<Stri
             },
         }
     };
+    match rustix::fs::renameat(&fd, MARKER, &fd, REMOVING) {
+        Ok(()) => {}
+        Err(e) if e == Errno::NOENT => {}
+        Err(e) => {
+            return Err(io_error("marking an old output as being removed", root)(
+                e.into(),
+            ))
+        }
+    }
     for file in files.iter().filter(|f| marker::valid_path(f)) {
         remove(file, AtFlags::empty(), "removing an old output's file")?;
     }
-    remove(MARKER, AtFlags::empty(), "removing an old output's marker")?;
+    remove(
+        REMOVING,
+        AtFlags::empty(),
+        "removing an old output's marker",
+    )?;
     let mut folders: Vec<String> = marker::implied_dirs(files).into_iter().collect();
     folders.sort_by_key(|f| std::cmp::Reverse(f.matches('/').count()));
     for folder in &folders {

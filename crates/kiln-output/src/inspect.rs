@@ -8,7 +8,7 @@ use std::io;
 use std::path::Path;
 
 use crate::error::{io_error, Error};
-use crate::marker::{self, MARKER};
+use crate::marker::{self, MARKER, REMOVING};
 use crate::Spec;
 
 /// What an output path holds.
@@ -123,7 +123,7 @@ pub(crate) fn first_unlisted(dir: &Path, files: &[String]) -> Result<Option<Stri
                     stack.push(path);
                     continue;
                 }
-            } else if listed.contains(path.as_str()) || path == MARKER {
+            } else if listed.contains(path.as_str()) || path == MARKER || path == REMOVING {
                 continue;
             }
             return Ok(Some(path));

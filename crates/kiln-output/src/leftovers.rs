@@ -27,13 +27,39 @@ fn old_prefix(name: &OsStr) -> String {
     format!(".{}.kiln-old-", name.to_string_lossy())
 }
 
+/// What a leftover holds.
+#[derive(Debug, PartialEq, Eq)]
+enum Held {
+    /// A whole output (its marker): may be put in place.
+    Whole(Vec<String>),
+    /// An output being removed (the removing marker): only removed.
+    Removing(Vec<String>),
+    /// No marker of this kind.
+    Unmarked,
+}
+
 /// A leftover found, with its lock held.
 struct Leftover {
     path: PathBuf,
     new: bool,
-    files: Option<Vec<String>>,
+    held: Held,
     age: std::time::SystemTime,
     _lock: fs::File,
+}
+
+/// What the leftover at `path` holds, for `kind`.
+fn held(path: &Path, kind: &str) -> Held {
+    let of_kind = |m: Result<Option<marker::Marker>, Error>| match m {
+        Ok(Some(m)) if m.kind == kind => Some(m.files),
+        _ => None,
+    };
+    if let Some(files) = of_kind(marker::read(path)) {
+        Held::Whole(files)
+    } else if let Some(files) = of_kind(marker::read_named(path, marker::REMOVING)) {
+        Held::Removing(files)
+    } else {
+        Held::Unmarked
+    }
 }
 
 /// Finds and settles the leftovers of earlier runs beside `dir`; returns
@@ -65,48 +91,58 @@ pub(crate) fn recover(
         if lock.try_lock().is_err() {
             continue;
         }
-        let files = match marker::read(&path) {
-            Ok(Some(m)) if m.kind == spec.kind => Some(m.files),
-            _ => None,
-        };
         let age = fs::symlink_metadata(path.join(marker::MARKER))
             .and_then(|m| m.modified())
             .unwrap_or(std::time::UNIX_EPOCH);
         found.push(Leftover {
+            held: held(&path, spec.kind),
             path,
             new: is_new,
-            files,
             age,
             _lock: lock,
         });
     }
-    // Newest complete new output first: the one to restore.
-    found.sort_by_key(|l| (!(l.new && l.files.is_some()), std::cmp::Reverse(l.age)));
+    // The one to put back where DIR is missing comes first: the newest
+    // whole new output, else the newest whole old one.
+    found.sort_by_key(|l| {
+        let whole = matches!(l.held, Held::Whole(_));
+        (!whole, !l.new, std::cmp::Reverse(l.age))
+    });
     let mut notes = Vec::new();
     let mut missing = fs::symlink_metadata(dir).is_err();
     for leftover in found {
         let shown = leftover.path.display();
-        let Some(files) = &leftover.files else {
+        let files = match &leftover.held {
+            Held::Whole(files) if missing => {
+                fsops::rename_noreplace(&leftover.path, dir)
+                    .map_err(io_error("restoring the output", dir))?;
+                missing = false;
+                notes.push(format!(
+                    "{} was missing after an interrupted run: moved the complete output it left at {shown} back into place",
+                    dir.display()
+                ));
+                continue;
+            }
+            Held::Whole(files) | Held::Removing(files) => files,
             // A staging folder no live run holds: made by kiln under a name
             // of kiln's and filled by that run alone (removing it follows
             // no symlink).
-            fs::remove_dir_all(&leftover.path).map_err(io_error("removing", &leftover.path))?;
-            notes.push(format!(
-                "removed {shown}, a partial output of {} that an interrupted run left beside it",
-                dir.display()
-            ));
-            continue;
+            Held::Unmarked if leftover.new => {
+                fs::remove_dir_all(&leftover.path).map_err(io_error("removing", &leftover.path))?;
+                notes.push(format!(
+                    "removed {shown}, a partial output of {} that an interrupted run left beside it",
+                    dir.display()
+                ));
+                continue;
+            }
+            Held::Unmarked => {
+                notes.push(format!(
+                    "{shown}: left beside {} by an interrupted run, with no list of kiln's files; kept, remove it yourself",
+                    dir.display()
+                ));
+                continue;
+            }
         };
-        if missing && leftover.new {
-            fsops::rename_noreplace(&leftover.path, dir)
-                .map_err(io_error("restoring the output", dir))?;
-            missing = false;
-            notes.push(format!(
-                "{} was missing after an interrupted run: moved the complete output it left at {shown} back into place",
-                dir.display()
-            ));
-            continue;
-        }
         let kept = match inspect::first_unlisted(&leftover.path, files)? {
             Some(entry) => Some(entry),
             None => fsops::remove_listed(&leftover.path, files)?,

@@ -188,8 +188,10 @@ impl Output {
             Ok(Some(notes)) => Ok(notes),
             // Stopped by a test: left as a kill would leave it.
             Ok(None) => Ok(Vec::new()),
+            // Every error but a swap failed halfway comes before the swap:
+            // the staging folder holds this run's new output, and only that.
             Err(e) => {
-                if fs::symlink_metadata(&staging).is_ok() {
+                if !matches!(e, Error::Halfway { .. }) {
                     let _ = fs::remove_dir_all(&staging);
                 }
                 Err(e)
@@ -253,35 +255,52 @@ impl Output {
             return Ok(Some(Vec::new()));
         };
         let aside = fsops::old_name(&self.parent, &self.name);
-        if self.exchange(staging).map_err(raced)? {
-            fsops::sync_dir(&self.parent)?;
+        let old_at = if self.exchange(staging).map_err(raced)? {
+            let _ = fsops::sync_dir(&self.parent);
             if self.stops(Step::Exchanged) {
                 return Ok(None);
             }
-            fs::rename(staging, &aside)
-                .map_err(io_error("moving the old output aside", staging))?;
+            // The old output sits at the staging name: moved to a name that
+            // says what it is, or removed where it is.
+            match fs::rename(staging, &aside) {
+                Ok(()) => aside,
+                Err(_) => staging.to_path_buf(),
+            }
         } else {
             fs::rename(dir, &aside).map_err(raced)?;
             if self.stops(Step::MovedAside) {
                 return Ok(None);
             }
             if let Err(error) = fsops::rename_noreplace(staging, dir) {
-                let _ = fs::rename(&aside, dir);
+                if fs::rename(&aside, dir).is_err() {
+                    // Both kept whole for the next run, which puts the
+                    // new one in place.
+                    return Err(Error::Halfway {
+                        dir: dir.clone(),
+                        new: staging.to_path_buf(),
+                        old: aside,
+                        error,
+                    });
+                }
                 return Err(raced(error));
             }
-        }
-        fsops::sync_dir(&self.parent)?;
+            aside
+        };
+        let _ = fsops::sync_dir(&self.parent);
         if self.stops(Step::OldAside) {
             return Ok(None);
         }
-        Ok(Some(match fsops::remove_listed(&aside, &old_files)? {
-            None => Vec::new(),
-            Some(entry) => vec![format!(
-                "the old output of {} is kept at {}: it holds `{entry}`, which kiln did not write",
-                dir.display(),
-                aside.display()
-            )],
-        }))
+        // The new output is in place: nothing after this fails the run.
+        let kept = match fsops::remove_listed(&old_at, &old_files) {
+            Ok(None) => return Ok(Some(Vec::new())),
+            Ok(Some(entry)) => format!("it holds `{entry}`, which kiln did not write"),
+            Err(e) => format!("removing it failed ({e})"),
+        };
+        Ok(Some(vec![format!(
+            "the old output of {} is kept at {}: {kept}",
+            dir.display(),
+            old_at.display()
+        )]))
     }
 }
 

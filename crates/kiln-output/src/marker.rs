@@ -13,6 +13,9 @@ use crate::error::{io_error, Error};
 
 /// The marker's file name, in the output folder's top level.
 pub const MARKER: &str = ".kiln-output.toml";
+/// The marker's name while its folder is being removed: a folder with it
+/// is never put back in place, only its removal finished.
+pub(crate) const REMOVING: &str = ".kiln-output.removing.toml";
 /// The marker's `format`.
 const FORMAT: u32 = 1;
 /// The largest marker read (a million listed files fit).
@@ -47,7 +50,12 @@ impl Marker {
 
 /// The marker of `dir`, or `None` where it has none.
 pub(crate) fn read(dir: &Path) -> Result<Option<Marker>, Error> {
-    let path = dir.join(MARKER);
+    read_named(dir, MARKER)
+}
+
+/// The marker of `dir` under the file name `name`.
+pub(crate) fn read_named(dir: &Path, name: &str) -> Result<Option<Marker>, Error> {
+    let path = dir.join(name);
     let bad = |message: String| Error::BadMarker {
         path: path.clone(),
         message,
@@ -106,6 +114,7 @@ pub(crate) fn write(dir: &Path, marker: &Marker) -> Result<(), Error> {
 pub(crate) fn valid_path(path: &str) -> bool {
     !path.is_empty()
         && path != MARKER
+        && path != REMOVING
         && path
             .split('/')
             .all(|part| !part.is_empty() && part != "." && part != ".." && !part.contains('\0'))

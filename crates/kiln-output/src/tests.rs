@@ -376,6 +376,56 @@ fn a_kill_between_two_renames_is_restored_by_the_next_run() {
 }
 
 #[test]
+fn a_kill_while_an_old_output_is_removed_is_finished_and_never_put_back() {
+    for dir_missing in [false, true] {
+        let root = tempfile::tempdir().unwrap();
+        let dir = killed_after(root.path(), Step::OldAside, true);
+        let old = root
+            .path()
+            .join(beside(&dir).into_iter().find(|n| n != "out").unwrap());
+        // Killed during the removal: marker renamed, one file gone.
+        fs::rename(old.join(MARKER), old.join(marker::REMOVING)).unwrap();
+        fs::remove_file(old.join("run.sh")).unwrap();
+        if dir_missing {
+            fs::remove_dir_all(&dir).unwrap();
+        }
+        let next = Output::prepare(&dir, spec(true), &[]).unwrap();
+        let notes = next.notes().join("\n");
+        assert!(
+            notes.starts_with("removed ") && !notes.contains("back into place"),
+            "{notes}"
+        );
+        assert!(!old.exists());
+        assert_eq!(fs::symlink_metadata(&dir).is_err(), dir_missing);
+        fill(&next, C);
+        next.commit().unwrap();
+        assert_eq!(content(&dir), expected(C));
+        assert_eq!(beside(&dir), ["out"]);
+    }
+}
+
+#[test]
+fn a_whole_old_output_is_put_back_when_no_new_one_is_left() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = killed_after(root.path(), Step::MovedAside, false);
+    // The new one gone too (a swap that failed halfway and was cleaned).
+    let new = beside(&dir)
+        .into_iter()
+        .find(|n| n.contains("kiln-new"))
+        .unwrap();
+    fs::remove_dir_all(root.path().join(new)).unwrap();
+    let next = Output::prepare(&dir, spec(true), &[]).unwrap();
+    assert!(
+        next.notes()[0].contains("back into place"),
+        "{:?}",
+        next.notes()
+    );
+    drop(next);
+    assert_eq!(content(&dir), expected(A));
+    assert_eq!(beside(&dir), ["out"]);
+}
+
+#[test]
 fn a_partial_leftover_is_removed_and_reported_unless_its_run_lives() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("out");
