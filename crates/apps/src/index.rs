@@ -2,8 +2,10 @@
 //! `anchors.npy` (`m × d` float32), `assignments.npy` (`n` uint32: each
 //! point's anchor) and `index.json` ([`IndexMeta`]: shapes, energies,
 //! parameters, seed, backend, device, kiln's version and a hash of the
-//! input), written into a temp directory beside it and renamed into place,
-//! so that a reader sees a whole index or none. Read back with
+//! input), written through kiln's output folders (`kiln_output`): the
+//! folder must be new, empty or an earlier index (kiln's marker), the index
+//! is made beside it and swapped into place, so that a reader sees a whole
+//! index, the old or the new, and only kiln's files are removed. Read back with
 //! [`Index::read`], which checks the three agree; [`Reconstruction`]
 //! (`measure.rs`) measures what the compression kept, against the original
 //! points.
@@ -40,20 +42,17 @@ pub const ENERGY_TOLERANCE: f64 = 1e-9;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum IndexError {
-    /// The output directory exists and replacing it was not asked for.
+    /// The output directory holds an earlier index and replacing it was not
+    /// asked for.
     #[error("{}: already exists; choose another directory or allow replacing it", .0.display())]
     Exists(PathBuf),
-    /// Replacing was asked for, but the path holds something that is not an
-    /// index (it is not removed).
-    #[error(
-        "{}: is not an anneal index directory (no {META_FILE}, or not a directory); \
-         remove it yourself or choose another path",
-        .0.display()
-    )]
-    NotAnIndex(PathBuf),
     /// The directory that would hold the index does not exist.
     #[error("{}: directory does not exist; create it first", .0.display())]
     NoParent(PathBuf),
+    /// The output directory is refused (not kiln's, holds a file kiln did
+    /// not write, contains an input) or could not be written.
+    #[error(transparent)]
+    Output(kiln_output::Error),
     /// A filesystem call failed.
     #[error("{}: {what}: {error}", path.display())]
     Io {
@@ -230,48 +229,98 @@ fn hash_le<T: bytemuck::Pod, const B: usize>(
     }
 }
 
+/// An index's output directory, checked before the run
+/// ([`prepare_output`]) and written by [`Index::write_into`].
+#[derive(Debug)]
+pub struct IndexOutput(kiln_output::Output);
+
+impl IndexOutput {
+    /// One line for each leftover of an interrupted earlier write that was
+    /// found beside the directory, saying where it went.
+    pub fn notes(&self) -> &[String] {
+        self.0.notes()
+    }
+}
+
+/// The kind of output an index directory is, in kiln's marker.
+pub const OUTPUT_KIND: &str = "anneal-index";
+
+/// Checks, before a run, that an index can be written to `dir`: it must
+/// not exist, be empty, or hold an earlier index (replaced only with
+/// `replace`) and nothing else; it must not contain one of `inputs` or the
+/// current directory; the directory holding it must take a new entry.
+/// Refusals touch nothing.
+pub fn prepare_output(
+    dir: &Path,
+    replace: bool,
+    inputs: &[&Path],
+) -> Result<IndexOutput, IndexError> {
+    let spec = kiln_output::Spec {
+        tool: "apps anneal",
+        kind: OUTPUT_KIND,
+        replace,
+        legacy: Some(unmarked_index),
+    };
+    kiln_output::Output::prepare(dir, spec, inputs)
+        .map(IndexOutput)
+        .map_err(output_error)
+}
+
+/// The three files of an index written before kiln's marker existed: a
+/// `index.json` of [`SCHEMA`] (a regular file of at most 64 MiB) and the
+/// arrays beside it.
+fn unmarked_index(dir: &Path) -> Option<Vec<String>> {
+    let path = dir.join(META_FILE);
+    let meta = fs::symlink_metadata(&path).ok()?;
+    if !meta.is_file() || meta.len() > 64 << 20 {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(&fs::read_to_string(path).ok()?).ok()?;
+    (value.get("schema")?.as_str()? == SCHEMA).then(|| {
+        [ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE]
+            .map(String::from)
+            .into()
+    })
+}
+
+/// The index's error for an output folder's.
+fn output_error(e: kiln_output::Error) -> IndexError {
+    match e {
+        kiln_output::Error::Exists { dir, .. } => IndexError::Exists(dir),
+        kiln_output::Error::NoParent(parent) => IndexError::NoParent(parent),
+        other => IndexError::Output(other),
+    }
+}
+
 impl Index {
-    /// Writes the index into `dir`: the three files into a temp directory
-    /// beside it, flushed to disk, then renamed to `dir`. An existing `dir`
-    /// is refused unless `replace`, and then only an index directory (one
-    /// holding `index.json`) or an empty one is replaced, after the new one
-    /// is complete.
-    pub fn write(&self, dir: &Path, replace: bool) -> Result<(), IndexError> {
-        let existing = existing_index(dir, replace)?;
-        let parent = parent_of(dir);
-        if !parent.is_dir() {
-            return Err(IndexError::NoParent(parent));
-        }
-        let io_err = |what, path: &Path| {
-            let path = path.to_path_buf();
-            move |error| IndexError::Io { what, path, error }
-        };
-        let temp = tempfile::Builder::new()
-            .prefix(".kiln-index-")
-            .tempdir_in(&parent)
-            .map_err(io_err("creating a temp directory", &parent))?;
+    /// Writes the index into `dir` ([`prepare_output`] then
+    /// [`Index::write_into`]); returns the notes of both.
+    pub fn write(&self, dir: &Path, replace: bool) -> Result<Vec<String>, IndexError> {
+        let out = prepare_output(dir, replace, &[])?;
+        let mut notes = out.notes().to_vec();
+        notes.extend(self.write_into(out)?);
+        Ok(notes)
+    }
+
+    /// Writes the three files, flushed to disk, into the prepared output
+    /// and swaps it into place; an earlier index there is then removed
+    /// file by file. Returns a line for anything of note (an old index
+    /// kept aside because it held a file kiln did not write).
+    pub fn write_into(&self, out: IndexOutput) -> Result<Vec<String>, IndexError> {
         let meta = &self.meta;
         let (m, d) = (meta.m as usize, meta.d as usize);
-        write_file(&temp.path().join(ANCHORS_FILE), |w| {
+        let staged = out.0.path();
+        write_file(&staged.join(ANCHORS_FILE), |w| {
             npy::write_f32_matrix(w, m, d, &self.anchors)
         })?;
-        write_file(&temp.path().join(ASSIGNMENTS_FILE), |w| {
+        write_file(&staged.join(ASSIGNMENTS_FILE), |w| {
             npy::write_u32_vector(w, &self.assignments)
         })?;
-        write_file(&temp.path().join(META_FILE), |w| {
+        write_file(&staged.join(META_FILE), |w| {
             serde_json::to_writer_pretty(&mut *w, meta).map_err(io::Error::other)?;
             w.write_all(b"\n")
         })?;
-        let staged = temp.keep();
-        let result = if existing {
-            swap_in(&staged, dir, &parent)
-        } else {
-            fs::rename(&staged, dir).map_err(io_err("renaming the new index into place", dir))
-        };
-        if result.is_err() {
-            let _ = fs::remove_dir_all(&staged);
-        }
-        result
+        out.0.commit().map_err(output_error)
     }
 
     /// Reads the index in `dir` and checks that its files agree: the
@@ -394,77 +443,6 @@ fn parse_meta(text: &str) -> Result<IndexMeta, String> {
         ));
     }
     serde_json::from_value(value).map_err(|e| format!("not a valid index ({e})"))
-}
-
-/// Checks, before a run, that [`Index::write`] could write `dir`: refused
-/// when it exists (unless `replace`, and then unless it is an index or
-/// empty), or when the directory that would hold it does not exist.
-pub fn check_output(dir: &Path, replace: bool) -> Result<(), IndexError> {
-    existing_index(dir, replace)?;
-    let parent = parent_of(dir);
-    if parent.is_dir() {
-        Ok(())
-    } else {
-        Err(IndexError::NoParent(parent))
-    }
-}
-
-/// The directory holding `dir` (`.` for a bare name).
-fn parent_of(dir: &Path) -> PathBuf {
-    match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// Whether `dir` exists as something a write may replace; refuses it
-/// when it exists and may not be.
-fn existing_index(dir: &Path, replace: bool) -> Result<bool, IndexError> {
-    let meta = match fs::symlink_metadata(dir) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(error) => {
-            return Err(IndexError::Io {
-                what: "checking the output path",
-                path: dir.to_path_buf(),
-                error,
-            })
-        }
-    };
-    if !replace {
-        return Err(IndexError::Exists(dir.to_path_buf()));
-    }
-    let empty = || fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none());
-    if meta.is_dir() && (dir.join(META_FILE).is_file() || empty()) {
-        Ok(true)
-    } else {
-        Err(IndexError::NotAnIndex(dir.to_path_buf()))
-    }
-}
-
-/// Replaces the index `dir` by `staged`: the old one is moved aside, the
-/// new one renamed in, the old one removed (moved back if the rename fails).
-fn swap_in(staged: &Path, dir: &Path, parent: &Path) -> Result<(), IndexError> {
-    let io_err = |what, path: &Path| {
-        let path = path.to_path_buf();
-        move |error| IndexError::Io { what, path, error }
-    };
-    let aside = tempfile::Builder::new()
-        .prefix(".kiln-index-old-")
-        .tempdir_in(parent)
-        .map_err(io_err("creating a temp directory", parent))?
-        .keep();
-    // Renaming a directory onto an empty one replaces it.
-    fs::rename(dir, &aside).map_err(io_err("moving the old index aside", dir))?;
-    if let Err(error) = fs::rename(staged, dir) {
-        let _ = fs::rename(&aside, dir);
-        return Err(IndexError::Io {
-            what: "renaming the new index into place",
-            path: dir.to_path_buf(),
-            error,
-        });
-    }
-    fs::remove_dir_all(&aside).map_err(io_err("removing the old index", &aside))
 }
 
 /// Creates `path`, fills it with `fill` and flushes it to disk.

@@ -1,6 +1,6 @@
 //! `apps anneal --out DIR` and `apps decode` (issue 18): the index written,
 //! read back and its energy recomputed from it; shards against one file;
-//! the atomic write's refusals and `--force`; f32, f16 and bf16 input; the
+//! `--force` (the output folder's refusals are in `anneal_out.rs`); f32, f16 and bf16 input; the
 //! decode report and its refusals of corrupt indexes. On the CPU backend,
 //! and on CUDA too where a GPU is usable (`skipped:` otherwise).
 
@@ -159,7 +159,15 @@ fn out_writes_an_index_that_recomputes_its_energy() {
         let dir = root.path().join(format!("index-{backend}"));
         let stdout = anneal_out(backend, &files, m, &dir, &[]);
         assert!(stdout.contains("index: "), "{stdout}");
-        assert_eq!(listing(&dir), [ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE]);
+        assert_eq!(
+            listing(&dir),
+            [
+                kiln_output::MARKER,
+                ANCHORS_FILE,
+                ASSIGNMENTS_FILE,
+                META_FILE
+            ]
+        );
         let index = Index::read(&dir).unwrap();
         let meta = &index.meta;
         assert_eq!((meta.n, meta.d), (n as u64, d as u64));
@@ -253,23 +261,12 @@ fn listing(dir: &Path) -> Vec<String> {
 }
 
 #[test]
-fn an_existing_out_dir_is_refused_untouched_and_force_replaces_an_index() {
+fn force_replaces_an_index_and_out_needs_a_run_that_writes_one() {
+    // The folder's refusals are tests/anneal_out.rs's.
     let root = tempfile::tempdir().unwrap();
     let values = points(300, 4, 5);
     let files = shards(root.path(), "p", Ty::F32, &values, 4, &[]);
     let file = files[0].display().to_string();
-    let mine = root.path().join("mine");
-    fs::create_dir(&mine).unwrap();
-    fs::write(mine.join("notes.txt"), "keep").unwrap();
-    let mine_arg = mine.display().to_string();
-    let base = format!("anneal --backend cpu --npy {file} --m 5 --out {mine_arg}");
-    refused_line(&base, 1, "already exists; pass --force to replace it");
-    // --force replaces an index, never a directory of something else.
-    let forced = format!("{base} --force");
-    refused_line(&forced, 1, "is not an anneal index directory");
-    assert_eq!(listing(&mine), ["notes.txt"]);
-    assert_eq!(fs::read_to_string(mine.join("notes.txt")).unwrap(), "keep");
-
     let idx = root.path().join("idx");
     anneal_out("cpu", &files, 5, &idx, &[]);
     let before = fs::read(idx.join(ASSIGNMENTS_FILE)).unwrap();
@@ -284,7 +281,7 @@ fn an_existing_out_dir_is_refused_untouched_and_force_replaces_an_index() {
     assert_eq!(Index::read(&idx).unwrap().meta.seed, 9);
     assert_ne!(fs::read(idx.join(ASSIGNMENTS_FILE)).unwrap(), before);
     // No temp directory is left beside it.
-    assert_eq!(listing(root.path()), ["idx", "mine", "p0.npy"]);
+    assert_eq!(listing(root.path()), ["idx", "p0.npy"]);
     // A missing parent is refused before the run.
     let orphan = root.path().join("no/idx").display().to_string();
     refused_line(

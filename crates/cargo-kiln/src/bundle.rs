@@ -21,6 +21,10 @@ use cuda_build::toolkit::Toolkit;
 
 use crate::project::Project;
 
+mod staging;
+
+pub use staging::{unmarked, Staging, KIND, SPEC};
+
 /// The bundle's folder in the crate's target dir.
 pub const DEFAULT_DIR: &str = "kiln-bundle";
 
@@ -63,13 +67,17 @@ pub struct Made {
     pub bytes: u64,
 }
 
-/// Builds the bundle of `project` into `out` (replaced whole; a failed run
-/// leaves the old one), without the test targets named in `exclude`.
+/// Builds the bundle of `project` into `out` (new, empty, or an earlier
+/// bundle, whose files alone are replaced; a failed run leaves the old
+/// one), without the test targets named in `exclude`.
 pub fn make(project: &Project, arch: Option<&str>, out: &Path, exclude: &[&str]) -> Result<Made> {
     let parent = out
         .parent()
         .context("the bundle folder needs a parent folder")?;
     crate::output::check_dir(parent, "--out's parent")?;
+    // Checked before the build, which takes minutes.
+    let protect = [project.dir.as_path(), project.manifest_path.as_path()];
+    let staging = Staging::new(out, SPEC, &protect, "--out")?;
     let Some(toolkit) = project.discovery().toolkit else {
         bail!("a bundle needs a CUDA toolkit to compile the kernels; run `cargo kiln toolkit install` or set CUDA_PATH");
     };
@@ -83,7 +91,6 @@ pub fn make(project: &Project, arch: Option<&str>, out: &Path, exclude: &[&str])
             project.build(None, false)?.env_prefix
         }
     };
-    let staging = Staging::new(parent, out)?;
     eprintln!(
         "[1/3] building {}'s release test binaries ({prefix}_REQUIRE_CUDA=1)",
         project.name
@@ -123,7 +130,7 @@ pub fn make(project: &Project, arch: Option<&str>, out: &Path, exclude: &[&str])
         &staging.path().join("run.sh"),
         &crate_script(&project.name, &names),
     )?;
-    staging.commit(out)?;
+    staging.commit()?;
     Ok(Made {
         tests: tests.len(),
         bytes,
@@ -245,49 +252,6 @@ fn control_gencodes(arch: Option<&str>) -> Vec<String> {
         out.push(format!("-gencode=arch=compute_{n},code=compute_{n}"));
     }
     out
-}
-
-/// A bundle being built beside its final place; removed on drop unless
-/// committed.
-#[derive(Debug)]
-pub struct Staging(tempfile::TempDir);
-
-impl Staging {
-    /// A staging folder in `parent`, named after `out`, with `bin/` inside.
-    pub fn new(parent: &Path, out: &Path) -> Result<Self> {
-        let name = out.file_name().map_or_else(
-            || "bundle".to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        );
-        let dir = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
-            .suffix(".partial")
-            .tempdir_in(parent)
-            .with_context(|| format!("cannot create a staging folder in {}", parent.display()))?;
-        // tempfile makes it private (0700); the bundle is read by others too.
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )?;
-        std::fs::create_dir_all(dir.path().join("bin"))?;
-        Ok(Self(dir))
-    }
-
-    /// The folder.
-    pub fn path(&self) -> &Path {
-        self.0.path()
-    }
-
-    /// Moves the staged bundle to `out`, replacing what is there.
-    pub fn commit(self, out: &Path) -> Result<()> {
-        if out.exists() {
-            std::fs::remove_dir_all(out)
-                .with_context(|| format!("cannot remove the old {}", out.display()))?;
-        }
-        let staged = self.0.keep();
-        std::fs::rename(&staged, out)
-            .with_context(|| format!("cannot move the bundle into {}", out.display()))
-    }
 }
 
 /// Writes `run.sh`, executable.

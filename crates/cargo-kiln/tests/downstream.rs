@@ -1,13 +1,16 @@
 //! `examples/downstream` (a crate outside the workspace) through every
 //! subcommand of the built `cargo-kiln` binary, with the pinned toolkit:
 //! `build` and `audit` reports pinned by snapshots (timings and paths
-//! normalised), `doctor --json`, and `bundle`'s tree and `run.sh` syntax.
+//! normalised), `doctor --json`, and `bundle`'s tree and `run.sh` syntax,
+//! and a re-bundle into kiln's own folder (only kiln's files replaced).
 //! Without a toolkit the toolkit tests print `skipped:`, and fail instead
 //! under `CARGO_KILN_REQUIRE_TOOLKIT=1` (CI's `cargo-kiln` cell). Bad input
 //! needs no toolkit: one line, exit 2.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use kiln_output::testing::names;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -129,11 +132,7 @@ fn bundle_holds_the_tests_the_control_and_a_valid_run_sh() {
         Some(&tk),
     );
     stdout_of(&out);
-    let mut bins: Vec<String> = std::fs::read_dir(out_dir.join("bin"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    bins.sort();
+    let bins = names(&out_dir.join("bin"));
     // The bindings check reads the source tree: left out by default.
     assert_eq!(
         bins,
@@ -155,6 +154,56 @@ fn bundle_holds_the_tests_the_control_and_a_valid_run_sh() {
     let script = std::fs::read_to_string(&run).unwrap();
     assert!(script.contains("for t in downstream__downstream downstream__saxpy; do"));
     assert!(script.contains("./bin/kiln-memcheck-control; [[ $? == 99 ]]"));
+    rebundle_replaces_only_kilns_files(&tk, &out_dir);
+}
+
+/// Re-runs over the bundle at `out_dir`: a file of the user's in it is
+/// refused before the build, naming it, nothing touched; a listed file
+/// turned into a symlink out is removed as a link, its target kept; a
+/// re-run leaves exactly the new bundle's files (issue 26).
+fn rebundle_replaces_only_kilns_files(tk: &Path, out_dir: &Path) {
+    let arg = out_dir.to_str().unwrap();
+    let bundle = |exclude: &str| {
+        kiln(
+            &[
+                "bundle",
+                "--arch",
+                "sm_90",
+                "--exclude",
+                exclude,
+                "--out",
+                arg,
+            ],
+            Some(tk),
+        )
+    };
+    std::fs::write(out_dir.join("bin/notes.txt"), "mine").unwrap();
+    assert_usage_error(
+        &bundle("bindings"),
+        "holds `bin/notes.txt`, which kiln did not write",
+    );
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("bin/notes.txt")).unwrap(),
+        "mine"
+    );
+    std::fs::remove_file(out_dir.join("bin/notes.txt")).unwrap();
+    let outside = out_dir.with_file_name("precious.sh");
+    std::fs::write(&outside, "mine").unwrap();
+    std::fs::remove_file(out_dir.join("run.sh")).unwrap();
+    std::os::unix::fs::symlink(&outside, out_dir.join("run.sh")).unwrap();
+    stdout_of(&bundle("saxpy"));
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "mine");
+    let bins = names(&out_dir.join("bin"));
+    // `--exclude saxpy` in place of the default: the old saxpy binary went.
+    assert_eq!(
+        bins,
+        [
+            "downstream__bindings",
+            "downstream__downstream",
+            "kiln-memcheck-control"
+        ]
+    );
+    assert_eq!(names(out_dir.parent().unwrap()), ["bundle", "precious.sh"]);
 }
 
 /// One line on stderr, exit status 2.

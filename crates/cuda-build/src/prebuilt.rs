@@ -340,7 +340,8 @@ pub(crate) fn summary(toolkit: &str, sass: &[String], ptx: &[String]) -> String 
 /// compiled with a toolkit (`<prefix>-manifest.toml` in its OUT_DIR): the fat
 /// binaries, static libraries (and the static CUDA runtime they link), and
 /// `prebuilt.toml`. The folder is written beside `dest` and renamed into
-/// place, replacing the old one whole.
+/// place; `dest` must not exist or be empty (an existing folder is never
+/// removed: replace it yourself, or write to a new path).
 pub fn export(build_manifest: &Path, dest: &Path) -> Result<Prebuilt, Error> {
     let manifest = Manifest::read(build_manifest)?;
     let refuse = |message: &str| Error::Config {
@@ -423,11 +424,14 @@ pub fn export(build_manifest: &Path, dest: &Path) -> Result<Prebuilt, Error> {
             "the folder written from this build would be refused: {why}"
         )));
     }
-    if dest.exists() {
-        io(dest, std::fs::remove_dir_all(dest))?;
-    }
+    // Never over a folder with anything in it: this writes a new folder, and
+    // removes nothing it did not write (a rename replaces only an empty
+    // folder; kiln's tools replace an earlier one through their own swap).
     let staged = staging.keep();
-    io(dest, std::fs::rename(&staged, dest))?;
+    if let Err(e) = std::fs::rename(&staged, dest) {
+        let _ = std::fs::remove_dir_all(&staged);
+        return Err(refuse_dest(dest, e));
+    }
     Ok(prebuilt)
 }
 
@@ -442,6 +446,23 @@ fn copy_recorded(from: &Path, dir: &Path, name: &Path) -> Result<PrebuiltFile, E
         size_bytes: bytes.len() as u64,
         sha256: hex(&Sha256::digest(&bytes)),
     })
+}
+
+/// The error for a `dest` the finished folder could not be renamed onto.
+fn refuse_dest(dest: &Path, source: std::io::Error) -> Error {
+    use std::io::ErrorKind::{AlreadyExists, DirectoryNotEmpty, NotADirectory};
+    match source.kind() {
+        DirectoryNotEmpty | AlreadyExists | NotADirectory => Error::Config {
+            path: dest.to_path_buf(),
+            message: "already exists and is not empty; prebuilt kernels are written to a new \
+                      or empty folder: remove it yourself or give another path"
+                .into(),
+        },
+        _ => Error::Io {
+            path: dest.to_path_buf(),
+            source,
+        },
+    }
 }
 
 /// Reads a prebuilt folder (for tools: the audit), with every check a build

@@ -1,5 +1,5 @@
-//! Tests of the anneal index: the writer and reader round-trip, the atomic
-//! write's refusals and replacement, the reader's refusals of corrupt
+//! Tests of the anneal index: the writer and reader round-trip, the
+//! output directory's refusals (nothing touched) and replacement, the reader's refusals of corrupt
 //! indexes, the input hash's independence from the sharding, and the error
 //! measures against hand-computed values.
 
@@ -64,7 +64,15 @@ fn an_index_round_trips_and_leaves_no_temp_files() {
     let dir = root.path().join("idx");
     let index = small_index();
     index.write(&dir, false).unwrap();
-    assert_eq!(entries(&dir), [ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE]);
+    assert_eq!(
+        entries(&dir),
+        [
+            kiln_output::MARKER,
+            ANCHORS_FILE,
+            ASSIGNMENTS_FILE,
+            META_FILE
+        ]
+    );
     assert_eq!(entries(root.path()), ["idx"]);
     assert_eq!(Index::read(&dir).unwrap(), index);
     // The arrays are plain .npy files the input reader takes too.
@@ -73,26 +81,52 @@ fn an_index_round_trips_and_leaves_no_temp_files() {
 }
 
 #[test]
-fn an_existing_directory_is_refused_untouched_unless_replacing_an_index() {
+fn a_directory_that_is_not_an_index_is_refused_untouched() {
     let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("idx");
-    fs::create_dir(&dir).unwrap();
-    fs::write(dir.join("keep.txt"), "mine").unwrap();
     let index = small_index();
-    for replace in [false, true] {
-        let err = index.write(&dir, replace).unwrap_err();
-        let expected = if replace {
-            "is not an anneal index"
-        } else {
-            "already exists"
-        };
-        assert!(err.to_string().contains(expected), "{err}");
-        assert_eq!(entries(&dir), ["keep.txt"]);
-        assert!(check_output(&dir, replace).is_err());
+    // A web app's folder with its own index.json, with and without --force.
+    let app = root.path().join("app");
+    fs::create_dir(&app).unwrap();
+    fs::write(app.join(META_FILE), r#"{"name": "my-app"}"#).unwrap();
+    fs::write(app.join("main.js"), "x").unwrap();
+    // An index of another program's schema beside its arrays, and an
+    // index with a file of the user's in it.
+    let lookalike = root.path().join("lookalike");
+    fs::create_dir(&lookalike).unwrap();
+    for file in [ANCHORS_FILE, ASSIGNMENTS_FILE] {
+        fs::write(lookalike.join(file), "x").unwrap();
     }
-    assert_eq!(entries(root.path()), ["idx"]);
+    fs::write(lookalike.join(META_FILE), r#"{"schema": "other"}"#).unwrap();
+    let mine = root.path().join("mine");
+    index.write(&mine, false).unwrap();
+    fs::write(mine.join("notes.txt"), "keep").unwrap();
+    let before: Vec<_> = [&app, &lookalike, &mine].map(|d| entries(d)).into();
+    for replace in [false, true] {
+        for dir in [&app, &lookalike] {
+            let err = index.write(dir, replace).unwrap_err();
+            assert!(matches!(err, IndexError::Output(_)), "{err}");
+            assert!(
+                err.to_string()
+                    .contains("which kiln did not write; give a new or empty folder"),
+                "{err}"
+            );
+        }
+        let err = index.write(&mine, replace).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("holds `notes.txt`, which kiln did not write"),
+            "{err}"
+        );
+    }
+    let after: Vec<_> = [&app, &lookalike, &mine].map(|d| entries(d)).into();
+    assert_eq!(before, after);
+    assert_eq!(entries(root.path()), ["app", "lookalike", "mine"]);
+}
 
-    // An earlier index is replaced, whole.
+#[test]
+fn an_earlier_index_is_replaced_only_when_asked_and_an_empty_directory_is_taken() {
+    let root = tempfile::tempdir().unwrap();
+    let index = small_index();
     let other = root.path().join("other");
     index.write(&other, false).unwrap();
     assert!(matches!(
@@ -101,25 +135,38 @@ fn an_existing_directory_is_refused_untouched_unless_replacing_an_index() {
     ));
     let mut newer = small_index();
     newer.assignments = vec![1, 1, 1, 0];
-    check_output(&other, true).unwrap();
     newer.write(&other, true).unwrap();
     assert_eq!(Index::read(&other).unwrap(), newer);
-    assert_eq!(entries(root.path()), ["idx", "other"]);
+    assert_eq!(entries(root.path()), ["other"]);
 
-    // So is an empty directory; a missing parent is named.
+    // An index an older kiln wrote (no marker) is kiln's too.
+    fs::remove_file(other.join(kiln_output::MARKER)).unwrap();
+    assert!(matches!(
+        index.write(&other, false),
+        Err(IndexError::Exists(_))
+    ));
+    index.write(&other, true).unwrap();
+    assert_eq!(Index::read(&other).unwrap(), index);
+
+    // An empty directory is taken without replacing; a missing parent is
+    // named before anything is written.
     let empty = root.path().join("empty");
     fs::create_dir(&empty).unwrap();
-    index.write(&empty, true).unwrap();
+    index.write(&empty, false).unwrap();
     assert_eq!(Index::read(&empty).unwrap(), index);
     let orphan = root.path().join("no/such/idx");
     assert!(matches!(
-        check_output(&orphan, false),
+        prepare_output(&orphan, false, &[]),
         Err(IndexError::NoParent(_))
     ));
-    assert!(matches!(
-        index.write(&orphan, false),
-        Err(IndexError::NoParent(_))
-    ));
+    // A directory holding an input is refused.
+    let input = empty.join(ANCHORS_FILE);
+    let err = prepare_output(&empty, true, &[&input]).unwrap_err();
+    assert!(
+        err.to_string().contains("give an output folder of its own"),
+        "{err}"
+    );
+    assert_eq!(entries(root.path()), ["empty", "other"]);
 }
 
 /// Writes `index` and rewrites one of its files with `edit`; returns the

@@ -4,11 +4,12 @@
 //! `--out`, the index written (checked to be writable before the run).
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use apps::anneal::{self, Dtype, Params, Points, Problem};
-use apps::index::{self, Index, IndexError, IndexMeta, InputFile, InputRecord};
+use apps::index::{self, Index, IndexError, IndexMeta, IndexOutput, InputFile, InputRecord};
 use apps::{describe_backend, memory};
 use gpu_core::{Backend, BackendKind, Devices, GpuCount};
 
@@ -347,9 +348,7 @@ pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
         inputs::Shards::held_bytes,
     );
     let max_anchors = anneal::check_sizes(n, d, m, &params).with_context(|| what.clone())?;
-    if let Some(dir) = &args.out {
-        index::check_output(dir, args.force).map_err(out_error)?;
-    }
+    let output = prepare_output(args)?;
     let devices = match args.gpus {
         Some(count) => open_gpus(count)?,
         None => None,
@@ -412,10 +411,12 @@ pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
         runs.push(anneal_on(target, &problem)?);
     }
     report(&runs)?;
-    if let (Some(dir), Some(run)) = (&args.out, runs.last()) {
+    if let (Some(dir), Some(output), Some(run)) = (&args.out, output, runs.last()) {
         let files = loaded.as_ref().map_or_else(Vec::new, inputs::Loaded::files);
         let index = index_of(run, &problem, files);
-        index.write(dir, args.force).map_err(out_error)?;
+        for note in index.write_into(output).map_err(out_error)? {
+            eprintln!("apps: {note}");
+        }
         out!(
             "index: {} ({} anchors x {d}, {n} assignments, energy {:.8})",
             dir.display(),
@@ -426,13 +427,39 @@ pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--out DIR` checked before the run (refused, or created beside DIR
+/// where the index will be written), the inputs protected; a note is
+/// printed for each leftover of an interrupted earlier run.
+pub(crate) fn prepare_output(args: &AnnealArgs) -> Result<Option<IndexOutput>> {
+    let Some(dir) = &args.out else {
+        return Ok(None);
+    };
+    let inputs: Vec<&Path> = args.npy.iter().map(PathBuf::as_path).collect();
+    let output = index::prepare_output(dir, args.force, &inputs).map_err(out_error)?;
+    for note in output.notes() {
+        eprintln!("apps: {note}");
+    }
+    Ok(Some(output))
+}
+
 /// An [`IndexError`] of `--out`, with the flag that overrides a refusal.
 pub(crate) fn out_error(e: IndexError) -> anyhow::Error {
-    match e {
-        IndexError::Exists(dir) => anyhow::anyhow!(
+    let exists = |dir: &Path| {
+        format!(
             "--out {}: already exists; pass --force to replace it, or choose another directory",
             dir.display()
-        ),
+        )
+    };
+    match e {
+        IndexError::Exists(dir) => anyhow::anyhow!(exists(&dir)),
+        // An interrupted run's index was put back first: say so, then refuse.
+        IndexError::Output(kiln_output::Error::AfterLeftovers { notes, refusal }) => match *refusal
+        {
+            kiln_output::Error::Exists { dir, .. } => {
+                anyhow::anyhow!("--out: {notes}; then: {}", exists(&dir))
+            }
+            refusal => anyhow::anyhow!("--out: {notes}; then: {refusal}"),
+        },
         other => anyhow::Error::new(other).context("--out"),
     }
 }

@@ -90,9 +90,11 @@ must have the same d and dtype. Regular files are memory-mapped, not copied.\n\n
 --out DIR keeps the index: DIR/anchors.npy (m x d float32), DIR/assignments.npy (n uint32, \
 each point's anchor) and DIR/index.json (shapes, the energy of each iteration and of the \
 index as stored, the parameters, seed, backend, device, kiln version, and an xxh3-128 hash \
-of the input). It is written into a temp directory beside DIR and renamed into place; an \
-existing DIR is refused unless --force, which replaces an earlier index (or an empty \
-directory) once the new one is complete. Read it back with `apps decode DIR --npy ...`.";
+of the input). DIR must be new, empty or an earlier index (checked before the run; a \
+folder of anything else is refused, nothing touched); an earlier index is replaced only \
+with --force, which removes only the files kiln wrote there. The index is made beside DIR \
+and swapped into place, so DIR holds the old index or the new one, whole. Read it back \
+with `apps decode DIR --npy ...`.";
 
 const DECODE_HELP: &str = "Checks the index: the shapes of anchors.npy and \
 assignments.npy against index.json, every assignment below m, the schema version.\n\n\
@@ -173,11 +175,12 @@ pub(crate) struct AnnealArgs {
     /// work, e.g. /dev/stdin)
     #[arg(long, value_name = "FILE", num_args = 1..)]
     pub(crate) npy: Vec<PathBuf>,
-    /// Write the index (anchors, assignments, index.json) to this new
-    /// directory
+    /// Write the index (anchors, assignments, index.json) to this new or
+    /// empty directory
     #[arg(long, value_name = "DIR", conflicts_with = "compare")]
     pub(crate) out: Option<PathBuf>,
-    /// With --out: replace DIR if it holds an earlier index (or is empty)
+    /// With --out: replace DIR if it holds an earlier index (removing only
+    /// the files kiln wrote there)
     #[arg(long, requires = "out")]
     pub(crate) force: bool,
     /// Run on the CPU and on the GPU and compare

@@ -16,7 +16,7 @@ use apps::memory;
 use apps::npy::Dtype;
 use gpu_core::{AbortHandle, Backend, BackendKind};
 
-use crate::anneal_cmd::{index_of, out_error, report, AnnealRun};
+use crate::anneal_cmd::{index_of, out_error, prepare_output, report, AnnealRun};
 use crate::cli::AnnealArgs;
 use crate::inputs;
 use crate::output::out;
@@ -110,11 +110,11 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
     let rows = distributed::rows_of(rank, world, n).with_context(|| {
         format!("WORLD_SIZE={world}: more ranks than the {n} points; every rank needs a row")
     })?;
-    if rank == 0 {
-        if let Some(dir) = &args.out {
-            apps::index::check_output(dir, args.force).map_err(out_error)?;
-        }
-    }
+    let output = if rank == 0 {
+        prepare_output(args)?
+    } else {
+        None
+    };
     if let Some(dev) = gpu.as_ref().and_then(Backend::device) {
         let dtype = shards.as_ref().map_or(Dtype::F32, |s| s.dtype);
         let needed = anneal::device_bytes(rows.len(), d, max_anchors, dtype, 1);
@@ -252,13 +252,15 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
         out,
     };
     report(std::slice::from_ref(&run))?;
-    if let Some(dir) = &args.out {
+    if let (Some(dir), Some(output)) = (&args.out, output) {
         // The index's hash and energy are over every row: rank 0 reads the
         // whole input once more (mapped pages, not held).
         let whole = anneal::validate(all, n, d, m, &params).with_context(|| what.clone())?;
         let mut index = index_of(&run, &whole, files);
         index.meta.world_size = world as u32;
-        index.write(dir, args.force).map_err(out_error)?;
+        for note in index.write_into(output).map_err(out_error)? {
+            eprintln!("apps: {note}");
+        }
         out!(
             "index: {} ({} anchors x {d}, {n} assignments, energy {:.8}, {world} processes)",
             dir.display(),
