@@ -141,11 +141,14 @@ fn prebuilt_kernels_are_embedded_only_while_they_match_the_sources() {
     }
     // An existing folder is never removed (issue 26): a second export
     // into it is refused and leaves it as it was.
-    let again = cuda_build::prebuilt::export(&manifest_path, &dir)
+    let manifest_path = fixture
+        .out_dir()
+        .join(cuda_build::manifest::file_name("FIXTURE"));
+    let again = cuda_build::prebuilt::export(&manifest_path, dir)
         .unwrap_err()
         .to_string();
     assert!(again.contains("already exists and is not empty"), "{again}");
-    assert_eq!(cuda_build::prebuilt::read(&dir).unwrap(), prebuilt);
+    assert_eq!(cuda_build::prebuilt::read(dir).unwrap(), prebuilt);
 
     let Some(env) = no_toolkit(fixture) else {
         return;
