@@ -121,6 +121,10 @@ mod tests {
     fn kiln_kernels_pass_the_audit() {
         let root = crate::workspace::root();
         if kiln_discovery(&root).and_then(|d| d.toolkit).is_none() {
+            assert!(
+                std::env::var_os(crate::ci::REQUIRE_TOOLKIT_VAR).is_none_or(|v| v != "1"),
+                "KILN_REQUIRE_TOOLKIT=1 but no CUDA toolkit was found (run cargo xtask toolkit install)"
+            );
             return eprintln!("skipped: no CUDA toolkit (run cargo xtask toolkit install)");
         }
         let manifest = build_kiln_kernels(&root);

@@ -253,6 +253,10 @@ pub(crate) enum Plan {
     Fail(String),
 }
 
+/// Set in every cell under `--require-toolkit` (but those that hide the
+/// toolkit): each test with a real-nvcc half fails instead of skipping.
+pub(crate) const REQUIRE_TOOLKIT_VAR: &str = "KILN_REQUIRE_TOOLKIT";
+
 /// Decides whether `cell` runs and with what environment. `is_set` says
 /// whether a variable is already in the environment xtask was started with.
 pub(crate) fn plan(cell: &Cell, cx: &Context, is_set: impl Fn(&str) -> bool) -> Plan {
@@ -273,6 +277,11 @@ pub(crate) fn plan(cell: &Cell, cx: &Context, is_set: impl Fn(&str) -> bool) -> 
     let mut env = BTreeMap::new();
     if cell.hide_toolkit && !is_set("KILN_CUDA") {
         env.insert("KILN_CUDA".to_string(), "off".to_string());
+    }
+    // Under --require-toolkit every test with a real-toolkit half must run
+    // it: a skip is a failure (the one spelling every such test reads).
+    if cx.require_toolkit && !cell.hide_toolkit {
+        env.insert(REQUIRE_TOOLKIT_VAR.to_string(), "1".to_string());
     }
     // The cell's own settings win.
     env.extend(cell.env.clone());

@@ -4,7 +4,7 @@
 //! normalised), `doctor --json`, and `bundle`'s tree and `run.sh` syntax,
 //! and a re-bundle into kiln's own folder (only kiln's files replaced).
 //! Without a toolkit the toolkit tests print `skipped:`, and fail instead
-//! under `CARGO_KILN_REQUIRE_TOOLKIT=1` (CI's `cargo-kiln` cell). Bad input
+//! under `KILN_REQUIRE_TOOLKIT=1` (CI's `cargo-kiln` cell). Bad input
 //! needs no toolkit: one line, exit 2.
 
 use std::path::{Path, PathBuf};
@@ -22,14 +22,14 @@ fn downstream() -> PathBuf {
 
 /// The toolkit root the workspace's build would use (its project-local
 /// install, or the discovery variables), or `None`, printing `skipped:`;
-/// a panic under `CARGO_KILN_REQUIRE_TOOLKIT=1`.
+/// a panic under `KILN_REQUIRE_TOOLKIT=1`.
 fn toolkit() -> Option<PathBuf> {
     let local = workspace().join("target/cuda-toolkit");
     let found = cargo_kiln::project::discovery_with_local(&local).toolkit;
     match found {
         Some(tk) => Some(tk.root),
-        None if std::env::var_os("CARGO_KILN_REQUIRE_TOOLKIT").is_some() => {
-            panic!("CARGO_KILN_REQUIRE_TOOLKIT is set but no CUDA toolkit was found (cargo xtask toolkit install)")
+        None if std::env::var_os("KILN_REQUIRE_TOOLKIT").is_some() => {
+            panic!("KILN_REQUIRE_TOOLKIT is set but no CUDA toolkit was found (cargo xtask toolkit install)")
         }
         None => {
             eprintln!("skipped: no CUDA toolkit (cargo xtask toolkit install)");

@@ -261,7 +261,7 @@ fn cargo_fails(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> String {
 }
 
 /// Set by the CI cell: the toolkit half must run (no skip).
-const REQUIRE_TOOLKIT_ENV: &str = "KILN_NEW_REQUIRE_TOOLKIT";
+const REQUIRE_TOOLKIT_ENV: &str = "KILN_REQUIRE_TOOLKIT";
 
 #[test]
 #[ignore = "builds a new crate and its dependencies (minutes): the ci cell `kiln-new` runs it"]

@@ -516,6 +516,11 @@ pub(crate) fn installed_nvcc() -> Option<PathBuf> {
     if nvcc.is_file() {
         return Some(nvcc);
     }
+    assert!(
+        std::env::var_os("KILN_REQUIRE_TOOLKIT").is_none_or(|v| v != "1"),
+        "KILN_REQUIRE_TOOLKIT=1 but there is no CUDA toolkit at {} (run cargo xtask toolkit install)",
+        nvcc.display()
+    );
     eprintln!(
         "skipped: no CUDA toolkit at {} (run cargo xtask toolkit install)",
         nvcc.display()
