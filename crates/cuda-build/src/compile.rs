@@ -358,6 +358,13 @@ impl ModulePlan {
                 .count(),
             deps,
             kernels,
+            warnings: nvcc_warnings(
+                results
+                    .iter()
+                    .filter(|r| r.written)
+                    .map(|r| r.log.as_str())
+                    .chain(linked.then_some(link_log.as_str())),
+            ),
         })
     }
 
@@ -496,6 +503,25 @@ impl Unit {
     }
 }
 
+/// The warning lines of nvcc's output (`x.cu(12): warning #177-D: ...`,
+/// `ptxas warning : ...`, `nvlink warning : ...`, the host compiler's
+/// `warning:`), each once, in order.
+fn nvcc_warnings<'a>(logs: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut warnings: Vec<String> = Vec::new();
+    for line in logs.flat_map(str::lines) {
+        let line = line.trim();
+        let is_warning = line.contains(": warning")
+            || line.contains("warning #")
+            || line.starts_with("ptxas warning")
+            || line.starts_with("nvlink warning")
+            || line.starts_with("warning:");
+        if is_warning && !warnings.iter().any(|w| w == line) {
+            warnings.push(line.to_string());
+        }
+    }
+    warnings
+}
+
 /// One link step, from the cache when the same command linked the same
 /// objects before; returns what it printed and whether nvcc ran.
 fn link_step(cx: &Context<'_>, module: &str, step: &LinkStep) -> Result<(String, bool), Error> {
@@ -523,4 +549,29 @@ fn link_step(cx: &Context<'_>, module: &str, step: &LinkStep) -> Result<(String,
 
 fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nvcc_warnings;
+
+    #[test]
+    fn nvcc_warnings_are_its_warning_lines_each_once() {
+        let cicc = "k.cu(3): warning #177-D: variable \"unused\" was declared but never referenced\n\
+                    \nRemark: The warnings can be suppressed with \"-diag-suppress <warning-number>\"\n";
+        let ptxas = "ptxas info    : Used 8 registers\n\
+                     ptxas warning : Stack size for entry function cannot be statically determined\n";
+        let host =
+            "k.cu: In function 'f':\nk.cu:9:1: warning: unused variable 'y' [-Wunused-variable]\n";
+        let warnings = nvcc_warnings([cicc, ptxas, host, cicc].into_iter());
+        assert_eq!(
+            warnings,
+            [
+                "k.cu(3): warning #177-D: variable \"unused\" was declared but never referenced",
+                "ptxas warning : Stack size for entry function cannot be statically determined",
+                "k.cu:9:1: warning: unused variable 'y' [-Wunused-variable]",
+            ]
+        );
+        assert!(nvcc_warnings(["ptxas info : Used 8 registers\n"].into_iter()).is_empty());
+    }
 }

@@ -357,6 +357,9 @@ impl KernelBuild {
         };
         let spec = ArchSpec::parse(&spec_text, &origin)?;
         let modules = modules::resolve(&config, &self.kernels_dir, &config_path)?;
+        for unclaimed in modules::unclaimed_sources(&modules, &self.kernels_dir, &config_path) {
+            cargo.push(format!("cargo::warning={unclaimed}"));
+        }
         let mut specs = Vec::new();
         for module in &modules {
             specs.push(match &module.archs {
@@ -417,6 +420,11 @@ impl KernelBuild {
             plans.push(ModulePlan::new(module, archs, &cx));
         }
         let entries = bring_up_to_date(&plans, &cx)?;
+        cargo.extend(entries.iter().flat_map(|e| {
+            e.warnings
+                .iter()
+                .map(move |w| format!("cargo::warning=nvcc on module `{}`: {w}", e.name))
+        }));
         let cache = cache.map(|cache| {
             cache.evict();
             cache.report()

@@ -150,6 +150,11 @@ pub struct ModuleEntry {
     pub deps: Vec<PathBuf>,
     /// Per-kernel, per-arch resource usage (fat-binary modules).
     pub kernels: Vec<KernelResources>,
+    /// nvcc's warnings (cicc's, ptxas's, nvlink's, the host compiler's)
+    /// from the steps this build wrote; the build prints each as a Cargo
+    /// warning, so they are not left in a log file only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl std::fmt::Display for CacheReport {

@@ -145,6 +145,40 @@ pub(crate) fn resolve(
     Ok(modules)
 }
 
+/// The `.cu` files under `kernels_dir`'s subfolders that no module builds
+/// (top-level ones are modules of their own), each as a warning naming the
+/// `kiln.toml` entry that would take it: a vendored tree's kernel left out
+/// by a glob that missed it is said, not silently skipped.
+pub(crate) fn unclaimed_sources(
+    modules: &[Module],
+    kernels_dir: &Path,
+    config_path: &Path,
+) -> Vec<String> {
+    let pattern = kernels_dir.join("**").join("*.cu");
+    let Ok(found) = glob::glob(&pattern.to_string_lossy()) else {
+        return Vec::new();
+    };
+    let built: std::collections::BTreeSet<&PathBuf> =
+        modules.iter().flat_map(|m| &m.sources).collect();
+    found
+        .flatten()
+        .filter(|path| path.parent() != Some(kernels_dir) && !built.contains(path))
+        .map(|path| {
+            let shown = relative(&path, kernels_dir);
+            let stem = path
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .replace(|c: char| !c.is_ascii_alphanumeric(), "_");
+            format!(
+                "{shown} is built by no module; to build it add [modules.{stem}] sources = [\"{shown}\"] \
+                 (or add it to a module's `sources`) in {}",
+                config_path.display()
+            )
+        })
+        .collect()
+}
+
 /// Two modules whose names map to one Rust identifier (`Saxpy` and
 /// `saxpy`, `a-b` and `a_b`) would define one `static` twice.
 fn check_collisions(modules: &[Module], config_path: &Path) -> Result<(), Error> {
@@ -335,6 +369,30 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn a_cu_in_a_subfolder_that_no_module_builds_is_named_with_the_entry_that_would() {
+        let dir = tree(&["a.cu", "vendor/b.cu", "vendor/deep/c-d.cu", "vendor/e.cuh"]);
+        let toml = "[modules.b]\nsources = [\"vendor/b.cu\"]";
+        let modules = resolve_text(dir.path(), toml).unwrap();
+        let config = dir.path().join("kiln.toml");
+        let warnings = unclaimed_sources(&modules, dir.path(), &config);
+        assert_eq!(
+            warnings,
+            [format!(
+                "vendor/deep/c-d.cu is built by no module; to build it add [modules.c_d] \
+                 sources = [\"vendor/deep/c-d.cu\"] (or add it to a module's `sources`) in {}",
+                config.display()
+            )]
+        );
+        // Claimed by a glob: nothing to say.
+        let toml = "[modules.b]\nsources = [\"vendor/**/*.cu\"]\nrdc = true";
+        let modules = resolve_text(dir.path(), toml).unwrap();
+        assert_eq!(
+            unclaimed_sources(&modules, dir.path(), &config),
+            Vec::<String>::new()
+        );
     }
 
     #[test]

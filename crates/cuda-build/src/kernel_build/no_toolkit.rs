@@ -154,5 +154,6 @@ fn cpu_only_entry(module: &Module) -> ModuleEntry {
         cache_hits: 0,
         deps: Vec::new(),
         kernels: Vec::new(),
+        warnings: Vec::new(),
     }
 }
