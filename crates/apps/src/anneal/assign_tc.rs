@@ -28,7 +28,7 @@
 //!   rows of 80 bytes per stage, so the 8 rows of an `ldmatrix` hit 32
 //!   distinct banks); the pipeline runs over (anchor tile, stage) pairs
 //!   without draining between anchor tiles. 93.5 KiB of dynamic shared
-//!   memory (`KILN_ANNEAL_TC_SMEM`), 246 registers: two blocks (8 warps) per
+//!   memory (`KILN_ANNEAL_TC_SMEM`), 241-246 registers: two blocks (8 warps) per
 //!   SM, so one block's epilogue runs beside the other's tensor work.
 //!   Measured on the H100 (BENCHMARKS.md), against 64-anchor tiles: 23% less
 //!   time at d = 768 and 28% at d = 1536, since every anchor tile reads the
