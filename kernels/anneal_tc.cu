@@ -51,18 +51,24 @@ __device__ __forceinline__ float exact_dist(float xn, float cn, float dot) {
 }
 
 // ---------------------------------------------------------------------------
-// List: every (listed point, chunk of 64 anchors) pair is one block's work,
-// grid-stride, so a handful of listed points still spreads over the whole
-// GPU; warp w of the block takes anchors chunk*64 + w*8 .. +8, four at a
-// time. Each pair's exact distance is packed with its anchor index as
+// List: every (group of 8 listed points, chunk of 64 anchors) pair is one
+// block's work, grid-stride, so a handful of listed points still spreads over
+// the whole GPU; warp w of the block takes anchors chunk*64 + w*8 .. +8
+// against the group's 8 points: 64 exact dot products per lane (the order of
+// exact_dots: lane l sums k = l, l + 32, ... with fmaf from 0, then the xor
+// butterfly), so each anchor value loaded serves 8 points and each point
+// value 8 anchors (one point per pair loaded 5 values per 4 fmaf; here 16
+// per 64). Each pair's exact distance is packed with its anchor index as
 // (bits of dist) << 32 | index, which orders like (dist, index) since dist >=
-// +0; the block's least goes into best[i] by an atomic max of the
+// +0; the warp's least per point goes into best[i] by an atomic max of the
 // complement (0, the zeroed start, means none yet). The max is the same
 // whatever order the atomics land in. anneal_assign_list_finish then writes
 // each listed point's outputs.
 
 constexpr uint32_t kListChunk = 64;
-static_assert(KILN_ANNEAL_LIST_THREADS == 32 * (kListChunk / 8), "8 anchors per warp");
+constexpr uint32_t kListGroup = 8;   // listed points per work item
+constexpr int kListAnchors = 8;      // anchors per warp
+static_assert(KILN_ANNEAL_LIST_THREADS == 32 * (kListChunk / kListAnchors), "8 anchors per warp");
 
 template <typename T>
 __device__ void assign_list(const T *__restrict__ x, const float *__restrict__ x_norms, uint32_t d,
@@ -76,36 +82,66 @@ __device__ void assign_list(const T *__restrict__ x, const float *__restrict__ x
     const bool exclude_self = (flags & KILN_ANNEAL_EXCLUDE_SELF) != 0;
     const uint32_t chunks = (m + kListChunk - 1) / kListChunk;
     const uint32_t count = *list_count;
-    if (chunks == 0) return;
-    // The pair (i, chunk) walks item = i * chunks + chunk by gridDim.x,
-    // in 32-bit steps.
-    uint32_t i = blockIdx.x / chunks;
+    if (chunks == 0 || count == 0) return;
+    const uint32_t groups = (count + kListGroup - 1) / kListGroup;
+    // The pair (group, chunk) walks item = group * chunks + chunk by
+    // gridDim.x, in 32-bit steps.
+    uint32_t gi = blockIdx.x / chunks;
     uint32_t chunk = blockIdx.x % chunks;
-    for (; i < count; i += (chunk + gridDim.x) / chunks, chunk = (chunk + gridDim.x) % chunks) {
-        const uint32_t p = list[i];
-        const float xn = x_norms[p];
-        const T *xrow = x + static_cast<size_t>(p) * d;
-        unsigned long long mine = 0;  // complement of the least packed pair
+    for (; gi < groups; gi += (chunk + gridDim.x) / chunks, chunk = (chunk + gridDim.x) % chunks) {
+        const uint32_t j0 = chunk * kListChunk + warp * kListAnchors;
+        if (j0 >= m) continue;  // uniform over the warp
+        uint32_t p[kListGroup];
+        const T *xrow[kListGroup];
 #pragma unroll
-        for (uint32_t half = 0; half < 2; ++half) {
-            const uint32_t j0 = chunk * kListChunk + warp * 8 + half * 4;
-            if (j0 >= m) break;  // uniform over the warp
-            uint32_t js[4];
+        for (uint32_t q = 0; q < kListGroup; ++q) {
+            p[q] = list[min(gi * kListGroup + q, count - 1)];
+            xrow[q] = x + static_cast<size_t>(p[q]) * d;
+        }
+        const float *c[kListAnchors];
 #pragma unroll
-            for (int b = 0; b < 4; ++b) js[b] = min(j0 + b, m - 1);
-            float dots[4];
-            exact_dots<4>(xrow, anchors, js, d, lane, dots);
+        for (int b = 0; b < kListAnchors; ++b)
+            c[b] = anchors + static_cast<size_t>(min(j0 + b, m - 1)) * d;
+        float dot[kListGroup][kListAnchors];
 #pragma unroll
-            for (int b = 0; b < 4; ++b) {
+        for (uint32_t q = 0; q < kListGroup; ++q)
+#pragma unroll
+            for (int b = 0; b < kListAnchors; ++b) dot[q][b] = 0.f;
+        for (uint32_t k = lane; k < d; k += 32) {
+            float xv[kListGroup];
+            float cv[kListAnchors];
+#pragma unroll
+            for (uint32_t q = 0; q < kListGroup; ++q) xv[q] = load(xrow[q], k);
+#pragma unroll
+            for (int b = 0; b < kListAnchors; ++b) cv[b] = c[b][k];
+#pragma unroll
+            for (uint32_t q = 0; q < kListGroup; ++q)
+#pragma unroll
+                for (int b = 0; b < kListAnchors; ++b) dot[q][b] = fmaf(xv[q], cv[b], dot[q][b]);
+        }
+#pragma unroll
+        for (uint32_t q = 0; q < kListGroup; ++q)
+#pragma unroll
+            for (int b = 0; b < kListAnchors; ++b)
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1)
+                    dot[q][b] += __shfl_xor_sync(kFullMask, dot[q][b], o);
+#pragma unroll
+        for (uint32_t q = 0; q < kListGroup; ++q) {
+            const uint32_t i = gi * kListGroup + q;
+            const float xn = x_norms[p[q]];
+            unsigned long long mine = 0;  // complement of the least packed pair
+#pragma unroll
+            for (int b = 0; b < kListAnchors; ++b) {
                 const uint32_t j = j0 + b;
-                if (j >= m || (exclude_self && j == p)) continue;
-                const float f = exact_dist(xn, anchor_norms[j], dots[b]) + 0.f;  // -0 -> +0
+                if (j >= m || (exclude_self && j == p[q])) continue;
+                const float f = exact_dist(xn, anchor_norms[j], dot[q][b]) + 0.f;  // -0 -> +0
                 const unsigned long long packed =
                     (static_cast<unsigned long long>(__float_as_uint(f)) << 32) | j;
                 mine = max(mine, ~packed);
             }
+            if (lane == q && i < count && mine != 0) atomicMax(&best[i], mine);
         }
-        if (lane == 0 && mine != 0) atomicMax(&best[i], mine);
     }
 }
 
@@ -198,8 +234,6 @@ __device__ void to_half(const T *__restrict__ src, uint32_t rows, uint32_t d, ui
 
 constexpr int kThreads = KILN_ANNEAL_TC_THREADS;
 constexpr int kBM = KILN_ANNEAL_TC_TILE;  // points per block
-constexpr int kBN = 128;                  // anchors per anchor tile
-constexpr int kNT = kBN / 8;              // n8 tiles per warp
 constexpr int kBK = 32;                   // halves of d per stage
 constexpr int kStages = 4;
 constexpr int kRow = kBK + 8;  // 80-byte rows: 8 ldmatrix rows hit 32 distinct banks
@@ -209,6 +243,7 @@ static_assert(kBM == kThreads, "one thread per point row initialises the row dat
 static_assert(kBM == 32 * (kThreads / 32), "each warp owns 32 points");
 static_assert(KILN_ANNEAL_TC_DP % kBK == 0, "a stage never crosses a row's padding");
 
+template <int kBN>
 struct TcShared {
     uint16_t xs[kStages][kBM][kRow];  // points x k, scaled f16
     uint16_t cs[kStages][kBN][kRow];  // anchors x k, scaled f16
@@ -220,7 +255,9 @@ struct TcShared {
     float cn[kNormSlots][kBN];        // |c|^2 of an anchor tile
     float cq[kNormSlots][kBN];        // |c| of an anchor tile
 };
-static_assert(sizeof(TcShared) <= KILN_ANNEAL_TC_SMEM, "anneal_tc.h's shared memory size");
+static_assert(sizeof(TcShared<128>) <= KILN_ANNEAL_TC_SMEM, "anneal_tc.h's shared memory size");
+static_assert(sizeof(TcShared<64>) <= KILN_ANNEAL_TC_SLIM_SMEM,
+              "anneal_tc.h's shared memory size of the 64-anchor tile");
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 constexpr uint32_t kOverflow = kK + 1;  // a row's list length once it overflowed
@@ -281,7 +318,7 @@ __device__ __forceinline__ uint32_t prune(uint32_t *cand_j, float *cand_lb, uint
 }
 #endif
 
-template <typename T>
+template <int BN, typename T>
 __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ xh,
                           const float *__restrict__ x_norms, uint32_t n, uint32_t d, uint32_t dp,
                           const float *__restrict__ anchors, const uint16_t *__restrict__ ch,
@@ -290,6 +327,9 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
                           uint32_t *__restrict__ assign_out, float *__restrict__ dist_out,
                           uint32_t *__restrict__ counts, uint32_t *__restrict__ unresolved,
                           uint32_t *__restrict__ unresolved_count) {
+    constexpr int kBN = BN;       // anchors per anchor tile
+    constexpr int kNT = kBN / 8;  // n8 tiles per warp
+    static_assert(kBN <= kThreads && kNT % 2 == 0, "one thread per anchor row; n16 pairs");
     const uint32_t p0 = blockIdx.x * kBM;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if (n == 0u) return;
@@ -301,7 +341,7 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
         return;
     }
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    TcShared &s = *reinterpret_cast<TcShared *>(smem_raw);
+    TcShared<BN> &s = *reinterpret_cast<TcShared<BN> *>(smem_raw);
     const int tid = threadIdx.x;
     const uint32_t lane = tid % 32;
     const int warp = tid / 32;
@@ -418,6 +458,13 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
         const uint32_t a0 = tile * kBN;
         const int slot = static_cast<int>(tile % kNormSlots);
         ++tile;
+        // Uniform over the block: whether any pair of this tile can be
+        // ineligible (an anchor past m, or with EXCLUDE_SELF a point's own
+        // index among the tile's anchors). a0 < m: the differences cannot wrap.
+        const bool checked_tile =
+            m - a0 < static_cast<uint32_t>(kBN) ||
+            (exclude_self && (a0 >= p0 ? a0 - p0 < static_cast<uint32_t>(kBM)
+                                       : p0 - a0 < static_cast<uint32_t>(kBN)));
 
         // Epilogue, per point row: bounds of the 32 anchors this lane holds,
         // the quad's best upper bound, then the anchors whose lower bound is
@@ -433,22 +480,36 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
                 const float rx = s.rx[row];
                 const float sx = s.sx[row];
                 float best_upper = kInf;
+                // One pair's bounds; `checked`: test the anchor's eligibility
+                // (past m, or the point itself), which only the last anchor
+                // tile and, with EXCLUDE_SELF, the tile holding the block's
+                // own indices need: the other tiles skip the tests (the same
+                // values, fewer instructions per pair).
+#define KILN_TC_PAIR(checked)                                                                   \
+    {                                                                                           \
+        const int col = nt * 8 + 2 * t + c;                                                     \
+        const float cq = s.cq[slot][col];                                                       \
+        const float sum = xn + s.cn[slot][col];                                                 \
+        const float approx = fmaxf(fmaf(neg2inv2, acc[mt][nt][2 * h + c], sum), 0.f);           \
+        const float err = fmaf(rx, cq, fmaf(sum, kCombineSlack, fmaf(sub, cq, sx)));            \
+        const uint32_t a = a0 + col;                                                            \
+        const bool eligible = !(checked) || (a < m && !(exclude_self && a == p));               \
+        if (eligible) best_upper = fminf(best_upper, approx + err);                             \
+        /* The accumulator is done: it keeps the lower bound. */                                \
+        acc[mt][nt][2 * h + c] = eligible ? approx - err : kInf;                                \
+    }
+                if (checked_tile) {
 #pragma unroll
-                for (int nt = 0; nt < kNT; ++nt) {
+                    for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-                    for (int c = 0; c < 2; ++c) {
-                        const int col = nt * 8 + 2 * t + c;
-                        const uint32_t a = a0 + col;
-                        const float cq = s.cq[slot][col];
-                        const float sum = xn + s.cn[slot][col];
-                        const float approx = fmaxf(fmaf(neg2inv2, acc[mt][nt][2 * h + c], sum), 0.f);
-                        const float err = fmaf(rx, cq, fmaf(sum, kCombineSlack, fmaf(sub, cq, sx)));
-                        const bool eligible = a < m && !(exclude_self && a == p);
-                        if (eligible) best_upper = fminf(best_upper, approx + err);
-                        // The accumulator is done: it keeps the lower bound.
-                        acc[mt][nt][2 * h + c] = eligible ? approx - err : kInf;
-                    }
+                        for (int c = 0; c < 2; ++c) KILN_TC_PAIR(true)
+                } else {
+#pragma unroll
+                    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                        for (int c = 0; c < 2; ++c) KILN_TC_PAIR(false)
                 }
+#undef KILN_TC_PAIR
                 best_upper = fminf(best_upper, __shfl_xor_sync(kFullMask, best_upper, 1));
                 best_upper = fminf(best_upper, __shfl_xor_sync(kFullMask, best_upper, 2));
                 upper[r] = fminf(upper[r], best_upper);
@@ -594,6 +655,19 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
 // The entry points of point type T (float, or uint16_t for f16 bits):
 // anneal_absmax_*, anneal_to_half_*, anneal_assign_tc_*, anneal_assign_list_*;
 // nvcc checks each against its KILN_KERNEL declaration in anneal_tc.h.
+// One tc entry point: BN anchors per anchor tile, `blocks` resident per SM.
+#define KILN_ANNEAL_TC_ENTRY(name, T, BN, blocks)                                              \
+    extern "C" __global__ void __launch_bounds__(kThreads, blocks)                             \
+        name(const T *x, const uint16_t *xh, const float *x_norms, uint32_t n, uint32_t d,     \
+             uint32_t dp, const float *anchors, const uint16_t *ch, const float *anchor_norms, \
+             uint32_t m, uint32_t flags, const uint32_t *half_state,                           \
+             const AnnealControl *control, uint32_t *assign_out, float *dist,                  \
+             uint32_t *counts, uint32_t *unresolved, uint32_t *unresolved_count) {             \
+        if (control->done) return; /* whole grid leaves */                                     \
+        assign_tc<BN>(x, xh, x_norms, n, d, dp, anchors, ch, anchor_norms, m, flags,           \
+                      half_state, assign_out, dist, counts, unresolved, unresolved_count);     \
+    }
+
 #define KILN_ANNEAL_TC_ENTRIES(suffix, T)                                                      \
     KILN_KERNEL(anneal_absmax_##suffix, const T *x, uint64_t count, uint32_t *half_state) {    \
         absmax(x, count, half_state);                                                          \
@@ -602,16 +676,8 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
                 uint32_t *half_state, uint16_t *dst) {                                         \
         to_half(src, rows, d, dp, half_state, dst);                                            \
     }                                                                                          \
-    extern "C" __global__ void __launch_bounds__(kThreads, 2) anneal_assign_tc_##suffix(       \
-        const T *x, const uint16_t *xh, const float *x_norms, uint32_t n, uint32_t d,          \
-        uint32_t dp, const float *anchors, const uint16_t *ch, const float *anchor_norms,      \
-        uint32_t m, uint32_t flags, const uint32_t *half_state, const AnnealControl *control,  \
-        uint32_t *assign_out, float *dist, uint32_t *counts, uint32_t *unresolved,             \
-        uint32_t *unresolved_count) {                                                          \
-        if (control->done) return; /* whole grid leaves */                                     \
-        assign_tc(x, xh, x_norms, n, d, dp, anchors, ch, anchor_norms, m, flags, half_state,   \
-                  assign_out, dist, counts, unresolved, unresolved_count);                     \
-    }                                                                                          \
+    KILN_ANNEAL_TC_ENTRY(anneal_assign_tc_##suffix, T, 128, 2)                                 \
+    KILN_ANNEAL_TC_ENTRY(anneal_assign_tc_slim_##suffix, T, 64, 3)                             \
     extern "C" __global__ void __launch_bounds__(KILN_ANNEAL_LIST_THREADS)                     \
         anneal_assign_list_##suffix(const T *x, const float *x_norms, uint32_t d,              \
                                     const float *anchors, const float *anchor_norms,           \

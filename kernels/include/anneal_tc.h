@@ -20,7 +20,7 @@
  *                        the caller zeroes) and gets no output here.
  *   anneal_assign_list_* the exact f32 distances of the points listed in
  *                        list[0..*list_count) to every anchor, spread over
- *                        the grid by (point, 64 anchors): best[i] (zeroed by
+ *                        the grid by (8 points, 64 anchors): best[i] (zeroed by
  *                        the caller) = the complement of the least
  *                        (dist bits << 32 | anchor), by atomicMax.
  *   anneal_assign_list_finish writes each listed point's assign, dist and
@@ -49,9 +49,14 @@
 #define KILN_ANNEAL_TC_TILE 128u
 #define KILN_ANNEAL_TC_THREADS 128u
 #define KILN_ANNEAL_TC_SMEM 95744u
+/* anneal_assign_tc_slim_*: the same kernel with 64-anchor tiles (same grid
+ * and block, KILN_ANNEAL_TC_SLIM_SMEM bytes, three blocks per SM), for small
+ * d, where the epilogue bounds the kernel and more warps per SM hide it.
+ * Same arguments and outputs. */
+#define KILN_ANNEAL_TC_SLIM_SMEM 73216u
 /* The f16 copies' row length is d rounded up to a multiple of this. */
 #define KILN_ANNEAL_TC_DP 32u
-/* Block of anneal_assign_list_* (8 warps, 8 anchors each, per (point, 64
+/* Block of anneal_assign_list_* (8 warps, 8 anchors each, per (8 points, 64
  * anchors) pair, grid-stride over the pairs: any grid). */
 #define KILN_ANNEAL_LIST_THREADS 256u
 
@@ -73,6 +78,16 @@ KILN_KERNEL(anneal_assign_tc_f16, const uint16_t *x, const uint16_t *xh, const f
             const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts,
             uint32_t *unresolved, uint32_t *unresolved_count);
 
+KILN_KERNEL(anneal_assign_tc_slim_f32, const float *x, const uint16_t *xh, const float *x_norms,
+            uint32_t n, uint32_t d, uint32_t dp, const float *anchors, const uint16_t *ch,
+            const float *anchor_norms, uint32_t m, uint32_t flags, const uint32_t *half_state,
+            const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts,
+            uint32_t *unresolved, uint32_t *unresolved_count);
+KILN_KERNEL(anneal_assign_tc_slim_f16, const uint16_t *x, const uint16_t *xh,
+            const float *x_norms, uint32_t n, uint32_t d, uint32_t dp, const float *anchors,
+            const uint16_t *ch, const float *anchor_norms, uint32_t m, uint32_t flags,
+            const uint32_t *half_state, const AnnealControl *control, uint32_t *assign,
+            float *dist, uint32_t *counts, uint32_t *unresolved, uint32_t *unresolved_count);
 KILN_KERNEL(anneal_assign_list_f32, const float *x, const float *x_norms, uint32_t d,
             const float *anchors, const float *anchor_norms, uint32_t m, uint32_t flags,
             const AnnealControl *control, const uint32_t *list, const uint32_t *list_count,

@@ -270,8 +270,25 @@ fn list_kernel_alone_is_exact() {
         return;
     };
     let stream = backend.default_stream();
-    let case = Case::random("list kernel over every point", 1500, 70, 300, 41);
-    let mut dev = upload(&stream, &case, &case.x.to_f32());
+    // Groups of 8 listed points: whole groups, one past a group (with
+    // EXCLUDE_SELF, so point i skips anchor i), and one point whose only
+    // anchor is itself (no eligible anchor).
+    let mut one_past = Case::random("9 points, one past a group", 9, 33, 65, 42);
+    one_past.flags |= EXCLUDE_SELF;
+    let mut alone = Case::random("one point, its only anchor excluded", 1, 5, 1, 43);
+    alone.flags |= EXCLUDE_SELF;
+    let cases = [
+        Case::random("list kernel over every point", 1500, 70, 300, 41),
+        one_past,
+        alone,
+    ];
+    for case in &cases {
+        list_alone(&backend, &stream, case);
+    }
+}
+
+fn list_alone(backend: &Backend, stream: &gpu_core::Stream, case: &Case) {
+    let mut dev = upload(stream, case, &case.x.to_f32());
     let list: Vec<u32> = (0..case.n as u32).collect();
     let list = stream.to_device(&list).unwrap();
     let count = stream.to_device(&[case.n as u32]).unwrap();
@@ -320,7 +337,7 @@ fn list_kernel_alone_is_exact() {
         )
         .unwrap();
     backend.synchronize().unwrap();
-    let got = dev.read_back(&stream, &case, case.n as u32);
-    let simt = run_simt(&backend, &stream, &case);
-    check(&case, &got, &simt);
+    let got = dev.read_back(stream, case, case.n as u32);
+    let simt = run_simt(backend, stream, case);
+    check(case, &got, &simt);
 }

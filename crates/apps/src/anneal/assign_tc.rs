@@ -28,7 +28,7 @@
 //!   rows of 80 bytes per stage, so the 8 rows of an `ldmatrix` hit 32
 //!   distinct banks); the pipeline runs over (anchor tile, stage) pairs
 //!   without draining between anchor tiles. 93.5 KiB of dynamic shared
-//!   memory (`KILN_ANNEAL_TC_SMEM`), 246 registers: two blocks (8 warps) per
+//!   memory (`KILN_ANNEAL_TC_SMEM`), 241-246 registers: two blocks (8 warps) per
 //!   SM, so one block's epilogue runs beside the other's tensor work.
 //!   Measured on the H100 (BENCHMARKS.md), against 64-anchor tiles: 23% less
 //!   time at d = 768 and 28% at d = 1536, since every anchor tile reads the
@@ -36,6 +36,20 @@
 //!   flight than L2 holds; against one block of 256 points per SM: the same
 //!   at d = 768, 6% less at d = 1536 and 10% less at 1M × 768 × 4096, 3%
 //!   more at d = 384.
+//! - **Slim tile.** `anneal_assign_tc_slim_*` is the same kernel with
+//!   64-anchor tiles (`KILN_ANNEAL_TC_SLIM_SMEM`, 71.5 KiB; 154 registers):
+//!   three blocks (12 warps) per SM instead of two. Where the epilogue's
+//!   FP32 work bounds the kernel (small `d`: at 1M × 128 × 2048 the 128-anchor
+//!   kernel issues in 42% of its slots with 2 warps per scheduler, ncu on the
+//!   H200), more warps hide more of it; where few points leave a partial
+//!   second wave of two-per-SM blocks, one wave of three fits. [`pick_tile`]
+//!   chooses by shape, [`TILE_ENV`] or [`TcAssign::set_tile`] override. A
+//!   point's result does not depend on the tile (its warp's refinement
+//!   decides among candidates that both tiles' bounds admit), so both give
+//!   the reference's bits; `tests/assign_tc.rs` runs every case with both.
+//!   Tried and dropped (H200, 2026-11-26): 256 points per block (one block of
+//!   8 warps per SM, a quarter less L2 traffic per FLOP), 4-10% slower at
+//!   d = 768 to 4096 on that card.
 //! - **Epilogue, per anchor tile.** The 4 lanes of a quad hold one point row
 //!   (32 anchors each). Each turns its dot products into `A = max(xn + cn -
 //!   2·dot, 0)` (`dot` = accumulator · `σ⁻²`, exact) and the bound `e`
@@ -43,14 +57,21 @@
 //!   anchors with `A - e ≤ U` join the row's candidate list in shared memory
 //!   (`K = 8` entries of index and lower bound). A full list drops the
 //!   entries whose lower bound is above the current `U`; if the new ones
-//!   still do not fit, the point overflows.
+//!   still do not fit, the point overflows. Only the last anchor tile (past
+//!   `m`) and, with `EXCLUDE_SELF`, the tile that holds the block's own
+//!   indices test each anchor's eligibility; the others skip the tests (the
+//!   same values, fewer instructions per pair: the epilogue is what bounds
+//!   the kernel at small `d`; 3.7% less kernel time at 1M × 128 × 2048 on
+//!   the H200, BENCHMARKS.md 2026-11-26).
 //! - **Refinement.** Per point, the warp computes `F` for every entry whose
 //!   lower bound is within the final `U` (four anchors at a time, from global
 //!   memory, on the original points and anchors) and keeps the least, lowest
 //!   index on ties. An overflowed point, or one with no bounded anchor, is
 //!   appended to `unresolved` and gets no output from this kernel.
-//! - **List kernels.** Every (listed point, 64 anchors) pair is one block's
-//!   work (8 warps, 8 anchors each, the same `F`), grid-stride over the pairs
+//! - **List kernels.** Every (8 listed points, 64 anchors) pair is one
+//!   block's work (8 warps, 8 anchors each against the 8 points: 64 `F`s per
+//!   lane, the same `F`, so each value loaded serves 8 products where one
+//!   point per pair loaded 5 values per 4), grid-stride over the pairs
 //!   with a fixed grid, the count read from device memory; a point's least
 //!   `(F, index)` packs into one u64 (`F`'s bits, which order like `F` since
 //!   `F ≥ +0`, then the index) taken by an atomic max of its complement, the
@@ -142,6 +163,57 @@ pub const ENV: &str = "KILN_ANNEAL_TC";
 /// after every assignment how many points the tensor-core kernel left to the
 /// list kernel (it waits for each: a diagnostic, not for timed runs).
 pub const STATS_ENV: &str = "KILN_ANNEAL_TC_STATS";
+
+/// The environment variable that picks the tc kernel's anchor tile: `128`
+/// (two blocks per SM), `64` (three blocks per SM) or `auto` (the default:
+/// [`pick_tile`]). Both give the same bits.
+pub const TILE_ENV: &str = "KILN_ANNEAL_TC_TILE";
+
+/// The tc kernel's anchor tile (`anneal_assign_tc_*` or `_slim_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tile {
+    /// By shape: [`pick_tile`].
+    Auto,
+    /// 128 anchors per anchor tile.
+    Wide,
+    /// 64 anchors per anchor tile.
+    Slim,
+}
+
+/// The widest `d` at which [`Tile::Auto`] takes the 64-anchor tile.
+pub const SLIM_MAX_D: u32 = 384;
+
+/// The tile a launch of `n` points of dimension `d` on `sms` SMs uses:
+/// `tile` unless [`Tile::Auto`], which takes [`Tile::Slim`] up to
+/// [`SLIM_MAX_D`] (the epilogue, not L2 traffic, bounds the kernel there,
+/// and three blocks per SM hide more of it), or when its 128-point blocks
+/// fit one wave of three per SM (few points: the 128-anchor tile's two
+/// blocks per SM would leave a partial second wave), else [`Tile::Wide`].
+/// Measured on the H200 (BENCHMARKS.md, 2026-11-26): 10% less time at
+/// 1M × 128 × 2048, 100K × 384 × 1024 and 50K × 2048 × 256; 8% more at
+/// 100K × 768 × 1024 (three waves either way).
+pub fn pick_tile(tile: Tile, n: u32, d: u32, sms: u32) -> Tile {
+    let blocks = u64::from(n.div_ceil(128));
+    match tile {
+        Tile::Auto if d <= SLIM_MAX_D || blocks <= 3 * u64::from(sms) => Tile::Slim,
+        Tile::Auto => Tile::Wide,
+        chosen => chosen,
+    }
+}
+
+/// [`TILE_ENV`]'s value as a [`Tile`] (unset, empty or `auto`:
+/// [`Tile::Auto`]); anything else is an error naming the values it takes.
+pub fn tile_from_env(value: Option<&str>) -> Result<Tile, AnnealError> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(Tile::Auto),
+        Some(v) if v.eq_ignore_ascii_case("auto") => Ok(Tile::Auto),
+        Some("128") => Ok(Tile::Wide),
+        Some("64") => Ok(Tile::Slim),
+        Some(v) => Err(AnnealError::Input(format!(
+            "{TILE_ENV} must be 64, 128 or auto, not {v:?}"
+        ))),
+    }
+}
 
 /// The lowest arch with f16 `mma.sync.m16n8k16` and `cp.async` (sm_80).
 pub const MIN_ARCH: u32 = 80;
@@ -237,6 +309,46 @@ mod tests {
         assert!(!tc_wanted(86, Some("0")));
         assert!(!tc_wanted(90, Some(" OFF ")));
         assert!(!tc_wanted(90, Some("false")));
+    }
+
+    #[test]
+    fn tile_is_slim_for_small_d_or_one_wave_unless_chosen() {
+        let sms = 132;
+        assert_eq!(pick_tile(Tile::Auto, 1_000_000, 0, sms), Tile::Slim);
+        assert_eq!(pick_tile(Tile::Auto, 1_000_000, 128, sms), Tile::Slim);
+        assert_eq!(
+            pick_tile(Tile::Auto, 1_000_000, SLIM_MAX_D, sms),
+            Tile::Slim
+        );
+        assert_eq!(
+            pick_tile(Tile::Auto, 1_000_000, SLIM_MAX_D + 1, sms),
+            Tile::Wide
+        );
+        // 50K points: 391 blocks of 128, one wave of three per SM on 132 SMs.
+        assert_eq!(pick_tile(Tile::Auto, 50_000, 2048, sms), Tile::Slim);
+        assert_eq!(pick_tile(Tile::Auto, 3 * 128 * 132, 4096, sms), Tile::Slim);
+        assert_eq!(
+            pick_tile(Tile::Auto, 3 * 128 * 132 + 1, 4096, sms),
+            Tile::Wide
+        );
+        assert_eq!(pick_tile(Tile::Auto, 100_000, 768, sms), Tile::Wide);
+        assert_eq!(pick_tile(Tile::Auto, u32::MAX, u32::MAX, 0), Tile::Wide);
+        assert_eq!(pick_tile(Tile::Auto, 0, u32::MAX, 0), Tile::Slim);
+        assert_eq!(pick_tile(Tile::Wide, 1, 1, sms), Tile::Wide);
+        assert_eq!(pick_tile(Tile::Slim, u32::MAX, u32::MAX, sms), Tile::Slim);
+    }
+
+    #[test]
+    fn tile_env_takes_64_128_or_auto_and_names_what_it_takes_otherwise() {
+        assert_eq!(tile_from_env(None).unwrap(), Tile::Auto);
+        assert_eq!(tile_from_env(Some(" AUTO ")).unwrap(), Tile::Auto);
+        assert_eq!(tile_from_env(Some("")).unwrap(), Tile::Auto);
+        assert_eq!(tile_from_env(Some("128")).unwrap(), Tile::Wide);
+        assert_eq!(tile_from_env(Some(" 64\n")).unwrap(), Tile::Slim);
+        for bad in ["32", "256", "slim", "64x", "-64", "6.4e1", "\u{0}", "６４"] {
+            let err = tile_from_env(Some(bad)).unwrap_err().to_string();
+            assert!(err.contains("must be 64, 128 or auto"), "{bad:?}: {err}");
+        }
     }
 
     #[test]

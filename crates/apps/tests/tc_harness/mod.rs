@@ -3,7 +3,7 @@
 //! against the other and against the CPU reference.
 #![allow(dead_code)]
 
-use apps::anneal::assign_tc::{self, TcAssign, TcJob, TcPoint};
+use apps::anneal::assign_tc::{self, TcAssign, TcJob, TcPoint, Tile};
 use apps::anneal::Points;
 use apps::Rng;
 use cuda_sys::kernels::{anneal_assign_f16, anneal_assign_f32};
@@ -353,13 +353,21 @@ pub(crate) fn check(case: &Case, tc: &Output, simt: &Output) -> u32 {
     tc.unresolved
 }
 
+/// Runs `case` with each anchor tile of the tc kernel (128 and 64 anchors:
+/// both must give the reference's bits) and checks each; the unresolved
+/// count, which must be the same for both tiles.
 pub(crate) fn run_and_check(backend: &Backend, stream: &Stream, case: &Case) -> u32 {
-    let mut tc = TcAssign::new(backend, stream, case.n, case.d, case.m)
-        .unwrap()
-        .expect("tc_device_or_skip admitted this device");
-    let got = run_tc(backend, stream, &mut tc, case);
     let simt = run_simt(backend, stream, case);
-    check(case, &got, &simt)
+    let mut unresolved = Vec::new();
+    for tile in [Tile::Wide, Tile::Slim] {
+        let mut tc = TcAssign::new(backend, stream, case.n, case.d, case.m)
+            .unwrap()
+            .expect("tc_device_or_skip admitted this device");
+        tc.set_tile(tile);
+        let got = run_tc(backend, stream, &mut tc, case);
+        unresolved.push(check(case, &got, &simt));
+    }
+    unresolved[0]
 }
 
 /// Tight clusters of anchors far from the origin: the bound (which scales

@@ -3,17 +3,17 @@
 
 use cuda_sys::kernels::{
     anneal_absmax_f16, anneal_absmax_f32, anneal_assign_list_f16, anneal_assign_list_f32,
-    anneal_assign_list_finish, anneal_assign_tc_f16, anneal_assign_tc_f32, anneal_to_half_f16,
-    anneal_to_half_f32,
+    anneal_assign_list_finish, anneal_assign_tc_f16, anneal_assign_tc_f32,
+    anneal_assign_tc_slim_f16, anneal_assign_tc_slim_f32, anneal_to_half_f16, anneal_to_half_f32,
 };
 use cuda_sys::types::{
     AnnealControl, KILN_ANNEAL_COUNT, KILN_ANNEAL_LIST_THREADS, KILN_ANNEAL_TC_DP,
-    KILN_ANNEAL_TC_SMEM, KILN_ANNEAL_TC_THREADS, KILN_ANNEAL_TC_TILE,
+    KILN_ANNEAL_TC_SLIM_SMEM, KILN_ANNEAL_TC_SMEM, KILN_ANNEAL_TC_THREADS, KILN_ANNEAL_TC_TILE,
 };
 use cuda_sys::{GpuRepr, KernelDecl};
 use gpu_core::{Backend, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream};
 
-use super::{tc_wanted, AnnealError, ENV};
+use super::{pick_tile, tc_wanted, tile_from_env, AnnealError, Tile, ENV, TILE_ENV};
 
 /// Blocks of the list kernels per SM (8 warps each): their grid is fixed,
 /// since the number of listed points is known only on the device.
@@ -67,6 +67,8 @@ pub type ListParams<T> = (
 pub trait TcPoint: GpuRepr {
     /// `anneal_assign_tc_*` for this type.
     type Tc: KernelDecl<Params = TcParams<Self>>;
+    /// `anneal_assign_tc_slim_*` for this type.
+    type TcSlim: KernelDecl<Params = TcParams<Self>>;
     /// `anneal_assign_list_*` for this type.
     type List: KernelDecl<Params = ListParams<Self>>;
     /// `anneal_absmax_*` for this type.
@@ -81,6 +83,7 @@ pub trait TcPoint: GpuRepr {
 #[derive(Debug)]
 pub struct TypedKernels<'a, T: TcPoint> {
     tc: &'a Kernel<T::Tc>,
+    tc_slim: &'a Kernel<T::TcSlim>,
     list: &'a Kernel<T::List>,
     absmax: &'a Kernel<T::Absmax>,
     to_half: &'a Kernel<T::ToHalf>,
@@ -88,12 +91,14 @@ pub struct TypedKernels<'a, T: TcPoint> {
 
 impl TcPoint for f32 {
     type Tc = anneal_assign_tc_f32;
+    type TcSlim = anneal_assign_tc_slim_f32;
     type List = anneal_assign_list_f32;
     type Absmax = anneal_absmax_f32;
     type ToHalf = anneal_to_half_f32;
     fn kernels(all: &TcKernels) -> TypedKernels<'_, Self> {
         TypedKernels {
             tc: &all.tc_f32,
+            tc_slim: &all.tc_slim_f32,
             list: &all.list_f32,
             absmax: &all.absmax_f32,
             to_half: &all.to_half_f32,
@@ -103,12 +108,14 @@ impl TcPoint for f32 {
 
 impl TcPoint for u16 {
     type Tc = anneal_assign_tc_f16;
+    type TcSlim = anneal_assign_tc_slim_f16;
     type List = anneal_assign_list_f16;
     type Absmax = anneal_absmax_f16;
     type ToHalf = anneal_to_half_f16;
     fn kernels(all: &TcKernels) -> TypedKernels<'_, Self> {
         TypedKernels {
             tc: &all.tc_f16,
+            tc_slim: &all.tc_slim_f16,
             list: &all.list_f16,
             absmax: &all.absmax_f16,
             to_half: &all.to_half_f16,
@@ -120,10 +127,12 @@ impl TcPoint for u16 {
 #[derive(Debug)]
 pub struct TcKernels {
     tc_f32: Kernel<anneal_assign_tc_f32>,
+    tc_slim_f32: Kernel<anneal_assign_tc_slim_f32>,
     list_f32: Kernel<anneal_assign_list_f32>,
     absmax_f32: Kernel<anneal_absmax_f32>,
     to_half_f32: Kernel<anneal_to_half_f32>,
     tc_f16: Kernel<anneal_assign_tc_f16>,
+    tc_slim_f16: Kernel<anneal_assign_tc_slim_f16>,
     list_f16: Kernel<anneal_assign_list_f16>,
     absmax_f16: Kernel<anneal_absmax_f16>,
     to_half_f16: Kernel<anneal_to_half_f16>,
@@ -162,6 +171,8 @@ pub struct TcAssign {
     d: u32,
     /// The device's SMs (grids of the elementwise kernels).
     sms: u32,
+    /// The tc kernel's anchor tile ([`TILE_ENV`], or [`TcAssign::set_tile`]).
+    tile: Tile,
     prepared: Option<Prepared>,
 }
 
@@ -270,18 +281,25 @@ impl TcAssign {
         u32::try_from(n).map_err(|_| too_big())?;
         let d32 = u32::try_from(d).map_err(|_| too_big())?;
         let dp = padded_dim(d32) as usize;
+        let tile = tile_from_env(std::env::var(TILE_ENV).ok().as_deref())?;
         let list_grid = device.sm_count.max(1) * LIST_BLOCKS_PER_SM;
         let mut tc_f32: Kernel<anneal_assign_tc_f32> = backend.kernel()?;
         let mut tc_f16: Kernel<anneal_assign_tc_f16> = backend.kernel()?;
+        let mut tc_slim_f32: Kernel<anneal_assign_tc_slim_f32> = backend.kernel()?;
+        let mut tc_slim_f16: Kernel<anneal_assign_tc_slim_f16> = backend.kernel()?;
         tc_f32.reserve_dynamic_shared(KILN_ANNEAL_TC_SMEM)?;
         tc_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SMEM)?;
+        tc_slim_f32.reserve_dynamic_shared(KILN_ANNEAL_TC_SLIM_SMEM)?;
+        tc_slim_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SLIM_SMEM)?;
         Ok(Some(Self {
             kernels: TcKernels {
                 tc_f32,
+                tc_slim_f32,
                 list_f32: backend.kernel()?,
                 absmax_f32: backend.kernel()?,
                 to_half_f32: backend.kernel()?,
                 tc_f16,
+                tc_slim_f16,
                 list_f16: backend.kernel()?,
                 absmax_f16: backend.kernel()?,
                 to_half_f16: backend.kernel()?,
@@ -296,8 +314,15 @@ impl TcAssign {
             half_state: stream.alloc_zeros(2)?,
             d: d32,
             sms: device.sm_count,
+            tile,
             prepared: None,
         }))
+    }
+
+    /// Sets the tc kernel's anchor tile for later launches ([`Tile::Auto`]:
+    /// by shape, [`pick_tile`]); both tiles give the same bits.
+    pub fn set_tile(&mut self, tile: Tile) {
+        self.tile = tile;
     }
 
     /// The points the last launch left to the list kernel: the first
@@ -460,35 +485,41 @@ impl TcAssign {
                 self.ch.view_mut(),
             ),
         )?;
+        let slim = pick_tile(self.tile, n, d, sms) == Tile::Slim;
         let tile = LaunchConfig {
             grid: (n.div_ceil(KILN_ANNEAL_TC_TILE).max(1), 1, 1),
             block: (KILN_ANNEAL_TC_THREADS, 1, 1),
-            shared_mem_bytes: KILN_ANNEAL_TC_SMEM,
+            shared_mem_bytes: if slim {
+                KILN_ANNEAL_TC_SLIM_SMEM
+            } else {
+                KILN_ANNEAL_TC_SMEM
+            },
         };
-        stream.launch(
-            kernels.tc,
-            tile,
-            (
-                x.slice(..)?,
-                self.xh.view(),
-                x_norms.slice(..)?,
-                n,
-                d,
-                dp,
-                anchors.slice(..)?,
-                self.ch.view(),
-                anchor_norms.slice(..)?,
-                m,
-                flags,
-                self.half_state.view(),
-                control.clone(),
-                assign.reborrow(),
-                dist.reborrow(),
-                counts.reborrow(),
-                self.unresolved.view_mut(),
-                self.unresolved_count.view_mut(),
-            ),
-        )?;
+        let params = (
+            x.slice(..)?,
+            self.xh.view(),
+            x_norms.slice(..)?,
+            n,
+            d,
+            dp,
+            anchors.slice(..)?,
+            self.ch.view(),
+            anchor_norms.slice(..)?,
+            m,
+            flags,
+            self.half_state.view(),
+            control.clone(),
+            assign.reborrow(),
+            dist.reborrow(),
+            counts.reborrow(),
+            self.unresolved.view_mut(),
+            self.unresolved_count.view_mut(),
+        );
+        if slim {
+            stream.launch(kernels.tc_slim, tile, params)?;
+        } else {
+            stream.launch(kernels.tc, tile, params)?;
+        }
         let per_pair = LaunchConfig {
             grid: (self.list_grid, 1, 1),
             block: (KILN_ANNEAL_LIST_THREADS, 1, 1),
