@@ -142,10 +142,10 @@ pub(super) fn assemble(
     };
     let device_repr_safety = if cudarc.device_repr {
         "///\n\
-         /// SAFETY of every cudarc `DeviceRepr` impl here: it is on a type that\n\
-         /// implements `GpuRepr` above (plain `#[repr(C)]` data, its layout\n\
-         /// asserted against clang's), which is what cudarc asks of a value\n\
-         /// copied into a kernel's parameter buffer.\n"
+         /// SAFETY of every cudarc `DeviceRepr` impl here: its type also\n\
+         /// implements `GpuRepr` (plain `#[repr(C)]` data, its layout asserted\n\
+         /// against clang's), which is what cudarc asks of a value copied\n\
+         /// into a kernel's parameter buffer.\n"
     } else {
         ""
     };
