@@ -1,6 +1,7 @@
 //! `cargo xtask gpu-bundle [--arch SPEC]`: builds the release test binaries
 //! of the crates that touch the GPU (and of `examples/downstream` and
-//! `examples/kernel-trees`, crates outside the workspace; and, as
+//! `examples/kernel-trees` and `examples/cudarc-interop`, crates outside the
+//! workspace; and, as
 //! `downstream-prebuilt__*`, of `examples/downstream` packaged and built with
 //! no toolkit from its prebuilt kernels), the `apps` CLI and xtask itself (for
 //! `xtask bench --apps bin/apps`), and copies them with a `run.sh` into
@@ -62,9 +63,19 @@ const OUTSIDE_CRATES: &[OutsideCrate] = &[
         prefix: "KT",
         follows_arch: false,
     },
+    // Plain cudarc (CUDA 12.8 bindings) launching kiln-built kernels, beside
+    // gpu-core built for the same version.
+    OutsideCrate {
+        name: "cudarc-interop",
+        manifest: "examples/cudarc-interop/Cargo.toml",
+        target_dir: "target/cudarc-interop",
+        prefix: "CUDARC_INTEROP",
+        follows_arch: true,
+    },
 ];
 
-/// Test binaries that do not belong on a GPU host: trybuild needs cargo, the
+/// Test binaries that do not belong on a GPU host: trybuild and gpu-core's
+/// check of a build with no CUDA-version feature need cargo, the
 /// bindings checks and gpu-core's scan for uninitialized allocations read
 /// the source tree, the CLI suite runs the `apps` binary
 /// cargo built here (by its path on this machine), and the CLI's own unit
@@ -76,6 +87,8 @@ const NOT_BUNDLED: &[&str] = &[
     "cuda-sys__bindings",
     "downstream__bindings",
     "kernel-trees__bindings",
+    "cudarc-interop__bindings",
+    "gpu-core__version_feature",
     "apps__launch",
     "gpu-core__initialized_memory",
 ];
@@ -88,6 +101,7 @@ const NOT_BUNDLED: &[&str] = &[
 const SANITIZED: &[&str] = &[
     "gpu-core__gpu",
     "gpu-core__backends",
+    "gpu-core__interop",
     "apps__gpu_agreement",
     "apps__batch",
     "apps__anneal",
@@ -99,6 +113,7 @@ const SANITIZED: &[&str] = &[
     "kernel-trees__rdc",
     "kernel-trees__hopper",
     "kernel-trees__byname",
+    "cudarc-interop__affine",
 ];
 
 /// Tests whose GPU work includes NCCL's (`binary:test filter`), sanitized in

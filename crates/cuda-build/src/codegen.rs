@@ -17,6 +17,10 @@
 //!   compile-time size/align/offset asserts (and ours for enums), and a
 //!   `GpuRepr` + `AbiParam` impl for every struct whose fields are all plain
 //!   numbers (or arrays, enums or structs of them) and for every enum;
+//!   With [`Codegen::cudarc_device_repr`], each of those types also
+//!   implements cudarc's `DeviceRepr`, so a crate launching with plain
+//!   cudarc passes them by value (optionally behind one of its Cargo
+//!   features, [`Codegen::cudarc_feature`]);
 //! - `kernels`: one marker type per `KILN_KERNEL(name, ...)` declaration,
 //!   implementing `KernelDecl` with the C parameter types;
 //! - `host`: the prototypes written with `KILN_HOST_API` (host functions of
@@ -90,6 +94,15 @@ pub struct Codegen {
     command: Option<String>,
     abi_path: String,
     new_type_aliases: Vec<String>,
+    cudarc: Cudarc,
+}
+
+/// Whether generated types implement cudarc's `DeviceRepr`, and under which
+/// Cargo feature of the generating crate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Cudarc {
+    pub(crate) device_repr: bool,
+    pub(crate) feature: Option<String>,
 }
 
 /// The generated file, and what codegen warns about.
@@ -115,6 +128,7 @@ impl Codegen {
             command: None,
             abi_path: "crate::abi".into(),
             new_type_aliases: Vec::new(),
+            cudarc: Cudarc::default(),
         }
     }
 
@@ -157,6 +171,26 @@ impl Codegen {
         self
     }
 
+    /// Also implement cudarc's `DeviceRepr` (`::cudarc::driver::DeviceRepr`)
+    /// for every type that gets `GpuRepr`, so that a crate launching with
+    /// cudarc's `launch_builder` passes the header's structs and enums by
+    /// value; the crate then depends on cudarc. Off by default.
+    pub fn cudarc_device_repr(mut self, on: bool) -> Self {
+        self.cudarc.device_repr = on;
+        self
+    }
+
+    /// Emit the `DeviceRepr` impls under `#[cfg(feature = "<feature>")]`, for
+    /// a crate whose cudarc dependency is optional behind that feature;
+    /// implies [`Codegen::cudarc_device_repr`].
+    pub fn cudarc_feature(mut self, feature: &str) -> Self {
+        self.cudarc = Cudarc {
+            device_repr: true,
+            feature: Some(feature.to_string()),
+        };
+        self
+    }
+
     /// Runs bindgen and the libclang walk, and returns the formatted file
     /// with the warnings.
     pub fn generate(&self) -> Result<Generated, Error> {
@@ -190,7 +224,7 @@ impl Codegen {
         let scan =
             scan::scan(WRAPPER, &wrapper, &args, &self.include_dir).map_err(codegen_error)?;
         let fingerprint = header_fingerprint(&self.include_dir)?;
-        let (text, warnings) = assemble::assemble(&file, &scan, &self.abi_path)?;
+        let (text, warnings) = assemble::assemble(&file, &scan, &self.abi_path, &self.cudarc)?;
         let formatted = syn::parse_file(&text)
             .map_err(|e| codegen_error(format!("generated code does not parse: {e}")))?;
         let by = match &self.command {

@@ -63,6 +63,11 @@ fn toolkit() -> Result<&'static Path, String> {
 
 /// Runs codegen on a fixture, or says why it cannot.
 fn generate(fixture: &str) -> Option<Generated> {
+    generate_with(fixture, |codegen| codegen)
+}
+
+/// [`generate`] with options set on the `Codegen` by `configure`.
+fn generate_with(fixture: &str, configure: impl FnOnce(Codegen) -> Codegen) -> Option<Generated> {
     let root = match toolkit() {
         Ok(root) => root,
         Err(why) => {
@@ -77,10 +82,13 @@ fn generate(fixture: &str) -> Option<Generated> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/codegen")
         .join(fixture);
-    let generated = Codegen::new(dir)
+    let codegen = Codegen::new(dir)
         .include_dir(cuda_build::header::include_dir())
         .toolkit(root)
-        .regenerate_with("cargo test -p kiln-cuda-build --features codegen --test codegen_fixtures")
+        .regenerate_with(
+            "cargo test -p kiln-cuda-build --features codegen --test codegen_fixtures",
+        );
+    let generated = configure(codegen)
         .generate()
         .unwrap_or_else(|e| panic!("codegen on fixture {fixture}: {e}"));
     Some(generated)
@@ -109,7 +117,70 @@ fn kernels_written_by_a_macro_are_declared_by_the_invoking_header() {
 
 #[test]
 fn structs_and_enums_by_value() {
-    check("by_value", &[]);
+    let Some(text) = check("by_value", &[]) else {
+        return;
+    };
+    assert!(
+        !text.contains("DeviceRepr"),
+        "cudarc impls without the option"
+    );
+}
+
+/// With `cudarc_device_repr(true)`: every type with `GpuRepr` (structs and
+/// enums) gets cudarc's `DeviceRepr`, and nothing else changes.
+#[test]
+fn by_value_with_cudarc_device_repr() {
+    let Some(generated) = generate_with("by_value", |c| c.cudarc_device_repr(true)) else {
+        return;
+    };
+    assert_eq!(generated.warnings, Vec::<String>::new());
+    let text = generated.text;
+    insta::assert_snapshot!("by_value_cudarc", text);
+    let gpu_repr = text.matches("::GpuRepr for ").count();
+    assert!(gpu_repr >= 3, "{text}");
+    assert_eq!(
+        text.matches("unsafe impl ::cudarc::driver::DeviceRepr for ")
+            .count(),
+        gpu_repr
+    );
+    assert!(text.contains("SAFETY of every cudarc `DeviceRepr` impl here"));
+    let plain = generate("by_value").unwrap().text;
+    // Module docs aside (the SAFETY paragraph), the rest is the same file.
+    let without: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains("DeviceRepr") && !l.starts_with("///"))
+        .collect();
+    let plain: Vec<&str> = plain.lines().filter(|l| !l.starts_with("///")).collect();
+    assert_eq!(
+        without, plain,
+        "the option changed more than the DeviceRepr impls"
+    );
+}
+
+/// `cudarc_feature`: the same impls, each under the crate's feature (the
+/// option off again after it is no longer asked for).
+#[test]
+fn by_value_with_cudarc_device_repr_behind_a_feature() {
+    let Some(generated) = generate_with("by_value", |c| c.cudarc_feature("cudarc")) else {
+        return;
+    };
+    let text = generated.text;
+    let impls = text
+        .matches("unsafe impl ::cudarc::driver::DeviceRepr for ")
+        .count();
+    assert!(impls >= 3, "{text}");
+    assert_eq!(
+        text.matches("#[cfg(feature = \"cudarc\")]\n    unsafe impl ::cudarc::driver::DeviceRepr")
+            .count(),
+        impls,
+        "{text}"
+    );
+    let Some(off) = generate_with("by_value", |c| {
+        c.cudarc_feature("cudarc").cudarc_device_repr(false)
+    }) else {
+        return;
+    };
+    assert!(!off.text.contains("DeviceRepr"));
 }
 
 #[test]

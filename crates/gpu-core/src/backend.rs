@@ -124,6 +124,18 @@ impl Backend {
         self.cuda_state().map(|c| &c.device)
     }
 
+    /// cudarc's context under the CUDA backend (the device's primary
+    /// context), for work gpu-core does not do: load your own modules, make
+    /// streams, allocate `CudaSlice`s, with the `cudarc` gpu-core re-exports
+    /// (see the crate docs, "With plain cudarc"). `None` on the CPU backend.
+    ///
+    /// Memory and streams made here are cudarc's: gpu-core records nothing
+    /// about them, so ordering them against gpu-core's streams is the
+    /// caller's (events, or [`Stream::from_cudarc`](crate::Stream::from_cudarc)).
+    pub fn cudarc_context(&self) -> Option<&Arc<CudaContext>> {
+        self.cuda_state().map(|c| &c.ctx)
+    }
+
     pub(crate) fn cuda_state(&self) -> Option<&CudaBackend> {
         match &*self.inner {
             Inner::Cuda(c) => Some(c),

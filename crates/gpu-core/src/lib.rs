@@ -82,6 +82,47 @@
 //! assert_eq!(stream.to_host(&y.view())?, [2.0, 4.0, 6.0]);
 //! # Ok::<(), gpu_core::Error>(())
 //! ```
+//!
+//! # CUDA version
+//! cudarc's bindings are per CUDA version, and exactly one must be on:
+//! gpu-core's features `cuda-12040` ... `cuda-13040` pass the choice to
+//! cudarc (`cuda-13000` by default; 12.4 is the floor, for
+//! `cuFuncGetParamInfo`). A crate already on cudarc with, say,
+//! `cuda-12080` writes `kiln-gpu-core = { default-features = false,
+//! features = ["cuda-12080"] }`. cudarc loads libcuda at run time, so a
+//! build for an older version runs on any newer driver.
+//!
+//! # With plain cudarc
+//! cudarc is part of gpu-core's public promise in three places only, its
+//! interop surface: [`Backend::cudarc_context`] and [`Stream::cudarc_stream`]
+//! hand out the context and stream under the CUDA backend (`None` on the
+//! CPU), and [`Stream::from_cudarc`] wraps a stream of yours; gpu-core
+//! re-exports the [`cudarc`] it is built with, so those types are the ones
+//! your own `cudarc` dependency names when both are 0.19. The rest of the
+//! API names no cudarc type. A crate that launches with cudarc alone still
+//! uses kiln's build: cuda-build embeds the fat binaries, loaded with
+//! `ctx.load_module(Ptx::from_binary(modules::NAME.image.to_vec()))`, and
+//! cuda-build's codegen with `cudarc_device_repr(true)` implements cudarc's
+//! `DeviceRepr` for the header's structs so they pass by value
+//! (`examples/cudarc-interop` in kiln's repository).
+
+// cudarc's bindings are chosen by CUDA version, and gpu-core cannot see
+// which one cudarc was built with: the user names it through gpu-core.
+#[cfg(not(any(
+    feature = "cuda-12040",
+    feature = "cuda-12050",
+    feature = "cuda-12060",
+    feature = "cuda-12080",
+    feature = "cuda-12090",
+    feature = "cuda-13000",
+    feature = "cuda-13010",
+    feature = "cuda-13020",
+    feature = "cuda-13030",
+    feature = "cuda-13040",
+)))]
+compile_error!(
+    "kiln-gpu-core needs one CUDA-version feature: cuda-12040, cuda-12050, cuda-12060, cuda-12080, cuda-12090, cuda-13000 (the default), cuda-13010, cuda-13020, cuda-13030 or cuda-13040; with default-features = false, enable the one your cudarc dependency uses"
+);
 
 mod backend;
 mod device;
@@ -95,6 +136,10 @@ mod ranks;
 mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
+
+/// The cudarc gpu-core is built with, for the interop surface
+/// ([`Backend::cudarc_context`], [`Stream::cudarc_stream`]).
+pub use cudarc;
 
 pub use backend::{Backend, BACKEND_ENV};
 pub use device::{devices, driver_present, driver_version, BackendKind, DeviceInfo, DeviceLimits};

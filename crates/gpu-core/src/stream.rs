@@ -120,6 +120,38 @@ impl Stream {
         self.cuda.as_ref()
     }
 
+    /// cudarc's stream under this one, for launching your own kernels or
+    /// copying your own `CudaSlice`s in order with gpu-core's work on it;
+    /// `None` on the CPU backend. See [`Backend::cudarc_context`].
+    pub fn cudarc_stream(&self) -> Option<&Arc<CudaStream>> {
+        self.cuda.as_ref()
+    }
+
+    /// A gpu-core stream over a cudarc stream of `backend`'s context (made
+    /// with [`Backend::cudarc_context`], or with cudarc's `CudaContext::new`
+    /// on the same device, which is the same primary context): gpu-core's
+    /// copies and launches then go on the caller's stream.
+    ///
+    /// A stream of another context, or any stream on the CPU backend, is
+    /// [`Error::BackendMismatch`].
+    pub fn from_cudarc(backend: &Backend, stream: Arc<CudaStream>) -> Result<Self, Error> {
+        let Some(cuda) = backend.cuda_state() else {
+            return Err(Error::BackendMismatch {
+                what: "a cudarc stream",
+            });
+        };
+        if stream.context().cu_ctx() != cuda.ctx.cu_ctx() {
+            return Err(Error::BackendMismatch {
+                what: "a cudarc stream of another context",
+            });
+        }
+        Ok(Self {
+            backend: backend.clone(),
+            cuda: Some(stream),
+            last_launch: Arc::default(),
+        })
+    }
+
     /// The raw `CUstream` (the CUDA runtime's `cudaStream_t`), for host-side
     /// CUDA C++ in a static-library module; `None` on the CPU backend. Using it
     /// is unchecked; see [`DeviceView::raw_device_ptr`].

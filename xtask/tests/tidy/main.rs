@@ -80,6 +80,14 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
         "generated: `unsafe impl KernelDecl` / `GpuRepr`, the host launchers' extern fns",
     ),
     (
+        "examples/cudarc-interop/src/bindings.rs",
+        "generated: `unsafe impl KernelDecl` / `GpuRepr` / cudarc's `DeviceRepr`",
+    ),
+    (
+        "examples/cudarc-interop/src/lib.rs",
+        "the plain cudarc launch: the caller promises the kernel's argument list",
+    ),
+    (
         "examples/kernel-trees/src/host.rs",
         "calls the static modules' host launchers over the C ABI",
     ),

@@ -10,7 +10,7 @@ use quote::ToTokens;
 use syn::visit_mut::VisitMut;
 
 use super::scan::{Layout, Role, Scan};
-use super::{codegen_error, HALF_TYPES, KERNEL_PREFIX};
+use super::{codegen_error, Cudarc, HALF_TYPES, KERNEL_PREFIX};
 use crate::error::Error;
 
 /// Replaces the (blocklisted) CUDA half types with the `half` crate's.
@@ -39,6 +39,7 @@ pub(super) fn assemble(
     file: &syn::File,
     scan: &Scan,
     abi: &str,
+    cudarc: &Cudarc,
 ) -> Result<(String, Vec<String>), Error> {
     let mut types = String::new();
     let mut kernels = String::new();
@@ -113,11 +114,13 @@ pub(super) fn assemble(
     }
     for (s, layout) in &enums {
         types.push_str(&enum_impls(&s.ident.to_string(), *layout, abi));
+        types.push_str(&device_repr_impl(&s.ident.to_string(), cudarc));
     }
     for s in structs.iter().filter(|s| {
         matches!(s.fields, syn::Fields::Named(_)) && plain.contains(&s.ident.to_string())
     }) {
         types.push_str(&gpu_repr_impl(s, abi));
+        types.push_str(&device_repr_impl(&s.ident.to_string(), cudarc));
     }
     let infos: Vec<String> = kernel_names
         .iter()
@@ -137,6 +140,15 @@ pub(super) fn assemble(
          /// type, its size and alignment are asserted against clang's below,\n\
          /// and every value of the integer is a valid value of the newtype.\n"
     };
+    let device_repr_safety = if cudarc.device_repr {
+        "///\n\
+         /// SAFETY of every cudarc `DeviceRepr` impl here: its type also\n\
+         /// implements `GpuRepr` (plain `#[repr(C)]` data, its layout asserted\n\
+         /// against clang's), which is what cudarc asks of a value copied\n\
+         /// into a kernel's parameter buffer.\n"
+    } else {
+        ""
+    };
     let text = format!(
         "#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code, unreachable_pub, clippy::all, clippy::undocumented_unsafe_blocks)]\n\
          /// `#[repr(C)]` types and typedefs from the headers.\n\
@@ -147,6 +159,7 @@ pub(super) fn assemble(
          /// an impl is generated only when every field is a plain number or an\n\
          /// array or struct of them, so every bit pattern is a valid value.\n\
          {enum_safety}\
+         {device_repr_safety}\
          pub mod types {{ {types} }}\n\
          /// One marker type per kernel declared with `KILN_KERNEL`.\n\
          ///\n\
@@ -308,6 +321,20 @@ fn gpu_repr_impl(s: &syn::ItemStruct, abi: &str) -> String {
     )
 }
 
+/// cudarc's `DeviceRepr` for a type that has `GpuRepr`, when asked for (and
+/// under the crate's feature, when one is named).
+pub(super) fn device_repr_impl(name: &str, cudarc: &Cudarc) -> String {
+    if !cudarc.device_repr {
+        return String::new();
+    }
+    let cfg = cudarc
+        .feature
+        .as_ref()
+        .map(|f| format!("#[cfg(feature = {f:?})]\n"))
+        .unwrap_or_default();
+    format!("{cfg}unsafe impl ::cudarc::driver::DeviceRepr for {name} {{}}\n")
+}
+
 /// `GpuRepr` and `AbiParam` for an enum's newtype, and its size and alignment
 /// asserted against clang's.
 fn enum_impls(name: &str, layout: Layout, abi: &str) -> String {
@@ -322,4 +349,32 @@ fn enum_impls(name: &str, layout: Layout, abi: &str) -> String {
          impl {abi}::AbiParam for {name} {{ type Kind = {abi}::param_kind::ByValue<{name}>; }}\n",
         format!("enum `{name}` has size {size} and alignment {align} in C")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_repr_is_emitted_only_when_asked_and_under_the_named_feature() {
+        let off = Cudarc::default();
+        assert_eq!(device_repr_impl("P", &off), "");
+        let on = Cudarc {
+            device_repr: true,
+            feature: None,
+        };
+        assert_eq!(
+            device_repr_impl("P", &on),
+            "unsafe impl ::cudarc::driver::DeviceRepr for P {}\n"
+        );
+        let gated = Cudarc {
+            device_repr: true,
+            feature: Some("gpu \"x\"".into()),
+        };
+        // A hostile feature name stays one string literal.
+        assert_eq!(
+            device_repr_impl("P", &gated),
+            "#[cfg(feature = \"gpu \\\"x\\\"\")]\nunsafe impl ::cudarc::driver::DeviceRepr for P {}\n"
+        );
+    }
 }
