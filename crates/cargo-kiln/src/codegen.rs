@@ -24,6 +24,13 @@ pub struct CodegenArgs {
     /// The Rust path the generated code names kiln's ABI traits through.
     #[arg(long, value_name = "PATH", default_value = "::gpu_core")]
     pub abi_path: String,
+    /// Also implement cudarc's `DeviceRepr` for every generated type, so a
+    /// crate launching with plain cudarc passes header structs by value.
+    #[arg(long)]
+    pub cudarc_device_repr: bool,
+    /// With --cudarc-device-repr: put those impls behind this Cargo feature of the crate.
+    #[arg(long, value_name = "FEATURE", requires = "cudarc_device_repr")]
+    pub cudarc_feature: Option<String>,
     /// Write nothing; fail when the committed file is not what codegen writes.
     #[arg(long)]
     pub check: bool,
@@ -43,6 +50,12 @@ impl CodegenArgs {
         if self.abi_path != "::gpu_core" {
             command += &format!(" --abi-path {}", self.abi_path);
         }
+        if self.cudarc_device_repr {
+            command += " --cudarc-device-repr";
+        }
+        if let Some(feature) = &self.cudarc_feature {
+            command += &format!(" --cudarc-feature {feature}");
+        }
         command
     }
 }
@@ -60,7 +73,11 @@ pub fn run(project: &Project, args: &CodegenArgs) -> Result<()> {
     let mut codegen = Codegen::new(&headers)
         .include_dir(cuda_build::header::include_dir())
         .abi_path(&args.abi_path)
-        .regenerate_with(&args.command());
+        .regenerate_with(&args.command())
+        .cudarc_device_repr(args.cudarc_device_repr);
+    if let Some(feature) = &args.cudarc_feature {
+        codegen = codegen.cudarc_feature(feature);
+    }
     if let Some(toolkit) = project.discovery().toolkit {
         codegen = codegen.toolkit(toolkit.root);
     }
@@ -115,6 +132,8 @@ mod tests {
             headers: headers.into(),
             out: out.into(),
             abi_path: abi.into(),
+            cudarc_device_repr: false,
+            cudarc_feature: None,
             check: false,
         }
     }
@@ -126,6 +145,13 @@ mod tests {
         assert_eq!(
             args("inc", "src/gen.rs", "crate::abi").command(),
             "cargo kiln codegen --headers inc --out src/gen.rs --abi-path crate::abi"
+        );
+        let mut cudarc = defaults;
+        cudarc.cudarc_device_repr = true;
+        cudarc.cudarc_feature = Some("cudarc".into());
+        assert_eq!(
+            cudarc.command(),
+            "cargo kiln codegen --cudarc-device-repr --cudarc-feature cudarc"
         );
     }
 }

@@ -14,6 +14,8 @@ use cuda_build::Manifest;
 
 use crate::error::usage_error;
 
+mod prefix;
+
 /// The variables cuda-build's toolkit search reads first; when one is set,
 /// the project-local toolkit is not handed to the build.
 const DISCOVERY_VARS: [&str; 4] = ["NVCC", "CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"];
@@ -147,17 +149,28 @@ impl Project {
     /// first build of a crate is run once without the spec to learn it.
     pub fn build(&self, spec: Option<&str>, release: bool) -> Result<Built> {
         let profile = if release { "release" } else { "debug" };
-        let mut prefix = self.known_prefix(profile);
+        let mut prefix = self.known_prefix(profile).or_else(|| {
+            self.build_script
+                .as_deref()
+                .and_then(prefix::from_build_script)
+        });
+        let mut learning = None;
         if spec.is_some() && prefix.is_none() {
             eprintln!(
                 "cargo kiln: building {} once to learn its build script's env prefix",
                 self.name
             );
-            prefix = Some(self.cargo_build(None, release)?.env_prefix);
+            let first = self.cargo_build(None, release)?;
+            prefix = Some(first.env_prefix.clone());
+            learning = Some(first);
         }
         eprintln!("cargo kiln: building {} ({profile})", self.name);
         let arch = spec.zip(prefix.as_deref());
-        self.cargo_build(arch, release)
+        let mut built = self.cargo_build(arch, release)?;
+        if let Some(first) = learning {
+            built.count_in(&first);
+        }
+        Ok(built)
     }
 
     fn cargo_build(&self, arch: Option<(&str, &str)>, release: bool) -> Result<Built> {
@@ -222,6 +235,28 @@ pub struct Built {
 }
 
 impl Built {
+    /// Counts the work of `earlier`, a build this command ran first, as this
+    /// build's: what it compiled or took from the cache, the later build
+    /// found up to date, and the report must say what the command did.
+    fn count_in(&mut self, earlier: &Built) {
+        for module in &mut self.manifest.modules {
+            let Some(before) = earlier
+                .manifest
+                .modules
+                .iter()
+                .find(|m| m.name == module.name)
+            else {
+                continue;
+            };
+            module.compiled |= before.compiled;
+            module.cache_hits += before.cache_hits;
+            module.compile_ms = match (module.compile_ms, before.compile_ms) {
+                (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                (a, b) => a.or(b),
+            };
+        }
+    }
+
     /// Reads a manifest file.
     pub fn read(file: PathBuf) -> Result<Self> {
         let manifest = Manifest::read(&file)?;
