@@ -446,13 +446,22 @@ fn a_new_crate_passes_fmt_clippy_and_tests_cpu_only_and_with_the_toolkit_and_eve
         .unwrap();
     assert!(syntax.status.success(), "{syntax:?}");
 
-    // The user's toolkit store (here a store whose default is the pinned
-    // install): a plain `cargo build` with no variable naming a toolkit finds
-    // it, and `cargo kiln build` then leaves nothing to rebuild, since both
-    // run the build script with the same variables.
+    // The user's toolkit store, filled by `cargo kiln toolkit install` as a
+    // user runs it (pip's cache, warm from CI's own install, serves the
+    // wheels): a plain `cargo build` with no variable naming a toolkit finds
+    // it, `cargo kiln build` then leaves nothing to rebuild, since both run
+    // the build script with the same variables, and after `cargo clean` the
+    // store is still there (nothing to download again).
     let store = tmp.path().join("store");
-    std::fs::create_dir_all(&store).unwrap();
-    std::os::unix::fs::symlink(&toolkit, store.join("default")).unwrap();
+    Bin::cargo_bin("cargo-kiln")
+        .unwrap()
+        .current_dir(&dir)
+        .args(["kiln", "toolkit", "install"])
+        .env("KILN_TOOLKIT_HOME", &store)
+        .env(target.0, target.1)
+        .assert()
+        .success();
+    assert!(store.join("default/cuda/bin/nvcc").is_file());
     let store_env = [
         target,
         ("KILN_TOOLKIT_HOME", store.as_os_str()),
@@ -484,5 +493,32 @@ fn a_new_crate_passes_fmt_clippy_and_tests_cpu_only_and_with_the_toolkit_and_eve
     assert!(
         !stderr.contains("Compiling saxpy-lab"),
         "cargo kiln build and cargo build rebuild each other:\n{stderr}"
+    );
+    // What was embedded is SASS for the archs asked, read back by cuobjdump.
+    let mut report = Bin::cargo_bin("cargo-kiln").unwrap();
+    report
+        .current_dir(&dir)
+        .args(["kiln", "build", "--json"])
+        .envs(store_env.iter().copied());
+    for name in no_toolkit_vars {
+        report.env_remove(name);
+    }
+    let out = report.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let built: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        built["modules"][0]["sass_inside"],
+        serde_json::json!(["sm_80", "sm_90"]),
+        "{built}"
+    );
+    cargo(&dir, &["clean", "-p", "saxpy-lab"], &[target], &[]);
+    cargo(&dir, &["build"], &store_env, &no_toolkit_vars);
+    assert!(
+        store.join("default/cuda/bin/nvcc").is_file(),
+        "cargo clean left the store"
     );
 }
