@@ -32,10 +32,17 @@ fn good() -> &'static Good {
     static GOOD: OnceLock<Good> = OnceLock::new();
     GOOD.get_or_init(|| {
         // A static is never dropped: under cargo's temp dir for tests, not
-        // the system's, it is left where `cargo clean` takes it.
-        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .unwrap()
-            .keep();
+        // the system's, it is left where `cargo clean` takes it. On a GPU
+        // host (the bundle) that folder of the build machine's does not
+        // exist: the system's temp dir then.
+        let target_tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let root = if target_tmp.is_dir() {
+            tempfile::tempdir_in(target_tmp)
+        } else {
+            tempfile::tempdir()
+        }
+        .unwrap()
+        .keep();
         let values = apps::anneal::synthetic_points(N, D, 5, 0.25, 11);
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let points = root.join("p.npy");
