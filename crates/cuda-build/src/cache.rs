@@ -49,7 +49,7 @@
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::SystemTime;
@@ -60,6 +60,7 @@ use crate::depfile;
 use crate::driver::NVCC_OWN_VARS;
 use crate::error::Error;
 use crate::manifest::CacheReport;
+use crate::regular::Links;
 use crate::settings;
 use crate::toolkit::Toolkit;
 
@@ -394,53 +395,11 @@ fn entry_digest(key: &str, content: &[u8]) -> [u8; 32] {
     hasher.finalize().into()
 }
 
-/// Whether a read may go through a symlink.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Links {
-    /// The store's own files are never links.
-    Refuse,
-    /// A compile's inputs may be (a header linked into the tree).
-    Follow,
-}
-
 /// The file at `path` and its bytes, when it is a regular file of at most
 /// `bound` bytes; `None` for anything else (a FIFO, a device, a dir, a
-/// symlink with [`Links::Refuse`]). Never waits: a FIFO is opened
-/// non-blocking and refused.
+/// symlink with [`Links::Refuse`]): for the cache, every refusal is a miss.
 pub(crate) fn read_regular(path: &Path, bound: u64, links: Links) -> Option<(File, Vec<u8>)> {
-    let mut options = File::options();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        let nofollow = if links == Links::Refuse {
-            libc::O_NOFOLLOW
-        } else {
-            0
-        };
-        options.custom_flags(libc::O_NONBLOCK | nofollow);
-    }
-    #[cfg(not(unix))]
-    {
-        let meta = match links {
-            Links::Refuse => std::fs::symlink_metadata(path),
-            Links::Follow => std::fs::metadata(path),
-        };
-        if !meta.ok()?.is_file() {
-            return None;
-        }
-    }
-    let file = options.open(path).ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > bound {
-        return None;
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).ok()?);
-    (&file)
-        .take(bound.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .ok()?;
-    (bytes.len() as u64 <= bound).then_some((file, bytes))
+    crate::regular::read(path, bound, links).ok()
 }
 
 fn feed(hasher: &mut Sha256, field: &[u8]) {

@@ -64,6 +64,7 @@ mod modules;
 mod nvcc;
 mod parallel;
 pub mod prebuilt;
+mod regular;
 pub mod resources;
 mod settings;
 pub mod toolkit;

@@ -40,7 +40,7 @@ impl Expect {
     /// binary (its stamp vouches for it).
     pub(super) fn holds(&self, path: &Path) -> bool {
         self.fatbin.is_none()
-            || cache::read_regular(path, u64::MAX, cache::Links::Follow)
+            || cache::read_regular(path, u64::MAX, crate::regular::Links::Follow)
                 .is_some_and(|(_, bytes)| self.check(&bytes).is_ok())
     }
 }

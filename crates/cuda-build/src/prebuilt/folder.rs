@@ -7,7 +7,6 @@
 //! archive).
 
 use std::collections::BTreeSet;
-use std::io::Read as _;
 use std::path::{Component, Path, PathBuf};
 
 use sha2::{Digest as _, Sha256};
@@ -19,6 +18,7 @@ use crate::cache::hex;
 use crate::config::LinkMode;
 use crate::fatbin;
 use crate::manifest::ModuleEntry;
+use crate::regular::{self, Links, Refusal};
 
 /// The most a `prebuilt.toml` may hold.
 pub(crate) const MAX_MANIFEST_BYTES: u64 = 16 << 20;
@@ -34,90 +34,23 @@ const SEAL: &str = "sha256 = \"";
 /// reading; the file is opened without following a symlink and without
 /// blocking, and looked at again once open, in case it was swapped.
 pub(crate) fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, PrebuiltError> {
-    let unreadable = |source| PrebuiltError::Unreadable {
-        path: path.to_path_buf(),
-        source,
-    };
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(PrebuiltError::Missing {
-                path: path.to_path_buf(),
-            })
-        }
-        Err(e) => return Err(unreadable(e)),
-    };
-    check_regular(path, &meta, limit)?;
-    let file = open_without_following(path).map_err(unreadable)?;
-    check_regular(path, &file.metadata().map_err(unreadable)?, limit)?;
-    let mut bytes = Vec::new();
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
-    if bytes.len() as u64 > limit {
-        return Err(PrebuiltError::TooLarge {
-            path: path.to_path_buf(),
-            limit,
-        });
-    }
-    Ok(bytes)
-}
-
-fn check_regular(path: &Path, meta: &std::fs::Metadata, limit: u64) -> Result<(), PrebuiltError> {
-    if let Some(kind) = irregular(&meta.file_type()) {
-        return Err(PrebuiltError::NotRegular {
-            path: path.to_path_buf(),
+    let path_buf = || path.to_path_buf();
+    match regular::read(path, limit, Links::Refuse) {
+        Ok((_, bytes)) => Ok(bytes),
+        Err(Refusal::Missing) => Err(PrebuiltError::Missing { path: path_buf() }),
+        Err(Refusal::NotRegular(kind)) => Err(PrebuiltError::NotRegular {
+            path: path_buf(),
             kind,
-        });
-    }
-    if meta.len() > limit {
-        return Err(PrebuiltError::TooLarge {
-            path: path.to_path_buf(),
+        }),
+        Err(Refusal::TooLarge) => Err(PrebuiltError::TooLarge {
+            path: path_buf(),
             limit,
-        });
+        }),
+        Err(Refusal::Io(source)) => Err(PrebuiltError::Unreadable {
+            path: path_buf(),
+            source,
+        }),
     }
-    Ok(())
-}
-
-/// What a file that is not a regular one is, for the message.
-fn irregular(kind: &std::fs::FileType) -> Option<&'static str> {
-    if kind.is_file() {
-        return None;
-    }
-    if kind.is_symlink() {
-        return Some("a symlink");
-    }
-    if kind.is_dir() {
-        return Some("a dir");
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt as _;
-        if kind.is_fifo() {
-            return Some("a FIFO");
-        }
-        if kind.is_socket() {
-            return Some("a socket");
-        }
-        if kind.is_block_device() || kind.is_char_device() {
-            return Some("a device");
-        }
-    }
-    Some("a special file")
-}
-
-#[cfg(unix)]
-fn open_without_following(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-}
-
-#[cfg(not(unix))]
-fn open_without_following(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::File::open(path)
 }
 
 /// Whether `path` is a relative path down its folder: plain components

@@ -1,0 +1,114 @@
+//! Reading a file the build does not trust: a regular file only, never
+//! through a symlink (where asked), never waiting on a FIFO, never past a
+//! size bound; looked at before it is opened and again once open, in case
+//! it was swapped. The kernel cache (where any refusal is a miss) and
+//! prebuilt folders (where a refusal names why) both read through it.
+
+use std::fs::File;
+use std::io::Read as _;
+use std::path::Path;
+
+/// Whether a read may go through a symlink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Links {
+    /// Never: the cache store's files, a prebuilt folder's.
+    Refuse,
+    /// A compile's inputs may be links (a header linked into the tree).
+    Follow,
+}
+
+/// Why a file was not read.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// Nothing at the path.
+    Missing,
+    /// A symlink (with [`Links::Refuse`]), dir, FIFO, socket or device.
+    NotRegular(&'static str),
+    /// More bytes than the bound.
+    TooLarge,
+    /// The OS refused to open or read it.
+    Io(std::io::Error),
+}
+
+/// The file at `path` and its bytes, when it is a regular file of at most
+/// `bound` bytes.
+pub(crate) fn read(path: &Path, bound: u64, links: Links) -> Result<(File, Vec<u8>), Refusal> {
+    let meta = match links {
+        Links::Refuse => std::fs::symlink_metadata(path),
+        Links::Follow => std::fs::metadata(path),
+    };
+    let meta = match meta {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Refusal::Missing),
+        Err(e) => return Err(Refusal::Io(e)),
+    };
+    check(&meta, bound)?;
+    let file = open(path, links).map_err(Refusal::Io)?;
+    check(&file.metadata().map_err(Refusal::Io)?, bound)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    (&file)
+        .take(bound.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(Refusal::Io)?;
+    if bytes.len() as u64 > bound {
+        return Err(Refusal::TooLarge);
+    }
+    Ok((file, bytes))
+}
+
+fn check(meta: &std::fs::Metadata, bound: u64) -> Result<(), Refusal> {
+    if let Some(kind) = irregular(&meta.file_type()) {
+        return Err(Refusal::NotRegular(kind));
+    }
+    if meta.len() > bound {
+        return Err(Refusal::TooLarge);
+    }
+    Ok(())
+}
+
+/// Opened without blocking on a FIFO, and without following a symlink
+/// with [`Links::Refuse`] (one swapped in after the look is refused).
+#[cfg(unix)]
+fn open(path: &Path, links: Links) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let nofollow = match links {
+        Links::Refuse => libc::O_NOFOLLOW,
+        Links::Follow => 0,
+    };
+    File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | nofollow)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn open(path: &Path, _links: Links) -> std::io::Result<File> {
+    File::open(path)
+}
+
+/// What a file that is not a regular one is, for a message.
+fn irregular(kind: &std::fs::FileType) -> Option<&'static str> {
+    if kind.is_file() {
+        return None;
+    }
+    if kind.is_symlink() {
+        return Some("a symlink");
+    }
+    if kind.is_dir() {
+        return Some("a dir");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if kind.is_fifo() {
+            return Some("a FIFO");
+        }
+        if kind.is_socket() {
+            return Some("a socket");
+        }
+        if kind.is_block_device() || kind.is_char_device() {
+            return Some("a device");
+        }
+    }
+    Some("a special file")
+}
