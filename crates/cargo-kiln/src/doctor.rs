@@ -118,9 +118,8 @@ fn toolkit_problems(discovery: Option<&Discovery>, install_dir: &Path) -> Vec<St
     let mut problems = Vec::new();
     // The project-local install and the user store's default are verified
     // file by file against their pins.
-    let store_default = cuda_build::toolkit::user_store(&cuda_build::toolkit::ProcessEnv)
-        .map(|s| s.join(cuda_build::toolkit::STORE_DEFAULT))
-        .filter(|d| d.exists());
+    let store_default =
+        cuda_build::toolkit::store_default(&cuda_build::toolkit::ProcessEnv).filter(|d| d.exists());
     let local_repair = format!(
         "run `cargo kiln toolkit install --dir {}` to repair it",
         install_dir.display()
@@ -267,8 +266,8 @@ pub(crate) fn find_libclang(toolkit_dir: &Path) -> Result<PathBuf, String> {
             Err(format!("LIBCLANG_PATH={} holds no libclang", dir.display()))
         };
     }
-    let store = cuda_build::toolkit::user_store(&cuda_build::toolkit::ProcessEnv)
-        .map(|s| s.join(cuda_build::toolkit::STORE_DEFAULT).join("libclang"));
+    let store = cuda_build::toolkit::store_default(&cuda_build::toolkit::ProcessEnv)
+        .map(|default| default.join("libclang"));
     let candidates = [Some(toolkit_dir.join("libclang")), store]
         .into_iter()
         .flatten()

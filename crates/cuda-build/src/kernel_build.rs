@@ -318,10 +318,8 @@ impl KernelBuild {
         // A new default toolkit in the user's store reruns the build. Only
         // an existing file is watched: Cargo reruns a script on every build
         // while a watched path is missing.
-        if let Some(store) = crate::toolkit::user_store(&ProcessEnv) {
-            let record = store
-                .join(crate::toolkit::STORE_DEFAULT)
-                .join("kiln-toolkit.toml");
+        if let Some(default) = crate::toolkit::store_default(&ProcessEnv) {
+            let record = default.join("kiln-toolkit.toml");
             if record.is_file() {
                 cargo.push(format!("cargo::rerun-if-changed={}", record.display()));
             }

@@ -44,6 +44,12 @@ pub const STORE_VAR: &str = "KILN_TOOLKIT_HOME";
 /// `cuda` (the toolkit root) and `libclang` inside.
 pub const STORE_DEFAULT: &str = "default";
 
+/// The install the user's store makes the default (`<store>/default`, with
+/// `cuda`, `libclang` and the install's record inside), where a store is known.
+pub fn store_default<E: EnvSource + ?Sized>(env: &E) -> Option<PathBuf> {
+    user_store(env).map(|store| store.join(STORE_DEFAULT))
+}
+
 /// The user's toolkit store: `$KILN_TOOLKIT_HOME`, else `kiln/toolkits` in
 /// the platform's local data dir; `None` where neither is known. It lives
 /// outside every target dir, so `cargo clean` leaves it alone.
@@ -395,12 +401,9 @@ pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]
         Some(_) => STORE_VAR,
         None => "user store",
     };
-    match user_store(env) {
+    match store_default(env) {
         None => consider(store_place, Err(ProbeOutcome::NotSet)),
-        Some(store) => {
-            let root = store.join(STORE_DEFAULT).join("cuda");
-            consider(store_place, Toolkit::at(&root, store_place));
-        }
+        Some(default) => consider(store_place, Toolkit::at(&default.join("cuda"), store_place)),
     }
     for root in ["/usr/local/cuda", "/opt/cuda"] {
         consider(root, Toolkit::at(Path::new(root), root));
