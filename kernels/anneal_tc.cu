@@ -1,7 +1,7 @@
 // anneal_tc: the anchor assignment on tensor cores (f16 mma.sync, f32
 // accumulate) with exact refinement, and the exact list assignment that
 // finishes the points it could not resolve. Contract in anneal_tc.h; design,
-// error bound and speed estimate in crates/apps/src/anneal/assign_tc.rs.
+// error bound and speed estimate in crates/anneal/src/assign_tc.rs.
 #include <cuda_fp16.h>
 
 #include "anneal_tc.h"

@@ -35,7 +35,7 @@
  * point in `unresolved`. The assignment kernels return at once when
  * control->done is set (anneal.h).
  * The design, the error bound and the speed are in
- * crates/apps/src/anneal/assign_tc.rs. */
+ * crates/anneal/src/assign_tc.rs. */
 #ifndef KILN_ANNEAL_TC_H
 #define KILN_ANNEAL_TC_H
 #include "kiln.h"

@@ -32,6 +32,7 @@ const MAX_BYTES: u64 = 60 << 20;
 const GPU_CRATES: &[(&str, &str)] = &[
     ("gpu-core", "kiln-gpu-core"),
     ("cuda-sys", "cuda-sys"),
+    ("anneal", "kiln-anneal"),
     ("apps", "apps"),
 ];
 
@@ -104,8 +105,8 @@ const SANITIZED: &[&str] = &[
     "gpu-core__interop",
     "apps__gpu_agreement",
     "apps__batch",
-    "apps__anneal",
-    "apps__assign_tc",
+    "anneal__anneal",
+    "anneal__assign_tc",
     "downstream__saxpy",
     "downstream-prebuilt__saxpy",
     "kernel-trees__elementwise",
@@ -134,7 +135,7 @@ const SANITIZED: &[&str] = &[
 /// suppressions file says what was tried); memory errors are still
 /// reported, and kiln's own API calls are the single-GPU tests' calls,
 /// which run under full memcheck.
-const NCCL_TESTS: &[&str] = &["apps__anneal:sharded_over_gpus"];
+const NCCL_TESTS: &[&str] = &["anneal__anneal:sharded_over_gpus"];
 
 /// The suppressions of [`NCCL_TESTS`]' steps, `nccl-suppressions.xml` in
 /// the bundle (each record's reason is written beside it).
@@ -444,7 +445,7 @@ mod tests {
 
     fn script() -> String {
         let bin = |n: &str| (n.to_string(), PathBuf::from(n));
-        run_script(&[bin("apps__anneal"), bin("apps"), bin("xtask")])
+        run_script(&[bin("anneal__anneal"), bin("apps"), bin("xtask")])
     }
 
     #[test]
@@ -484,7 +485,7 @@ mod tests {
         assert!(script
             .contains("if [[ -f torch_anchor.py ]]; then torch=(--torch-script torch_anchor.py)"));
         // Only test binaries run as tests.
-        assert!(script.contains("for t in apps__anneal; do"));
+        assert!(script.contains("for t in anneal__anneal; do"));
     }
 
     /// The tests step run for real on fake binaries: a binary that prints
@@ -508,7 +509,7 @@ mod tests {
                 "echo 'test launch ... ok'; [ \"$KILN_REQUIRE_GPU\" = 1 ] || exit 7",
             ),
             fake(
-                "apps__anneal",
+                "anneal__anneal",
                 "echo 'skipped: no CUDA device (none)'; exit 0",
             ),
             fake("apps", "exit 0"),
@@ -523,7 +524,7 @@ mod tests {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(!out.status.success(), "{stdout}");
         assert!(stdout.contains("<== gpu-core__gpu: pass"), "{stdout}");
-        assert!(stdout.contains("<== apps__anneal: FAIL"), "{stdout}");
+        assert!(stdout.contains("<== anneal__anneal: FAIL"), "{stdout}");
         assert_eq!(
             stdout.lines().last(),
             Some("gpu-bundle: 2 passed, 1 failed"),
@@ -551,9 +552,9 @@ mod tests {
             &tools.join("compute-sanitizer"),
             &format!("echo \"$*\" >> {}; exit 0", log.display()),
         );
-        executable(&bin.join("apps__anneal"), "exit 0");
+        executable(&bin.join("anneal__anneal"), "exit 0");
         executable(&bin.join("gpu-core__memcheck_control"), "exit 0");
-        let binaries = [("apps__anneal".to_string(), bin.join("apps__anneal"))];
+        let binaries = [("anneal__anneal".to_string(), bin.join("anneal__anneal"))];
         std::fs::write(dir.path().join("run.sh"), run_script(&binaries)).unwrap();
         let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap());
         Command::new("bash")

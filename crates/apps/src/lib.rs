@@ -1,17 +1,11 @@
 //! The Rust side of kiln's kernels: CPU references (the oracles the GPU is
 //! tested against), the workloads built on gpu-core, and what the CLI runs.
 
-pub mod anneal;
 pub mod batch;
 pub mod bench;
-pub mod distributed;
-pub mod index;
-pub mod memory;
-pub mod npy;
-mod rng;
 pub mod vadd;
 
-pub use rng::Rng;
+pub use kiln_anneal::Rng;
 
 use gpu_core::{Backend, BackendKind};
 

@@ -124,7 +124,7 @@ mod tests {
         let backend = Backend::cpu();
         let stream = backend.default_stream();
         let kernel = kernel(&backend).unwrap();
-        let mut rng = crate::rng::Rng::new(7);
+        let mut rng = crate::Rng::new(7);
         for n in [0usize, 1, 3, 4, 5, 1023, 4097] {
             let (a, b) = (rng.f32s(n), rng.f32s(n));
             assert_eq!(

@@ -7,7 +7,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use apps::index::{Index, ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE};
+use kiln_anneal::index::{Index, ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE};
 
 mod cli_support;
 
@@ -95,7 +95,7 @@ fn shards(
 }
 
 fn points(n: usize, d: usize, seed: u64) -> Vec<f32> {
-    apps::anneal::synthetic_points(n, d, 6, 0.3, seed)
+    kiln_anneal::synthetic_points(n, d, 6, 0.3, seed)
 }
 
 /// The backends to run on: the CPU, and CUDA where a GPU is usable.

@@ -10,7 +10,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use apps::index::{Index, ANCHORS_FILE, META_FILE};
+use kiln_anneal::index::{Index, ANCHORS_FILE, META_FILE};
 
 mod cli_support;
 
@@ -19,7 +19,7 @@ use kiln_output::testing::{names, snapshot};
 
 /// A 200 x 3 float32 input in `dir`.
 fn input(dir: &Path) -> PathBuf {
-    let values = apps::anneal::synthetic_points(200, 3, 4, 0.3, 1);
+    let values = kiln_anneal::synthetic_points(200, 3, 4, 0.3, 1);
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     let path = dir.join("p.npy");
     fs::write(&path, npy("<f4", 200, 3, &bytes)).unwrap();

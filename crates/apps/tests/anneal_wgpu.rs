@@ -6,8 +6,8 @@
 
 mod cli_support;
 
-use apps::anneal::wgpu::{Adapters, WgpuDevice, WgpuEngine};
-use apps::anneal::{self, cpu::CpuEngine, Output, Params, Points};
+use kiln_anneal::wgpu::{Adapters, WgpuDevice, WgpuEngine};
+use kiln_anneal::{cpu::CpuEngine, Output, Params, Points};
 
 /// The variable that makes a missing adapter a failure.
 const REQUIRE: &str = "KILN_REQUIRE_WGPU";
@@ -45,11 +45,11 @@ fn both(
     params: &Params,
     chunk_rows: usize,
 ) -> (Output, Output) {
-    let problem = anneal::validate(points, n, d, m, params).unwrap();
+    let problem = kiln_anneal::validate(points, n, d, m, params).unwrap();
     let mut cpu = CpuEngine::new(&problem);
-    let cpu = anneal::run_with(&mut cpu, &problem, &mut |_, _, _| {}).unwrap();
+    let cpu = kiln_anneal::run_with(&mut cpu, &problem, &mut |_, _, _| {}).unwrap();
     let mut engine = WgpuEngine::with_chunk_rows(device, &problem, chunk_rows).unwrap();
-    let gpu = anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap();
+    let gpu = kiln_anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap();
     (cpu, gpu)
 }
 
@@ -102,7 +102,7 @@ fn wgpu_engine_agrees_with_the_cpu_on_awkward_shapes() {
         (2000, 8, 20, 300),
     ];
     for &(n, d, m, chunk_rows) in shapes {
-        let points = anneal::synthetic_points(n, d, (m / 2).max(1), 0.25, 11);
+        let points = kiln_anneal::synthetic_points(n, d, (m / 2).max(1), 0.25, 11);
         let (cpu, gpu) = both(
             &device,
             Points::F32(&points),
@@ -125,7 +125,7 @@ fn wgpu_engine_agrees_with_the_cpu_on_f16_and_bf16() {
         return;
     };
     let (n, d, m) = (1500, 24, 30);
-    let points = anneal::synthetic_points(n, d, m / 2, 0.25, 5);
+    let points = kiln_anneal::synthetic_points(n, d, m / 2, 0.25, 5);
     let f16: Vec<u16> = points
         .iter()
         .map(|v| half::f16::from_f32(*v).to_bits())
@@ -211,11 +211,11 @@ fn wgpu_engine_is_deterministic() {
         return;
     };
     let (n, d, m) = (5000, 12, 50);
-    let points = anneal::synthetic_points(n, d, m / 2, 0.25, 9);
-    let problem = anneal::validate(Points::F32(&points), n, d, m, &params(10)).unwrap();
+    let points = kiln_anneal::synthetic_points(n, d, m / 2, 0.25, 9);
+    let problem = kiln_anneal::validate(Points::F32(&points), n, d, m, &params(10)).unwrap();
     let run = || {
         let mut engine = WgpuEngine::new(&device, &problem).unwrap();
-        anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap()
+        kiln_anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap()
     };
     let (a, b) = (run(), run());
     assert_eq!(a.history, b.history);

@@ -10,7 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use apps::index::{Index, ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE};
+use kiln_anneal::index::{Index, ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -43,7 +43,7 @@ fn good() -> &'static Good {
         }
         .unwrap()
         .keep();
-        let values = apps::anneal::synthetic_points(N, D, 5, 0.25, 11);
+        let values = kiln_anneal::synthetic_points(N, D, 5, 0.25, 11);
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let points = root.join("p.npy");
         fs::write(&points, npy("<f4", N, D, &bytes)).unwrap();

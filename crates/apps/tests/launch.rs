@@ -8,21 +8,24 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use apps::anneal;
-use apps::index::Index;
+use kiln_anneal::index::Index;
 
 mod cli_support;
-mod rank_support;
 
 use cli_support::{apps, npy, refused};
-use rank_support::free_port;
+
+/// A port free on loopback when this returns.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    listener.local_addr().unwrap().port()
+}
 
 /// The points of the runs: 3000 x 16, in two shards of 1200 and 1800 rows
 /// (rank 0 of 2 holds rows 0..1500: all of the first shard and part of the
 /// second).
 fn write_shards(dir: &Path) -> [String; 2] {
     let (n, d) = (3000, 16);
-    let points = anneal::synthetic_points(n, d, 12, 0.25, 5);
+    let points = kiln_anneal::synthetic_points(n, d, 12, 0.25, 5);
     let bytes: Vec<u8> = points.iter().flat_map(|v| v.to_le_bytes()).collect();
     let split = 1200 * d * 4;
     let a = dir.join("a.npy");
@@ -121,7 +124,7 @@ fn two_launches_on_one_port_each_write_their_own_index_or_one_fails() {
         .map(|seed| {
             let job = root.path().join(format!("job{seed}"));
             std::fs::create_dir(&job).unwrap();
-            let points = anneal::synthetic_points(n, d, 6, 0.25, seed);
+            let points = kiln_anneal::synthetic_points(n, d, 6, 0.25, seed);
             let bytes: Vec<u8> = points.iter().flat_map(|v| v.to_le_bytes()).collect();
             std::fs::write(job.join("p.npy"), npy("<f4", n, d, &bytes)).unwrap();
             apps().current_dir(&job).args(args).assert().success();

@@ -47,16 +47,16 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
         "generated extern fns and `unsafe impl`s of kiln's kernels",
     ),
     (
-        "crates/apps/src/anneal/cpu.rs",
+        "crates/anneal/src/cpu.rs",
         "the AVX module's root: dispatch to target_feature fns",
     ),
-    ("crates/apps/src/anneal/cpu/**", "AVX2 / AVX-512 intrinsics"),
+    ("crates/anneal/src/cpu/**", "AVX2 / AVX-512 intrinsics"),
     (
-        "crates/apps/src/npy/map.rs",
+        "crates/anneal/src/npy/map.rs",
         "memmap2's `Mmap::map` of the .npy input (the file must not change under the map)",
     ),
     (
-        "crates/apps/src/anneal/gpu/sort.rs",
+        "crates/anneal/src/gpu/sort.rs",
         "the CUB sort: host fns of a static-library module over the C ABI",
     ),
     (

@@ -4,7 +4,7 @@
 use cuda_sys::types::BatchStructureDesc;
 
 use super::BatchInput;
-use crate::rng::Rng;
+use crate::Rng;
 
 /// Sizes the first structures of [`random_input`] always have: empty, one
 /// atom, and around multiples of the block so the stride loop runs 1 to 9

@@ -3,7 +3,7 @@
 
 use super::input::check_counts;
 use super::*;
-use crate::rng::Rng;
+use crate::Rng;
 
 fn desc(atom_offset: u32, n_atoms: u32) -> BatchStructureDesc {
     BatchStructureDesc {

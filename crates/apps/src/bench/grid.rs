@@ -7,8 +7,8 @@
 
 use rayon::prelude::*;
 
-use crate::anneal::Output;
-use crate::rng::Rng;
+use crate::Rng;
+use kiln_anneal::Output;
 
 /// `(n, d, m)` of the grid, as `torch_anchor.py` runs it.
 pub const SHAPES: [(usize, usize, usize); 4] = [

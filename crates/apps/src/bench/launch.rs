@@ -11,8 +11,8 @@ use gpu_core::{Backend, BackendKind};
 use serde::Serialize;
 
 use super::BenchError;
-use crate::anneal::AnnealError;
 use crate::vadd;
+use kiln_anneal::AnnealError;
 
 /// Launches per timed batch.
 const LAUNCHES: u32 = 20_000;

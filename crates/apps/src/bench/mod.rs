@@ -15,9 +15,9 @@ use std::time::Instant;
 use gpu_core::{Backend, BackendKind, Error};
 use serde::Serialize;
 
-use crate::anneal::{self, cpu::CpuEngine, gpu::GpuEngine, AnnealError, Params, Points};
-use crate::rng::Rng;
+use crate::Rng;
 use crate::{batch, vadd};
+use kiln_anneal::{self, cpu::CpuEngine, gpu::GpuEngine, AnnealError, Params, Points};
 
 pub use launch::LaunchOverhead;
 
@@ -121,13 +121,13 @@ pub enum AnnealTarget<'a> {
     Gpus(&'a [Backend]),
     /// The wgpu engine on this device.
     #[cfg(feature = "wgpu")]
-    Wgpu(&'a crate::anneal::wgpu::WgpuDevice),
+    Wgpu(&'a kiln_anneal::wgpu::WgpuDevice),
 }
 
 /// The points of an anneal figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Data {
-    /// [`anneal::synthetic_points`] with `m / 2` clusters of spread 0.25.
+    /// [`kiln_anneal::synthetic_points`] with `m / 2` clusters of spread 0.25.
     Clustered,
     /// Standard normal values ([`grid::gaussian_points`]), as PyTorch's
     /// anchor script draws them.
@@ -189,7 +189,7 @@ pub fn anneal_figure(
     d: usize,
     m: usize,
     reps: usize,
-) -> Result<Figure, anneal::AnnealError> {
+) -> Result<Figure, kiln_anneal::AnnealError> {
     anneal_case(target, &AnnealCase::seed(n, d, m, reps))
 }
 
@@ -197,7 +197,7 @@ pub fn anneal_figure(
 pub fn anneal_case(
     target: AnnealTarget<'_>,
     case: &AnnealCase,
-) -> Result<Figure, anneal::AnnealError> {
+) -> Result<Figure, kiln_anneal::AnnealError> {
     let &AnnealCase { n, d, m, reps, .. } = case;
     let params = Params {
         tol: 0.0,
@@ -211,7 +211,7 @@ pub fn anneal_case(
     for rep in 0..=reps {
         let seed = 1000 + rep as u64;
         let values = match case.data {
-            Data::Clustered => anneal::synthetic_points(n, d, m / 2, 0.25, seed),
+            Data::Clustered => kiln_anneal::synthetic_points(n, d, m / 2, 0.25, seed),
             Data::Gaussian => grid::gaussian_points(n, d, seed),
         };
         let bits: Vec<u16> = if case.f16 {
@@ -231,9 +231,9 @@ pub fn anneal_case(
             seed,
             ..params.clone()
         };
-        let problem = anneal::validate(points, n, d, m, &params)?;
+        let problem = kiln_anneal::validate(points, n, d, m, &params)?;
         let started = Instant::now();
-        let mut engine: Box<dyn anneal::Engine> = match target {
+        let mut engine: Box<dyn kiln_anneal::Engine> = match target {
             AnnealTarget::Gpus(backends) => {
                 let engine = GpuEngine::sharded(backends, &problem)?;
                 for backend in backends {
@@ -244,12 +244,12 @@ pub fn anneal_case(
             AnnealTarget::Cpu => Box::new(CpuEngine::new(&problem)),
             #[cfg(feature = "wgpu")]
             AnnealTarget::Wgpu(device) => {
-                Box::new(crate::anneal::wgpu::WgpuEngine::new(device, &problem)?)
+                Box::new(kiln_anneal::wgpu::WgpuEngine::new(device, &problem)?)
             }
         };
         upload.push(started.elapsed().as_secs_f64() * 1e3);
         let started = Instant::now();
-        let out = anneal::run_with(engine.as_mut(), &problem, &mut |_, _, _| {})?;
+        let out = kiln_anneal::run_with(engine.as_mut(), &problem, &mut |_, _, _| {})?;
         samples.push(started.elapsed().as_secs_f64() * 1e3);
         flops.push(grid::assignment_flops(&out, n, d, m));
         if rep == 0 {
@@ -400,8 +400,8 @@ pub fn run(
 /// none; with `KILN_REQUIRE_WGPU=1` (CI on lavapipe, the GPU bundle) the best
 /// there is, software included, and none is an error.
 #[cfg(feature = "wgpu")]
-fn wgpu_device() -> Result<Option<crate::anneal::wgpu::WgpuDevice>, BenchError> {
-    use crate::anneal::wgpu::{Adapters, WgpuDevice};
+fn wgpu_device() -> Result<Option<kiln_anneal::wgpu::WgpuDevice>, BenchError> {
+    use kiln_anneal::wgpu::{Adapters, WgpuDevice};
     let required = std::env::var("KILN_REQUIRE_WGPU").is_ok_and(|v| v.trim() == "1");
     let want = if required {
         Adapters::Any

@@ -8,17 +8,18 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use apps::anneal::{self, Dtype, Params, Points, Problem};
-use apps::index::{self, Index, IndexError, IndexMeta, IndexOutput, InputFile, InputRecord};
-use apps::{describe_backend, memory};
+use apps::describe_backend;
 use gpu_core::{Backend, BackendKind, Devices, GpuCount};
+use kiln_anneal::index::{self, Index, IndexError, IndexMeta, IndexOutput, InputFile, InputRecord};
+use kiln_anneal::memory;
+use kiln_anneal::{Dtype, Params, Points, Problem};
 
 use crate::cli::{AnnealArgs, BackendChoice};
 use crate::inputs;
 use crate::output::out;
 use crate::{backend_choice, select_backend, setting};
 #[cfg(feature = "wgpu")]
-use apps::anneal::wgpu::{Adapters, WgpuDevice, WgpuEngine};
+use kiln_anneal::wgpu::{Adapters, WgpuDevice, WgpuEngine};
 
 /// One backend's run.
 pub(crate) struct AnnealRun {
@@ -34,8 +35,8 @@ pub(crate) struct AnnealRun {
     /// The iterations.
     pub(crate) seconds: f64,
     /// Where those seconds went.
-    pub(crate) phases: anneal::Phases,
-    pub(crate) out: anneal::Output,
+    pub(crate) phases: kiln_anneal::Phases,
+    pub(crate) out: kiln_anneal::Output,
 }
 
 /// Where one run goes: one backend, or the points sharded over GPUs.
@@ -179,12 +180,12 @@ impl Target<'_> {
         // memory: an allocation it cannot make fails the run instead.
         memory::check_host(
             what,
-            anneal::host_bytes(n, d, max_anchors, held, self.is_cpu()),
+            kiln_anneal::host_bytes(n, d, max_anchors, held, self.is_cpu()),
         )?;
         for backend in gpus {
             if let Some(dev) = backend.device() {
                 let rows = n.div_ceil(gpus.len());
-                let needed = anneal::device_bytes(rows, d, max_anchors, dtype, 1);
+                let needed = kiln_anneal::device_bytes(rows, d, max_anchors, dtype, 1);
                 memory::check(what, "device", needed, memory::device_free(dev.ordinal))?;
             }
         }
@@ -207,17 +208,18 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
     // the iterations: the speedup compares the iterations.
     let started = Instant::now();
     let backends = target.gpus();
-    let mut engine: Box<dyn anneal::Engine> = if let Some(engine) = wgpu_engine(target, problem)? {
-        engine
-    } else if backends.is_empty() {
-        Box::new(anneal::cpu::CpuEngine::new(problem))
-    } else {
-        let engine = anneal::gpu::GpuEngine::sharded(backends, problem)?;
-        for backend in backends {
-            backend.synchronize()?;
-        }
-        Box::new(engine)
-    };
+    let mut engine: Box<dyn kiln_anneal::Engine> =
+        if let Some(engine) = wgpu_engine(target, problem)? {
+            engine
+        } else if backends.is_empty() {
+            Box::new(kiln_anneal::cpu::CpuEngine::new(problem))
+        } else {
+            let engine = kiln_anneal::gpu::GpuEngine::sharded(backends, problem)?;
+            for backend in backends {
+                backend.synchronize()?;
+            }
+            Box::new(engine)
+        };
     let setup_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let (n, d, m) = (problem.n(), problem.d(), problem.m());
@@ -233,7 +235,7 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
             .err();
         }
     };
-    let (out, phases) = anneal::run_timed(engine.as_mut(), problem, &mut progress)?;
+    let (out, phases) = kiln_anneal::run_timed(engine.as_mut(), problem, &mut progress)?;
     if let Some(e) = write_error {
         return Err(e.into());
     }
@@ -263,7 +265,7 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
 fn wgpu_engine(
     target: Target<'_>,
     problem: &Problem<'_>,
-) -> Result<Option<Box<dyn anneal::Engine>>> {
+) -> Result<Option<Box<dyn kiln_anneal::Engine>>> {
     Ok(match target {
         Target::Wgpu(device) => Some(Box::new(WgpuEngine::new(device, problem)?)),
         _ => None,
@@ -274,7 +276,7 @@ fn wgpu_engine(
 fn wgpu_engine(
     _target: Target<'_>,
     _problem: &Problem<'_>,
-) -> Result<Option<Box<dyn anneal::Engine>>> {
+) -> Result<Option<Box<dyn kiln_anneal::Engine>>> {
     Ok(None)
 }
 
@@ -313,7 +315,7 @@ fn open_gpus(count: GpuCount) -> Result<Option<Devices>> {
 
 pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
     // One process of several (a launcher set WORLD_SIZE).
-    if let Some(env) = apps::distributed::RankEnv::from_env()? {
+    if let Some(env) = kiln_anneal::distributed::RankEnv::from_env()? {
         return crate::rank_cmd::run(args, &env);
     }
     let (mut n, mut d, m) = if args.large {
@@ -347,7 +349,7 @@ pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
         || (n as u64).saturating_mul(d as u64).saturating_mul(4),
         inputs::Shards::held_bytes,
     );
-    let max_anchors = anneal::check_sizes(n, d, m, &params).with_context(|| what.clone())?;
+    let max_anchors = kiln_anneal::check_sizes(n, d, m, &params).with_context(|| what.clone())?;
     let output = prepare_output(args)?;
     let devices = match args.gpus {
         Some(count) => open_gpus(count)?,
@@ -394,14 +396,14 @@ pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
     let loaded = shards.map(inputs::Shards::load).transpose()?;
     let synthetic = match loaded {
         Some(_) => Vec::new(),
-        None => anneal::synthetic_points(n, d, (m / 2).max(1), 0.25, params.seed),
+        None => kiln_anneal::synthetic_points(n, d, (m / 2).max(1), 0.25, params.seed),
     };
     let parts = match &loaded {
         Some(loaded) => loaded.parts(),
         None => vec![Points::F32(&synthetic)],
     };
     let points = inputs::as_points(&parts);
-    let problem = anneal::validate(points, n, d, m, &params).with_context(|| what.clone())?;
+    let problem = kiln_anneal::validate(points, n, d, m, &params).with_context(|| what.clone())?;
     out!(
         "anneal: {n} points x {d} dims, {m} initial anchors, up to {} iterations",
         params.max_iters

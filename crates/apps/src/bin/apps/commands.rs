@@ -5,8 +5,9 @@ use std::io::Write;
 use std::num::NonZeroUsize;
 
 use anyhow::{bail, Result};
-use apps::{batch, describe_backend, memory, vadd, Rng};
+use apps::{batch, describe_backend, vadd, Rng};
 use gpu_core::{Backend, BackendKind, Devices};
+use kiln_anneal::memory;
 
 use crate::cli::{BatchArgs, BenchArgs, VaddArgs};
 use crate::output::{out, ResultFile};
@@ -154,12 +155,12 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
             let (n, d, m) = args.shape.unwrap_or((4_000_000, 128, 2048));
             let (n, d, m) = (n as usize, d as usize, m as usize);
             let what = format!("--shape {n}x{d}x{m}");
-            let params = apps::anneal::Params::default();
-            let max_anchors = apps::anneal::check_sizes(n, d, m, &params)
+            let params = kiln_anneal::Params::default();
+            let max_anchors = kiln_anneal::check_sizes(n, d, m, &params)
                 .map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
             memory::check_host(
                 &what,
-                apps::anneal::host_bytes(
+                kiln_anneal::host_bytes(
                     n,
                     d,
                     max_anchors,
@@ -170,7 +171,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
             for backend in devices.backends() {
                 if let Some(dev) = backend.device() {
                     let needed =
-                        apps::anneal::device_bytes(n, d, max_anchors, apps::anneal::Dtype::F32, 1);
+                        kiln_anneal::device_bytes(n, d, max_anchors, kiln_anneal::Dtype::F32, 1);
                     memory::check(&what, "device", needed, memory::device_free(dev.ordinal))?;
                 }
             }

@@ -6,7 +6,7 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use apps::index::{Index, Reconstruction, ENERGY_TOLERANCE, HASH_ALGORITHM};
+use kiln_anneal::index::{Index, Reconstruction, ENERGY_TOLERANCE, HASH_ALGORITHM};
 use serde::Serialize;
 
 use crate::cli::DecodeArgs;
@@ -28,7 +28,7 @@ struct Report<'a> {
     input_hash: &'a str,
     hash_algorithm: &'a str,
     /// Per anchor, members: min / median / max (from the index alone).
-    members: apps::index::Spread,
+    members: kiln_anneal::index::Spread,
     empty_anchors: u64,
     /// With --npy: the reconstruction error.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -65,7 +65,7 @@ pub(crate) fn run(args: &DecodeArgs) -> Result<()> {
         }
         Some(r)
     };
-    let members = apps::index::member_spread(&index);
+    let members = kiln_anneal::index::member_spread(&index);
     let report = Report {
         dir: dir.display().to_string(),
         n: meta.n,

@@ -8,9 +8,9 @@ use std::io::BufReader;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use apps::anneal::Points;
-use apps::index::InputFile;
-use apps::npy::{self, Dtype, NpyInput, NpyShard};
+use kiln_anneal::index::InputFile;
+use kiln_anneal::npy::{self, Dtype, NpyInput, NpyShard};
+use kiln_anneal::Points;
 
 /// The shards' checked headers.
 pub(crate) struct Shards {

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use apps::distributed::{JobSecret, SECRET_ENV};
 use gpu_core::GpuCount;
+use kiln_anneal::distributed::{JobSecret, SECRET_ENV};
 
 use crate::cli::LaunchArgs;
 use crate::output::out;

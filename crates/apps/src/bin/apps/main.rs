@@ -71,8 +71,8 @@ fn main() {
 fn gpu_error(e: &anyhow::Error) -> Option<&gpu_core::Error> {
     e.chain().find_map(|c| {
         c.downcast_ref::<gpu_core::Error>().or_else(|| {
-            match c.downcast_ref::<apps::anneal::AnnealError>() {
-                Some(apps::anneal::AnnealError::Gpu(inner)) => Some(inner),
+            match c.downcast_ref::<kiln_anneal::AnnealError>() {
+                Some(kiln_anneal::AnnealError::Gpu(inner)) => Some(inner),
                 _ => None,
             }
         })
@@ -205,7 +205,7 @@ mod tests {
             Some(gpu_core::Error::ByNameNeedsCuda { .. })
         ));
         let wrapped =
-            anyhow::Error::new(apps::anneal::AnnealError::Gpu(gpu_core_error())).context("anneal");
+            anyhow::Error::new(kiln_anneal::AnnealError::Gpu(gpu_core_error())).context("anneal");
         assert!(matches!(
             gpu_error(&wrapped),
             Some(gpu_core::Error::ByNameNeedsCuda { .. })

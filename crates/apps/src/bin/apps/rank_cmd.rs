@@ -10,11 +10,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use apps::anneal::{self, Params, Points};
-use apps::distributed::{self, GpuRankEngine, RankEngine, RankEnv, TcpComm, Watchdog};
-use apps::memory;
-use apps::npy::Dtype;
 use gpu_core::{AbortHandle, Backend, BackendKind};
+use kiln_anneal::distributed::{self, GpuRankEngine, RankEngine, RankEnv, TcpComm, Watchdog};
+use kiln_anneal::memory;
+use kiln_anneal::npy::Dtype;
+use kiln_anneal::{Params, Points};
 
 use crate::anneal_cmd::{index_of, out_error, prepare_output, report, AnnealRun};
 use crate::cli::AnnealArgs;
@@ -106,7 +106,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
         Some(shards) => format!("{}, --m {m}", shards.describe()),
         None => format!("anneal --n {n} --d {d} --m {m}"),
     };
-    let max_anchors = anneal::check_sizes(n, d, m, &params).with_context(|| what.clone())?;
+    let max_anchors = kiln_anneal::check_sizes(n, d, m, &params).with_context(|| what.clone())?;
     let rows = distributed::rows_of(rank, world, n).with_context(|| {
         format!("WORLD_SIZE={world}: more ranks than the {n} points; every rank needs a row")
     })?;
@@ -117,7 +117,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
     };
     if let Some(dev) = gpu.as_ref().and_then(Backend::device) {
         let dtype = shards.as_ref().map_or(Dtype::F32, |s| s.dtype);
-        let needed = anneal::device_bytes(rows.len(), d, max_anchors, dtype, 1);
+        let needed = kiln_anneal::device_bytes(rows.len(), d, max_anchors, dtype, 1);
         memory::check(&what, "device", needed, memory::device_free(dev.ordinal))?;
     }
     let dtype = shards.as_ref().map_or("float32", |s| s.dtype.name());
@@ -137,7 +137,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
     // files are mapped, and only this rank's rows are read.
     let synthetic = match loaded {
         Some(_) => Vec::new(),
-        None => anneal::synthetic_points(n, d, (m / 2).max(1), 0.25, params.seed),
+        None => kiln_anneal::synthetic_points(n, d, (m / 2).max(1), 0.25, params.seed),
     };
     let parts = match &loaded {
         Some(loaded) => loaded.parts(),
@@ -146,7 +146,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
     let all = inputs::as_points(&parts);
     let mut keep = Vec::new();
     let mine = rows_of_points(all, &rows, d, &mut keep);
-    let problem = anneal::validate_rows(mine, rows.clone(), n, d, m, &params)
+    let problem = kiln_anneal::validate_rows(mine, rows.clone(), n, d, m, &params)
         .with_context(|| what.clone())?;
     let device = match gpu.as_ref().and_then(Backend::device) {
         Some(dev) => format!("gpu {} ({})", dev.ordinal, dev.name),
@@ -189,7 +189,8 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
                     std::process::exit(1);
                 }
             })?;
-            let engine = anneal::gpu::GpuEngine::for_rank(backend, &problem, &id, rank, world)?;
+            let engine =
+                kiln_anneal::gpu::GpuEngine::for_rank(backend, &problem, &id, rank, world)?;
             let handle = engine
                 .abort_handle()
                 .context("a rank's engine has its communicator")?;
@@ -217,9 +218,9 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
         }
     };
     let (out, phases) = match &mut engine {
-        Ranked::Cpu(engine) => anneal::run_timed(engine.as_mut(), &problem, &mut progress)?,
+        Ranked::Cpu(engine) => kiln_anneal::run_timed(engine.as_mut(), &problem, &mut progress)?,
         Ranked::Gpu(engine) => {
-            let run = anneal::run_timed(engine.as_mut(), &problem, &mut progress)?;
+            let run = kiln_anneal::run_timed(engine.as_mut(), &problem, &mut progress)?;
             engine.finish();
             run
         }
@@ -255,7 +256,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
     if let (Some(dir), Some(output)) = (&args.out, output) {
         // The index's hash and energy are over every row: rank 0 reads the
         // whole input once more (mapped pages, not held).
-        let whole = anneal::validate(all, n, d, m, &params).with_context(|| what.clone())?;
+        let whole = kiln_anneal::validate(all, n, d, m, &params).with_context(|| what.clone())?;
         let mut index = index_of(&run, &whole, files);
         index.meta.world_size = world as u32;
         for note in index.write_into(output).map_err(out_error)? {

@@ -3,13 +3,13 @@
 //! against the other and against the CPU reference.
 #![allow(dead_code)]
 
-use apps::anneal::assign_tc::{self, TcAssign, TcJob, TcPoint, Tile};
-use apps::anneal::Points;
-use apps::Rng;
 use cuda_sys::kernels::{anneal_assign_f16, anneal_assign_f32};
 use cuda_sys::types::{AnnealControl, KILN_ANNEAL_COUNT as COUNT};
 use cuda_sys::{GpuRepr, KernelDecl};
 use gpu_core::{Backend, DeviceBuffer, DeviceView, Kernel, LaunchConfig, Stream};
+use kiln_anneal::assign_tc::{self, TcAssign, TcJob, TcPoint, Tile};
+use kiln_anneal::Points;
+use kiln_anneal::Rng;
 
 /// Relative tolerance against the SIMT kernel, of `|x|^2 + |c|^2`.
 pub(crate) const SIMT_TOL: f64 = 1e-5;

@@ -8,11 +8,11 @@ use std::collections::HashMap;
 use std::thread;
 use std::time::Duration;
 
-use apps::anneal::{self, cpu::CpuEngine, Params, Points};
-use apps::distributed::{
+use kiln_anneal::distributed::{
     gather_assignments, rendezvous, rows_of, Communicator, DistError, JobSecret, RankEngine,
     RankEnv, SecretSource, TcpComm, Watchdog, NCCL_ID_BYTES,
 };
+use kiln_anneal::{cpu::CpuEngine, Params, Points};
 
 mod rank_support;
 
@@ -426,23 +426,30 @@ fn problem_points() -> (Vec<f32>, usize, usize, usize, Params) {
         seed: 5,
         ..Params::default()
     };
-    (anneal::synthetic_points(n, d, 12, 0.25, 5), n, d, m, params)
+    (
+        kiln_anneal::synthetic_points(n, d, 12, 0.25, 5),
+        n,
+        d,
+        m,
+        params,
+    )
 }
 
 #[test]
 fn ranks_together_match_one_process() {
     let (points, n, d, m, params) = problem_points();
-    let whole = anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
-    let one = anneal::run_with(&mut CpuEngine::new(&whole), &whole, &mut |_, _, _| {}).unwrap();
+    let whole = kiln_anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
+    let one =
+        kiln_anneal::run_with(&mut CpuEngine::new(&whole), &whole, &mut |_, _, _| {}).unwrap();
     assert!(!one.maintenance.is_empty(), "no maintenance in {one:?}");
     for world in [2, 3] {
         let outs = on_ranks(world, move |rank, comm| {
             let (points, n, d, m, params) = problem_points();
             let rows = rows_of(rank, world, n).unwrap();
             let mine = Points::F32(&points[rows.start * d..rows.end * d]);
-            let problem = anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
+            let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
             let mut engine = RankEngine::new(&problem, comm);
-            anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap()
+            kiln_anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap()
         });
         for (rank, out) in outs.iter().enumerate() {
             assert_eq!(out.iterations, one.iterations, "world {world} rank {rank}");
@@ -479,20 +486,20 @@ fn two_gpu_ranks_match_one_gpu() {
     };
     drop(gate);
     let (points, n, d, m, params) = problem_points();
-    let whole = anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
-    let one = anneal::run_sharded(&backends[..1], &whole, &mut |_, _, _| {}).unwrap();
+    let whole = kiln_anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
+    let one = kiln_anneal::run_sharded(&backends[..1], &whole, &mut |_, _, _| {}).unwrap();
     let id = gpu_core::nccl_unique_id().unwrap();
     let outs = on_ranks(2, move |rank, comm| {
         let backend = &backends[rank];
         let (points, n, d, m, params) = problem_points();
         let rows = rows_of(rank, 2, n).unwrap();
         let mine = Points::F32(&points[rows.start * d..rows.end * d]);
-        let problem = anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
-        let gpu = anneal::gpu::GpuEngine::for_rank(backend, &problem, &id, rank, 2).unwrap();
+        let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
+        let gpu = kiln_anneal::gpu::GpuEngine::for_rank(backend, &problem, &id, rank, 2).unwrap();
         let abort = gpu.abort_handle().unwrap();
         let watchdog = Watchdog::start(&comm, move |_| abort.abort()).unwrap();
-        let mut engine = apps::distributed::GpuRankEngine::new(gpu, comm, Some(watchdog));
-        let out = anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap();
+        let mut engine = kiln_anneal::distributed::GpuRankEngine::new(gpu, comm, Some(watchdog));
+        let out = kiln_anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap();
         engine.finish();
         out
     });

@@ -146,7 +146,7 @@ fn shape_text(shape: &[u64]) -> String {
 }
 
 /// The element type of the data (the anneal's, which reads it).
-pub use crate::anneal::Dtype;
+pub use crate::Dtype;
 
 /// The `descr`s read as bfloat16: `numpy.save` of an `ml_dtypes.bfloat16`
 /// array writes `'<V2'` (numpy has no bfloat16 type code), other writers

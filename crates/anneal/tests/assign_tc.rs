@@ -13,13 +13,13 @@
 
 mod tc_harness;
 
-use apps::anneal::assign_tc::{self, TcAssign};
-use apps::Rng;
 use cuda_sys::kernels::{anneal_assign_list_f32, anneal_assign_list_finish};
 use cuda_sys::types::{
     KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF, KILN_ANNEAL_LIST_THREADS,
 };
 use gpu_core::{Backend, Kernel, LaunchConfig};
+use kiln_anneal::assign_tc::{self, TcAssign};
+use kiln_anneal::Rng;
 use tc_harness::*;
 
 fn tc_device_or_skip() -> Option<Backend> {
@@ -76,7 +76,7 @@ fn tc_keeps_f16_points() {
         ("f16 misaligned view", 700, 64, 90, 2),
     ] {
         let mut rng = Rng::new(n as u64);
-        let values = apps::anneal::synthetic_points(n, d, 8, 0.25, n as u64);
+        let values = kiln_anneal::synthetic_points(n, d, 8, 0.25, n as u64);
         let case = Case {
             name: name.into(),
             x: Values::f16(&values),
@@ -100,7 +100,7 @@ fn tc_excludes_self_among_anchors() {
     // Anchor-to-anchor neighbours, as the engine asks for them; some anchors
     // duplicated, so that a point's twin is at distance 0 and ties occur.
     let (m, d) = (500, 64);
-    let mut anchors = apps::anneal::synthetic_points(m, d, 20, 0.1, 10);
+    let mut anchors = kiln_anneal::synthetic_points(m, d, 20, 0.1, 10);
     for j in (0..m).step_by(7).skip(1) {
         let (src, dst) = ((j - 1) * d, j * d);
         anchors.copy_within(src..src + d, dst);

@@ -10,7 +10,7 @@
 use rayon::prelude::*;
 
 use super::{CpuEngine, Isa};
-use crate::anneal::{AnchorStats, AnnealError, Points};
+use crate::{AnchorStats, AnnealError, Points};
 
 /// Where the parts of [`CpuEngine::local_sums`]' vector are, for `m`
 /// anchors of dimension `d`: the point sums (`m × d`), the distance sums

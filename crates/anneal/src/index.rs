@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::anneal::{Params, Points};
 use crate::npy::{self, NpyData, NpyError};
+use crate::{Params, Points};
 
 /// `index.json`'s `schema`: what the file is.
 pub const SCHEMA: &str = "kiln.anneal.index";
@@ -137,7 +137,7 @@ pub struct IndexMeta {
     /// one-process run, and for indexes written before this field).
     #[serde(default = "one_process")]
     pub world_size: u32,
-    /// kiln's version (the apps crate's).
+    /// kiln's version (kiln-anneal's, the workspace's).
     pub kiln_version: String,
     /// What the points were.
     pub input: InputRecord,

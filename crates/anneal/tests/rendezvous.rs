@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use apps::distributed::{
+use kiln_anneal::distributed::{
     rendezvous, Communicator, DistError, JobSecret, RankEnv, Refusal, RefusalReason, TcpComm,
     NCCL_ID_BYTES,
 };

@@ -5,7 +5,6 @@
 //! message names the field.
 
 use super::{IndexMeta, HASH_ALGORITHM};
-use crate::anneal;
 
 /// The element types an index's input can have.
 const DTYPES: [&str; 3] = ["float32", "float16", "bfloat16"];
@@ -24,7 +23,7 @@ pub(super) fn meta(meta: &IndexMeta) -> Result<(), String> {
     // The run's own checks of the sizes and parameters (n and d above 0
     // and within u32, every parameter finite and in range); one anchor
     // stands for m, which is checked below.
-    anneal::check_sizes(nz, dz, 1, &meta.params).map_err(|e| e.to_string())?;
+    crate::check_sizes(nz, dz, 1, &meta.params).map_err(|e| e.to_string())?;
     if m == 0 {
         return fail("m = 0: an index has at least one anchor".into());
     }

@@ -8,8 +8,8 @@
 //! run goes over the TCP connections. A [`Watchdog`] aborts NCCL
 //! when a peer's connection closes, and the engine then names that rank.
 
-use crate::anneal::gpu::GpuEngine;
-use crate::anneal::{AnchorStats, AnnealError, Engine, Problem, Steps};
+use crate::gpu::GpuEngine;
+use crate::{AnchorStats, AnnealError, Engine, Problem, Steps};
 
 use super::engine::{comm_error, own_initial_anchors};
 use super::{rows_of, Communicator, DistError, Watchdog};

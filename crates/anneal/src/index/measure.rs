@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::Index;
-use crate::anneal::Points;
+use crate::Points;
 
 /// Rows per block of the error passes: fixed, so the sum's order (and so
 /// its value) does not depend on the thread count.

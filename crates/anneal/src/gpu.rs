@@ -134,7 +134,7 @@ impl GpuEngine {
     }
 
     /// The engine of one process of several, on one GPU (`backend`): the
-    /// points are `problem`'s rows (`anneal::validate_rows`), combined each
+    /// points are `problem`'s rows (`crate::validate_rows`), combined each
     /// iteration with the other ranks' through NCCL (`ncclCommInitRank`
     /// with rank 0's `id`; blocks until every rank has joined). Its
     /// assignments are its rows'.

@@ -1,11 +1,11 @@
 //! The anneal engine of one process of several ([`RankEngine`]): the CPU
 //! engine over this rank's rows, its sums combined with the other ranks'
 //! each step through a [`Communicator`]. Every rank runs the same driver
-//! (`anneal::run_with`) on the same combined statistics; the anchors any
+//! (`crate::run_with`) on the same combined statistics; the anchors any
 //! rank sets are rank 0's, broadcast, so rank 0's maintenance decides.
 
-use crate::anneal::cpu::{CpuEngine, SumsLayout};
-use crate::anneal::{self, AnchorStats, AnnealError, Engine, Problem};
+use crate::cpu::{CpuEngine, SumsLayout};
+use crate::{AnchorStats, AnnealError, Engine, Problem};
 
 use super::{rows_of, Communicator, DistError};
 
@@ -25,7 +25,7 @@ pub(super) fn comm_error(e: DistError) -> AnnealError {
 }
 
 impl<C: Communicator> RankEngine<C> {
-    /// The engine of `problem` (from `anneal::validate_rows`: this rank's
+    /// The engine of `problem` (from `crate::validate_rows`: this rank's
     /// rows) over `comm`.
     pub fn new(problem: &Problem<'_>, comm: C) -> Self {
         Self {
@@ -118,7 +118,7 @@ pub(super) fn own_initial_anchors(problem: &Problem<'_>) -> Vec<f32> {
     let (n, d, m, rows) = (problem.n(), problem.d(), problem.m(), problem.rows());
     let mut matrix = vec![0.0f32; m * d];
     let points = problem.points();
-    for (j, row) in anneal::initial_rows(n, m, problem.params().seed)
+    for (j, row) in crate::initial_rows(n, m, problem.params().seed)
         .into_iter()
         .enumerate()
     {

@@ -4,7 +4,7 @@
 //! measures against hand-computed values.
 
 use super::*;
-use crate::anneal::Params;
+use crate::Params;
 
 fn meta(n: u64, d: u64, m: u64) -> IndexMeta {
     IndexMeta {
@@ -306,7 +306,7 @@ fn energy_and_reconstruction_match_hand_computed_values() {
 #[test]
 fn the_energy_sum_does_not_depend_on_the_thread_count() {
     let (n, d, m) = (3 * measure::BLOCK + 17, 3, 5);
-    let points = crate::anneal::synthetic_points(n, d, m, 0.5, 9);
+    let points = crate::synthetic_points(n, d, m, 0.5, 9);
     let anchors = &points[..m * d];
     let assignments: Vec<u32> = (0..n as u32).map(|i| i % m as u32).collect();
     let on = |threads| {

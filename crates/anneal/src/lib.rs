@@ -1,4 +1,11 @@
-//! anneal: temperature-annealed anchor compression of embedding vectors.
+//! kiln-anneal: exact GPU k-means for embeddings, as a library.
+//!
+//! Fit points to an index of anchors on the CPU, on CUDA GPUs (one process
+//! with several GPUs, or one process per GPU over NCCL) or on wgpu, and
+//! assign new points to an existing index. The CLI `apps anneal` is a thin
+//! layer over this crate.
+//!
+//! The anneal: temperature-annealed anchor compression of embedding vectors.
 //!
 //! Given `n` points of dimension `d` and `m` initial anchors, find anchors
 //! that summarize the points. The CPU and GPU paths run the same algorithm:
@@ -41,10 +48,15 @@
 
 pub mod assign_tc;
 pub mod cpu;
+pub mod distributed;
 mod driver;
 pub mod gpu;
+pub mod index;
 mod input;
 pub mod maintenance;
+pub mod memory;
+pub mod npy;
+mod rng;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 
@@ -54,7 +66,7 @@ pub use input::{
     BF16_STAGING,
 };
 
-use crate::rng::Rng;
+pub use rng::Rng;
 
 /// The element type of the points (as the input files hold them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use apps::distributed::{JobSecret, RankEnv};
+use kiln_anneal::distributed::{JobSecret, RankEnv};
 
 /// A port free on loopback when this returns.
 pub(crate) fn free_port() -> u16 {

@@ -4,8 +4,8 @@
 //! the same input and seed give the same bits on every run. Skips, saying
 //! why, without a usable GPU.
 
-use apps::anneal::{self, Params, Points};
 use gpu_core::Backend;
+use kiln_anneal::{Params, Points};
 
 fn cuda_or_skip() -> Option<Backend> {
     gpu_core::testing::cuda_backend(cuda_sys::modules::ALL)
@@ -19,12 +19,17 @@ fn cuda_or_skip() -> Option<Backend> {
 const AGREEMENT: f64 = 1e-6;
 
 #[track_caller]
-fn check_agreement(cpu: &anneal::Output, gpu: &anneal::Output, what: &str) {
+fn check_agreement(cpu: &kiln_anneal::Output, gpu: &kiln_anneal::Output, what: &str) {
     check_agreement_within(cpu, gpu, what, AGREEMENT);
 }
 
 #[track_caller]
-fn check_agreement_within(cpu: &anneal::Output, gpu: &anneal::Output, what: &str, bound: f64) {
+fn check_agreement_within(
+    cpu: &kiln_anneal::Output,
+    gpu: &kiln_anneal::Output,
+    what: &str,
+    bound: f64,
+) {
     let rel = (gpu.energy - cpu.energy).abs() / cpu.energy;
     println!(
         "{what}: energy cpu {:.6} gpu {:.6} ({rel:.2e}), iterations {} / {}, anchors {} / {}",
@@ -54,20 +59,20 @@ fn gpu_matches_cpu_on_awkward_and_seed_shapes() {
         (10_000, 128, 256, 3),
         (257, 5, 1, 4),
     ] {
-        let points = anneal::synthetic_points(n, d, (m / 2).max(1), 0.25, seed);
+        let points = kiln_anneal::synthetic_points(n, d, (m / 2).max(1), 0.25, seed);
         let params = Params {
             seed,
             ..Params::default()
         };
-        let a = anneal::run(
+        let a = kiln_anneal::run(
             &cpu,
-            &anneal::validate(Points::F32(&points), n, d, m, &params).unwrap(),
+            &kiln_anneal::validate(Points::F32(&points), n, d, m, &params).unwrap(),
             &mut |_, _, _| {},
         )
         .unwrap();
-        let b = anneal::run(
+        let b = kiln_anneal::run(
             &gpu,
-            &anneal::validate(Points::F32(&points), n, d, m, &params).unwrap(),
+            &kiln_anneal::validate(Points::F32(&points), n, d, m, &params).unwrap(),
             &mut |_, _, _| {},
         )
         .unwrap();
@@ -79,7 +84,7 @@ fn gpu_matches_cpu_on_awkward_and_seed_shapes() {
 fn gpu_keeps_f16_points_and_agrees() {
     let Some(gpu) = cuda_or_skip() else { return };
     let (n, d, m) = (4000, 48, 64);
-    let values = anneal::synthetic_points(n, d, 32, 0.25, 5);
+    let values = kiln_anneal::synthetic_points(n, d, 32, 0.25, 5);
     let bits: Vec<u16> = values
         .iter()
         .map(|v| half::f16::from_f32(*v).to_bits())
@@ -88,15 +93,15 @@ fn gpu_keeps_f16_points_and_agrees() {
         seed: 5,
         ..Params::default()
     };
-    let a = anneal::run(
+    let a = kiln_anneal::run(
         &Backend::cpu(),
-        &anneal::validate(Points::F16(&bits), n, d, m, &params).unwrap(),
+        &kiln_anneal::validate(Points::F16(&bits), n, d, m, &params).unwrap(),
         &mut |_, _, _| {},
     )
     .unwrap();
-    let b = anneal::run(
+    let b = kiln_anneal::run(
         &gpu,
-        &anneal::validate(Points::F16(&bits), n, d, m, &params).unwrap(),
+        &kiln_anneal::validate(Points::F16(&bits), n, d, m, &params).unwrap(),
         &mut |_, _, _| {},
     )
     .unwrap();
@@ -112,8 +117,8 @@ fn gpu_takes_shards_and_bf16_points_as_the_cpu_does() {
     // Above the bf16 staging buffer's size, so the widening runs in chunks
     // and a chunk boundary falls inside a part.
     let (n, d, m) = (180_000, 96, 16);
-    assert!(n * d > anneal::BF16_STAGING);
-    let values = anneal::synthetic_points(n, d, 32, 0.25, 6);
+    assert!(n * d > kiln_anneal::BF16_STAGING);
+    let values = kiln_anneal::synthetic_points(n, d, 32, 0.25, 6);
     let bits: Vec<u16> = values
         .iter()
         .map(|v| half::bf16::from_f32(*v).to_bits())
@@ -130,9 +135,9 @@ fn gpu_takes_shards_and_bf16_points_as_the_cpu_does() {
         max_iters: 10,
         ..Params::default()
     };
-    let cpu = anneal::run(
+    let cpu = kiln_anneal::run(
         &Backend::cpu(),
-        &anneal::validate(Points::F32(&widened), n, d, m, &params).unwrap(),
+        &kiln_anneal::validate(Points::F32(&widened), n, d, m, &params).unwrap(),
         &mut |_, _, _| {},
     )
     .unwrap();
@@ -141,9 +146,9 @@ fn gpu_takes_shards_and_bf16_points_as_the_cpu_does() {
         ("bf16 parts", Points::Parts(&bf16_parts)),
         ("f32 parts", Points::Parts(&f32_parts)),
     ] {
-        let out = anneal::run(
+        let out = kiln_anneal::run(
             &gpu,
-            &anneal::validate(points, n, d, m, &params).unwrap(),
+            &kiln_anneal::validate(points, n, d, m, &params).unwrap(),
             &mut |_, _, _| {},
         )
         .unwrap();
@@ -157,8 +162,8 @@ fn bad_input_is_refused_on_every_backend() {
     backends.extend(cuda_or_skip());
     for backend in backends {
         let run = |points: &[f32], n, d, m| {
-            anneal::validate(Points::F32(points), n, d, m, &Params::default())
-                .and_then(|problem| anneal::run(&backend, &problem, &mut |_, _, _| {}))
+            kiln_anneal::validate(Points::F32(points), n, d, m, &Params::default())
+                .and_then(|problem| kiln_anneal::run(&backend, &problem, &mut |_, _, _| {}))
                 .unwrap_err()
                 .to_string()
         };
@@ -170,35 +175,35 @@ fn bad_input_is_refused_on_every_backend() {
 
 /// The GPU engine driven one step at a time from the host (the trait's
 /// default `run_steps`): the reference for the device-side runs.
-struct HostDriven(anneal::gpu::GpuEngine);
+struct HostDriven(kiln_anneal::gpu::GpuEngine);
 
-impl anneal::Engine for HostDriven {
-    fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), anneal::AnnealError> {
+impl kiln_anneal::Engine for HostDriven {
+    fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), kiln_anneal::AnnealError> {
         self.0.set_anchors(anchors, m)
     }
-    fn step(&mut self, eta: f32) -> Result<f64, anneal::AnnealError> {
+    fn step(&mut self, eta: f32) -> Result<f64, kiln_anneal::AnnealError> {
         self.0.step(eta)
     }
-    fn stats(&mut self) -> Result<anneal::AnchorStats, anneal::AnnealError> {
+    fn stats(&mut self) -> Result<kiln_anneal::AnchorStats, kiln_anneal::AnnealError> {
         self.0.stats()
     }
-    fn anchors(&mut self) -> Result<Vec<f32>, anneal::AnnealError> {
+    fn anchors(&mut self) -> Result<Vec<f32>, kiln_anneal::AnnealError> {
         self.0.anchors()
     }
-    fn anchor_neighbors(&mut self) -> Result<(Vec<u32>, Vec<f32>), anneal::AnnealError> {
+    fn anchor_neighbors(&mut self) -> Result<(Vec<u32>, Vec<f32>), kiln_anneal::AnnealError> {
         self.0.anchor_neighbors()
     }
-    fn assignments(&mut self) -> Result<Vec<u32>, anneal::AnnealError> {
+    fn assignments(&mut self) -> Result<Vec<u32>, kiln_anneal::AnnealError> {
         self.0.assignments()
     }
 }
 
 #[test]
 fn device_side_convergence_stops_where_the_host_test_does() {
-    use anneal::Engine as _;
+    use kiln_anneal::Engine as _;
     let Some(gpu) = cuda_or_skip() else { return };
     let (n, d, m) = (6000, 40, 48);
-    let points = anneal::synthetic_points(n, d, 24, 0.25, 11);
+    let points = kiln_anneal::synthetic_points(n, d, 24, 0.25, 11);
     // tol values that stop the run inside a run of iterations, at its end,
     // and never; no maintenance, then maintenance every 4.
     for (tol, maintain_every) in [(2e-3, 0), (1e-4, 4), (0.0, 4), (5e-3, 4)] {
@@ -208,12 +213,12 @@ fn device_side_convergence_stops_where_the_host_test_does() {
             maintain_every,
             ..Params::default()
         };
-        let problem = anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
-        let mut device = anneal::gpu::GpuEngine::new(&gpu, &problem).unwrap();
-        let mut host = HostDriven(anneal::gpu::GpuEngine::new(&gpu, &problem).unwrap());
+        let problem = kiln_anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
+        let mut device = kiln_anneal::gpu::GpuEngine::new(&gpu, &problem).unwrap();
+        let mut host = HostDriven(kiln_anneal::gpu::GpuEngine::new(&gpu, &problem).unwrap());
         let what = format!("tol {tol}, maintenance every {maintain_every}");
-        let a = anneal::run_with(&mut device, &problem, &mut |_, _, _| {}).unwrap();
-        let b = anneal::run_with(&mut host, &problem, &mut |_, _, _| {}).unwrap();
+        let a = kiln_anneal::run_with(&mut device, &problem, &mut |_, _, _| {}).unwrap();
+        let b = kiln_anneal::run_with(&mut host, &problem, &mut |_, _, _| {}).unwrap();
         println!(
             "{what}: iterations {} / {}, energy {:.7} / {:.7}",
             a.iterations, b.iterations, a.energy, b.energy
@@ -247,7 +252,7 @@ fn device_side_convergence_stops_where_the_host_test_does() {
         if tol > 0.0 && a.iterations < params.max_iters {
             let last = a.history.len() - 1;
             assert!(
-                anneal::converged(Some(a.history[last - 1]), a.history[last], tol),
+                kiln_anneal::converged(Some(a.history[last - 1]), a.history[last], tol),
                 "{what}: stopped without converging"
             );
         }
@@ -265,7 +270,7 @@ fn three_gpu_runs_give_the_same_bits() {
     // Maintenance merges and splits; many points per anchor, so member sums
     // would differ in their last bits if they depended on thread timing.
     for (n, d, m, f16) in [(60_000, 96, 300, false), (30_001, 130, 257, true)] {
-        let values = anneal::synthetic_points(n, d, m / 2, 0.25, 5);
+        let values = kiln_anneal::synthetic_points(n, d, m / 2, 0.25, 5);
         let bits: Vec<u16> = values
             .iter()
             .map(|v| half::f16::from_f32(*v).to_bits())
@@ -280,9 +285,9 @@ fn three_gpu_runs_give_the_same_bits() {
             tol: 0.0,
             ..Params::default()
         };
-        let problem = anneal::validate(points, n, d, m, &params).unwrap();
-        let runs: Vec<anneal::Output> = (0..3)
-            .map(|_| anneal::run(&gpu, &problem, &mut |_, _, _| {}).unwrap())
+        let problem = kiln_anneal::validate(points, n, d, m, &params).unwrap();
+        let runs: Vec<kiln_anneal::Output> = (0..3)
+            .map(|_| kiln_anneal::run(&gpu, &problem, &mut |_, _, _| {}).unwrap())
             .collect();
         let what = format!("{n}x{d}x{m} f16={f16}");
         assert!(
@@ -299,7 +304,7 @@ fn three_gpu_runs_give_the_same_bits() {
             assert!(same_anchors, "{what}: anchors differ between runs");
             assert_eq!(run.assignments, runs[0].assignments, "{what}: assignments");
             let history =
-                |o: &anneal::Output| o.history.iter().map(|e| e.to_bits()).collect::<Vec<_>>();
+                |o: &kiln_anneal::Output| o.history.iter().map(|e| e.to_bits()).collect::<Vec<_>>();
             assert_eq!(history(run), history(&runs[0]), "{what}: energies");
             assert_eq!(run.maintenance, runs[0].maintenance, "{what}: maintenance");
         }
@@ -328,7 +333,7 @@ fn sharded_over_gpus_matches_one_gpu() {
         (7_777, 33, 40, true),
         (100_000, 128, 256, false),
     ] {
-        let values = anneal::synthetic_points(n, d, m / 2, 0.25, 21);
+        let values = kiln_anneal::synthetic_points(n, d, m / 2, 0.25, 21);
         let bits: Vec<u16> = values
             .iter()
             .map(|v| half::f16::from_f32(*v).to_bits())
@@ -342,9 +347,9 @@ fn sharded_over_gpus_matches_one_gpu() {
             seed: 21,
             ..Params::default()
         };
-        let problem = anneal::validate(points, n, d, m, &params).unwrap();
-        let one = anneal::run_sharded(&all[..1], &problem, &mut |_, _, _| {}).unwrap();
-        let many = anneal::run_sharded(all, &problem, &mut |_, _, _| {}).unwrap();
+        let problem = kiln_anneal::validate(points, n, d, m, &params).unwrap();
+        let one = kiln_anneal::run_sharded(&all[..1], &problem, &mut |_, _, _| {}).unwrap();
+        let many = kiln_anneal::run_sharded(all, &problem, &mut |_, _, _| {}).unwrap();
         let rel = (many.energy - one.energy).abs() / one.energy;
         println!(
             "{n}x{d}x{m} f16={f16} on 1 / {} GPUs: energy {:.7} / {:.7} ({rel:.2e}), iterations {} / {}, anchors {} / {}",
