@@ -142,7 +142,10 @@ pub mod testing;
 pub use cudarc;
 
 pub use backend::{Backend, BACKEND_ENV};
-pub use device::{devices, driver_present, driver_version, BackendKind, DeviceInfo, DeviceLimits};
+pub use device::{
+    device_memory, devices, driver_present, driver_version, BackendKind, DeviceInfo, DeviceLimits,
+    MemoryInfo,
+};
 pub use error::{CpuReason, Error};
 pub use kiln_abi::{gpu_repr, param_kind, AbiParam, FatbinImage, GpuRepr, KernelDecl, KernelInfo};
 pub use launch::{
