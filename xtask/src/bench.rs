@@ -8,8 +8,10 @@
 //! pure; this file only runs processes and writes files.
 
 mod grid;
+mod labels;
 mod plot;
 mod report;
+mod torch;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,7 +20,9 @@ use anyhow::{bail, Context, Result};
 
 use crate::cli::{usage_error, BenchArgs};
 use crate::output::{self, write_atomic};
-use report::{AppsReport, BenchFile, TorchFigures};
+use kiln_bench_schema::Report as AppsReport;
+use report::BenchFile;
+use torch::TorchFigures;
 
 /// What `--out` holds after a run.
 const APPS_JSON: &str = "apps.json";
@@ -272,7 +276,7 @@ fn run_apps(apps: &Path, out: &Path, quick: bool) -> Result<AppsReport> {
 fn read_torch(path: &Path) -> Result<(TorchFigures, String)> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read `--torch-json {}`", path.display()))?;
-    let figures = report::parse_torch(&text).with_context(|| {
+    let figures = torch::parse(&text).with_context(|| {
         format!(
             "{} is not the PyTorch anchor's output (a JSON object of figures)",
             path.display()
@@ -313,7 +317,7 @@ fn run_torch(script: &Path) -> Result<(TorchFigures, String)> {
         bail!("python3 {} exited with {}", script.display(), output.status);
     }
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    let figures = report::parse_torch(&text)
+    let figures = torch::parse(&text)
         .with_context(|| format!("{} printed no JSON object of figures", script.display()))?;
     Ok((figures, text))
 }
@@ -453,6 +457,41 @@ mod tests {
         );
         assert_eq!(bench.torch.is_none(), bench.torch_skipped.is_some());
         assert!(out.join(APPS_JSON).is_file() && out.join(SPEEDUP_SVG).is_file());
+    }
+
+    /// The runs kept in docs/bench are read by `--plot-only` and by this
+    /// schema: each parses, and each apps report is read whole.
+    #[test]
+    fn archived_reports_are_read_whole() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/bench");
+        let mut read = 0;
+        for run in std::fs::read_dir(&docs).unwrap() {
+            let run = run.unwrap().path();
+            for name in [APPS_JSON, "multi.json", BENCH_JSON] {
+                let path = run.join(name);
+                let Ok(text) = std::fs::read_to_string(&path) else {
+                    continue;
+                };
+                let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+                let apps = if name == BENCH_JSON {
+                    let bench = report::parse_bench(&text)
+                        .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+                    serde_json::to_value(bench.apps).unwrap()
+                } else {
+                    let apps = report::parse_apps(&text)
+                        .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+                    serde_json::to_value(apps).unwrap()
+                };
+                let original = if name == BENCH_JSON {
+                    &json["apps"]
+                } else {
+                    &json
+                };
+                assert_eq!(&apps, original, "{}", path.display());
+                read += 1;
+            }
+        }
+        assert!(read >= 5, "only {read} reports under {}", docs.display());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What a run may allocate: the host memory available (Linux's
-//! `MemAvailable`) and a CUDA device's free memory, compared with what a run
-//! needs before it allocates anything, refused in one line with both figures.
+//! `MemAvailable`) and a CUDA device's free memory (as gpu-core reads it),
+//! compared with what a run needs before it allocates anything, refused in
+//! one line with both figures.
 
 /// A run that needs more memory than there is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -75,15 +76,12 @@ pub fn check(
     }
 }
 
-/// Free memory of CUDA device `ordinal`, as the driver reports it (`None`
-/// without a driver: cudarc's loader must not be asked then).
+/// Free memory of CUDA device `ordinal`, as gpu-core reads it in the
+/// device's primary context (`None` without a driver or that device, or when
+/// the driver cannot say: the size check then passes, and the allocation
+/// itself reports running out).
 pub fn device_free(ordinal: usize) -> Option<u64> {
-    if !gpu_core::driver_present() {
-        return None;
-    }
-    let ctx = cudarc::driver::CudaContext::new(ordinal).ok()?;
-    let (free, _total) = ctx.mem_get_info().ok()?;
-    Some(free as u64)
+    gpu_core::device_memory(ordinal).ok().map(|m| m.free)
 }
 
 #[cfg(test)]

@@ -291,9 +291,12 @@ fn bench_checks_its_output_path_first_and_writes_it_whole() {
         ])
         .assert()
         .success();
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert!(json["figures"].as_array().is_some_and(|f| !f.is_empty()));
+    // What xtask reads it with: the schema, strict about every field.
+    let report: kiln_bench_schema::Report = serde_json::from_str(&text).unwrap();
+    assert_eq!(serde_json::to_value(&report).unwrap(), json);
     assert!(json["launch_overhead"]["not_measured"]
         .as_str()
         .is_some_and(|s| s.contains("cpu")));

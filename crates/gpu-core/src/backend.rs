@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 
-use crate::device::{self, BackendKind, DeviceInfo};
+use crate::device::{self, BackendKind, DeviceInfo, MemoryInfo};
 use crate::error::{driver, CpuReason, Error};
 use crate::launch::{CpuKernel, Kernel, KernelByName, LaunchParams};
 use crate::{module, FatbinImage, KernelDecl};
@@ -122,6 +122,15 @@ impl Backend {
     /// The device, for CUDA.
     pub fn device(&self) -> Option<&DeviceInfo> {
         self.cuda_state().map(|c| &c.device)
+    }
+
+    /// The device's free and total memory, read in this backend's context;
+    /// `Ok(None)` on the CPU backend, which has no device memory (its
+    /// buffers are host memory).
+    pub fn memory_info(&self) -> Result<Option<MemoryInfo>, Error> {
+        self.cuda_state()
+            .map(|c| MemoryInfo::read(&c.ctx))
+            .transpose()
     }
 
     /// cudarc's context under the CUDA backend (the device's primary

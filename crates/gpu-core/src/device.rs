@@ -157,6 +157,51 @@ pub fn driver_version() -> Result<(u32, u32), Error> {
     ffi::driver_version().map_err(driver("cuDriverGetVersion"))
 }
 
+/// A device's memory as the driver reports it (`cuMemGetInfo`), in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MemoryInfo {
+    /// Free now, to any context on the device (other processes' use is
+    /// already taken off).
+    pub free: u64,
+    /// The device's global memory.
+    pub total: u64,
+}
+
+impl MemoryInfo {
+    /// The driver's figures in the device's primary context: the context
+    /// gpu-core's backends run in, so the figure is the one their
+    /// allocations draw on.
+    pub(crate) fn read(ctx: &cudarc::driver::CudaContext) -> Result<Self, Error> {
+        // cudarc binds `ctx` to this thread before asking: cuMemGetInfo
+        // answers for the current context's device.
+        let (free, total) = ctx.mem_get_info().map_err(driver("cuMemGetInfo"))?;
+        Ok(Self {
+            free: free as u64,
+            total: total as u64,
+        })
+    }
+}
+
+/// Free and total memory of CUDA device `ordinal`, read in its primary
+/// context (the one [`Backend::cuda`](crate::Backend::cuda) uses) without
+/// loading any module. [`Error::CudaUnavailable`] when there is no driver
+/// or no device `ordinal`; with a backend at hand,
+/// [`Backend::memory_info`](crate::Backend::memory_info) reads it in that
+/// backend's context.
+pub fn device_memory(ordinal: usize) -> Result<MemoryInfo, Error> {
+    // cudarc's loader must not be asked without a driver: it would panic.
+    init_driver().map_err(|reason| Error::CudaUnavailable { reason })?;
+    let count = result::device::get_count().map_err(driver("cuDeviceGetCount"))?;
+    if usize::try_from(count).unwrap_or(0) <= ordinal {
+        return Err(Error::CudaUnavailable {
+            reason: CpuReason::NoDevice,
+        });
+    }
+    let ctx = cudarc::driver::CudaContext::new(ordinal).map_err(driver("create context"))?;
+    MemoryInfo::read(&ctx)
+}
+
 /// Every CUDA device the driver sees; an error saying why when the driver
 /// cannot be used (an empty list means a driver with no device).
 pub fn devices() -> Result<Vec<DeviceInfo>, Error> {

@@ -15,10 +15,12 @@
 //!
 //! # Unsafe contract
 //! `unsafe` code (outside doc comments and their examples) is in exactly
-//! these files: `src/ffi/mod.rs`, `src/ffi/driver.rs`, `src/ffi/nccl.rs` (the
-//! driver and NCCL calls) and `src/launch/marshal.rs` (kernel argument
+//! these files: `src/ffi/mod.rs`, `src/ffi/driver.rs`, `src/ffi/nccl.rs`,
+//! `src/ffi/nccl/rank.rs` (the driver and NCCL calls, the last for one rank
+//! of a multi-process job) and `src/launch/marshal.rs` (kernel argument
 //! marshalling: the `FfiParam` and `LaunchParams` impls and the launch of a
-//! checked argument list). Every
+//! checked argument list); kiln's tidy test checks this list against the
+//! files. Every
 //! `unsafe fn` and `unsafe trait` has a `# Safety` section, every `unsafe`
 //! block a `// SAFETY:` comment.
 //!
@@ -142,7 +144,10 @@ pub mod testing;
 pub use cudarc;
 
 pub use backend::{Backend, BACKEND_ENV};
-pub use device::{devices, driver_present, driver_version, BackendKind, DeviceInfo, DeviceLimits};
+pub use device::{
+    device_memory, devices, driver_present, driver_version, BackendKind, DeviceInfo, DeviceLimits,
+    MemoryInfo,
+};
 pub use error::{CpuReason, Error};
 pub use kiln_abi::{gpu_repr, param_kind, AbiParam, FatbinImage, GpuRepr, KernelDecl, KernelInfo};
 pub use launch::{

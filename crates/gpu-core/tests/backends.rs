@@ -349,3 +349,34 @@ fn unbuilt_modules_mean_no_toolkit_at_build_time() {
         "no toolkit at build time"
     );
 }
+
+#[test]
+fn the_cpu_backend_has_no_device_memory() {
+    assert_eq!(Backend::cpu().memory_info().unwrap(), None);
+}
+
+#[test]
+fn device_memory_of_a_device_that_is_not_there_is_an_error() {
+    // No driver here, or a driver with fewer devices: either way the reason,
+    // never a panic from cudarc's loader and never a figure.
+    for ordinal in [usize::MAX, 1 << 20] {
+        match gpu_core::device_memory(ordinal) {
+            Err(Error::CudaUnavailable {
+                reason: CpuReason::NoDriver | CpuReason::NoDevice,
+            }) => {}
+            other => panic!("device {ordinal}: {other:?}"),
+        }
+    }
+    if !gpu_core::driver_present() {
+        let err = gpu_core::device_memory(0).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::CudaUnavailable {
+                    reason: CpuReason::NoDriver
+                }
+            ),
+            "{err}"
+        );
+    }
+}

@@ -265,3 +265,25 @@ fn launch_by_name_checks_the_arguments_before_the_gpu_sees_them() {
     assert_eq!(stream.to_host(&c.view()).unwrap(), [2.0, 4.0, 6.0, 8.0]);
     assert_eq!(stream.last_launch().unwrap().kernel, "add_f32");
 }
+
+#[test]
+fn free_memory_is_read_in_the_devices_context() {
+    let Some(backend) = cuda_or_skip() else {
+        return;
+    };
+    let device = backend.device().unwrap();
+    let info = backend.memory_info().unwrap().expect("a cuda backend");
+    assert_eq!(info.total, device.total_memory as u64);
+    assert!(0 < info.free && info.free <= info.total, "{info:?}");
+    // By ordinal, from several threads at once (each retains the same
+    // primary context): the same device, the same total.
+    let ordinal = device.ordinal;
+    let threads: Vec<_> = (0..4)
+        .map(|_| std::thread::spawn(move || gpu_core::device_memory(ordinal)))
+        .collect();
+    for t in threads {
+        let by_ordinal = t.join().unwrap().unwrap();
+        assert_eq!(by_ordinal.total, info.total);
+        assert!(by_ordinal.free <= by_ordinal.total, "{by_ordinal:?}");
+    }
+}

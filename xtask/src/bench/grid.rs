@@ -1,5 +1,5 @@
-//! The embedding grid's comparisons: kiln's 10-iteration anneal of
-//! `anneal NxDxM gpu 10it f32|f16` against PyTorch's plain k-means of the
+//! The embedding grid's comparisons: kiln's anneal of Gaussian points on
+//! one GPU (`anneal NxDxM gpu 10it f32|f16`) against PyTorch's plain k-means of the
 //! same shape in exact fp32 and with TF32 allowed
 //! (`torch_kmeans10_NxDxM_{fp32,tf32}_ms`), and kiln's distance flops per
 //! second as a fraction of the GPU's dense tensor peaks. Pure, like
@@ -7,12 +7,15 @@
 
 use std::fmt::Write as _;
 
+use kiln_bench_schema::{Data, Engine, Figure, Workload};
 use serde::{Deserialize, Serialize};
 
-use super::report::{times_label, Figure, TorchFigures};
+use super::labels::times_label;
+use super::torch::{self, TorchFigures};
 
 /// One grid shape and input type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct GridComparison {
     /// `NxDxM`.
     pub(crate) shape: String,
@@ -51,35 +54,32 @@ pub(crate) fn dense_peaks(device: &str) -> Option<(f64, f64)> {
     }
 }
 
-/// `anneal SHAPE gpu ITit DTYPE` → `(shape, iterations, dtype)`.
-pub(crate) fn parse_name(name: &str) -> Option<(&str, u32, &str)> {
-    let words: Vec<&str> = name.split_whitespace().collect();
-    match words[..] {
-        ["anneal", shape, "gpu", it, dtype @ ("f32" | "f16")] => {
-            let iterations = it.strip_suffix("it")?.parse().ok()?;
-            Some((shape, iterations, dtype))
-        }
-        _ => None,
-    }
-}
-
 fn ratio(a: Option<f64>, b: f64) -> Option<f64> {
     let r = a? / b;
     (r.is_finite() && r > 0.0).then_some(r)
 }
 
-/// One row per grid figure of a GPU run, in apps' order.
+/// One row per grid figure (Gaussian points on one GPU), in apps' order.
 pub(crate) fn compare(
     device: &str,
     figures: &[Figure],
     torch: Option<&TorchFigures>,
 ) -> Vec<GridComparison> {
     let peaks = dense_peaks(device);
-    let torch_ms = |key: String| torch?.get(&key)?.as_f64();
+    let torch_ms = |key: String| torch::number(torch, &key);
     figures
         .iter()
         .filter_map(|f| {
-            let (shape, iterations, dtype) = parse_name(&f.name)?;
+            let Workload::Anneal {
+                shape,
+                engine: Engine::Cuda { gpus: 1 },
+                iterations,
+                dtype,
+                data: Data::Gaussian,
+            } = f.kind
+            else {
+                return None;
+            };
             let fp32 = torch_ms(format!("torch_kmeans{iterations}_{shape}_fp32_ms"));
             let tf32 = torch_ms(format!("torch_kmeans{iterations}_{shape}_tf32_ms"));
             let percent = |peak: f64| f.tflops.map(|t| 100.0 * t / peak);
@@ -158,9 +158,21 @@ pub(crate) fn render(rows: &[GridComparison]) -> String {
 mod tests {
     use super::*;
 
-    fn figure(name: &str, ms: f64, tflops: Option<f64>) -> Figure {
+    use kiln_bench_schema::{Dtype, Shape};
+
+    fn figure(n: u64, iterations: u32, dtype: Dtype, ms: f64, tflops: Option<f64>) -> Figure {
         Figure {
-            name: name.into(),
+            kind: Workload::Anneal {
+                shape: Shape { n, d: 8, m: 4 },
+                engine: Engine::Cuda { gpus: 1 },
+                iterations,
+                dtype,
+                data: if iterations == 10 {
+                    Data::Gaussian
+                } else {
+                    Data::Clustered
+                },
+            },
             ms,
             runs: 3,
             gb_per_s: None,
@@ -170,14 +182,7 @@ mod tests {
     }
 
     #[test]
-    fn names_and_peaks() {
-        assert_eq!(
-            parse_name("anneal 100000x768x1024 gpu 10it f16"),
-            Some(("100000x768x1024", 10, "f16"))
-        );
-        assert_eq!(parse_name("anneal 100000x768x1024 gpu"), None);
-        assert_eq!(parse_name("anneal 1x1x1 cpu 10it f32"), None);
-        assert_eq!(parse_name("anneal 1x1x1 gpu tenit f32"), None);
+    fn peaks() {
         assert_eq!(dense_peaks("NVIDIA H100 80GB HBM3"), Some((989.4, 494.7)));
         assert_eq!(dense_peaks("NVIDIA H200"), Some((989.4, 494.7)));
         assert_eq!(dense_peaks("NVIDIA H100 PCIe"), None);
@@ -190,9 +195,9 @@ mod tests {
         torch.insert("torch_kmeans10_100x8x4_fp32_ms".into(), 60.0.into());
         torch.insert("torch_kmeans10_100x8x4_tf32_ms".into(), 30.0.into());
         let figures = [
-            figure("anneal 100x8x4 gpu 10it f32", 10.0, Some(98.94)),
-            figure("anneal 100x8x4 gpu", 1.0, None),
-            figure("anneal 200x8x4 gpu 10it f16", 5.0, None),
+            figure(100, 10, Dtype::F32, 10.0, Some(98.94)),
+            figure(100, 30, Dtype::F32, 1.0, None),
+            figure(200, 10, Dtype::F16, 5.0, None),
         ];
         let rows = compare("NVIDIA H100 80GB HBM3", &figures, Some(&torch));
         assert_eq!(rows.len(), 2);

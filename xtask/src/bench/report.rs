@@ -5,54 +5,27 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
+use kiln_bench_schema::{Data, Dtype, Engine, Report, Workload};
 use serde::{Deserialize, Serialize};
 
 use super::grid::{self, GridComparison};
+use super::labels::{count_label, times_label};
+use super::torch::{self, TorchFigures};
 
 /// The element count PyTorch's anchor times its vector add at (`vadd_ms_2^28`).
 const TORCH_VADD_N: u64 = 1 << 28;
 
-/// `apps bench --json`'s report, read back. Mirrors `apps::bench::Report`
-/// (xtask does not depend on apps: that would compile the kernels); the
-/// fixture in `fixtures/apps.json` is that report's format.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct AppsReport {
-    /// The GPU's name, or `cpu` when apps found no GPU.
-    pub(crate) device: String,
-    /// Threads of kiln's CPU path.
-    pub(crate) cpu_threads: usize,
-    pub(crate) figures: Vec<Figure>,
-}
-
-/// One of apps' figures (`apps::bench::Figure`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Figure {
-    pub(crate) name: String,
-    /// Median milliseconds.
-    pub(crate) ms: f64,
-    pub(crate) runs: usize,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) gb_per_s: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) note: Option<String>,
-    /// An anneal's distance flops per second (TFLOP/s).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) tflops: Option<f64>,
-}
-
-/// PyTorch's figures as its anchor script printed them (`copy_GBps`,
-/// `torch_kmeans30_10000x128x256_ms`, ...).
-pub(crate) type TorchFigures = BTreeMap<String, serde_json::Value>;
-
 /// The whole of `bench.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct BenchFile {
     /// UTC date of the run, `YYYY-MM-DD`.
     pub(crate) date: String,
     /// The command that made the figures.
     pub(crate) command: String,
-    pub(crate) apps: AppsReport,
+    /// `apps bench --json`'s report, whole.
+    pub(crate) apps: Report,
     /// Absent when the PyTorch comparison did not run.
     pub(crate) torch: Option<TorchFigures>,
     /// Why there are no PyTorch figures, when there are none.
@@ -64,6 +37,7 @@ pub(crate) struct BenchFile {
 
 /// What `bench.json` derives from the raw figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct Comparisons {
     pub(crate) vadd: Option<VaddComparison>,
     /// One per anneal shape apps ran, in its order.
@@ -75,6 +49,7 @@ pub(crate) struct Comparisons {
 
 /// The vector add against the copy bandwidth and PyTorch's add.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct VaddComparison {
     /// Elements (f32).
     pub(crate) n: u64,
@@ -94,6 +69,7 @@ pub(crate) struct VaddComparison {
 
 /// One anneal shape: kiln's GPU and CPU runs and PyTorch's k-means.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct AnnealComparison {
     /// `NxDxM`.
     pub(crate) shape: String,
@@ -117,78 +93,46 @@ pub(crate) struct AnnealComparison {
     pub(crate) gpu_speedup_over_wgpu: Option<f64>,
 }
 
-/// Which engine an anneal figure ran on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Engine {
-    Gpu,
-    Cpu,
-    Wgpu,
-}
-
-/// What a figure's name says it measured.
-#[derive(Debug, PartialEq)]
-enum Workload<'a> {
-    Copy { n: u64 },
-    Vadd { n: u64 },
-    Anneal { shape: &'a str, engine: Engine },
-    Other,
-}
-
-/// Reads apps' figure names: `device copy N f32`, `vadd N f32`,
-/// `anneal NxDxM gpu|cpu|wgpu`; anything else (batch) has no comparison.
-fn classify(name: &str) -> Workload<'_> {
-    let words: Vec<&str> = name.split_whitespace().collect();
-    match words[..] {
-        ["device", "copy", n, "f32"] => n.parse().map_or(Workload::Other, |n| Workload::Copy { n }),
-        ["vadd", n, "f32"] => n.parse().map_or(Workload::Other, |n| Workload::Vadd { n }),
-        ["anneal", shape, "gpu"] => Workload::Anneal {
-            shape,
-            engine: Engine::Gpu,
-        },
-        ["anneal", shape, "cpu"] => Workload::Anneal {
-            shape,
-            engine: Engine::Cpu,
-        },
-        ["anneal", shape, "wgpu"] => Workload::Anneal {
-            shape,
-            engine: Engine::Wgpu,
-        },
-        _ => Workload::Other,
-    }
-}
-
 /// `a / b` where both exist and the result is a finite positive ratio.
 fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     let r = a? / b?;
     (r.is_finite() && r > 0.0).then_some(r)
 }
 
-fn torch_number(torch: Option<&TorchFigures>, key: &str) -> Option<f64> {
-    torch?.get(key)?.as_f64()
-}
-
 /// Every comparison the figures allow; missing figures leave gaps, never
 /// errors.
-pub(crate) fn compare(apps: &AppsReport, torch: Option<&TorchFigures>) -> Comparisons {
+pub(crate) fn compare(apps: &Report, torch: Option<&TorchFigures>) -> Comparisons {
     let on_gpu = apps.device != "cpu";
     let mut copies = BTreeMap::new();
     let mut vadd = None;
     let mut anneal: Vec<AnnealComparison> = Vec::new();
     for f in &apps.figures {
-        match classify(&f.name) {
-            Workload::Copy { n } => {
+        match f.kind {
+            Workload::DeviceCopy { n } => {
                 copies.insert(n, f.gb_per_s);
             }
             Workload::Vadd { n } => vadd = Some((n, f)),
-            Workload::Anneal { shape, engine } => {
+            // The seed shapes' runs, which PyTorch's 30-iteration k-means
+            // matches; the grid's and the multi-GPU runs are compared apart.
+            Workload::Anneal {
+                shape,
+                engine,
+                iterations: Workload::SEED_ITERATIONS,
+                dtype: Dtype::F32,
+                data: Data::Clustered,
+            } => {
+                if matches!(engine, Engine::Cuda { gpus } if gpus != 1) {
+                    continue;
+                }
+                let shape = shape.to_string();
                 let row = match anneal.iter_mut().position(|r| r.shape == shape) {
                     Some(i) => &mut anneal[i],
                     None => {
                         anneal.push(AnnealComparison {
-                            shape: shape.to_string(),
+                            torch_ms: torch::number(torch, &format!("torch_kmeans30_{shape}_ms")),
+                            shape,
                             gpu_ms: None,
                             cpu_ms: None,
-                            torch_ms: torch_number(torch, &format!("torch_kmeans30_{shape}_ms")),
                             speedup_over_cpu: None,
                             speedup_over_torch: None,
                             wgpu_ms: None,
@@ -199,12 +143,12 @@ pub(crate) fn compare(apps: &AppsReport, torch: Option<&TorchFigures>) -> Compar
                     }
                 };
                 *(match engine {
-                    Engine::Gpu => &mut row.gpu_ms,
                     Engine::Cpu => &mut row.cpu_ms,
                     Engine::Wgpu => &mut row.wgpu_ms,
+                    Engine::Cuda { .. } => &mut row.gpu_ms,
                 }) = Some(f.ms);
             }
-            Workload::Other => {}
+            Workload::Anneal { .. } | Workload::Batch { .. } | Workload::Speedup { .. } => {}
         }
     }
     for row in &mut anneal {
@@ -217,7 +161,7 @@ pub(crate) fn compare(apps: &AppsReport, torch: Option<&TorchFigures>) -> Compar
         let gb_per_s = f.gb_per_s?;
         let copy_gb_per_s = copies.get(&n).copied().flatten();
         let torch_figures = torch.filter(|_| on_gpu && n == TORCH_VADD_N);
-        let torch_ms = torch_number(torch_figures, "vadd_ms_2^28");
+        let torch_ms = torch::number(torch_figures, "vadd_ms_2^28");
         Some(VaddComparison {
             n,
             on_gpu,
@@ -226,7 +170,7 @@ pub(crate) fn compare(apps: &AppsReport, torch: Option<&TorchFigures>) -> Compar
             copy_gb_per_s,
             percent_of_copy: ratio(Some(gb_per_s), copy_gb_per_s).map(|r| 100.0 * r),
             torch_ms,
-            torch_gb_per_s: torch_number(torch_figures, "vadd_GBps"),
+            torch_gb_per_s: torch::number(torch_figures, "vadd_GBps"),
             speedup_over_torch: ratio(torch_ms, Some(f.ms)),
         })
     });
@@ -238,7 +182,7 @@ pub(crate) fn compare(apps: &AppsReport, torch: Option<&TorchFigures>) -> Compar
 pub(crate) fn merge(
     date: String,
     command: String,
-    apps: AppsReport,
+    apps: Report,
     torch: Result<TorchFigures, String>,
 ) -> BenchFile {
     let (torch, torch_skipped) = match torch {
@@ -256,18 +200,10 @@ pub(crate) fn merge(
     }
 }
 
-/// Parses `apps bench --json`'s output.
-pub(crate) fn parse_apps(text: &str) -> Result<AppsReport> {
+/// Parses `apps bench --json`'s output; a field or workload the schema
+/// does not know is an error, never dropped.
+pub(crate) fn parse_apps(text: &str) -> Result<Report> {
     Ok(serde_json::from_str(text)?)
-}
-
-/// Parses the PyTorch anchor's output: a JSON object with numbers in it.
-pub(crate) fn parse_torch(text: &str) -> Result<TorchFigures> {
-    let figures: TorchFigures = serde_json::from_str(text)?;
-    if !figures.values().any(serde_json::Value::is_number) {
-        bail!("a JSON object with no numbers in it");
-    }
-    Ok(figures)
 }
 
 /// Parses `bench.json` and recomputes its comparisons, so that what is
@@ -276,20 +212,6 @@ pub(crate) fn parse_bench(text: &str) -> Result<BenchFile> {
     let mut bench: BenchFile = serde_json::from_str(text)?;
     bench.comparisons = compare(&bench.apps, bench.torch.as_ref());
     Ok(bench)
-}
-
-/// `2^28` for powers of two from 2^10 on, else the number.
-pub(crate) fn count_label(n: u64) -> String {
-    if n.is_power_of_two() && n >= 1 << 10 {
-        format!("2^{}", n.trailing_zeros())
-    } else {
-        n.to_string()
-    }
-}
-
-/// `18.45x`.
-pub(crate) fn times_label(r: f64) -> String {
-    format!("{r:.2}x")
 }
 
 fn ms_cell(ms: Option<f64>) -> String {
@@ -376,6 +298,9 @@ pub(crate) fn render_table(bench: &BenchFile) -> String {
         );
     }
     out.push_str(&grid::render(&c.grid));
+    if let Some(overhead) = &bench.apps.launch_overhead {
+        let _ = writeln!(out, "{}", overhead.summary());
+    }
     if let Some(why) = &bench.torch_skipped {
         let _ = writeln!(out, "PyTorch comparison skipped: {why}");
     }
@@ -387,7 +312,7 @@ pub(crate) fn render_table(bench: &BenchFile) -> String {
 #[cfg(test)]
 pub(crate) fn fixture() -> BenchFile {
     let apps = parse_apps(include_str!("fixtures/apps.json")).unwrap();
-    let torch = parse_torch(include_str!("fixtures/torch.json")).unwrap();
+    let torch = torch::parse(include_str!("fixtures/torch.json")).unwrap();
     merge(
         "2026-11-21".into(),
         "xtask bench --apps bin/apps --torch-script torch_anchor.py".into(),
@@ -399,6 +324,8 @@ pub(crate) fn fixture() -> BenchFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use kiln_bench_schema::{Figure, Shape};
 
     fn shape<'a>(bench: &'a BenchFile, shape: &str) -> &'a AnnealComparison {
         bench
@@ -414,35 +341,69 @@ mod tests {
         assert!((a - b).abs() < 1e-9 * b.abs(), "{a} != {b}");
     }
 
+    /// A figure of `kind` taking `ms`.
+    fn figure(kind: Workload, ms: f64) -> Figure {
+        Figure {
+            kind,
+            ms,
+            runs: 5,
+            gb_per_s: None,
+            note: None,
+            tflops: None,
+        }
+    }
+
+    fn anneal(n: u64, engine: Engine, iterations: u32, data: Data) -> Workload {
+        Workload::Anneal {
+            shape: Shape { n, d: 64, m: 32 },
+            engine,
+            iterations,
+            dtype: Dtype::F32,
+            data,
+        }
+    }
+
     #[test]
-    fn names_are_classified() {
-        let check = |name, expected| assert_eq!(classify(name), expected, "{name}");
-        check("device copy 268435456 f32", Workload::Copy { n: 1 << 28 });
-        check("vadd 1048576 f32", Workload::Vadd { n: 1 << 20 });
-        check(
-            "anneal 10000x128x256 gpu",
-            Workload::Anneal {
-                shape: "10000x128x256",
-                engine: Engine::Gpu,
-            },
+    fn only_seed_runs_are_anneal_rows_and_other_kinds_are_kept_apart() {
+        let mut apps = fixture().apps;
+        let before = compare(&apps, None).anneal;
+        let seed = Workload::SEED_ITERATIONS;
+        // Of the seed shape 1000x64x32: a sharded run and the speedup (the
+        // multi-GPU suite's), a grid-style run and a clustered run of other
+        // iterations; none is the shape's one-GPU time.
+        apps.figures.extend([
+            figure(
+                anneal(1000, Engine::Cuda { gpus: 2 }, seed, Data::Clustered),
+                1.0,
+            ),
+            figure(
+                Workload::Speedup {
+                    shape: Shape {
+                        n: 1000,
+                        d: 64,
+                        m: 32,
+                    },
+                    gpus: 2,
+                },
+                1.0,
+            ),
+            figure(anneal(1000, Engine::Cpu, seed, Data::Gaussian), 1.0),
+            figure(anneal(1000, Engine::Cpu, 5, Data::Clustered), 1.0),
+        ]);
+        let c = compare(&apps, None);
+        assert_eq!(c.anneal, before);
+        // A one-GPU Gaussian run is the grid's.
+        apps.figures.push(figure(
+            anneal(7, Engine::Cuda { gpus: 1 }, 10, Data::Gaussian),
+            3.0,
+        ));
+        let c = compare(&apps, None);
+        assert_eq!(c.anneal, before);
+        assert_eq!(c.grid.len(), 1);
+        assert_eq!(
+            (c.grid[0].shape.as_str(), c.grid[0].gpu_ms),
+            ("7x64x32", 3.0)
         );
-        check(
-            "anneal 1000x64x32 cpu",
-            Workload::Anneal {
-                shape: "1000x64x32",
-                engine: Engine::Cpu,
-            },
-        );
-        check(
-            "anneal 1000x64x32 wgpu",
-            Workload::Anneal {
-                shape: "1000x64x32",
-                engine: Engine::Wgpu,
-            },
-        );
-        check("batch 10000 structures", Workload::Other);
-        check("vadd many f32", Workload::Other);
-        check("anneal 1x1x1 tpu", Workload::Other);
     }
 
     #[test]
@@ -483,10 +444,13 @@ mod tests {
         let mut wgpu = apps
             .figures
             .iter()
-            .find(|f| f.name == "anneal 10000x128x256 gpu")
+            .find(|f| f.name() == "anneal 10000x128x256 gpu")
             .expect("the fixture's GPU figure")
             .clone();
-        wgpu.name = "anneal 10000x128x256 wgpu".into();
+        let Workload::Anneal { engine, .. } = &mut wgpu.kind else {
+            panic!("an anneal figure")
+        };
+        *engine = Engine::Wgpu;
         wgpu.ms = 18.14;
         apps.figures.push(wgpu);
         let c = compare(&apps, None);
@@ -517,7 +481,9 @@ mod tests {
     fn vadd_of_another_size_is_not_compared_with_pytorch() {
         let mut bench = fixture();
         for f in &mut bench.apps.figures {
-            f.name = f.name.replace("268435456", "1048576");
+            if let Workload::Vadd { n } | Workload::DeviceCopy { n } = &mut f.kind {
+                *n = 1 << 20;
+            }
         }
         let v = compare(&bench.apps, bench.torch.as_ref()).vadd.unwrap();
         assert_eq!((v.torch_ms, v.speedup_over_torch), (None, None));
@@ -526,27 +492,21 @@ mod tests {
 
     #[test]
     fn a_cpu_run_has_no_gpu_ratios() {
-        let apps = AppsReport {
+        let vadd = Figure {
+            gb_per_s: Some(32.2),
+            ..figure(Workload::Vadd { n: TORCH_VADD_N }, 100.0)
+        };
+        let cpu = anneal(
+            1000,
+            Engine::Cpu,
+            Workload::SEED_ITERATIONS,
+            Data::Clustered,
+        );
+        let apps = Report {
             device: "cpu".into(),
             cpu_threads: 2,
-            figures: vec![
-                Figure {
-                    name: format!("vadd {TORCH_VADD_N} f32"),
-                    ms: 100.0,
-                    runs: 50,
-                    gb_per_s: Some(32.2),
-                    note: None,
-                    tflops: None,
-                },
-                Figure {
-                    name: "anneal 1000x64x32 cpu".into(),
-                    ms: 20.0,
-                    runs: 5,
-                    gb_per_s: None,
-                    note: None,
-                    tflops: None,
-                },
-            ],
+            figures: vec![vadd, figure(cpu, 20.0)],
+            launch_overhead: None,
         };
         let torch = fixture().torch;
         let c = compare(&apps, torch.as_ref());
@@ -593,17 +553,54 @@ mod tests {
     }
 
     #[test]
-    fn torch_output_must_be_an_object_of_numbers() {
-        assert!(parse_torch("[1, 2]").is_err());
-        assert!(parse_torch(r#"{"a": "b"}"#).is_err());
-        assert!(parse_torch(r#"{"copy_GBps": 1.5}"#).is_ok());
+    fn apps_reports_lose_nothing_through_bench_json() {
+        // The fixture sets every field the schema has: launch_overhead
+        // included, which a copy of the schema here once dropped.
+        let fixture = include_str!("fixtures/apps.json");
+        let json: serde_json::Value = serde_json::from_str(fixture).unwrap();
+        assert!(json["launch_overhead"]["overhead_us"].is_number());
+        let bench = merge(
+            "d".into(),
+            "c".into(),
+            parse_apps(fixture).unwrap(),
+            Err("-".into()),
+        );
+        let written = serde_json::to_value(&bench).unwrap();
+        assert_eq!(written["apps"], json, "bench.json holds apps.json whole");
+        let text = serde_json::to_string_pretty(&bench).unwrap();
+        assert_eq!(parse_bench(&text).unwrap(), bench);
     }
 
     #[test]
-    fn labels() {
-        assert_eq!(count_label(1 << 28), "2^28");
-        assert_eq!(count_label(1000), "1000");
-        assert_eq!(times_label(18.4454), "18.45x");
+    fn unknown_fields_and_kinds_are_errors_not_dropped() {
+        let bench = serde_json::to_value(fixture()).unwrap();
+        type Plant = (&'static str, fn(&mut serde_json::Value));
+        let plants: [Plant; 5] = [
+            ("a top-level field", |b| b["extra"] = 1.into()),
+            ("an apps field", |b| b["apps"]["gpus"] = 2.into()),
+            ("a figure field", |b| {
+                b["apps"]["figures"][0]["name"] = "x".into()
+            }),
+            ("a workload", |b| {
+                b["apps"]["figures"][0]["kind"]["workload"] = "matmul".into();
+            }),
+            ("an engine", |b| {
+                b["apps"]["figures"][3]["kind"]["engine"] = "tpu".into();
+            }),
+        ];
+        for (what, plant) in plants {
+            let mut edited = bench.clone();
+            plant(&mut edited);
+            let text = edited.to_string();
+            assert!(parse_bench(&text).is_err(), "{what} was accepted");
+            if edited["apps"] != bench["apps"] {
+                let apps = edited["apps"].to_string();
+                assert!(
+                    parse_apps(&apps).is_err(),
+                    "{what} was accepted by parse_apps"
+                );
+            }
+        }
     }
 
     #[test]

@@ -5,7 +5,18 @@ use std::collections::BTreeMap;
 use std::fs;
 
 use crate::rules::{Rule, Violation};
-use crate::{tidy, LINE_CAP};
+use crate::{tidy, Tables, LINE_CAP};
+
+/// The fake tree's tables: its unsafe files, its gpu-core's contract.
+pub(crate) const FAKE: Tables = Tables {
+    unsafe_allowed: &[
+        ("crates/gpu-core/src/ffi/driver.rs", "the FFI layer"),
+        ("crates/gpu-core/src/launch.rs", "launch marshalling"),
+        ("crates/cuda-sys/src/generated.rs", "generated"),
+    ],
+    unsafe_contracts: &[("crates/gpu-core/src/lib.rs", "crates/gpu-core/src")],
+    known_circles: &[],
+};
 
 /// A small tree in the target layout that passes every rule. `plant` adds a
 /// file exactly at the line cap and a long generated one.
@@ -19,6 +30,7 @@ const CLEAN: &[(&str, &str)] = &[
     ("crates/gpu-core/src/ffi/driver.rs", DRIVER),
     ("crates/gpu-core/src/device.rs", DEVICE),
     ("crates/gpu-core/src/memory.rs", MEMORY),
+    ("crates/gpu-core/src/stream.rs", STREAM),
     ("crates/gpu-core/src/launch.rs", LAUNCH),
     (
         "crates/cuda-build/Cargo.toml",
@@ -43,14 +55,30 @@ const CLEAN: &[(&str, &str)] = &[
     ),
 ];
 
-const LIB: &str = r"//! A fake gpu-core.
+pub(crate) const LIB: &str = r"//! A fake gpu-core.
+//!
+//! # Unsafe contract
+//! `unsafe` is in `src/ffi/driver.rs` (driver calls) and
+//! `src/launch.rs` only.
+//!
+//! # Examples
+//! None: `src/memory.rs` is safe.
 
 mod device;
 mod ffi;
 mod launch;
 mod memory;
+mod stream;
 
 pub use memory::Buffer;
+pub use stream::Stream;
+";
+
+const STREAM: &str = r"//! Streams.
+
+use crate::memory::Buffer;
+
+pub struct Stream(pub Buffer);
 ";
 
 const FFI: &str = r"//! The FFI layer.
@@ -87,7 +115,7 @@ pub(crate) fn release(b: Buffer) {
 }
 ";
 
-const MEMORY: &str = r#"//! Buffers.
+pub(crate) const MEMORY: &str = r#"//! Buffers.
 
 // Plain comments are free: unsafe, run `cargo xtask toolkit`.
 pub struct Buffer;
@@ -130,7 +158,12 @@ fn main() {
 "#;
 
 /// The clean tree with `planted` files added or replaced, checked.
-fn plant(planted: &[(&str, &str)]) -> Vec<Violation> {
+pub(crate) fn plant(planted: &[(&str, &str)]) -> Vec<Violation> {
+    plant_with(&FAKE, planted)
+}
+
+/// [`plant`] with other tables.
+pub(crate) fn plant_with(tables: &Tables, planted: &[(&str, &str)]) -> Vec<Violation> {
     let mut files: BTreeMap<&str, String> =
         CLEAN.iter().map(|(p, t)| (*p, t.to_string())).collect();
     let cap: String = (1..LINE_CAP)
@@ -154,10 +187,10 @@ fn plant(planted: &[(&str, &str)]) -> Vec<Violation> {
         fs::create_dir_all(path.parent().expect("a file in a folder")).expect("a folder");
         fs::write(path, text).expect("a written file");
     }
-    tidy(dir.path()).1
+    tidy(dir.path(), tables).1
 }
 
-fn line_of(text: &str, needle: &str) -> usize {
+pub(crate) fn line_of(text: &str, needle: &str) -> usize {
     1 + text
         .lines()
         .position(|l| l.contains(needle))
@@ -166,7 +199,7 @@ fn line_of(text: &str, needle: &str) -> usize {
 
 /// Plants one file and checks that exactly the `expected` violation (rule,
 /// file, line) is found; returns it for a look at its message.
-fn only_violation(planted: (&str, &str), expected: (Rule, &str, usize)) -> Violation {
+pub(crate) fn only_violation(planted: (&str, &str), expected: (Rule, &str, usize)) -> Violation {
     let mut violations = plant(&[planted]);
     let found: Vec<_> = violations
         .iter()
@@ -208,7 +241,8 @@ fn unsafe_outside_the_allow_list_fails() {
         ),
     ];
     for (needle, snippet) in snippets {
-        let path = "crates/gpu-core/src/memory.rs";
+        // Outside gpu-core, whose unsafe contract would flag it too.
+        let path = "crates/apps/src/batch.rs";
         let line = MEMORY.lines().count() + 1 + line_of(snippet, needle);
         only_violation(
             (path, &format!("{MEMORY}\n{snippet}")),
@@ -251,6 +285,144 @@ fn import_circle_fails() {
             assert!(found.message.contains(part), "{found}");
         }
     }
+}
+
+#[test]
+fn import_circle_between_submodules_fails() {
+    // Two submodules of one top-level module: folded into `launch`, they
+    // once passed.
+    let args = "//! Arguments.\n\nuse super::marshal::Marshal;\n\npub struct Args(Marshal);\n";
+    let marshal =
+        "//! Marshalling.\n\npub struct Marshal;\n\nfn check(_: crate::launch::args::Args) {}\n";
+    let found = plant(&[
+        ("crates/gpu-core/src/launch/args.rs", args),
+        ("crates/gpu-core/src/launch/marshal.rs", marshal),
+    ]);
+    let found: Vec<_> = found
+        .iter()
+        .map(|v| (v.rule, v.path.as_str(), v.line, &v.message))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].0, Rule::ImportCircle);
+    assert_eq!(
+        (found[0].1, found[0].2),
+        ("crates/gpu-core/src/launch/args.rs", 3)
+    );
+    assert!(
+        found[0]
+            .3
+            .contains("launch::args → launch::marshal → launch::args"),
+        "{}",
+        found[0].3
+    );
+}
+
+#[test]
+fn import_circle_through_a_root_reexport_fails() {
+    // `crate::Stream` is lib.rs's `pub use stream::Stream`: an edge to
+    // `stream`, which names `memory`.
+    for written in ["crate::Stream", "super::Stream"] {
+        let memory = format!("{MEMORY}\nuse {written};\n");
+        let line = line_of(&memory, written);
+        let path = "crates/gpu-core/src/memory.rs";
+        let found = only_violation((path, &memory), (Rule::ImportCircle, path, line));
+        assert!(
+            found.message.contains("memory → stream → memory"),
+            "{found}"
+        );
+    }
+}
+
+#[test]
+fn import_circle_in_a_binary_fails() {
+    let main = "//! A binary.\n\nmod a;\nmod b;\n\nfn main() {}\n";
+    let a = "//! A.\n\nuse super::b::B;\n\npub(crate) struct A(B);\n";
+    let b = "//! B.\n\npub(crate) struct B;\n\nfn make() -> crate::a::A {\n    crate::a::A(B)\n}\n";
+    let found = plant(&[
+        ("crates/apps/src/bin/tool/main.rs", main),
+        ("crates/apps/src/bin/tool/a.rs", a),
+        ("crates/apps/src/bin/tool/b.rs", b),
+    ]);
+    let found: Vec<_> = found
+        .iter()
+        .map(|v| (v.rule, v.path.as_str(), v.line))
+        .collect();
+    assert_eq!(
+        found,
+        [(Rule::ImportCircle, "crates/apps/src/bin/tool/a.rs", 3)]
+    );
+}
+
+#[test]
+fn a_module_naming_its_parent_is_no_circle() {
+    // launch.rs names its child; the child names launch.rs's trait: the
+    // parent owns the child, as Rust's privacy has it.
+    let launch = "//! Launch arguments.\n\nmod args;\n\nuse crate::memory::Buffer;\n\n/// # Safety\n/// Plain data.\npub unsafe trait FfiParam {}\n\n// SAFETY: a unit struct.\nunsafe impl FfiParam for Buffer {}\n\npub fn count() -> usize {\n    args::COUNT\n}\n";
+    let args = "//! Argument lists.\n\nuse super::FfiParam;\n\npub const COUNT: usize = 1;\n\npub fn takes<T: FfiParam>(_: T) {}\n";
+    let found = plant(&[
+        ("crates/gpu-core/src/launch.rs", launch),
+        ("crates/gpu-core/src/launch/args.rs", args),
+    ]);
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn import_circle_through_a_child_counts_for_its_parent() {
+    // device names launch's child, which names launch, which names device:
+    // at the top level, launch and device import each other.
+    let device = "//! Devices.\n\npub struct D;\n\nfn f(_: crate::launch::args::Args) {}\n";
+    let args = "//! Arguments.\n\npub struct Args(super::Marker);\n";
+    let launch = "//! Launch.\n\nmod args;\n\npub struct Marker;\n\n/// # Safety\n/// None.\npub unsafe trait FfiParam {}\n\nfn g(_: crate::device::D) {}\n";
+    let found = plant(&[
+        ("crates/gpu-core/src/device.rs", device),
+        ("crates/gpu-core/src/launch/args.rs", args),
+        ("crates/gpu-core/src/launch.rs", launch),
+    ]);
+    let found: Vec<_> = found
+        .iter()
+        .map(|v| (v.rule, v.path.as_str(), v.line))
+        .collect();
+    assert_eq!(
+        found,
+        [(Rule::ImportCircle, "crates/gpu-core/src/device.rs", 5)]
+    );
+}
+
+#[test]
+fn a_unit_test_naming_the_module_above_is_no_circle() {
+    let stream = "//! Streams.\n\nuse crate::memory::Buffer;\n\npub struct Stream(pub Buffer);\n";
+    let memory = format!(
+        "{MEMORY}\n#[cfg(test)]\nmod tests {{\n    use crate::stream::Stream;\n\n    fn s(_: Stream) {{}}\n}}\n"
+    );
+    let found = plant(&[
+        ("crates/gpu-core/src/stream.rs", stream),
+        ("crates/gpu-core/src/memory.rs", &memory),
+    ]);
+    assert!(found.is_empty(), "{found:#?}");
+    // The same `use` outside the test module is a circle.
+    let memory = memory.replace("#[cfg(test)]\n", "");
+    assert_eq!(
+        plant(&[("crates/gpu-core/src/memory.rs", &memory)]).len(),
+        1
+    );
+}
+
+#[test]
+fn a_use_loop_is_reported_not_followed_forever() {
+    // Does not compile; the tidy test reads it all the same.
+    let a = "//! A.\n\npub use crate::b::X;\n\nfn f(_: X) {}\n";
+    let b = "//! B.\n\npub use crate::a::X;\n\nfn f(_: crate::X) {}\n";
+    let lib = format!("{LIB}mod a;\nmod b;\npub use a::X;\n");
+    let found = plant(&[
+        ("crates/gpu-core/src/a.rs", a),
+        ("crates/gpu-core/src/b.rs", b),
+        ("crates/gpu-core/src/lib.rs", &lib),
+    ]);
+    let found: Vec<_> = found
+        .iter()
+        .map(|v| (v.rule, v.path.as_str(), v.line))
+        .collect();
+    assert_eq!(found, [(Rule::ImportCircle, "crates/gpu-core/src/a.rs", 3)]);
 }
 
 #[test]

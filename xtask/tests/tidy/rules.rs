@@ -1,7 +1,7 @@
 //! The rules of the tidy test, one `check_*` function each, over the parsed
 //! tree; each returns its violations with file, line and what to do.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
@@ -9,14 +9,16 @@ use proc_macro2::{TokenStream, TokenTree};
 
 use crate::tree::{line, listed, matches_any, Scan, SourceFile};
 use crate::{
-    FFI_LAYERS, LINE_CAP, LINE_CAP_EXEMPT, MODULE_DOC_EXEMPT, MODULE_DOC_REQUIRED, TOOL_NAMES,
-    TOOL_NAME_FREE, UNSAFE_ALLOWED,
+    Tables, FFI_LAYERS, LINE_CAP, LINE_CAP_EXEMPT, MODULE_DOC_EXEMPT, MODULE_DOC_REQUIRED,
+    TABLES_FILE, TOOL_NAMES, TOOL_NAME_FREE,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Rule {
     Parse,
     Unsafe,
+    UnsafeList,
+    UnsafeContract,
     FfiUpward,
     ImportCircle,
     ToolNames,
@@ -29,6 +31,8 @@ impl Rule {
         match self {
             Rule::Parse => "parse",
             Rule::Unsafe => "unsafe",
+            Rule::UnsafeList => "unsafe-list",
+            Rule::UnsafeContract => "unsafe-contract",
             Rule::FfiUpward => "ffi-upward",
             Rule::ImportCircle => "import-circle",
             Rule::ToolNames => "tool-names",
@@ -41,6 +45,8 @@ impl Rule {
         match self {
             Rule::Parse => "make the file valid Rust",
             Rule::Unsafe => "move the unsafe code into the FFI layer or launch marshalling, or add the file to UNSAFE_ALLOWED with a reason",
+            Rule::UnsafeList => "name each file with unsafe code exactly in UNSAFE_ALLOWED, and only those",
+            Rule::UnsafeContract => "list exactly the files with unsafe code in the `# Unsafe contract` section of the crate's lib.rs (and in ARCHITECTURE.md)",
             Rule::FfiUpward => "the FFI layer takes raw handles only: pass raw values in, convert in the layer above",
             Rule::ImportCircle => "break the circle: move what both modules need into a lower module",
             Rule::ToolNames => "say what to do in the library's words (a setting, an API); only binaries name kiln's commands and flags",
@@ -69,7 +75,7 @@ impl fmt::Display for Violation {
     }
 }
 
-fn violation(rule: Rule, path: &str, line: usize, message: String) -> Violation {
+pub(crate) fn violation(rule: Rule, path: &str, line: usize, message: String) -> Violation {
     Violation {
         rule,
         path: path.to_owned(),
@@ -78,7 +84,7 @@ fn violation(rule: Rule, path: &str, line: usize, message: String) -> Violation 
     }
 }
 
-pub(crate) fn check_parse(files: &[SourceFile]) -> Vec<Violation> {
+pub(crate) fn check_parse(files: &[SourceFile], _: &Tables) -> Vec<Violation> {
     let failed = files
         .iter()
         .filter_map(|f| Some((f, f.syntax.as_ref().err()?)));
@@ -94,9 +100,12 @@ pub(crate) fn check_parse(files: &[SourceFile]) -> Vec<Violation> {
         .collect()
 }
 
-pub(crate) fn check_unsafe(files: &[SourceFile]) -> Vec<Violation> {
+pub(crate) fn check_unsafe(files: &[SourceFile], tables: &Tables) -> Vec<Violation> {
     let mut found = Vec::new();
-    for file in files.iter().filter(|f| !listed(UNSAFE_ALLOWED, &f.path)) {
+    for file in files
+        .iter()
+        .filter(|f| !tables.unsafe_allowed.iter().any(|(p, _)| *p == f.path))
+    {
         let Some(scan) = Scan::of(file) else { continue };
         let Some(&(first, what)) = scan.unsafe_sites.iter().min() else {
             continue;
@@ -115,7 +124,109 @@ pub(crate) fn check_unsafe(files: &[SourceFile]) -> Vec<Violation> {
     found
 }
 
-pub(crate) fn check_ffi_upward(files: &[SourceFile]) -> Vec<Violation> {
+/// The line of the tables' file (main.rs) that holds `needle` (1 when none
+/// does: the planted tests' tables are not in that file).
+pub(crate) fn table_line(needle: &str) -> usize {
+    include_str!("main.rs")
+        .lines()
+        .position(|l| l.contains(needle))
+        .map_or(1, |i| i + 1)
+}
+
+/// Whether `file` has unsafe code (a file that does not parse has none
+/// here: rule `parse` reports it).
+fn has_unsafe(file: &SourceFile) -> bool {
+    Scan::of(file).is_some_and(|s| !s.unsafe_sites.is_empty())
+}
+
+pub(crate) fn check_unsafe_list(files: &[SourceFile], tables: &Tables) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for (entry, _) in tables.unsafe_allowed {
+        let problem = match files.iter().find(|f| f.path == *entry) {
+            _ if entry.contains(['*', '?', '[']) => "is a pattern, not a file: name each file",
+            None => "names no file: remove it, or fix the path",
+            Some(f) if !has_unsafe(f) => "names a file with no unsafe code: remove it",
+            Some(_) => continue,
+        };
+        let message = format!("UNSAFE_ALLOWED entry `{entry}` {problem}");
+        found.push(violation(
+            Rule::UnsafeList,
+            TABLES_FILE,
+            table_line(&format!("\"{entry}\"")),
+            message,
+        ));
+    }
+    found
+}
+
+/// The backticked `src/…rs` paths of the `# Unsafe contract` section of a
+/// crate's root doc, each with its line.
+fn contract_files(lib: &SourceFile) -> Vec<(String, usize)> {
+    let mut in_section = false;
+    let mut listed = Vec::new();
+    for (i, text) in lib.text.lines().enumerate() {
+        let Some(doc) = text.trim_start().strip_prefix("//!") else {
+            continue;
+        };
+        let doc = doc.trim();
+        if let Some(heading) = doc.strip_prefix("# ") {
+            in_section = heading.trim() == "Unsafe contract";
+            continue;
+        }
+        if in_section {
+            let quoted = doc.split('`').skip(1).step_by(2);
+            let paths = quoted.filter(|q| q.starts_with("src/") && q.ends_with(".rs"));
+            listed.extend(paths.map(|p| (p.to_owned(), i + 1)));
+        }
+    }
+    listed
+}
+
+pub(crate) fn check_unsafe_contract(files: &[SourceFile], tables: &Tables) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for &(lib_path, src) in tables.unsafe_contracts {
+        let Some(lib) = files.iter().find(|f| f.path == lib_path) else {
+            let message = format!("UNSAFE_CONTRACTS names `{lib_path}`, which does not exist");
+            found.push(violation(Rule::UnsafeContract, TABLES_FILE, 1, message));
+            continue;
+        };
+        let crate_dir = src.trim_end_matches("/src");
+        let listed = contract_files(lib);
+        let named: BTreeSet<String> = listed
+            .iter()
+            .map(|(p, _)| format!("{crate_dir}/{p}"))
+            .collect();
+        for (path, line) in &listed {
+            let full = format!("{crate_dir}/{path}");
+            if !files.iter().any(|f| f.path == full && has_unsafe(f)) {
+                let message = format!(
+                    "the unsafe contract lists `{path}`, which has no unsafe code (or does not exist)"
+                );
+                found.push(violation(Rule::UnsafeContract, lib_path, *line, message));
+            }
+        }
+        let under = format!("{src}/");
+        for file in files.iter().filter(|f| f.path.starts_with(&under)) {
+            let Some(scan) = Scan::of(file) else { continue };
+            let Some(&(first, _)) = scan.unsafe_sites.iter().min() else {
+                continue;
+            };
+            if !named.contains(&file.path) {
+                let message = format!(
+                    "has unsafe code, but the unsafe contract in `{lib_path}` does not list it"
+                );
+                found.push(violation(Rule::UnsafeContract, &file.path, first, message));
+            }
+        }
+        if listed.is_empty() {
+            let message = "has no `# Unsafe contract` section listing `src/…rs` files".to_owned();
+            found.push(violation(Rule::UnsafeContract, lib_path, 1, message));
+        }
+    }
+    found
+}
+
+pub(crate) fn check_ffi_upward(files: &[SourceFile], _: &Tables) -> Vec<Violation> {
     let mut found = Vec::new();
     for &(src, layer) in FFI_LAYERS {
         let in_layer = |f: &&SourceFile| {
@@ -128,7 +239,7 @@ pub(crate) fn check_ffi_upward(files: &[SourceFile]) -> Vec<Violation> {
             for r in scan
                 .references
                 .iter()
-                .filter(|r| r.resolved.first().is_none_or(|m| m != layer))
+                .filter(|r| r.anchored && r.resolved.first().is_none_or(|m| m != layer))
             {
                 let target = match r.resolved.is_empty() {
                     true => "the crate root".to_owned(),
@@ -143,118 +254,6 @@ pub(crate) fn check_ffi_upward(files: &[SourceFile]) -> Vec<Violation> {
         }
     }
     found
-}
-
-/// Where a module first names another: file, line, the path as written.
-type Site = (String, usize, String);
-
-pub(crate) fn check_import_circles(files: &[SourceFile]) -> Vec<Violation> {
-    let mut crates: BTreeMap<&str, BTreeMap<(String, String), Site>> = BTreeMap::new();
-    let mut nodes: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for file in files {
-        if let Some((src, module)) = &file.module {
-            let set = nodes.entry(src.as_str()).or_default();
-            set.extend(module.first().map(String::as_str));
-        }
-    }
-    for file in files {
-        let Some((src, module)) = &file.module else {
-            continue;
-        };
-        let (Some(from), Some(scan)) = (module.first(), Scan::of(file)) else {
-            continue;
-        };
-        for r in &scan.references {
-            let Some(to) = r
-                .resolved
-                .first()
-                .filter(|to| *to != from && nodes[src.as_str()].contains(to.as_str()))
-            else {
-                continue;
-            };
-            let site = (file.path.clone(), r.line, r.written.clone());
-            crates
-                .entry(src.as_str())
-                .or_default()
-                .entry((from.clone(), to.clone()))
-                .or_insert(site);
-        }
-    }
-    crates.values().flat_map(circles).collect()
-}
-
-/// One violation per strongly connected set of modules, naming its shortest
-/// circle through the first module in name order.
-fn circles(edges: &BTreeMap<(String, String), Site>) -> Vec<Violation> {
-    let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (from, to) in edges.keys() {
-        next.entry(from).or_default().push(to);
-    }
-    let reach = |start: &str| -> BTreeSet<String> {
-        let (mut seen, mut queue) = (BTreeSet::new(), VecDeque::from([start.to_owned()]));
-        while let Some(n) = queue.pop_front() {
-            for &m in next.get(n.as_str()).into_iter().flatten() {
-                if seen.insert(m.to_owned()) {
-                    queue.push_back(m.to_owned());
-                }
-            }
-        }
-        seen
-    };
-    let (mut reported, mut found) = (BTreeSet::new(), Vec::new());
-    for &start in next.keys() {
-        if reported.contains(start) || !reach(start).contains(start) {
-            continue;
-        }
-        let members: Vec<String> = reach(start)
-            .into_iter()
-            .filter(|m| reach(m).contains(start))
-            .collect();
-        reported.extend(members.iter().cloned());
-        let cycle = shortest_circle(&next, start);
-        let sites: Vec<String> = cycle
-            .windows(2)
-            .map(|w| {
-                let (path, line, written) = &edges[&(w[0].to_owned(), w[1].to_owned())];
-                format!("{path}:{line} names {written}")
-            })
-            .collect();
-        let (path, line, _) = &edges[&(cycle[0].to_owned(), cycle[1].to_owned())];
-        let message = format!(
-            "import circle {} ({}){}",
-            cycle.join(" → "),
-            sites.join("; "),
-            match members.len() + 1 - cycle.len() {
-                0 => String::new(),
-                _ => format!("; the modules {} all reach each other", members.join(", ")),
-            }
-        );
-        found.push(violation(Rule::ImportCircle, path, *line, message));
-    }
-    found
-}
-
-fn shortest_circle<'a>(next: &BTreeMap<&'a str, Vec<&'a str>>, start: &'a str) -> Vec<&'a str> {
-    let mut parent: BTreeMap<&str, &str> = BTreeMap::new();
-    let mut queue = VecDeque::from([start]);
-    while let Some(n) = queue.pop_front() {
-        for &m in next.get(n).into_iter().flatten() {
-            if m == start {
-                let mut cycle = vec![n];
-                while let Some(&p) = parent.get(cycle[cycle.len() - 1]) {
-                    cycle.push(p);
-                }
-                cycle.reverse();
-                cycle.push(start);
-                return cycle;
-            }
-            if !parent.contains_key(m) {
-                parent.insert(m, n);
-                queue.push_back(m);
-            }
-        }
-    }
-    unreachable!("start is on a circle")
 }
 
 /// Where `needle` first occurs in `hay` as a whole word (a word is made of
@@ -286,7 +285,7 @@ fn string_literals(stream: TokenStream, out: &mut Vec<(usize, String)>) {
     }
 }
 
-pub(crate) fn check_tool_names(files: &[SourceFile]) -> Vec<Violation> {
+pub(crate) fn check_tool_names(files: &[SourceFile], _: &Tables) -> Vec<Violation> {
     let mut found = Vec::new();
     for file in files
         .iter()
@@ -324,7 +323,7 @@ pub(crate) fn check_tool_names(files: &[SourceFile]) -> Vec<Violation> {
     found
 }
 
-pub(crate) fn check_module_docs(files: &[SourceFile]) -> Vec<Violation> {
+pub(crate) fn check_module_docs(files: &[SourceFile], _: &Tables) -> Vec<Violation> {
     let mut found = Vec::new();
     for file in files
         .iter()
@@ -357,7 +356,7 @@ pub(crate) fn check_module_docs(files: &[SourceFile]) -> Vec<Violation> {
     found
 }
 
-pub(crate) fn check_line_cap(files: &[SourceFile]) -> Vec<Violation> {
+pub(crate) fn check_line_cap(files: &[SourceFile], _: &Tables) -> Vec<Violation> {
     let exempt = |f: &&SourceFile| f.generated() || listed(LINE_CAP_EXEMPT, &f.path);
     let long = files
         .iter()

@@ -1,6 +1,8 @@
 //! The tree the tidy rules read: every `.rs` file under the source roots,
-//! parsed once, placed in its crate's module tree, and scanned for `unsafe`
-//! and for the paths it names from `crate`, `self` or `super`.
+//! parsed once, placed in its crate's module tree (a library, `main.rs`
+//! and each `bin/` target are crates of their own), and scanned for
+//! `unsafe`, for the paths it names and for the names its `use` items bring
+//! in (which `graph.rs` follows to the module that defines them).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,7 +13,8 @@ use syn::visit::{self, Visit};
 use crate::{GENERATED_MARKERS, SOURCE_ROOTS};
 
 /// One source file: its workspace path (`/`-separated), text and syntax, and
-/// where it sits in its crate's module tree (None outside `src/` or in `bin/`).
+/// where it sits: its crate (the library's `src/` folder, or the path of a
+/// binary's root) and module path (None outside `src/`).
 pub(crate) struct SourceFile {
     pub(crate) path: String,
     pub(crate) text: String,
@@ -70,26 +73,43 @@ fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The crate `src/` folder and module path of a file: `src/a/b.rs` and
-/// `src/a/b/mod.rs` are `a::b`; `src/lib.rs` and `src/main.rs` the root.
+/// The crate and module path of a file: `src/a/b.rs` and `src/a/b/mod.rs`
+/// are `a::b` of the library `src`; `src/lib.rs` is its root. A binary is a
+/// crate of its own: `src/main.rs` (`src` itself where there is no
+/// library), `src/bin/x.rs`, and `src/bin/x/main.rs` with its modules
+/// `src/bin/x/a.rs` (crate `src/bin/x`).
 fn module_of(root: &Path, path: &str) -> Option<(String, Vec<String>)> {
     let segs: Vec<&str> = path.split('/').collect();
     let src = (0..segs.len()).rev().find(|&k| {
         segs[k] == "src" && root.join(segs[..k].join("/")).join("Cargo.toml").is_file()
     })?;
+    let src_dir = segs[..=src].join("/");
     let mut module: Vec<String> = segs[src + 1..]
         .iter()
         .map(|s| s.trim_end_matches(".rs").to_owned())
         .collect();
+    let mut krate = src_dir.clone();
     if module.first().is_some_and(|m| m == "bin") {
-        return None;
+        match module.len() {
+            1 => return None,
+            2 => return Some((path.to_owned(), Vec::new())),
+            _ => {
+                krate = format!("{src_dir}/bin/{}", module[1]);
+                module.drain(..2);
+                if module == ["main"] {
+                    module.clear();
+                }
+            }
+        }
+    } else if module == ["main"] && root.join(&src_dir).join("lib.rs").is_file() {
+        return Some((path.to_owned(), Vec::new()));
     }
     if module.last().is_some_and(|m| m == "mod")
         || (module.len() == 1 && ["lib", "main"].contains(&module[0].as_str()))
     {
         module.pop();
     }
-    Some((segs[..=src].join("/"), module))
+    Some((krate, module))
 }
 
 /// `**` matches any number of folders, `*` any part of one name.
@@ -126,18 +146,36 @@ pub(crate) fn matches_any(patterns: &[&str], path: &str) -> bool {
     patterns.iter().any(|p| glob(p, path))
 }
 
-/// A path anchored at `crate`, `self` or `super`, resolved to a path from the
-/// crate root (`resolved` empty: the root itself).
+/// A path a file names. Anchored at `crate`, `self` or `super`, `resolved`
+/// is the path from the crate root (empty: the root itself); otherwise it
+/// is relative to `from`, whose child module or `use` name it may start
+/// with (else it names another crate, a type or a local item).
 pub(crate) struct Reference {
     pub(crate) line: usize,
     pub(crate) written: String,
+    /// The module it is written in (inline modules included).
+    pub(crate) from: Vec<String>,
+    pub(crate) anchored: bool,
     pub(crate) resolved: Vec<String>,
+}
+
+/// A name a `use` item brings into module `module`: `name` stands for
+/// `target` (a [`Reference`], resolved as one). Glob imports bring no name.
+pub(crate) struct UseName {
+    pub(crate) module: Vec<String>,
+    pub(crate) name: String,
+    pub(crate) target: Reference,
 }
 
 pub(crate) struct Scan {
     module: Vec<String>,
     pub(crate) unsafe_sites: Vec<(usize, &'static str)>,
     pub(crate) references: Vec<Reference>,
+    pub(crate) use_names: Vec<UseName>,
+    /// Inline `mod x { .. }` blocks, as module paths.
+    pub(crate) inline_modules: Vec<Vec<String>>,
+    /// The inline modules under `#[cfg(test)]`.
+    pub(crate) test_modules: Vec<Vec<String>>,
 }
 
 pub(crate) fn line(span: Span) -> usize {
@@ -156,6 +194,9 @@ impl Scan {
             module,
             unsafe_sites: Vec::new(),
             references: Vec::new(),
+            use_names: Vec::new(),
+            inline_modules: Vec::new(),
+            test_modules: Vec::new(),
         };
         scan.visit_file(syntax);
         Some(scan)
@@ -165,29 +206,40 @@ impl Scan {
         self.unsafe_sites.push((line(span), what));
     }
 
-    /// Records a path that starts at `crate`, `self` or `super`, resolved
-    /// from the module it is written in; other paths name no module of ours.
-    fn reference(&mut self, segs: &[String], line: usize) {
+    /// A path as written here: anchored ones resolved from this module
+    /// (`None` when `super` climbs past the root), others kept relative.
+    fn path_from_here(&self, segs: &[String], line: usize) -> Option<Reference> {
         let (mut resolved, mut rest) = match segs.first().map(String::as_str) {
             Some("crate") => (Vec::new(), &segs[1..]),
             Some("self" | "super") => (self.module.clone(), segs),
-            _ => return,
+            Some(_) => (self.module.clone(), segs),
+            None => return None,
         };
-        while let Some((first, tail)) = rest.split_first() {
+        let anchored = segs[0] == "crate" || segs[0] == "self" || segs[0] == "super";
+        while let Some((first, tail)) = rest.split_first().filter(|_| anchored) {
             match first.as_str() {
                 "self" => {}
                 "super" if resolved.pop().is_some() => {}
-                "super" => return,
+                "super" => return None,
                 _ => break,
             }
             rest = tail;
         }
         resolved.extend_from_slice(rest);
-        self.references.push(Reference {
+        Some(Reference {
             line,
             written: segs.join("::"),
+            from: self.module.clone(),
+            anchored,
             resolved,
-        });
+        })
+    }
+
+    /// Records a path this file names.
+    fn reference(&mut self, segs: &[String], line: usize) {
+        if let Some(r) = self.path_from_here(segs, line) {
+            self.references.push(r);
+        }
     }
 
     /// Macro bodies are tokens to syn: find `unsafe` and `crate::a::b` in them.
@@ -200,7 +252,7 @@ impl Scan {
                 TokenTree::Ident(id) if id == "unsafe" => {
                     self.unsafe_at(id.span(), "unsafe in a macro")
                 }
-                TokenTree::Ident(id) if id == "crate" || id == "self" || id == "super" => {
+                TokenTree::Ident(id) => {
                     let mut segs = vec![id.to_string()];
                     while let (
                         Some(TokenTree::Punct(a)),
@@ -225,14 +277,29 @@ impl Scan {
     }
 }
 
-/// Each leaf of a `use` tree as its full path and line (`a::{self}` is `a`).
-fn use_leaves(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<(Vec<String>, usize)>) {
-    let mut leaf = |ident: &syn::Ident, prefix: &[String]| {
+/// One leaf of a `use` tree: its full path, the name it brings in (`None`
+/// for a glob; `a::{self}` brings `a`, `a::B as C` brings `C`) and line.
+struct UseLeaf {
+    path: Vec<String>,
+    name: Option<String>,
+    line: usize,
+}
+
+fn use_leaves(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<UseLeaf>) {
+    let mut leaf = |ident: &syn::Ident, name: &syn::Ident, prefix: &[String]| {
         let mut path = prefix.to_vec();
         if ident != "self" {
             path.push(ident.to_string());
         }
-        out.push((path, line(ident.span())));
+        let name = match name == "self" {
+            true => prefix.last().cloned(),
+            false => Some(name.to_string()),
+        };
+        out.push(UseLeaf {
+            path,
+            name,
+            line: line(ident.span()),
+        });
     };
     match tree {
         syn::UseTree::Path(p) => {
@@ -240,9 +307,13 @@ fn use_leaves(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<(Vec<
             use_leaves(&p.tree, prefix, out);
             prefix.pop();
         }
-        syn::UseTree::Name(n) => leaf(&n.ident, prefix),
-        syn::UseTree::Rename(r) => leaf(&r.ident, prefix),
-        syn::UseTree::Glob(g) => out.push((prefix.clone(), line(g.star_token.spans[0]))),
+        syn::UseTree::Name(n) => leaf(&n.ident, &n.ident, prefix),
+        syn::UseTree::Rename(r) => leaf(&r.ident, &r.rename, prefix),
+        syn::UseTree::Glob(g) => out.push(UseLeaf {
+            path: prefix.clone(),
+            name: None,
+            line: line(g.star_token.spans[0]),
+        }),
         syn::UseTree::Group(g) => g.items.iter().for_each(|t| use_leaves(t, prefix, out)),
     }
 }
@@ -284,6 +355,14 @@ impl<'ast> Visit<'ast> for Scan {
         let inline = i.content.is_some();
         if inline {
             self.module.push(i.ident.to_string());
+            self.inline_modules.push(self.module.clone());
+            let cfg_test = i.attrs.iter().any(|a| {
+                a.path().is_ident("cfg")
+                    && a.parse_args::<syn::Ident>().is_ok_and(|arg| arg == "test")
+            });
+            if cfg_test {
+                self.test_modules.push(self.module.clone());
+            }
         }
         visit::visit_item_mod(self, i);
         if inline {
@@ -295,10 +374,23 @@ impl<'ast> Visit<'ast> for Scan {
         visit::visit_macro(self, i);
     }
     fn visit_item_use(&mut self, i: &'ast syn::ItemUse) {
+        if i.leading_colon.is_some() {
+            return; // `use ::name`: another crate
+        }
         let mut leaves = Vec::new();
         use_leaves(&i.tree, &mut Vec::new(), &mut leaves);
-        for (path, line) in leaves.into_iter().filter(|(path, _)| !path.is_empty()) {
-            self.reference(&path, line);
+        for leaf in leaves.into_iter().filter(|l| !l.path.is_empty()) {
+            self.reference(&leaf.path, leaf.line);
+            let (Some(name), Some(target)) =
+                (leaf.name, self.path_from_here(&leaf.path, leaf.line))
+            else {
+                continue;
+            };
+            self.use_names.push(UseName {
+                module: self.module.clone(),
+                name,
+                target,
+            });
         }
     }
     fn visit_path(&mut self, i: &'ast syn::Path) {

@@ -29,9 +29,10 @@ pub use engine::{gather_assignments, RankEngine};
 pub use env::{rows_of, RankEnv, HANDSHAKE_TIMEOUT_ENV, PORT_ENV, TIMEOUT_ENV};
 pub use gpu_engine::GpuRankEngine;
 pub use handshake::{Refusal, RefusalReason};
-pub use rendezvous::{rendezvous, Link, NCCL_ID_BYTES};
+pub use rendezvous::{rendezvous, Link};
 pub use secret::{JobSecret, SecretSource, SECRET_ENV};
 pub use watchdog::Watchdog;
+pub use wire::NCCL_ID_BYTES;
 
 /// Why a multi-process run could not start or went on no further.
 #[derive(Debug, thiserror::Error)]

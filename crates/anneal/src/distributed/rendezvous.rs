@@ -17,11 +17,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::handshake::{self, Arrival, Refusal, RefusalReason};
-use super::wire::Peer;
+use super::wire::{Peer, NCCL_ID_BYTES};
 use super::{DistError, RankEnv};
-
-/// Bytes of an NCCL unique id (`NCCL_UNIQUE_ID_BYTES`).
-pub const NCCL_ID_BYTES: usize = 128;
 
 /// Connections rank 0 lets be mid-handshake at once (a flood costs it no
 /// more threads or memory than this).

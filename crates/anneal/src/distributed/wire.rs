@@ -9,6 +9,11 @@ use std::time::Duration;
 
 use super::DistError;
 
+/// Bytes of an NCCL unique id (`NCCL_UNIQUE_ID_BYTES`), as rank 0 sends it
+/// to every rank in the handshake. Here, below both the handshake and the
+/// rendezvous that use it, so that neither imports the other for it.
+pub const NCCL_ID_BYTES: usize = 128;
+
 /// The largest frame accepted (16 GiB): a length beyond is a corrupt or
 /// foreign stream, refused before anything is allocated.
 const MAX_FRAME: u64 = 1 << 34;

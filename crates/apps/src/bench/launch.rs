@@ -8,7 +8,7 @@ use cuda_sys::kernels::vector_add;
 use cuda_sys::KernelDecl;
 use cudarc::driver::{CudaContext, LaunchConfig as RawConfig, PushKernelArg};
 use gpu_core::{Backend, BackendKind};
-use serde::Serialize;
+use kiln_bench_schema::LaunchOverhead;
 
 use super::BenchError;
 use crate::vadd;
@@ -19,48 +19,14 @@ const LAUNCHES: u32 = 20_000;
 /// Elements of the kernel's arrays: one block's worth.
 const N: u32 = 256;
 
-/// The figure in the bench report (`launch_overhead`). On the CPU backend
-/// there is no launch to time: the figures are absent and `not_measured`
-/// says why.
-#[derive(Debug, Clone, Serialize)]
-pub struct LaunchOverhead {
-    /// Microseconds per launch through gpu-core's typed `Stream::launch`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kiln_us: Option<f64>,
-    /// Microseconds per launch of the same kernel through raw cudarc.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub raw_cudarc_us: Option<f64>,
-    /// `kiln_us - raw_cudarc_us`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub overhead_us: Option<f64>,
-    /// Launches per timed batch (the median of 5 batches after a warm-up).
-    pub launches: u32,
-    /// Why nothing was measured, where nothing was.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub not_measured: Option<String>,
-}
-
-impl LaunchOverhead {
-    fn not_measured(why: String) -> Self {
-        Self {
-            kiln_us: None,
-            raw_cudarc_us: None,
-            overhead_us: None,
-            launches: LAUNCHES,
-            not_measured: Some(why),
-        }
-    }
-
-    /// One line for the terminal.
-    pub fn summary(&self) -> String {
-        match (self.kiln_us, self.raw_cudarc_us, &self.not_measured) {
-            (Some(k), Some(r), _) => format!(
-                "launch overhead: gpu-core {k:.3} µs, raw cudarc {r:.3} µs per launch, {:+.3} µs",
-                k - r
-            ),
-            (_, _, Some(why)) => format!("launch overhead: not measured ({why})"),
-            _ => "launch overhead: not measured".to_string(),
-        }
+/// The figure of a run that measured nothing, and why.
+fn not_measured(why: &str) -> LaunchOverhead {
+    LaunchOverhead {
+        kiln_us: None,
+        raw_cudarc_us: None,
+        overhead_us: None,
+        launches: LAUNCHES,
+        not_measured: Some(why.to_string()),
     }
 }
 
@@ -71,17 +37,13 @@ pub(super) fn measure(backend: &Backend) -> Result<LaunchOverhead, BenchError> {
         .device()
         .filter(|_| backend.kind() == BackendKind::Cuda)
     else {
-        return Ok(LaunchOverhead::not_measured(
-            "cpu backend: there is no GPU launch to time".into(),
-        ));
+        return Ok(not_measured("cpu backend: there is no GPU launch to time"));
     };
     let Some(image) = cuda_sys::modules::ALL
         .iter()
         .find(|m| m.kernels.contains(&vector_add::NAME))
     else {
-        return Ok(LaunchOverhead::not_measured(
-            "no fat binary holds vector_add in this build".into(),
-        ));
+        return Ok(not_measured("no fat binary holds vector_add in this build"));
     };
     // kiln: the typed launch.
     let stream = backend.default_stream();

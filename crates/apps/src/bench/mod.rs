@@ -4,8 +4,8 @@
 //! device events, whole anneal runs with the wall clock around the run (the
 //! engine reads its results back at each maintenance pass and at the end,
 //! so the clock waits for the GPU). Writes the results as JSON for
-//! `cargo xtask bench`, with the typed launch's overhead over raw cudarc
-//! (`launch`).
+//! `cargo xtask bench` (kiln-bench-schema's `Report`, each figure's kind as
+//! data), with the typed launch's overhead over raw cudarc (`launch`).
 
 pub mod grid;
 mod launch;
@@ -13,13 +13,12 @@ mod launch;
 use std::time::Instant;
 
 use gpu_core::{Backend, BackendKind, Error};
-use serde::Serialize;
 
 use crate::Rng;
 use crate::{batch, vadd};
 use kiln_anneal::{self, cpu::CpuEngine, gpu::GpuEngine, AnnealError, Params, Points};
 
-pub use launch::LaunchOverhead;
+pub use kiln_bench_schema::{Data, Dtype, Engine, Figure, LaunchOverhead, Report, Shape, Workload};
 
 /// Why the suite stopped.
 #[derive(Debug, thiserror::Error)]
@@ -44,40 +43,13 @@ impl From<Error> for BenchError {
     }
 }
 
-/// One measured figure.
-#[derive(Debug, Clone, Serialize)]
-pub struct Figure {
-    /// What was measured (`anneal 10000x128x256 gpu`).
-    pub name: String,
-    /// Median milliseconds.
-    pub ms: f64,
-    /// Runs behind the median.
-    pub runs: usize,
-    /// A rate where one applies (GB/s), else absent.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gb_per_s: Option<f64>,
-    /// Anything else worth keeping (iterations, energy, anchors).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-    /// For an anneal: the distance flops (`2·n·d·m` per iteration) per
-    /// second of the whole run, in TFLOP/s.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tflops: Option<f64>,
-}
-
-/// The whole suite's results.
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    /// The device, or `cpu`.
-    pub device: String,
-    /// CPU threads used by the CPU path.
-    pub cpu_threads: usize,
-    /// The figures.
-    pub figures: Vec<Figure>,
-    /// gpu-core's launch against raw cudarc's (absent from reports written
-    /// before it existed; `not_measured` on the CPU).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub launch_overhead: Option<LaunchOverhead>,
+/// The schema's shape of an `n × d × m` anneal.
+fn shape(n: usize, d: usize, m: usize) -> Shape {
+    Shape {
+        n: n as u64,
+        d: d as u64,
+        m: m as u64,
+    }
 }
 
 pub(crate) fn median(mut samples: Vec<f64>) -> f64 {
@@ -103,7 +75,7 @@ fn copy_bandwidth(backend: &Backend, n: usize, reps: usize) -> Result<Figure, Er
     }
     let ms = median(samples);
     Ok(Figure {
-        name: format!("device copy {n} f32"),
+        kind: Workload::DeviceCopy { n: n as u64 },
         ms,
         runs: reps,
         gb_per_s: Some(8.0 * n as f64 / ms / 1e6),
@@ -122,16 +94,6 @@ pub enum AnnealTarget<'a> {
     /// The wgpu engine on this device.
     #[cfg(feature = "wgpu")]
     Wgpu(&'a kiln_anneal::wgpu::WgpuDevice),
-}
-
-/// The points of an anneal figure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Data {
-    /// [`kiln_anneal::synthetic_points`] with `m / 2` clusters of spread 0.25.
-    Clustered,
-    /// Standard normal values ([`grid::gaussian_points`]), as PyTorch's
-    /// anchor script draws them.
-    Gaussian,
 }
 
 /// One anneal figure's workload.
@@ -160,21 +122,21 @@ impl AnnealCase {
             n,
             d,
             m,
-            iterations: 30,
+            iterations: Workload::SEED_ITERATIONS,
             f16: false,
             data: Data::Clustered,
             reps,
         }
     }
 
-    /// `anneal NxDxM KIND`, plus `Nit f32|f16` past the seed shapes' case.
-    fn name(&self, kind: &str) -> String {
-        let base = format!("anneal {}x{}x{} {kind}", self.n, self.d, self.m);
-        if self.iterations == 30 && !self.f16 && self.data == Data::Clustered {
-            base
-        } else {
-            let dtype = if self.f16 { "f16" } else { "f32" };
-            format!("{base} {}it {dtype}", self.iterations)
+    /// The figure's kind on `engine`.
+    fn workload(&self, engine: Engine) -> Workload {
+        Workload::Anneal {
+            shape: shape(self.n, self.d, self.m),
+            engine,
+            iterations: self.iterations,
+            dtype: if self.f16 { Dtype::F16 } else { Dtype::F32 },
+            data: self.data,
         }
     }
 }
@@ -260,16 +222,17 @@ pub fn anneal_case(
         last = Some(out);
     }
     let out = last.expect("at least one run");
-    let kind = match target {
-        AnnealTarget::Cpu => "cpu".to_string(),
-        AnnealTarget::Gpus([_]) => "gpu".to_string(),
-        AnnealTarget::Gpus(backends) => format!("gpu x{}", backends.len()),
+    let engine = match target {
+        AnnealTarget::Cpu => Engine::Cpu,
+        AnnealTarget::Gpus(backends) => Engine::Cuda {
+            gpus: u32::try_from(backends.len()).unwrap_or(u32::MAX),
+        },
         #[cfg(feature = "wgpu")]
-        AnnealTarget::Wgpu(_) => "wgpu".to_string(),
+        AnnealTarget::Wgpu(_) => Engine::Wgpu,
     };
     let ms = median(samples);
     Ok(Figure {
-        name: case.name(&kind),
+        kind: case.workload(engine),
         ms,
         runs: reps,
         gb_per_s: None,
@@ -309,7 +272,7 @@ pub fn run(
     let t = vadd::time(&stream, &kernel, &a, &b, 50)?;
     push(
         Figure {
-            name: format!("vadd {n_vadd} f32"),
+            kind: Workload::Vadd { n: n_vadd as u64 },
             ms: t.median_ms,
             runs: 50,
             gb_per_s: Some(t.gb_per_s),
@@ -323,7 +286,9 @@ pub fn run(
     let t = batch::time(&stream, &batch_kernel, &input, 20)?;
     push(
         Figure {
-            name: format!("batch {} structures", input.descs().len()),
+            kind: Workload::Batch {
+                structures: input.descs().len() as u64,
+            },
             ms: t.median_ms,
             runs: 20,
             gb_per_s: None,
@@ -434,7 +399,10 @@ pub fn run_multi(
         let all = anneal_figure(AnnealTarget::Gpus(backends), n, d, m, reps)?;
         progress(&all).map_err(BenchError::Output)?;
         let speedup = Figure {
-            name: format!("anneal {n}x{d}x{m} speedup x{} over x1", backends.len()),
+            kind: Workload::Speedup {
+                shape: shape(n, d, m),
+                gpus: u32::try_from(backends.len()).unwrap_or(u32::MAX),
+            },
             ms: all.ms,
             runs: reps,
             gb_per_s: None,

@@ -140,7 +140,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
         writeln!(
             std::io::stdout().lock(),
             "bench: {}: {:.3} ms median of {}{rate}{note}",
-            f.name,
+            f.kind,
             f.ms,
             f.runs
         )
