@@ -479,9 +479,7 @@ impl Engine for CpuEngine {
 
     fn step(&mut self, eta: f32) -> Result<f64, AnnealError> {
         if let Some(point) = self.overflow {
-            return Err(AnnealError::Input(format!(
-                "point {point}'s squared norm overflows f32; scale the data down"
-            )));
+            return Err(AnnealError::NormOverflow { point });
         }
         let (d, m) = (self.d, self.m);
         self.packed.pack(&self.anchors, m, d);

@@ -20,10 +20,6 @@ pub struct RankEngine<C> {
     stats: AnchorStats,
 }
 
-pub(super) fn comm_error(e: DistError) -> AnnealError {
-    AnnealError::Input(e.to_string())
-}
-
 impl<C: Communicator> RankEngine<C> {
     /// The engine of `problem` (from `crate::validate_rows`: this rank's
     /// rows) over `comm`.
@@ -64,9 +60,7 @@ impl<C: Communicator + Send> Engine for RankEngine<C> {
             d: self.d,
         };
         let mut sums = self.local.local_sums()?;
-        self.comm
-            .all_reduce_sum(&mut sums, "a step's statistics")
-            .map_err(comm_error)?;
+        self.comm.all_reduce_sum(&mut sums, "a step's statistics")?;
         self.local.move_anchors(&sums, eta);
         self.stats = layout.stats(&sums);
         Ok(layout.distance_sum(&sums) / self.n as f64)
@@ -107,8 +101,7 @@ pub(super) fn initial_anchors<C: Communicator>(
         .into_iter()
         .map(f64::from)
         .collect();
-    comm.all_reduce_sum(&mut matrix, "the initial anchors")
-        .map_err(comm_error)?;
+    comm.all_reduce_sum(&mut matrix, "the initial anchors")?;
     Ok(matrix.into_iter().map(|v| v as f32).collect())
 }
 
@@ -141,15 +134,17 @@ pub(super) fn broadcast_anchors<C: Communicator>(
 ) -> Result<(Vec<f32>, usize), AnnealError> {
     let mut bytes: Vec<u8> = (m as u64).to_le_bytes().to_vec();
     bytes.extend(anchors[..m * d].iter().flat_map(|v| v.to_le_bytes()));
-    comm.broadcast(&mut bytes, "setting the anchors")
-        .map_err(comm_error)?;
+    comm.broadcast(&mut bytes, "setting the anchors")?;
     let (head, values) = bytes.split_at(8.min(bytes.len()));
     let m = u64::from_le_bytes(head.try_into().unwrap_or([0; 8])) as usize;
     if values.len() != m * d * 4 {
-        return Err(AnnealError::Input(format!(
-            "rank 0 sent {} bytes of anchors for {m} anchors of dimension {d}",
-            values.len()
-        )));
+        return Err(AnnealError::Dist(DistError::Protocol {
+            rank: 0,
+            what: format!(
+                "{} bytes of anchors for {m} anchors of dimension {d}",
+                values.len()
+            ),
+        }));
     }
     let anchors = values
         .chunks_exact(4)
@@ -176,10 +171,7 @@ pub fn gather_assignments<C: Communicator + Send>(
 ) -> Result<Vec<u32>, AnnealError> {
     let (rank, world) = (comm.rank(), comm.world_size());
     let during = "gathering the assignments";
-    let rows = |r| {
-        rows_of(r, world, n)
-            .ok_or_else(|| AnnealError::Input(format!("rank {r} of {world} has no rows of {n}")))
-    };
+    let rows = |r| rows_of(r, world, n).ok_or(AnnealError::MoreRanksThanPoints { world, n });
     let mine = rows(rank)?;
     if rank != 0 {
         let mut values = vec![0u32; mine.len()];
@@ -209,7 +201,7 @@ pub fn gather_assignments<C: Communicator + Send>(
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             read_all?;
-            sent.map_err(comm_error)?;
+            sent?;
             Ok(Vec::new())
         });
     }
@@ -228,7 +220,7 @@ pub fn gather_assignments<C: Communicator + Send>(
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         read_own?;
-        received.map_err(comm_error)
+        Ok::<(), AnnealError>(received?)
     })?;
     all[mine.end..]
         .iter_mut()
