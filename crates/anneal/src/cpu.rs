@@ -472,7 +472,7 @@ impl AnchorUpdate<'_> {
 
 impl Engine for CpuEngine {
     fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError> {
-        self.anchors = anchors[..m * self.d].to_vec();
+        self.anchors = crate::anchor_values(anchors, m, self.d)?.to_vec();
         self.m = m;
         Ok(())
     }

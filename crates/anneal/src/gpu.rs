@@ -161,7 +161,7 @@ fn combine_shards(
 
 impl Engine for GpuEngine {
     fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError> {
-        self.devices.resize(m, Some(anchors.len()))?;
+        self.devices.resize(m, Some(anchors))?;
         self.devices.set_anchors(anchors)
     }
 

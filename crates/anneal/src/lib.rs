@@ -334,6 +334,18 @@ pub struct Steps {
     pub converged: bool,
 }
 
+/// The first `m × d` values of `anchors` (what [`Engine::set_anchors`]
+/// reads), or [`AnnealError::AnchorValues`] when there are fewer.
+pub(crate) fn anchor_values(anchors: &[f32], m: usize, d: usize) -> Result<&[f32], AnnealError> {
+    m.checked_mul(d)
+        .and_then(|md| anchors.get(..md))
+        .ok_or(AnnealError::AnchorValues {
+            values: anchors.len(),
+            m,
+            d,
+        })
+}
+
 /// The heavy steps, done by a backend; the driver does every decision.
 pub trait Engine {
     /// The anchors the run starts from ([`initial_anchors`] of the

@@ -392,3 +392,18 @@ fn initial_rows_are_the_whole_shuffles_first_m() {
         }
     }
 }
+
+#[test]
+fn the_cpu_engine_refuses_too_few_anchor_values() {
+    let points = synthetic_points(10, 3, 2, 0.1, 1);
+    let problem = validate(Points::F32(&points), 10, 3, 2, &Params::default()).unwrap();
+    let mut engine = cpu::CpuEngine::new(&problem);
+    for (values, m) in [(5, 2), (3, usize::MAX)] {
+        let err = engine.set_anchors(&vec![0.0; values], m).unwrap_err();
+        assert!(
+            matches!(err, AnnealError::AnchorValues { values: v, m: k, d: 3 } if (v, k) == (values, m)),
+            "{err}"
+        );
+    }
+    engine.set_anchors(&[0.0; 6], 2).unwrap();
+}

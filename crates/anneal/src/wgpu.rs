@@ -460,15 +460,8 @@ impl Engine for WgpuEngine {
                 max: self.max_anchors,
             });
         }
-        if anchors.len() < m * self.d {
-            return Err(AnnealError::AnchorValues {
-                values: anchors.len(),
-                m,
-                d: self.d,
-            });
-        }
+        let values = crate::anchor_values(anchors, m, self.d)?;
         self.m = m;
-        let values = &anchors[..m * self.d];
         if !values.is_empty() {
             self.gpu
                 .queue

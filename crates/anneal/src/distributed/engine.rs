@@ -125,26 +125,35 @@ pub(super) fn own_initial_anchors(problem: &Problem<'_>) -> Vec<f32> {
 }
 
 /// Rank 0's `m` anchors (`m × d`) on every rank: the anchors every rank
-/// sets are rank 0's, so rank 0's maintenance decides.
+/// sets are rank 0's, so rank 0's maintenance decides (the others'
+/// `anchors` and `m` are not read).
 pub(super) fn broadcast_anchors<C: Communicator>(
     comm: &mut C,
     anchors: &[f32],
     m: usize,
     d: usize,
 ) -> Result<(Vec<f32>, usize), AnnealError> {
-    let mut bytes: Vec<u8> = (m as u64).to_le_bytes().to_vec();
-    bytes.extend(anchors[..m * d].iter().flat_map(|v| v.to_le_bytes()));
+    let mut bytes = Vec::new();
+    if comm.rank() == 0 {
+        let values = crate::anchor_values(anchors, m, d)?;
+        bytes.extend((m as u64).to_le_bytes());
+        bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+    }
     comm.broadcast(&mut bytes, "setting the anchors")?;
-    let (head, values) = bytes.split_at(8.min(bytes.len()));
-    let m = u64::from_le_bytes(head.try_into().unwrap_or([0; 8])) as usize;
-    if values.len() != m * d * 4 {
-        return Err(AnnealError::Dist(DistError::Protocol {
-            rank: 0,
-            what: format!(
-                "{} bytes of anchors for {m} anchors of dimension {d}",
-                values.len()
-            ),
-        }));
+    let protocol = |what: String| AnnealError::Dist(DistError::Protocol { rank: 0, what });
+    let Some((head, values)) = bytes.split_first_chunk::<8>() else {
+        return Err(protocol(format!(
+            "{} bytes where the anchors' count (8 bytes) is due",
+            bytes.len()
+        )));
+    };
+    let m = usize::try_from(u64::from_le_bytes(*head)).unwrap_or(usize::MAX);
+    // The count comes from the wire: checked, never trusted to multiply.
+    if m.checked_mul(d).and_then(|v| v.checked_mul(4)) != Some(values.len()) {
+        return Err(protocol(format!(
+            "{} bytes of anchors for {m} anchors of dimension {d}",
+            values.len()
+        )));
     }
     let anchors = values
         .chunks_exact(4)

@@ -101,9 +101,9 @@ impl Devices {
     }
 
     /// Checks `m` anchors against the run's maximum and, where this process
-    /// reads them (`Some`: their count of values), against `m × d`; then
-    /// makes `m` the run's.
-    pub(super) fn resize(&mut self, m: usize, values: Option<usize>) -> Result<u32, AnnealError> {
+    /// reads them (`Some`), `anchors` against `m × d`; then makes `m` the
+    /// run's.
+    pub(super) fn resize(&mut self, m: usize, anchors: Option<&[f32]>) -> Result<u32, AnnealError> {
         let max = self.max_anchors;
         let too_many = || AnnealError::TooManyAnchors { m, max };
         if m > max {
@@ -111,9 +111,8 @@ impl Devices {
         }
         // `max` fits u32 (`check_sizes`), so this holds.
         let m32 = u32::try_from(m).map_err(|_| too_many())?;
-        let d = self.d();
-        if let Some(values) = values.filter(|&v| v < m * d) {
-            return Err(AnnealError::AnchorValues { values, m, d });
+        if let Some(anchors) = anchors {
+            super::super::anchor_values(anchors, m, self.d())?;
         }
         self.m = m32;
         Ok(m32)

@@ -221,7 +221,7 @@ impl GpuRank {
     pub(crate) fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError> {
         let m = self.broadcast_count(m)?;
         let root = self.ranks.rank() == 0;
-        let m32 = self.devices.resize(m, root.then_some(anchors.len()))?;
+        let m32 = self.devices.resize(m, root.then_some(anchors))?;
         let d = self.devices.d();
         let shard = self.devices.first();
         if root {
