@@ -209,9 +209,11 @@ pub fn tile_from_env(value: Option<&str>) -> Result<Tile, AnnealError> {
         Some(v) if v.eq_ignore_ascii_case("auto") => Ok(Tile::Auto),
         Some("128") => Ok(Tile::Wide),
         Some("64") => Ok(Tile::Slim),
-        Some(v) => Err(AnnealError::Input(format!(
-            "{TILE_ENV} must be 64, 128 or auto, not {v:?}"
-        ))),
+        Some(v) => Err(AnnealError::BadSetting {
+            var: TILE_ENV,
+            value: v.into(),
+            expected: "64, 128 or auto",
+        }),
     }
 }
 

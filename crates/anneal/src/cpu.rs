@@ -472,16 +472,14 @@ impl AnchorUpdate<'_> {
 
 impl Engine for CpuEngine {
     fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError> {
-        self.anchors = anchors[..m * self.d].to_vec();
+        self.anchors = crate::anchor_values(anchors, m, self.d)?.to_vec();
         self.m = m;
         Ok(())
     }
 
     fn step(&mut self, eta: f32) -> Result<f64, AnnealError> {
         if let Some(point) = self.overflow {
-            return Err(AnnealError::Input(format!(
-                "point {point}'s squared norm overflows f32; scale the data down"
-            )));
+            return Err(AnnealError::NormOverflow { point });
         }
         let (d, m) = (self.d, self.m);
         self.packed.pack(&self.anchors, m, d);

@@ -3,7 +3,7 @@
 //! small enough that squared distances stay finite in f32). Its result,
 //! [`Problem`], is what the engines and the driver take.
 
-use super::{AnnealError, Dtype, Params, Points};
+use super::{AnnealError, Dtype, Params, PartProblem, Points};
 
 /// A checked anneal input: `n × d` points, `m` initial anchors, parameters
 /// with `max_anchors` resolved. Made only by [`validate`].
@@ -66,29 +66,28 @@ pub fn coordinate_bound(d: usize) -> f32 {
 /// caller can refuse before it allocates them); returns `max_anchors`
 /// resolved.
 pub fn check_sizes(n: usize, d: usize, m: usize, params: &Params) -> Result<usize, AnnealError> {
-    let input = |msg: String| Err(AnnealError::Input(msg));
     if n == 0 {
-        return input("no points (n = 0)".into());
+        return Err(AnnealError::NoPoints);
     }
     if d == 0 {
-        return input("points have no dimensions (d = 0)".into());
+        return Err(AnnealError::NoDimensions);
     }
     if m == 0 {
-        return input("no anchors asked for (m = 0); pass m >= 1".into());
+        return Err(AnnealError::NoAnchors);
     }
     if m > n {
-        return input(format!("more anchors ({m}) than points ({n}); pass m <= n"));
+        return Err(AnnealError::MoreAnchorsThanPoints { m, n });
     }
-    if u32::try_from(n).is_err() || u32::try_from(d).is_err() {
-        return input(format!("n = {n} or d = {d} is over u32::MAX"));
+    for (what, value) in [("n", n), ("d", d)] {
+        if u32::try_from(value).is_err() {
+            return Err(AnnealError::OverU32 { what, value });
+        }
     }
     if n.checked_mul(d)
         .and_then(|v| v.checked_mul(4))
         .is_none_or(|b| b > isize::MAX as usize)
     {
-        return input(format!(
-            "n × d = {n} × {d} values do not fit in memory addresses"
-        ));
+        return Err(AnnealError::OverAddressSpace { n, d });
     }
     check_params(params)?;
     let max_anchors = if params.max_anchors == 0 {
@@ -97,27 +96,36 @@ pub fn check_sizes(n: usize, d: usize, m: usize, params: &Params) -> Result<usiz
         params.max_anchors
     };
     if max_anchors < m {
-        return input(format!("max_anchors {max_anchors} is below m = {m}"));
+        return Err(AnnealError::MaxAnchorsBelowM { max_anchors, m });
     }
     if u32::try_from(max_anchors).is_err() {
-        return input(format!("max_anchors {max_anchors} is over u32::MAX"));
+        return Err(AnnealError::OverU32 {
+            what: "max_anchors",
+            value: max_anchors,
+        });
     }
     Ok(max_anchors)
 }
 
 fn check_params(params: &Params) -> Result<(), AnnealError> {
-    let input = |msg: String| Err(AnnealError::Input(msg));
+    let bad = |name, value: &dyn std::fmt::Display, expected| {
+        Err(AnnealError::BadParam {
+            name,
+            value: value.to_string(),
+            expected,
+        })
+    };
     if params.max_iters == 0 {
-        return input("max_iters must be at least 1".into());
+        return Err(AnnealError::NoIterations);
     }
     if !(params.cooling > 0.0 && params.cooling <= 1.0) {
-        return input(format!("cooling {} is not in (0, 1]", params.cooling));
+        return bad("cooling", &params.cooling, "in (0, 1]");
     }
     if !(params.t0 >= 0.0 && params.t0.is_finite()) {
-        return input(format!("t0 {} is not a finite temperature >= 0", params.t0));
+        return bad("t0", &params.t0, "a finite temperature >= 0");
     }
     if !(params.tol >= 0.0 && params.tol.is_finite()) {
-        return input(format!("tol {} is not a finite value >= 0", params.tol));
+        return bad("tol", &params.tol, "a finite value >= 0");
     }
     for (name, value) in [
         ("merge_frac", params.merge_frac),
@@ -125,7 +133,7 @@ fn check_params(params: &Params) -> Result<(), AnnealError> {
         ("split_var", params.split_var),
     ] {
         if !(value >= 0.0 && value.is_finite()) {
-            return input(format!("{name} {value} is not a finite value >= 0"));
+            return bad(name, &value, "a finite value >= 0");
         }
     }
     Ok(())
@@ -142,10 +150,11 @@ pub fn validate<'a>(
     let max_anchors = check_sizes(n, d, m, params)?;
     check_parts(points, d)?;
     if n.checked_mul(d) != Some(points.len()) {
-        return Err(AnnealError::Input(format!(
-            "{} values do not make {n} points of dimension {d}",
-            points.len()
-        )));
+        return Err(AnnealError::ValueCount {
+            values: points.len(),
+            n,
+            d,
+        });
     }
     check_coordinates(points, d)?;
     Ok(Problem {
@@ -173,19 +182,15 @@ pub fn validate_rows<'a>(
 ) -> Result<Problem<'a>, AnnealError> {
     let max_anchors = check_sizes(n, d, m, params)?;
     if rows.is_empty() || rows.end > n {
-        return Err(AnnealError::Input(format!(
-            "rows {}..{} are not a non-empty part of {n} points",
-            rows.start, rows.end
-        )));
+        return Err(AnnealError::BadRows { rows, n });
     }
     check_parts(points, d)?;
     if rows.len().checked_mul(d) != Some(points.len()) {
-        return Err(AnnealError::Input(format!(
-            "{} values do not make rows {}..{} of dimension {d}",
-            points.len(),
-            rows.start,
-            rows.end
-        )));
+        return Err(AnnealError::RowValueCount {
+            values: points.len(),
+            rows,
+            d,
+        });
     }
     check_coordinates(points, d).map_err(|e| match e {
         AnnealError::NonFinite { point, dim } => AnnealError::NonFinite {
@@ -224,17 +229,15 @@ fn check_parts(points: Points<'_>, d: usize) -> Result<(), AnnealError> {
     let dtype = points.dtype();
     for (i, part) in parts.iter().enumerate() {
         let problem = if matches!(part, Points::Parts(_)) {
-            "is itself split into parts"
+            PartProblem::Nested
         } else if part.dtype() != dtype {
-            "has another element type than part 0"
+            PartProblem::MixedTypes
         } else if part.len() % d != 0 {
-            "does not hold whole rows"
+            PartProblem::PartialRows
         } else {
             continue;
         };
-        return Err(AnnealError::Input(format!(
-            "part {i} of the points {problem}; give row-contiguous parts of one element type"
-        )));
+        return Err(AnnealError::BadPart { part: i, problem });
     }
     Ok(())
 }

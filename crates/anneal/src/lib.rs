@@ -10,7 +10,8 @@
 //! Given `n` points of dimension `d` and `m` initial anchors, find anchors
 //! that summarize the points. The CPU and GPU paths run the same algorithm:
 //! one driver ([`run_with`]) calls an [`Engine`] for the heavy steps
-//! ([`cpu::CpuEngine`], [`gpu::GpuEngine`] on CUDA, and with the Cargo
+//! ([`cpu::CpuEngine`], [`gpu::GpuEngine`] on CUDA, one rank's
+//! [`distributed::GpuRankEngine`] of several processes, and with the Cargo
 //! feature `wgpu` the engine on wgpu, `wgpu::WgpuEngine`) and does every
 //! decision itself.
 //!
@@ -50,6 +51,7 @@ pub mod assign_tc;
 pub mod cpu;
 pub mod distributed;
 mod driver;
+mod error;
 pub mod gpu;
 pub mod index;
 mod input;
@@ -61,6 +63,7 @@ mod rng;
 pub mod wgpu;
 
 pub use driver::{run_timed, run_with, Phases, Progress};
+pub use error::{AnnealError, PartProblem};
 pub use input::{
     check_sizes, coordinate_bound, device_bytes, host_bytes, validate, validate_rows, Problem,
     BF16_STAGING,
@@ -273,85 +276,6 @@ pub struct Output {
     pub maintenance: Vec<(u32, usize, usize)>,
 }
 
-/// Why a run was refused or failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum AnnealError {
-    /// The input or the parameters are not usable; the message says why.
-    #[error("{0}")]
-    Input(String),
-    /// A coordinate is NaN or infinite.
-    #[error(
-        "point {point} has a NaN or infinite coordinate (dimension {dim}); clean or drop it first"
-    )]
-    NonFinite {
-        /// Point index.
-        point: usize,
-        /// Dimension.
-        dim: usize,
-    },
-    /// A coordinate is so large that squared distances would overflow f32
-    /// (see [`coordinate_bound`]).
-    #[error(
-        "point {point} has coordinate {value:e} at dimension {dim}, beyond ±{bound:.3e}, \
-         the largest whose squared distances stay finite in f32 at this dimension; \
-         scale the data down"
-    )]
-    OutOfRange {
-        /// Point index.
-        point: usize,
-        /// Dimension.
-        dim: usize,
-        /// The coordinate.
-        value: f32,
-        /// The largest magnitude accepted at this `d`.
-        bound: f32,
-    },
-    /// The energy came out NaN or infinite (an engine's distances overflowed).
-    #[error(
-        "the energy became {energy} at iteration {iteration}: distances overflowed f32; \
-         scale the data down"
-    )]
-    NonFiniteEnergy {
-        /// The iteration.
-        iteration: u32,
-        /// The energy.
-        energy: f64,
-    },
-    /// The GPU path failed.
-    // The message holds the gpu-core error's text, so it is no `source` (a
-    // report of the chain would repeat it) and the `From` impl below is
-    // written by hand: `#[from]` would make it one.
-    #[error("gpu: {0}")]
-    Gpu(gpu_core::Error),
-    /// The wgpu engine failed (its message holds wgpu's, so it is no
-    /// `source`, as for [`AnnealError::Gpu`]).
-    #[cfg(feature = "wgpu")]
-    #[error("wgpu: {0}")]
-    Wgpu(self::wgpu::WgpuError),
-    /// A CUDA runtime call of a static-library module returned an error.
-    #[error("{call} returned cudaError_t {status}")]
-    CudaRuntime {
-        /// The function.
-        call: &'static str,
-        /// Its `cudaError_t`.
-        status: i32,
-    },
-}
-
-#[cfg(feature = "wgpu")]
-impl From<self::wgpu::WgpuError> for AnnealError {
-    fn from(e: self::wgpu::WgpuError) -> Self {
-        AnnealError::Wgpu(e)
-    }
-}
-
-impl From<gpu_core::Error> for AnnealError {
-    fn from(e: gpu_core::Error) -> Self {
-        AnnealError::Gpu(e)
-    }
-}
-
 /// The initial anchors: `m` distinct points by a seeded partial shuffle.
 pub fn initial_anchors(points: Points<'_>, n: usize, d: usize, m: usize, seed: u64) -> Vec<f32> {
     let mut anchors = Vec::with_capacity(m * d);
@@ -408,6 +332,18 @@ pub struct Steps {
     pub energies: Vec<f64>,
     /// Whether the last one met [`converged`] (then no more were run).
     pub converged: bool,
+}
+
+/// The first `m × d` values of `anchors` (what [`Engine::set_anchors`]
+/// reads), or [`AnnealError::AnchorValues`] when there are fewer.
+pub(crate) fn anchor_values(anchors: &[f32], m: usize, d: usize) -> Result<&[f32], AnnealError> {
+    m.checked_mul(d)
+        .and_then(|md| anchors.get(..md))
+        .ok_or(AnnealError::AnchorValues {
+            values: anchors.len(),
+            m,
+            d,
+        })
 }
 
 /// The heavy steps, done by a backend; the driver does every decision.

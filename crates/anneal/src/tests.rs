@@ -3,58 +3,80 @@
 
 use super::*;
 
+/// The error `validate` refuses with, after checking that its message is
+/// one line.
 #[track_caller]
-fn refused(points: &[f32], n: usize, d: usize, m: usize, params: &Params, expected: &str) {
-    let err = validate(Points::F32(points), n, d, m, params)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains(expected),
-        "{err:?} does not mention {expected:?}"
-    );
-    assert!(!err.contains('\n'));
+fn refused(points: &[f32], n: usize, d: usize, m: usize, params: &Params) -> AnnealError {
+    let err = validate(Points::F32(points), n, d, m, params).unwrap_err();
+    assert!(!err.to_string().contains('\n'), "{err}");
+    err
 }
 
 #[test]
 fn bad_input_is_an_error_with_a_reason() {
     let p = Params::default();
-    refused(&[], 0, 4, 1, &p, "n = 0");
-    refused(&[], 4, 0, 1, &p, "d = 0");
-    refused(&[0.0; 8], 4, 2, 0, &p, "m = 0");
-    refused(&[0.0; 8], 4, 2, 5, &p, "more anchors (5) than points (4)");
-    refused(&[0.0; 7], 4, 2, 1, &p, "7 values do not make 4 points");
-    refused(&[0.0, f32::NAN, 0.0, 0.0], 2, 2, 1, &p, "point 0 has a NaN");
-    refused(
-        &[0.0, 0.0, 0.0, f32::INFINITY],
-        2,
-        2,
-        1,
-        &p,
-        "point 1 has a NaN or infinite coordinate (dimension 1)",
+    assert!(matches!(refused(&[], 0, 4, 1, &p), AnnealError::NoPoints));
+    assert!(matches!(
+        refused(&[], 4, 0, 1, &p),
+        AnnealError::NoDimensions
+    ));
+    assert!(matches!(
+        refused(&[0.0; 8], 4, 2, 0, &p),
+        AnnealError::NoAnchors
+    ));
+    let err = refused(&[0.0; 8], 4, 2, 5, &p);
+    assert!(
+        matches!(err, AnnealError::MoreAnchorsThanPoints { m: 5, n: 4 }),
+        "{err}"
     );
-    refused(
-        &[0.0; 4],
-        2,
-        2,
-        1,
-        &Params {
-            cooling: 0.0,
-            ..Params::default()
-        },
-        "cooling",
+    assert!(err.to_string().contains("more anchors (5) than points (4)"));
+    let err = refused(&[0.0; 7], 4, 2, 1, &p);
+    assert!(
+        matches!(
+            err,
+            AnnealError::ValueCount {
+                values: 7,
+                n: 4,
+                d: 2
+            }
+        ),
+        "{err}"
     );
-    refused(
-        &[0.0; 4],
-        2,
-        2,
-        1,
-        &Params {
-            max_iters: 0,
-            ..Params::default()
-        },
-        "max_iters",
+    let err = refused(&[0.0, f32::NAN, 0.0, 0.0], 2, 2, 1, &p);
+    assert!(
+        matches!(err, AnnealError::NonFinite { point: 0, dim: 1 }),
+        "{err}"
     );
-    refused(
+    let err = refused(&[0.0, 0.0, 0.0, f32::INFINITY], 2, 2, 1, &p);
+    assert!(err
+        .to_string()
+        .contains("point 1 has a NaN or infinite coordinate (dimension 1)"));
+    let with = |params: Params| refused(&[0.0; 4], 2, 2, 1, &params);
+    let err = with(Params {
+        cooling: 0.0,
+        ..Params::default()
+    });
+    assert!(
+        matches!(
+            err,
+            AnnealError::BadParam {
+                name: "cooling",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = with(Params {
+        max_iters: 0,
+        ..Params::default()
+    });
+    assert!(matches!(err, AnnealError::NoIterations), "{err}");
+    let err = with(Params {
+        split_var: f32::NAN,
+        ..Params::default()
+    });
+    assert_eq!(err.to_string(), "split_var NaN is not a finite value >= 0");
+    let err = refused(
         &[0.0; 4],
         2,
         2,
@@ -63,8 +85,18 @@ fn bad_input_is_an_error_with_a_reason() {
             max_anchors: 1,
             ..Params::default()
         },
-        "max_anchors 1 is below m = 2",
     );
+    assert!(
+        matches!(
+            err,
+            AnnealError::MaxAnchorsBelowM {
+                max_anchors: 1,
+                m: 2
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.to_string(), "max_anchors 1 is below m = 2");
 }
 
 #[test]
@@ -237,24 +269,34 @@ fn parts_of_mixed_types_nested_or_split_rows_are_refused() {
     let values = synthetic_points(6, 2, 2, 0.3, 1);
     let bits = [0u16; 4];
     let p = Params::default();
-    let check = |parts: &[Points<'_>], expected: &str| {
-        let err = validate(Points::Parts(parts), 6, 2, 2, &p)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains(expected), "{err}");
+    let check = |parts: &[Points<'_>], part: usize, problem: PartProblem| {
+        let err = validate(Points::Parts(parts), 6, 2, 2, &p).unwrap_err();
+        assert!(
+            matches!(err, AnnealError::BadPart { part: q, problem: r } if q == part && r == problem),
+            "{err}"
+        );
     };
     check(
         &[Points::F32(&values[..8]), Points::BF16(&bits)],
-        "part 1 of the points has another element type",
+        1,
+        PartProblem::MixedTypes,
     );
     check(
         &[Points::F32(&values[..3]), Points::F32(&values[3..])],
-        "part 0 of the points does not hold whole rows",
+        0,
+        PartProblem::PartialRows,
     );
     let inner = [Points::F32(&values[..4])];
     check(
         &[Points::Parts(&inner), Points::F32(&values[4..])],
-        "part 0 of the points is itself split",
+        0,
+        PartProblem::Nested,
+    );
+    let err = validate(Points::Parts(&[Points::Parts(&inner)]), 2, 2, 1, &p).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "part 0 of the points is itself split into parts; give row-contiguous parts of one \
+         element type"
     );
 }
 
@@ -349,4 +391,19 @@ fn initial_rows_are_the_whole_shuffles_first_m() {
             assert_eq!(sorted.len(), m, "n {n} m {m}: repeated rows");
         }
     }
+}
+
+#[test]
+fn the_cpu_engine_refuses_too_few_anchor_values() {
+    let points = synthetic_points(10, 3, 2, 0.1, 1);
+    let problem = validate(Points::F32(&points), 10, 3, 2, &Params::default()).unwrap();
+    let mut engine = cpu::CpuEngine::new(&problem);
+    for (values, m) in [(5, 2), (3, usize::MAX)] {
+        let err = engine.set_anchors(&vec![0.0; values], m).unwrap_err();
+        assert!(
+            matches!(err, AnnealError::AnchorValues { values: v, m: k, d: 3 } if (v, k) == (values, m)),
+            "{err}"
+        );
+    }
+    engine.set_anchors(&[0.0; 6], 2).unwrap();
 }

@@ -454,13 +454,14 @@ impl WgpuEngine {
 
 impl Engine for WgpuEngine {
     fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError> {
-        if m > self.max_anchors || anchors.len() < m * self.d {
-            return Err(AnnealError::Input(format!(
-                "{m} anchors is over the run's maximum"
-            )));
+        if m > self.max_anchors {
+            return Err(AnnealError::TooManyAnchors {
+                m,
+                max: self.max_anchors,
+            });
         }
+        let values = crate::anchor_values(anchors, m, self.d)?;
         self.m = m;
-        let values = &anchors[..m * self.d];
         if !values.is_empty() {
             self.gpu
                 .queue

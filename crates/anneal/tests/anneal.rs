@@ -156,6 +156,31 @@ fn gpu_takes_shards_and_bf16_points_as_the_cpu_does() {
     }
 }
 
+/// The CUDA engines refuse any other backend with a variant, before
+/// touching a device: one process's (`new`, `sharded`, no backend at all)
+/// and one rank's.
+#[test]
+fn the_cuda_engines_refuse_other_backends() {
+    use kiln_anneal::distributed::{GpuRankEngine, NCCL_ID_BYTES};
+    use kiln_anneal::gpu::GpuEngine;
+    use kiln_anneal::AnnealError;
+    let points = kiln_anneal::synthetic_points(8, 2, 2, 0.1, 1);
+    let problem = kiln_anneal::validate(Points::F32(&points), 8, 2, 2, &Params::default()).unwrap();
+    let cpu = Backend::cpu();
+    assert!(matches!(
+        GpuEngine::new(&cpu, &problem),
+        Err(AnnealError::NeedsCuda)
+    ));
+    assert!(matches!(
+        GpuEngine::sharded(&[], &problem),
+        Err(AnnealError::NeedsCuda)
+    ));
+    assert!(matches!(
+        GpuRankEngine::new(&cpu, &problem, &[0; NCCL_ID_BYTES], 0, 1),
+        Err(AnnealError::NeedsCuda)
+    ));
+}
+
 #[test]
 fn bad_input_is_refused_on_every_backend() {
     let mut backends = vec![Backend::cpu()];
@@ -165,11 +190,17 @@ fn bad_input_is_refused_on_every_backend() {
             kiln_anneal::validate(Points::F32(points), n, d, m, &Params::default())
                 .and_then(|problem| kiln_anneal::run(&backend, &problem, &mut |_, _, _| {}))
                 .unwrap_err()
-                .to_string()
         };
-        assert!(run(&[], 0, 3, 1).contains("n = 0"));
-        assert!(run(&[1.0; 6], 2, 3, 3).contains("more anchors (3) than points (2)"));
-        assert!(run(&[1.0, f32::NAN, 1.0], 1, 3, 1).contains("NaN"));
+        use kiln_anneal::AnnealError as E;
+        assert!(matches!(run(&[], 0, 3, 1), E::NoPoints));
+        assert!(matches!(
+            run(&[1.0; 6], 2, 3, 3),
+            E::MoreAnchorsThanPoints { m: 3, n: 2 }
+        ));
+        assert!(matches!(
+            run(&[1.0, f32::NAN, 1.0], 1, 3, 1),
+            E::NonFinite { point: 0, dim: 1 }
+        ));
     }
 }
 

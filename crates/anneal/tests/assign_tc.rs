@@ -259,7 +259,10 @@ fn one_tc_assign_serves_launch_after_launch() {
             dev.counts.view_mut(),
         )
         .unwrap_err();
-    assert!(err.to_string().contains("2001 points"), "{err}");
+    assert!(
+        matches!(err, kiln_anneal::AnnealError::OverCapacity { n: 2001, .. }),
+        "{err}"
+    );
 }
 
 /// The list kernels alone over every point equal the reference bit for bit

@@ -2,7 +2,7 @@
 //! thread per rank): the launcher variables, the row split, the rendezvous
 //! (the id handed out, a different problem refused naming the rank, a rank
 //! that never arrives timed out naming it), the TCP collectives, a dead
-//! peer named, and ranks that together match the one-process CPU run.
+//! peer named (as `DistError::PeerGone`, inside a run's error too), and ranks that together match the one-process CPU run.
 
 use std::collections::HashMap;
 use std::thread;
@@ -384,6 +384,40 @@ fn a_rank_that_dies_is_named_by_the_others() {
     }
 }
 
+/// A rank that dies mid-run fails the others' runs with
+/// `AnnealError::Dist(DistError::PeerGone)` naming the rank each saw go
+/// (the variant, not a message to search): rank 0 names the dead rank 2,
+/// and rank 1, whose sum rank 0 then never sends, names rank 0.
+#[test]
+fn a_dead_rank_fails_the_run_as_peer_gone_with_its_rank() {
+    use kiln_anneal::AnnealError;
+    let results = on_ranks(3, |rank, comm| {
+        if rank == 2 {
+            drop(comm);
+            return None;
+        }
+        let (points, n, d, m, params) = problem_points();
+        let rows = rows_of(rank, 3, n).unwrap();
+        let mine = Points::F32(&points[rows.start * d..rows.end * d]);
+        let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
+        let mut engine = RankEngine::new(&problem, comm);
+        Some(kiln_anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap_err())
+    });
+    for (rank, dead) in [(0, 2), (1, 0)] {
+        match &results[rank] {
+            Some(e @ AnnealError::Dist(DistError::PeerGone { rank: gone, .. })) => {
+                assert_eq!(*gone, dead, "rank {rank}: {e}");
+                assert_eq!(e.dead_rank(), Some(dead));
+                assert!(
+                    e.to_string().starts_with(&format!("rank {dead} closed")),
+                    "{e}"
+                );
+            }
+            other => panic!("rank {rank}: {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn the_watchdog_aborts_when_a_peer_goes_and_not_after_the_run() {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -495,12 +529,15 @@ fn two_gpu_ranks_match_one_gpu() {
         let rows = rows_of(rank, 2, n).unwrap();
         let mine = Points::F32(&points[rows.start * d..rows.end * d]);
         let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
-        let gpu = kiln_anneal::gpu::GpuEngine::for_rank(backend, &problem, &id, rank, 2).unwrap();
-        let abort = gpu.abort_handle().unwrap();
+        let engine =
+            kiln_anneal::distributed::GpuRankEngine::new(backend, &problem, &id, rank, 2).unwrap();
+        let abort = engine.abort_handle();
         let watchdog = Watchdog::start(&comm, move |_| abort.abort()).unwrap();
-        let mut engine = kiln_anneal::distributed::GpuRankEngine::new(gpu, comm, Some(watchdog));
+        let mut engine = engine.watched_by(watchdog);
         let out = kiln_anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap();
         engine.finish();
+        // The connections the watchdog watches stay open for the run.
+        drop(comm);
         out
     });
     for (rank, out) in outs.iter().enumerate() {

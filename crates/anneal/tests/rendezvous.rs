@@ -123,12 +123,12 @@ impl Root {
 /// and the real rank still joins.
 #[test]
 fn strangers_and_other_world_sizes_are_refused_and_the_real_rank_joins() {
-    type Case = (RankEnv, fn(&RefusalReason) -> bool, &'static str);
+    type Case = (RankEnv, fn(&RefusalReason) -> bool, fn(&DistError) -> bool);
     let cases: [Case; 4] = [
         (
             job_env(1, 2, 0, "another job"),
             |r| *r == RefusalReason::Stranger,
-            "is not of this job",
+            |e| matches!(e, DistError::OtherJob { .. }),
         ),
         (
             RankEnv {
@@ -136,21 +136,22 @@ fn strangers_and_other_world_sizes_are_refused_and_the_real_rank_joins() {
                 ..env(1, 2, 0, 30)
             },
             |r| *r == RefusalReason::Stranger,
-            "is not of this job",
+            |e| matches!(e, DistError::OtherJob { .. }),
         ),
         (
             // The same secret differing only in its last byte.
             job_env(1, 2, 0, "the test joc"),
             |r| *r == RefusalReason::Stranger,
-            "is not of this job",
+            |e| matches!(e, DistError::OtherJob { .. }),
         ),
         (
             env(1, 3, 0, 30),
             |r| matches!(r, RefusalReason::WorldSize { theirs: 3, ours: 2 }),
-            "WORLD_SIZE 3 where rank 0 has 2",
+            // Rank 0's reason comes over the wire: text.
+            |e| matches!(e, DistError::Refused(why) if why.contains("WORLD_SIZE 3 where rank 0 has 2")),
         ),
     ];
-    for (hostile, expected, says) in cases {
+    for (hostile, expected, fails_with) in cases {
         let root = Root::start(Duration::from_secs(5));
         let hostile = RankEnv {
             master_port: root.port,
@@ -158,7 +159,7 @@ fn strangers_and_other_world_sizes_are_refused_and_the_real_rank_joins() {
         };
         let err = rendezvous(&hostile, "p", || unreachable!(), |_| {}).unwrap_err();
         let text = err.to_string();
-        assert!(text.contains(says), "{text}");
+        assert!(fails_with(&err), "{err:?}");
         assert!(!text.contains('\n'), "{text}");
         root.wait_for_refusals(1);
         let refusals = root.finish();
@@ -315,34 +316,28 @@ fn a_rank_0_without_the_secret_is_never_joined() {
         [1u8; 32]
     );
     let other_protocol = r#"{"protocol":"kiln.rendezvous/1","nonce":[]}"#.to_string();
-    let cases: [(Option<String>, Vec<u8>, &str); 5] = [
-        (
-            Some(challenge.clone()),
-            frame(go.as_bytes()),
-            "is not of this job",
-        ),
-        (
-            Some(challenge.clone()),
-            frame(br#""Stranger""#),
-            "is not of this job",
-        ),
+    let other_job: fn(&DistError) -> bool = |e| matches!(e, DistError::OtherJob { .. });
+    let frame_bomb: fn(&DistError) -> bool = |e| {
+        matches!(e, DistError::Protocol { rank: 0, what }
+            if what.starts_with("a frame of 18446744073709551615 bytes"))
+    };
+    // What the fake rank 0 says first, then answers, and how the rank fails.
+    type Case = (Option<String>, Vec<u8>, fn(&DistError) -> bool);
+    let cases: [Case; 5] = [
+        (Some(challenge.clone()), frame(go.as_bytes()), other_job),
+        (Some(challenge.clone()), frame(br#""Stranger""#), other_job),
         (
             Some(challenge.clone()),
             u64::MAX.to_le_bytes().to_vec(),
-            "a frame of 18446744073709551615 bytes",
+            frame_bomb,
         ),
-        (
-            None,
-            u64::MAX.to_le_bytes().to_vec(),
-            "a frame of 18446744073709551615 bytes",
-        ),
-        (
-            Some(other_protocol),
-            Vec::new(),
-            "handshake \"kiln.rendezvous/1\"",
-        ),
+        (None, u64::MAX.to_le_bytes().to_vec(), frame_bomb),
+        (Some(other_protocol), Vec::new(), |e| {
+            matches!(e, DistError::Protocol { rank: 0, what }
+                    if what.starts_with("handshake \"kiln.rendezvous/1\""))
+        }),
     ];
-    for (first, answer, says) in cases {
+    for (first, answer, fails_with) in cases {
         let fake = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = fake.local_addr().unwrap().port();
         let rank =
@@ -357,13 +352,31 @@ fn a_rank_0_without_the_secret_is_never_joined() {
         stream.write_all(&answer).unwrap();
         let err = rank.join().unwrap().unwrap_err();
         let text = err.to_string();
-        assert!(text.contains(says), "{says}: {text}");
+        assert!(fails_with(&err), "{err:?}");
         assert!(!text.contains('\n'), "{text}");
     }
 }
 
 /// What one rank of a concurrent job ended with: its sum, or the error.
 type Ended = Result<f64, DistError>;
+
+/// Rank 0 could not listen: another program holds the port.
+fn port_taken(e: &DistError) -> bool {
+    matches!(e, DistError::Io { rank: 0, source, .. } if source.kind() == std::io::ErrorKind::AddrInUse)
+}
+
+/// The peer `e` is about: the one that closed, went silent, sent garbage
+/// or another problem, or whose socket failed.
+fn names_rank(e: &DistError) -> Option<usize> {
+    match e {
+        DistError::Io { rank, .. }
+        | DistError::PeerGone { rank, .. }
+        | DistError::Timeout { rank, .. }
+        | DistError::Mismatch { rank, .. }
+        | DistError::Protocol { rank, .. } => Some(*rank),
+        _ => None,
+    }
+}
 
 /// Two jobs of two ranks each, started at once on one port, each rank
 /// adding its job's own numbers (1 + 2, 10 + 20). In every trial each job
@@ -395,23 +408,24 @@ fn two_jobs_on_one_port_never_mix() {
         for (job, sum) in [(0, 3.0), (1, 30.0)] {
             let mine = &ended[2 * job..2 * job + 2];
             for (rank, end) in mine.iter().enumerate() {
-                let why = match end {
+                let err = match end {
                     Ok(got) => {
                         assert_eq!(*got, sum, "trial {trial} job {job} rank {rank}: mixed");
                         continue;
                     }
-                    Err(e) => e.to_string(),
+                    Err(e) => e,
                 };
-                assert!(!why.contains('\n'), "{why}");
+                assert!(!err.to_string().contains('\n'), "{err}");
                 // Rank 0 could not listen (or, had the other job come and
                 // gone before it listened, its rank 1 is missing); rank 1
                 // met the other job's rank 0, or none.
                 let expected = if rank == 0 {
-                    why.contains("the port is taken") || why.contains("rank 1")
+                    port_taken(err) || names_rank(err) == Some(1)
                 } else {
-                    why.contains("is not of this job") || why.contains("rank 0")
+                    matches!(err, DistError::OtherJob { .. } | DistError::Refused(_))
+                        || names_rank(err) == Some(0)
                 };
-                assert!(expected, "trial {trial} job {job} rank {rank}: {why}");
+                assert!(expected, "trial {trial} job {job} rank {rank}: {err:?}");
             }
             ran += usize::from(mine.iter().all(Result::is_ok));
         }

@@ -277,9 +277,9 @@ impl TcAssign {
         if !tc_wanted(device.arch(), std::env::var(ENV).ok().as_deref()) {
             return Ok(None);
         }
-        let too_big = || AnnealError::Input(format!("{n} x {d} points is over u32::MAX"));
-        u32::try_from(n).map_err(|_| too_big())?;
-        let d32 = u32::try_from(d).map_err(|_| too_big())?;
+        let over = |what, value| AnnealError::OverU32 { what, value };
+        u32::try_from(n).map_err(|_| over("n", n))?;
+        let d32 = u32::try_from(d).map_err(|_| over("d", d))?;
         let dp = padded_dim(d32) as usize;
         let tile = tile_from_env(std::env::var(TILE_ENV).ok().as_deref())?;
         let list_grid = device.sm_count.max(1) * LIST_BLOCKS_PER_SM;
@@ -348,18 +348,20 @@ impl TcAssign {
     ) -> Result<(), AnnealError> {
         let dp = padded_dim(d);
         if d != self.d || n as usize > self.unresolved.len() {
-            return Err(AnnealError::Input(format!(
-                "{n} x {d} points do not fit the {} x {} this TcAssign was made for",
-                self.unresolved.len(),
-                self.d
-            )));
+            return Err(AnnealError::OverCapacity {
+                n: n as usize,
+                d: d as usize,
+                capacity: self.unresolved.len(),
+                capacity_d: self.d as usize,
+            });
         }
         let values = n as usize * d as usize;
         if x.len() < values {
-            return Err(AnnealError::Input(format!(
-                "the f16 copy of {n} x {d} points needs {values} values, got {}",
-                x.len()
-            )));
+            return Err(AnnealError::ShortBuffer {
+                what: "the points",
+                len: x.len(),
+                needed: values,
+            });
         }
         let sms = self.sms;
         let kernels = T::kernels(&self.kernels);
@@ -455,10 +457,7 @@ impl TcAssign {
             d,
         };
         if self.prepared != Some(points) {
-            return Err(AnnealError::Input(format!(
-                "the tensor-core assignment of {n} x {d} points needs their f16 copy: call \
-                 prepare_points with these points first"
-            )));
+            return Err(AnnealError::NotPrepared { n, d });
         }
         let sms = self.sms;
         let kernels = T::kernels(&self.kernels);
@@ -566,19 +565,19 @@ impl TcAssign {
 /// `n`, `d` and `m`, not by the views' lengths): `(name, length, needed)`.
 fn check_lengths(
     capacity: usize,
-    (n, d, m): (u32, u32, u32),
-    views: &[(&str, usize, usize)],
+    (n, d, _m): (u32, u32, u32),
+    views: &[(&'static str, usize, usize)],
 ) -> Result<(), AnnealError> {
     if n as usize > capacity {
-        return Err(AnnealError::Input(format!(
-            "{n} points is over the {capacity} this TcAssign was made for"
-        )));
+        return Err(AnnealError::OverCapacity {
+            n: n as usize,
+            d: d as usize,
+            capacity,
+            capacity_d: d as usize,
+        });
     }
     match views.iter().find(|(_, len, need)| len < need) {
-        Some((what, len, need)) => Err(AnnealError::Input(format!(
-            "the tensor-core assignment of {n} x {d} points to {m} anchors needs {need} values in \
-             {what}, got {len}"
-        ))),
+        Some(&(what, len, needed)) => Err(AnnealError::ShortBuffer { what, len, needed }),
         None => Ok(()),
     }
 }

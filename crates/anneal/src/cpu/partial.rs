@@ -62,9 +62,7 @@ impl CpuEngine {
     /// sums ([`SumsLayout`]); the anchors do not move.
     pub(crate) fn local_sums(&mut self) -> Result<Vec<f64>, AnnealError> {
         if let Some(point) = self.overflow {
-            return Err(AnnealError::Input(format!(
-                "point {point}'s squared norm overflows f32; scale the data down"
-            )));
+            return Err(AnnealError::NormOverflow { point });
         }
         let (d, m) = (self.d, self.m);
         self.packed.pack(&self.anchors, m, d);

@@ -20,10 +20,6 @@ pub struct RankEngine<C> {
     stats: AnchorStats,
 }
 
-pub(super) fn comm_error(e: DistError) -> AnnealError {
-    AnnealError::Input(e.to_string())
-}
-
 impl<C: Communicator> RankEngine<C> {
     /// The engine of `problem` (from `crate::validate_rows`: this rank's
     /// rows) over `comm`.
@@ -64,9 +60,7 @@ impl<C: Communicator + Send> Engine for RankEngine<C> {
             d: self.d,
         };
         let mut sums = self.local.local_sums()?;
-        self.comm
-            .all_reduce_sum(&mut sums, "a step's statistics")
-            .map_err(comm_error)?;
+        self.comm.all_reduce_sum(&mut sums, "a step's statistics")?;
         self.local.move_anchors(&sums, eta);
         self.stats = layout.stats(&sums);
         Ok(layout.distance_sum(&sums) / self.n as f64)
@@ -107,8 +101,7 @@ pub(super) fn initial_anchors<C: Communicator>(
         .into_iter()
         .map(f64::from)
         .collect();
-    comm.all_reduce_sum(&mut matrix, "the initial anchors")
-        .map_err(comm_error)?;
+    comm.all_reduce_sum(&mut matrix, "the initial anchors")?;
     Ok(matrix.into_iter().map(|v| v as f32).collect())
 }
 
@@ -132,22 +125,33 @@ pub(super) fn own_initial_anchors(problem: &Problem<'_>) -> Vec<f32> {
 }
 
 /// Rank 0's `m` anchors (`m × d`) on every rank: the anchors every rank
-/// sets are rank 0's, so rank 0's maintenance decides.
+/// sets are rank 0's, so rank 0's maintenance decides (the others'
+/// `anchors` and `m` are not read).
 pub(super) fn broadcast_anchors<C: Communicator>(
     comm: &mut C,
     anchors: &[f32],
     m: usize,
     d: usize,
 ) -> Result<(Vec<f32>, usize), AnnealError> {
-    let mut bytes: Vec<u8> = (m as u64).to_le_bytes().to_vec();
-    bytes.extend(anchors[..m * d].iter().flat_map(|v| v.to_le_bytes()));
-    comm.broadcast(&mut bytes, "setting the anchors")
-        .map_err(comm_error)?;
-    let (head, values) = bytes.split_at(8.min(bytes.len()));
-    let m = u64::from_le_bytes(head.try_into().unwrap_or([0; 8])) as usize;
-    if values.len() != m * d * 4 {
-        return Err(AnnealError::Input(format!(
-            "rank 0 sent {} bytes of anchors for {m} anchors of dimension {d}",
+    let mut bytes = Vec::new();
+    if comm.rank() == 0 {
+        let values = crate::anchor_values(anchors, m, d)?;
+        bytes.extend((m as u64).to_le_bytes());
+        bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+    }
+    comm.broadcast(&mut bytes, "setting the anchors")?;
+    let protocol = |what: String| AnnealError::Dist(DistError::Protocol { rank: 0, what });
+    let Some((head, values)) = bytes.split_first_chunk::<8>() else {
+        return Err(protocol(format!(
+            "{} bytes where the anchors' count (8 bytes) is due",
+            bytes.len()
+        )));
+    };
+    let m = usize::try_from(u64::from_le_bytes(*head)).unwrap_or(usize::MAX);
+    // The count comes from the wire: checked, never trusted to multiply.
+    if m.checked_mul(d).and_then(|v| v.checked_mul(4)) != Some(values.len()) {
+        return Err(protocol(format!(
+            "{} bytes of anchors for {m} anchors of dimension {d}",
             values.len()
         )));
     }
@@ -176,10 +180,7 @@ pub fn gather_assignments<C: Communicator + Send>(
 ) -> Result<Vec<u32>, AnnealError> {
     let (rank, world) = (comm.rank(), comm.world_size());
     let during = "gathering the assignments";
-    let rows = |r| {
-        rows_of(r, world, n)
-            .ok_or_else(|| AnnealError::Input(format!("rank {r} of {world} has no rows of {n}")))
-    };
+    let rows = |r| rows_of(r, world, n).ok_or(AnnealError::MoreRanksThanPoints { world, n });
     let mine = rows(rank)?;
     if rank != 0 {
         let mut values = vec![0u32; mine.len()];
@@ -209,7 +210,7 @@ pub fn gather_assignments<C: Communicator + Send>(
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             read_all?;
-            sent.map_err(comm_error)?;
+            sent?;
             Ok(Vec::new())
         });
     }
@@ -228,7 +229,7 @@ pub fn gather_assignments<C: Communicator + Send>(
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         read_own?;
-        received.map_err(comm_error)
+        Ok::<(), AnnealError>(received?)
     })?;
     all[mine.end..]
         .iter_mut()

@@ -1,36 +1,61 @@
 //! The anneal engine of one GPU process of several ([`GpuRankEngine`]): the
-//! GPU engine over this rank's rows, its statistics summed with the other
+//! CUDA engine over this rank's rows, its statistics summed with the other
 //! ranks' on the device by NCCL each iteration. The initial anchors are
 //! summed on the devices too (each rank's part holds the anchors among its
 //! rows), and rank 0's anchors after maintenance go from its GPU to the
 //! others' (`ncclBroadcast`, their count first), and the assignments go
 //! to rank 0 by NCCL sends at the end: after the setup, nothing of the
 //! run goes over the TCP connections. A [`Watchdog`] aborts NCCL
-//! when a peer's connection closes, and the engine then names that rank.
+//! when a peer's connection closes, and the engine then fails with
+//! [`DistError::PeerGone`] naming that rank.
 
-use crate::gpu::GpuEngine;
+use gpu_core::{AbortHandle, Backend, NCCL_ID_BYTES};
+
+use crate::gpu::GpuRank;
 use crate::{AnchorStats, AnnealError, Engine, Problem, Steps};
 
-use super::engine::{comm_error, own_initial_anchors};
-use super::{rows_of, Communicator, DistError, Watchdog};
+use super::engine::own_initial_anchors;
+use super::{rows_of, DistError, Watchdog};
 
 /// One GPU rank's engine.
 #[derive(Debug)]
-pub struct GpuRankEngine<C> {
-    gpu: GpuEngine,
-    comm: C,
+pub struct GpuRankEngine {
+    gpu: GpuRank,
     watchdog: Option<Watchdog>,
 }
 
-impl<C: Communicator> GpuRankEngine<C> {
-    /// `gpu` (from [`GpuEngine::for_rank`] over this rank's rows) with the
-    /// host-side collectives `comm` and the `watchdog` of its peers.
-    pub fn new(gpu: GpuEngine, comm: C, watchdog: Option<Watchdog>) -> Self {
-        Self {
-            gpu,
-            comm,
-            watchdog,
-        }
+impl GpuRankEngine {
+    /// The engine of rank `rank` of `world_size` on one GPU (`backend`, the
+    /// CUDA backend): uploads `problem`'s points (this rank's rows, from
+    /// `crate::validate_rows`) and joins the other ranks through NCCL
+    /// (`ncclCommInitRank` with rank 0's `id`; blocks until every rank has
+    /// joined). Unwatched until [`GpuRankEngine::watched_by`].
+    pub fn new(
+        backend: &Backend,
+        problem: &Problem<'_>,
+        id: &[u8; NCCL_ID_BYTES],
+        rank: usize,
+        world_size: usize,
+    ) -> Result<Self, AnnealError> {
+        Ok(Self {
+            gpu: GpuRank::new(backend, problem, id, rank, world_size)?,
+            watchdog: None,
+        })
+    }
+
+    /// Ends this process's NCCL operations from another thread: what a
+    /// [`Watchdog`]'s abort calls when a peer dies.
+    pub fn abort_handle(&self) -> AbortHandle {
+        self.gpu.abort_handle()
+    }
+
+    /// This engine, its failures after a peer's death reported as that
+    /// death ([`DistError::PeerGone`], which outranks the error NCCL gives
+    /// after the abort). The watchdog's connections must stay open for the
+    /// run (keep the communicator it watches).
+    pub fn watched_by(mut self, watchdog: Watchdog) -> Self {
+        self.watchdog = Some(watchdog);
+        self
     }
 
     /// The run is over: peers that exit from now on are no failure.
@@ -40,43 +65,30 @@ impl<C: Communicator> GpuRankEngine<C> {
         }
     }
 
+    /// A peer's death, when the watchdog saw one.
     fn peer_gone(&self, during: &str) -> Result<(), AnnealError> {
-        peer_gone(self.watchdog.as_ref(), during)
-    }
-
-    fn checked<T>(&self, result: Result<T, AnnealError>, during: &str) -> Result<T, AnnealError> {
-        checked(self.watchdog.as_ref(), result, during)
-    }
-}
-
-/// A peer's death, when the watchdog saw one (it outranks the error NCCL
-/// gives after the abort).
-fn peer_gone(watchdog: Option<&Watchdog>, during: &str) -> Result<(), AnnealError> {
-    match watchdog.and_then(Watchdog::gone) {
-        Some(rank) => Err(comm_error(DistError::PeerGone {
-            rank,
-            during: during.into(),
-        })),
-        None => Ok(()),
-    }
-}
-
-/// `result`, unless a peer died: then the peer's death.
-fn checked<T>(
-    watchdog: Option<&Watchdog>,
-    result: Result<T, AnnealError>,
-    during: &str,
-) -> Result<T, AnnealError> {
-    match result {
-        Err(e) => {
-            peer_gone(watchdog, during)?;
-            Err(e)
+        match self.watchdog.as_ref().and_then(Watchdog::gone) {
+            Some(rank) => Err(AnnealError::Dist(DistError::PeerGone {
+                rank,
+                during: during.into(),
+            })),
+            None => Ok(()),
         }
-        ok => ok,
+    }
+
+    /// `result`, unless a peer died: then the peer's death.
+    fn checked<T>(&self, result: Result<T, AnnealError>, during: &str) -> Result<T, AnnealError> {
+        match result {
+            Err(e) => {
+                self.peer_gone(during)?;
+                Err(e)
+            }
+            ok => ok,
+        }
     }
 }
 
-impl<C: Communicator + Send> Engine for GpuRankEngine<C> {
+impl Engine for GpuRankEngine {
     fn initial_anchors(&mut self, problem: &Problem<'_>) -> Result<Vec<f32>, AnnealError> {
         let part = own_initial_anchors(problem);
         let result = self.gpu.sum_over_ranks(&part, problem.m());
@@ -86,10 +98,7 @@ impl<C: Communicator + Send> Engine for GpuRankEngine<C> {
     /// Rank 0's anchors on every rank: their count, then the anchors, from
     /// its GPU (the other ranks' `anchors` and `m` are not read).
     fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError> {
-        let result = self
-            .gpu
-            .broadcast_count(m)
-            .and_then(|m| self.gpu.set_anchors(anchors, m));
+        let result = self.gpu.set_anchors(anchors, m);
         self.checked(result, "setting the anchors")
     }
 
@@ -130,16 +139,12 @@ impl<C: Communicator + Send> Engine for GpuRankEngine<C> {
     }
 
     /// Every point's anchor on rank 0, in row order, sent from the other
-    /// ranks' devices by NCCL ([`GpuEngine::gather_assignments`]); nothing
-    /// on the others.
+    /// ranks' devices by NCCL (each rank's rows as [`rows_of`] splits
+    /// them); nothing on the others.
     fn assignments(&mut self) -> Result<Vec<u32>, AnnealError> {
-        let (n, world) = (self.gpu.n(), self.comm.world_size());
+        let (n, world) = (self.gpu.n(), self.gpu.world_size());
         let parts = (0..world)
-            .map(|r| {
-                rows_of(r, world, n).ok_or_else(|| {
-                    AnnealError::Input(format!("rank {r} of {world} has no rows of {n}"))
-                })
-            })
+            .map(|r| rows_of(r, world, n).ok_or(AnnealError::MoreRanksThanPoints { world, n }))
             .collect::<Result<Vec<_>, _>>()?;
         let result = self.gpu.gather_assignments(&parts);
         self.checked(result, "gathering the assignments")

@@ -21,6 +21,8 @@ mod gpu_engine;
 mod handshake;
 mod rendezvous;
 mod secret;
+#[cfg(test)]
+mod tests;
 mod watchdog;
 mod wire;
 

@@ -1,6 +1,9 @@
-//! One GPU's part of the engine ([`Shard`]): its rows of the points, every
+//! One GPU's part of an engine ([`Shard`]): its rows of the points, every
 //! buffer of the iteration, and the kernels of one iteration, enqueued
-//! without reading anything back.
+//! without reading anything back. Its buffers are its own: the engines see
+//! them through its methods, and the collectives through [`Partials`].
+
+use std::ops::Range;
 
 use cuda_sys::kernels::{
     anneal_assign_f16, anneal_assign_f32, anneal_combine, anneal_finish, anneal_iota,
@@ -8,17 +11,19 @@ use cuda_sys::kernels::{
     anneal_update,
 };
 use cuda_sys::types::{AnnealControl, KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_PIECE as PIECE};
-use gpu_core::{Backend, BackendKind, DeviceBuffer, Kernel, LaunchConfig, RankCollective, Stream};
+use gpu_core::{
+    Backend, BackendKind, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream,
+};
 
 use super::super::assign_tc::{TcAssign, TcJob};
-use super::super::{AnnealError, Dtype, Points};
+use super::super::{AnchorStats, AnnealError, Dtype, Points, Steps};
 use super::sort::{sort_pairs_u32, sort_scratch_bytes, SortOut};
 use super::upload::{upload_f16, upload_f32};
 use super::{assign_config, RUN};
 
 /// A shard's points and the kernels that read them.
 #[derive(Debug)]
-pub(super) enum ShardPoints {
+enum ShardPoints {
     F32(
         DeviceBuffer<f32>,
         Kernel<anneal_assign_f32>,
@@ -34,46 +39,46 @@ pub(super) enum ShardPoints {
 /// One GPU's part: its rows of the points and every buffer of the iteration.
 #[derive(Debug)]
 pub(super) struct Shard {
-    pub(super) stream: Stream,
-    pub(super) points: ShardPoints,
+    stream: Stream,
+    points: ShardPoints,
     norms_f32: Kernel<anneal_norms_f32>,
-    pub(super) scan: Kernel<anneal_scan>,
-    pub(super) combine: Kernel<anneal_combine>,
-    pub(super) update: Kernel<anneal_update>,
-    pub(super) finish: Kernel<anneal_finish>,
+    scan: Kernel<anneal_scan>,
+    combine: Kernel<anneal_combine>,
+    update: Kernel<anneal_update>,
+    finish: Kernel<anneal_finish>,
     /// Rows of this shard.
-    pub(super) n: u32,
-    pub(super) point_norms: DeviceBuffer<f32>,
-    pub(super) anchors: DeviceBuffer<f32>,
-    pub(super) anchor_norms: DeviceBuffer<f32>,
-    pub(super) assign: DeviceBuffer<u32>,
-    pub(super) dist: DeviceBuffer<f32>,
-    pub(super) counts: DeviceBuffer<u32>,
-    pub(super) offsets: DeviceBuffer<u32>,
+    n: u32,
+    point_norms: DeviceBuffer<f32>,
+    anchors: DeviceBuffer<f32>,
+    anchor_norms: DeviceBuffer<f32>,
+    assign: DeviceBuffer<u32>,
+    dist: DeviceBuffer<f32>,
+    counts: DeviceBuffer<u32>,
+    offsets: DeviceBuffer<u32>,
     /// First piece of each anchor's members (anneal.h).
-    pub(super) pieces: DeviceBuffer<u32>,
+    pieces: DeviceBuffer<u32>,
     /// Per piece: the sum of its points (`d` each) and of its distances.
-    pub(super) piece_sums: DeviceBuffer<f64>,
-    pub(super) piece_dist: DeviceBuffer<f64>,
+    piece_sums: DeviceBuffer<f64>,
+    piece_dist: DeviceBuffer<f64>,
     /// `0..n`, the values the sort carries.
-    pub(super) iota: DeviceBuffer<u32>,
+    iota: DeviceBuffer<u32>,
     /// The sorted keys (assignments), which nothing reads.
-    pub(super) sorted: DeviceBuffer<u32>,
+    sorted: DeviceBuffer<u32>,
     /// The points in anchor order, each anchor's in point order.
-    pub(super) order: DeviceBuffer<u32>,
+    order: DeviceBuffer<u32>,
     /// Members per anchor (this shard's, then all shards' after the
     /// all-reduce).
-    pub(super) members: DeviceBuffer<u32>,
+    members: DeviceBuffer<u32>,
     /// Point sums per anchor (`m × d`), this shard's, then all shards'.
-    pub(super) partial: DeviceBuffer<f64>,
+    partial: DeviceBuffer<f64>,
     /// Distance sums per anchor (`m`), likewise.
-    pub(super) sumsq: DeviceBuffer<f64>,
-    pub(super) control: DeviceBuffer<AnnealControl>,
-    pub(super) history: DeviceBuffer<f64>,
-    pub(super) scratch: DeviceBuffer<u8>,
+    sumsq: DeviceBuffer<f64>,
+    control: DeviceBuffer<AnnealControl>,
+    history: DeviceBuffer<f64>,
+    scratch: DeviceBuffer<u8>,
     /// The tensor-core assignment (sm_80+, unless `KILN_ANNEAL_TC=0`); the
     /// SIMT kernel otherwise.
-    pub(super) tc: Option<TcAssign>,
+    tc: Option<TcAssign>,
 }
 
 fn norms_config(rows: u32) -> LaunchConfig {
@@ -222,27 +227,6 @@ impl Shard {
                 self.anchor_norms.view_mut(),
             ),
         )?;
-        Ok(())
-    }
-
-    /// Sums the partial statistics of the first `m` anchors over the ranks
-    /// of `ranks`, as one NCCL group: one launch for the three sums.
-    pub(super) fn reduce_partials(
-        &mut self,
-        ranks: &RankCollective,
-        m: usize,
-        d: usize,
-    ) -> Result<(), AnnealError> {
-        let md = m * d;
-        let mut partial = self.partial.slice_mut(0..md)?;
-        let mut sumsq = self.sumsq.slice_mut(0..m)?;
-        let mut members = self.members.slice_mut(0..m)?;
-        ranks
-            .group()
-            .all_reduce_sum(&mut partial)?
-            .all_reduce_sum(&mut sumsq)?
-            .all_reduce_sum(&mut members)?
-            .enqueue()?;
         Ok(())
     }
 
@@ -433,4 +417,122 @@ impl Shard {
         )?;
         Ok(())
     }
+
+    /// The stream this shard's work goes on (NCCL's too).
+    pub(super) fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// Rows of the points this shard holds.
+    pub(super) fn rows(&self) -> usize {
+        self.n as usize
+    }
+
+    /// Whether its assignment runs on tensor cores (then the search among
+    /// the anchors does too).
+    pub(super) fn uses_tensor_cores(&self) -> bool {
+        self.tc.is_some()
+    }
+
+    /// The first `md` anchor values, for a collective to write.
+    pub(super) fn anchors_mut(&mut self, md: usize) -> Result<DeviceViewMut<'_, f32>, AnnealError> {
+        Ok(self.anchors.slice_mut(0..md)?)
+    }
+
+    /// The last step's assignments of this shard's rows `rows`, on the
+    /// device (for a send).
+    pub(super) fn assignments(
+        &self,
+        rows: Range<usize>,
+    ) -> Result<DeviceView<'_, u32>, AnnealError> {
+        Ok(self.assign.slice(rows)?)
+    }
+
+    /// The last step's assignments of this shard's rows `rows`, copied
+    /// into `out` (as long as `rows`).
+    pub(super) fn assignments_into(
+        &self,
+        rows: Range<usize>,
+        out: &mut [u32],
+    ) -> Result<(), AnnealError> {
+        self.stream.copy_to_host(&self.assign.slice(rows)?, out)?;
+        Ok(())
+    }
+
+    /// The per-anchor sums of the first `m` anchors, for a collective to
+    /// sum over the shards.
+    pub(super) fn partials_mut(&mut self, m: usize, d: usize) -> Result<Partials<'_>, AnnealError> {
+        Ok(Partials {
+            sums: self.partial.slice_mut(0..m * d)?,
+            sumsq: self.sumsq.slice_mut(0..m)?,
+            members: self.members.slice_mut(0..m)?,
+        })
+    }
+
+    /// The anchors, for a search among them (every buffer at its full
+    /// size: the search takes the parts it reads).
+    pub(super) fn anchor_views(&mut self) -> AnchorViews<'_> {
+        AnchorViews {
+            stream: &self.stream,
+            anchors: self.anchors.view(),
+            norms: self.anchor_norms.view(),
+            counts: self.counts.view_mut(),
+        }
+    }
+
+    /// Starts a run of iterations from `control` (the device's convergence
+    /// state).
+    pub(super) fn start_run(&mut self, control: AnnealControl) -> Result<(), AnnealError> {
+        self.stream
+            .copy_to_device(&[control], &mut self.control.view_mut())?;
+        Ok(())
+    }
+
+    /// Waits for the run and reads what it did: the energy of each
+    /// iteration it ran, and whether the last converged.
+    pub(super) fn read_run(&self) -> Result<Steps, AnnealError> {
+        let state = self.stream.to_host(&self.control.view())?[0];
+        let ran = state.iterations as usize;
+        let energies = self.stream.to_host(&self.history.slice(0..ran)?)?;
+        Ok(Steps {
+            energies,
+            converged: state.done != 0,
+        })
+    }
+
+    /// The member counts and distance sums of the first `m` anchors.
+    pub(super) fn stats(&self, m: usize) -> Result<AnchorStats, AnnealError> {
+        let counts = self.stream.to_host(&self.members.slice(0..m)?)?;
+        let sumsq = self.stream.to_host(&self.sumsq.slice(0..m)?)?;
+        Ok(AnchorStats { counts, sumsq })
+    }
+
+    /// The first `md` anchor values.
+    pub(super) fn anchors(&self, md: usize) -> Result<Vec<f32>, AnnealError> {
+        Ok(self.stream.to_host(&self.anchors.slice(0..md)?)?)
+    }
+}
+
+/// A shard's per-anchor sums of one step, which a collective adds over the
+/// shards (or ranks) in place: afterwards every shard holds the totals.
+pub(super) struct Partials<'a> {
+    /// Point sums per anchor (`m × d`).
+    pub(super) sums: DeviceViewMut<'a, f64>,
+    /// Distance sums per anchor (`m`).
+    pub(super) sumsq: DeviceViewMut<'a, f64>,
+    /// Members per anchor (`m`).
+    pub(super) members: DeviceViewMut<'a, u32>,
+}
+
+/// A shard's anchors on its device, for the search among them
+/// ([`super::neighbors::Neighbors`]).
+pub(super) struct AnchorViews<'a> {
+    pub(super) stream: &'a Stream,
+    /// Every anchor slot (`max_anchors × d`).
+    pub(super) anchors: DeviceView<'a, f32>,
+    /// Their norms (`max_anchors`).
+    pub(super) norms: DeviceView<'a, f32>,
+    /// The member counts, which the search's kernel takes and leaves alone
+    /// (it counts nothing).
+    pub(super) counts: DeviceViewMut<'a, u32>,
 }

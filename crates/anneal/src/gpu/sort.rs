@@ -35,8 +35,7 @@ pub(super) fn sort_pairs_u32(
     out: SortOut<'_>,
     mut scratch: DeviceViewMut<'_, u8>,
 ) -> Result<(), AnnealError> {
-    let missing =
-        || AnnealError::Input("the CUB sort needs device buffers on a CUDA stream".into());
+    let missing = || AnnealError::internal("the CUB sort got buffers or a stream not of CUDA");
     let SortOut {
         keys: mut keys_out,
         values: mut values_out,
@@ -46,7 +45,7 @@ pub(super) fn sort_pairs_u32(
         .min()
         .unwrap_or(0);
     if shortest < n as usize || !(1..=32).contains(&end_bit) {
-        return Err(AnnealError::Input(format!(
+        return Err(AnnealError::internal(format!(
             "the CUB sort of {n} pairs on {end_bit} bits got buffers of {shortest} values"
         )));
     }
@@ -88,13 +87,8 @@ fn runtime_status(call: &'static str, status: i32) -> Result<(), AnnealError> {
 }
 
 #[cfg(not(cuda_enabled))]
-fn no_gpu_code() -> AnnealError {
-    AnnealError::Input("this build has no GPU code (no CUDA toolkit at build time)".into())
-}
-
-#[cfg(not(cuda_enabled))]
 pub(super) fn sort_scratch_bytes(_n: u32) -> Result<usize, AnnealError> {
-    Err(no_gpu_code())
+    Err(AnnealError::NoGpuCode)
 }
 
 #[cfg(not(cuda_enabled))]
@@ -110,5 +104,5 @@ pub(super) fn sort_pairs_u32(
     // build without a toolkit free of dead-code warnings.
     let SortOut { keys, values } = out;
     let _ = (keys, values);
-    Err(no_gpu_code())
+    Err(AnnealError::NoGpuCode)
 }

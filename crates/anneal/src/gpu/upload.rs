@@ -74,7 +74,8 @@ pub(super) fn upload_f32(
     Ok(buffer)
 }
 
-/// Pieces of several element types in one shard (`validate` refuses them).
+/// Pieces of several element types in one shard: `validate` refuses them
+/// before any shard is made.
 fn mixed_types() -> AnnealError {
-    AnnealError::Input("a shard's points mix element types; give parts of one type".into())
+    AnnealError::internal("a shard's points mix element types")
 }

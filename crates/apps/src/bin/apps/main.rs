@@ -65,18 +65,10 @@ fn main() {
     }
 }
 
-/// The gpu-core error behind `e`: itself, or inside the anneal's error (which
-/// carries it without making it a source: its text is already in the
-/// message).
+/// The gpu-core error behind `e`, anywhere in its chain of sources (the
+/// anneal's errors carry it as their source).
 fn gpu_error(e: &anyhow::Error) -> Option<&gpu_core::Error> {
-    e.chain().find_map(|c| {
-        c.downcast_ref::<gpu_core::Error>().or_else(|| {
-            match c.downcast_ref::<kiln_anneal::AnnealError>() {
-                Some(kiln_anneal::AnnealError::Gpu(inner)) => Some(inner),
-                _ => None,
-            }
-        })
-    })
+    e.chain().find_map(|c| c.downcast_ref::<gpu_core::Error>())
 }
 
 /// What to run in kiln's repository for a gpu-core error, whose own message
@@ -198,7 +190,7 @@ mod tests {
     }
 
     #[test]
-    fn gpu_core_errors_are_found_bare_and_inside_the_anneal_error() {
+    fn gpu_core_errors_are_found_bare_and_as_the_anneal_errors_source() {
         let bare = anyhow::Error::new(gpu_core_error());
         assert!(matches!(
             gpu_error(&bare),
@@ -210,6 +202,11 @@ mod tests {
             gpu_error(&wrapped),
             Some(gpu_core::Error::ByNameNeedsCuda { .. })
         ));
+        // The one line the user reads holds gpu-core's message once.
+        assert_eq!(
+            format!("{wrapped:#}"),
+            format!("anneal: gpu: {}", gpu_core_error())
+        );
         assert!(gpu_error(&anyhow::anyhow!("plain")).is_none());
     }
 }

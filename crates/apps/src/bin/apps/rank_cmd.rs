@@ -60,7 +60,7 @@ fn rows_of_points<'a>(
 /// This rank's engine: the CPU's, or one GPU's.
 enum Ranked {
     Cpu(Box<RankEngine<TcpComm>>),
-    Gpu(Box<GpuRankEngine<TcpComm>>),
+    Gpu(Box<GpuRankEngine>),
 }
 
 pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
@@ -189,15 +189,13 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
                     std::process::exit(1);
                 }
             })?;
-            let engine =
-                kiln_anneal::gpu::GpuEngine::for_rank(backend, &problem, &id, rank, world)?;
-            let handle = engine
-                .abort_handle()
-                .context("a rank's engine has its communicator")?;
-            let _ = slot.set(handle);
+            let engine = GpuRankEngine::new(backend, &problem, &id, rank, world)?;
+            let _ = slot.set(engine.abort_handle());
             backend.synchronize()?;
             barrier(&mut comm)?;
-            Ranked::Gpu(Box::new(GpuRankEngine::new(engine, comm, Some(watchdog))))
+            // `comm` stays open to the end of the run: the watchdog watches
+            // its connections, and closing them tells the peers this rank left.
+            Ranked::Gpu(Box::new(engine.watched_by(watchdog)))
         }
     };
     let setup_seconds = started.elapsed().as_secs_f64();

@@ -1,0 +1,239 @@
+//! What both CUDA engines share ([`Devices`]): the shards of this process,
+//! the search among the anchors, the run's sizes, the loop that enqueues
+//! iterations without reading back, and the reads of its results. The
+//! engines differ only in how the shards' statistics are summed (a
+//! `Combine`: over this process's GPUs, or over the ranks) and how the
+//! anchors and assignments travel.
+
+use cuda_sys::types::AnnealControl;
+use gpu_core::Backend;
+
+use super::super::{AnchorStats, AnnealError, Problem, Steps};
+use super::neighbors::Neighbors;
+use super::shard::Shard;
+use super::RUN;
+
+/// Sums every shard's partial statistics of the first `m` anchors (of
+/// dimension `d`) into every shard's, between the statistics and the
+/// update of each iteration.
+pub(super) type Combine<'a> = dyn FnMut(&mut [Shard], usize, usize) -> Result<(), AnnealError> + 'a;
+
+/// The shards of one engine and what the run keeps beside them.
+#[derive(Debug)]
+pub(super) struct Devices {
+    shards: Vec<Shard>,
+    /// On the first shard's device.
+    neighbors: Neighbors,
+    /// Points in the whole problem (over every process).
+    n: usize,
+    d: u32,
+    m: u32,
+    max_anchors: usize,
+    /// [`super::super::assign_tc::STATS_ENV`] is `1`.
+    stats: bool,
+    /// The host buffer the assignments are read into at the end, allocated
+    /// and written once in the setup so that the end of the run does not
+    /// fault its pages in: all the points' (one process, or rank 0 of
+    /// several), else empty.
+    output: Vec<u32>,
+}
+
+impl Devices {
+    /// Around `shards` (at least one; the first on `first`'s device);
+    /// `root`: this process gathers every point's assignment.
+    pub(super) fn new(
+        first: &Backend,
+        problem: &Problem<'_>,
+        shards: Vec<Shard>,
+        root: bool,
+    ) -> Result<Self, AnnealError> {
+        let (n, d, max_anchors) = (problem.n(), problem.d(), problem.max_anchors());
+        let Some(shard) = shards.first() else {
+            return Err(AnnealError::internal("a GPU engine without a shard"));
+        };
+        Ok(Self {
+            neighbors: Neighbors::new(
+                first,
+                shard.stream(),
+                max_anchors,
+                d,
+                shard.uses_tensor_cores(),
+            )?,
+            shards,
+            n,
+            d: d as u32,
+            m: 0,
+            max_anchors,
+            stats: std::env::var(super::super::assign_tc::STATS_ENV).is_ok_and(|v| v.trim() == "1"),
+            // Written, not only allocated (zeroed pages are mapped lazily).
+            output: if root { vec![u32::MAX; n] } else { Vec::new() },
+        })
+    }
+
+    /// GPUs the points are spread over.
+    pub(super) fn gpus(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Points in the whole problem (over every process).
+    pub(super) fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Points this process holds.
+    pub(super) fn rows(&self) -> usize {
+        self.shards.iter().map(Shard::rows).sum()
+    }
+
+    /// The dimension.
+    pub(super) fn d(&self) -> usize {
+        self.d as usize
+    }
+
+    /// The first shard (a rank's only one).
+    pub(super) fn first(&mut self) -> &mut Shard {
+        &mut self.shards[0]
+    }
+
+    /// The host buffer of every point's assignments (see the field), taken.
+    pub(super) fn take_output(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.output)
+    }
+
+    /// Checks `m` anchors against the run's maximum and, where this process
+    /// reads them (`Some`), `anchors` against `m × d`; then makes `m` the
+    /// run's.
+    pub(super) fn resize(&mut self, m: usize, anchors: Option<&[f32]>) -> Result<u32, AnnealError> {
+        let max = self.max_anchors;
+        let too_many = || AnnealError::TooManyAnchors { m, max };
+        if m > max {
+            return Err(too_many());
+        }
+        // `max` fits u32 (`check_sizes`), so this holds.
+        let m32 = u32::try_from(m).map_err(|_| too_many())?;
+        if let Some(anchors) = anchors {
+            super::super::anchor_values(anchors, m, self.d())?;
+        }
+        self.m = m32;
+        Ok(m32)
+    }
+
+    /// Every shard's anchors: `anchors` (`m × d`, checked by
+    /// [`Devices::resize`]), and their norms.
+    pub(super) fn set_anchors(&mut self, anchors: &[f32]) -> Result<(), AnnealError> {
+        let (m, d) = (self.m, self.d);
+        for shard in &mut self.shards {
+            shard.set_anchors(anchors, m, d)?;
+        }
+        Ok(())
+    }
+
+    /// [`crate::Engine::run_steps`]: runs of up to [`RUN`] iterations on
+    /// the device, each read back once.
+    pub(super) fn run_steps(
+        &mut self,
+        combine: &mut Combine<'_>,
+        etas: &[f32],
+        tol: f64,
+        previous: Option<f64>,
+    ) -> Result<Steps, AnnealError> {
+        let mut all = Steps {
+            energies: Vec::with_capacity(etas.len()),
+            converged: false,
+        };
+        let mut previous = previous;
+        for run in etas.chunks(RUN) {
+            let steps = self.run_on_device(combine, run, tol, previous)?;
+            all.energies.extend(&steps.energies);
+            if steps.converged {
+                all.converged = true;
+                break;
+            }
+            previous = all.energies.last().copied();
+        }
+        Ok(all)
+    }
+
+    /// [`crate::Engine::step`]: one iteration, no convergence test.
+    pub(super) fn step(&mut self, combine: &mut Combine<'_>, eta: f32) -> Result<f64, AnnealError> {
+        let steps = self.run_on_device(combine, &[eta], 0.0, None)?;
+        Ok(steps.energies[0])
+    }
+
+    /// Runs up to [`RUN`] iterations on the device and reads their energies.
+    fn run_on_device(
+        &mut self,
+        combine: &mut Combine<'_>,
+        etas: &[f32],
+        tol: f64,
+        previous: Option<f64>,
+    ) -> Result<Steps, AnnealError> {
+        let control = AnnealControl {
+            previous: previous.unwrap_or(0.0),
+            has_previous: u32::from(previous.is_some()),
+            done: 0,
+            iterations: 0,
+            pad: 0,
+        };
+        for shard in &mut self.shards {
+            shard.start_run(control)?;
+        }
+        let (m, d, n_total) = (self.m, self.d, self.n as u64);
+        for (slot, &eta) in etas.iter().enumerate() {
+            for shard in &mut self.shards {
+                shard.enqueue_partials(m, d)?;
+                if self.stats {
+                    shard.print_unresolved()?;
+                }
+            }
+            combine(&mut self.shards, m as usize, d as usize)?;
+            for shard in &mut self.shards {
+                shard.enqueue_update(m, d, eta, n_total, tol, slot as u32)?;
+            }
+        }
+        self.shards[0].read_run()
+    }
+
+    /// [`crate::Engine::stats`] (every shard holds the totals).
+    pub(super) fn stats(&self) -> Result<AnchorStats, AnnealError> {
+        self.shards[0].stats(self.m as usize)
+    }
+
+    /// [`crate::Engine::anchors`] (the same on every shard).
+    pub(super) fn anchors(&self) -> Result<Vec<f32>, AnnealError> {
+        self.shards[0].anchors(self.m as usize * self.d())
+    }
+
+    /// [`crate::Engine::anchor_neighbors`], on the first shard's device.
+    pub(super) fn anchor_neighbors(&mut self) -> Result<(Vec<u32>, Vec<f32>), AnnealError> {
+        let (m, d) = (self.m, self.d);
+        self.neighbors.search(self.shards[0].anchor_views(), m, d)
+    }
+
+    /// The last step's assignments of this process's rows `start..`, in
+    /// row order, copied straight into `out` (as many as it holds).
+    pub(super) fn assignments_into(
+        &self,
+        start: usize,
+        out: &mut [u32],
+    ) -> Result<(), AnnealError> {
+        let end = start.saturating_add(out.len());
+        let rows = self.rows();
+        if end > rows {
+            return Err(AnnealError::RowsOutOfRange {
+                asked: start..end,
+                rows,
+            });
+        }
+        let mut first = 0;
+        for shard in &self.shards {
+            let last = first + shard.rows();
+            let (lo, hi) = (start.max(first), end.min(last));
+            if lo < hi {
+                shard.assignments_into(lo - first..hi - first, &mut out[lo - start..hi - start])?;
+            }
+            first = last;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,110 @@
+//! The search among the anchors for each one's nearest other anchor
+//! ([`Neighbors`]), which maintenance reads: the points' assignment kernel
+//! with the anchors as its points and `EXCLUDE_SELF`, on tensor cores when
+//! the points' assignment runs there, on the first shard's device.
+
+use cuda_sys::kernels::anneal_assign_f32;
+use cuda_sys::types::{AnnealControl, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF};
+use gpu_core::{Backend, DeviceBuffer, Kernel, Stream};
+
+use super::super::assign_tc::{TcAssign, TcJob};
+use super::super::AnnealError;
+use super::assign_config;
+use super::shard::AnchorViews;
+
+/// The buffers and kernels of the search, allocated once for the run.
+#[derive(Debug)]
+pub(super) struct Neighbors {
+    /// The SIMT kernel (used when `tc` is `None`).
+    assign: Kernel<anneal_assign_f32>,
+    /// The same search on tensor cores: the anchors are its points.
+    tc: Option<TcAssign>,
+    neighbors: DeviceBuffer<u32>,
+    dist: DeviceBuffer<f32>,
+    /// Never `done`: the control of the search.
+    idle: DeviceBuffer<AnnealControl>,
+}
+
+impl Neighbors {
+    /// For up to `max_anchors` anchors of dimension `d` on `stream`;
+    /// `tensor_cores` when the points' assignment runs on them.
+    pub(super) fn new(
+        backend: &Backend,
+        stream: &Stream,
+        max_anchors: usize,
+        d: usize,
+        tensor_cores: bool,
+    ) -> Result<Self, AnnealError> {
+        Ok(Self {
+            assign: backend.kernel()?,
+            tc: if tensor_cores {
+                TcAssign::new(backend, stream, max_anchors, d, max_anchors)?
+            } else {
+                None
+            },
+            neighbors: stream.alloc_zeros(max_anchors)?,
+            dist: stream.alloc_zeros(max_anchors)?,
+            idle: stream.alloc_zeros(1)?,
+        })
+    }
+
+    /// For each of the first `m` anchors of `on`, its nearest other anchor
+    /// (`u32::MAX` when there is none) and their squared distance.
+    pub(super) fn search(
+        &mut self,
+        on: AnchorViews<'_>,
+        m: u32,
+        d: u32,
+    ) -> Result<(Vec<u32>, Vec<f32>), AnnealError> {
+        let md = m as usize * d as usize;
+        let AnchorViews {
+            stream,
+            anchors,
+            norms,
+            mut counts,
+        } = on;
+        if let Some(tc) = &mut self.tc {
+            let anchors = anchors.slice(0..md)?;
+            tc.prepare_points(stream, anchors.clone(), m, d)?;
+            tc.launch(
+                stream,
+                TcJob {
+                    x: anchors.clone(),
+                    x_norms: norms.slice(0..m as usize)?,
+                    n: m,
+                    d,
+                    anchors,
+                    anchor_norms: norms.slice(0..m as usize)?,
+                    m,
+                    flags: EXCLUDE_SELF,
+                    control: self.idle.view(),
+                    assign: self.neighbors.view_mut(),
+                    dist: self.dist.view_mut(),
+                    counts: counts.slice_mut(0..0)?,
+                },
+            )?;
+        } else {
+            stream.launch(
+                &self.assign,
+                assign_config(m),
+                (
+                    anchors.slice(0..md)?,
+                    norms.clone(),
+                    m,
+                    d,
+                    anchors.slice(0..md)?,
+                    norms,
+                    m,
+                    EXCLUDE_SELF,
+                    self.idle.view(),
+                    self.neighbors.view_mut(),
+                    self.dist.view_mut(),
+                    counts,
+                ),
+            )?;
+        }
+        let m = m as usize;
+        let neighbors = stream.to_host(&self.neighbors.slice(0..m)?)?;
+        Ok((neighbors, stream.to_host(&self.dist.slice(0..m)?)?))
+    }
+}
