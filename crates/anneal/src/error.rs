@@ -5,8 +5,6 @@
 
 use std::ops::Range;
 
-use crate::distributed::DistError;
-
 /// Why a run was refused or failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -259,7 +257,7 @@ pub enum AnnealError {
     /// [`AnnealError::Gpu`].
     #[cfg(feature = "wgpu")]
     #[error("wgpu")]
-    Wgpu(#[source] crate::wgpu::WgpuError),
+    Wgpu(#[source] WgpuError),
     /// A CUDA runtime call of a static-library module returned an error.
     #[error("{call} returned cudaError_t {status}")]
     CudaRuntime {
@@ -293,8 +291,8 @@ pub enum PartProblem {
 }
 
 #[cfg(feature = "wgpu")]
-impl From<crate::wgpu::WgpuError> for AnnealError {
-    fn from(e: crate::wgpu::WgpuError) -> Self {
+impl From<WgpuError> for AnnealError {
+    fn from(e: WgpuError) -> Self {
         AnnealError::Wgpu(e)
     }
 }
@@ -315,11 +313,144 @@ impl AnnealError {
     }
 }
 
+/// Why a multi-process run could not start or went on no further.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DistError {
+    /// A launcher variable is missing.
+    #[error("{var} is not set; start each process with a launcher (torchrun, srun, mpirun, apps launch) or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT")]
+    MissingVar {
+        /// The variable.
+        var: &'static str,
+    },
+    /// A launcher variable has a value that cannot be used.
+    #[error("{var}={value:?}: {why}")]
+    BadVar {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A socket operation failed.
+    #[error("rank {rank}: {what} failed: {source}")]
+    Io {
+        /// The rank at the other end (this process's own for a listen).
+        rank: usize,
+        /// What was being done.
+        what: String,
+        /// The socket's error.
+        source: std::io::Error,
+    },
+    /// A peer's connection closed: the process exited or crashed.
+    #[error("rank {rank} closed its connection during {during}: that process exited or was killed; see its output")]
+    PeerGone {
+        /// The rank that went away.
+        rank: usize,
+        /// What the run was doing.
+        during: String,
+    },
+    /// A peer sent nothing for too long.
+    #[error("no word from rank {rank} for {seconds} s during {during}: it hangs, has not started, or its host is unreachable (raise {var} if it is only slow)", var = "KILN_RANK_TIMEOUT")]
+    Timeout {
+        /// The silent rank.
+        rank: usize,
+        /// What the run was doing.
+        during: String,
+        /// The limit.
+        seconds: u64,
+    },
+    /// A rank runs another problem than rank 0.
+    #[error("rank {rank} runs another problem than rank 0: {what}; start every rank with the same arguments and input")]
+    Mismatch {
+        /// The rank that differs.
+        rank: usize,
+        /// What differs.
+        what: String,
+    },
+    /// A peer sent something that is not the protocol.
+    #[error("rank {rank} sent {what}; are both ends the same kiln version?")]
+    Protocol {
+        /// The rank.
+        rank: usize,
+        /// What was wrong.
+        what: String,
+    },
+    /// Rank 0 refused this rank (it says why).
+    #[error("rank 0 refused this rank: {0}")]
+    Refused(String),
+    /// What listens at the rendezvous's address is not this job's rank 0.
+    #[error("the rank 0 at {addr} is not of this job (it does not hold this job's {var}): another job uses this port, or this job's ranks were given different secrets; give each job its own port (MASTER_PORT, {port}) and every rank of one job the same {var}", var = "KILN_JOB_SECRET", port = "KILN_MASTER_PORT")]
+    OtherJob {
+        /// The rendezvous's address.
+        addr: String,
+    },
+    /// The OS's random generator failed (the rendezvous's nonces).
+    #[error("the operating system's random generator failed: {0}")]
+    Random(String),
+}
+
+/// Why the wgpu engine could not start or run.
+#[cfg(feature = "wgpu")]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WgpuError {
+    /// No adapter of the kind asked for.
+    #[error("no {wanted} wgpu adapter ({found})")]
+    NoAdapter {
+        /// "hardware" or "usable".
+        wanted: &'static str,
+        /// The adapters there are, or why there are none.
+        found: String,
+    },
+    /// The adapter refused a device with its own limits.
+    #[error("{adapter}: could not open a device: {message}")]
+    Device {
+        /// The adapter.
+        adapter: String,
+        /// wgpu's message.
+        message: String,
+    },
+    /// The problem does not fit the adapter's limits.
+    #[error("{what} needs {needed} bytes in one buffer, over this adapter's limit of {limit}")]
+    TooLarge {
+        /// What would not fit.
+        what: &'static str,
+        /// Bytes needed.
+        needed: u64,
+        /// The adapter's limit.
+        limit: u64,
+    },
+    /// A command failed on the device (out of memory, device lost, or a
+    /// validation error).
+    #[error("{0}")]
+    Runtime(String),
+}
+
 #[cfg(test)]
 mod tests {
     use std::error::Error as _;
 
     use super::*;
+
+    /// The messages name the variables by their text (this module names no
+    /// other of the crate's): they must be the variables the runtime reads.
+    #[test]
+    fn dist_messages_name_the_variables_the_runtime_reads() {
+        use crate::distributed::{PORT_ENV, SECRET_ENV, TIMEOUT_ENV};
+        let timeout = DistError::Timeout {
+            rank: 1,
+            during: "x".into(),
+            seconds: 3,
+        };
+        assert!(timeout.to_string().contains(TIMEOUT_ENV), "{timeout}");
+        let other = DistError::OtherJob { addr: "a:1".into() }.to_string();
+        assert!(
+            other.contains(SECRET_ENV) && other.contains(PORT_ENV),
+            "{other}"
+        );
+    }
 
     #[test]
     fn a_gpu_core_error_is_the_source_and_not_repeated_in_the_message() {
@@ -338,11 +469,9 @@ mod tests {
     #[cfg(feature = "wgpu")]
     #[test]
     fn a_wgpu_error_is_the_source_too() {
-        let e = AnnealError::from(crate::wgpu::WgpuError::Runtime("device lost".into()));
-        let source = e
-            .source()
-            .and_then(|s| s.downcast_ref::<crate::wgpu::WgpuError>());
-        assert!(matches!(source, Some(crate::wgpu::WgpuError::Runtime(m)) if m == "device lost"));
+        let e = AnnealError::from(WgpuError::Runtime("device lost".into()));
+        let source = e.source().and_then(|s| s.downcast_ref::<WgpuError>());
+        assert!(matches!(source, Some(WgpuError::Runtime(m)) if m == "device lost"));
         assert_eq!(e.to_string(), "wgpu");
     }
 

@@ -4,41 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-/// Why the wgpu engine could not start or run.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum WgpuError {
-    /// No adapter of the kind asked for.
-    #[error("no {wanted} wgpu adapter ({found})")]
-    NoAdapter {
-        /// "hardware" or "usable".
-        wanted: &'static str,
-        /// The adapters there are, or why there are none.
-        found: String,
-    },
-    /// The adapter refused a device with its own limits.
-    #[error("{adapter}: could not open a device: {message}")]
-    Device {
-        /// The adapter.
-        adapter: String,
-        /// wgpu's message.
-        message: String,
-    },
-    /// The problem does not fit the adapter's limits.
-    #[error("{what} needs {needed} bytes in one buffer, over this adapter's limit of {limit}")]
-    TooLarge {
-        /// What would not fit.
-        what: &'static str,
-        /// Bytes needed.
-        needed: u64,
-        /// The adapter's limit.
-        limit: u64,
-    },
-    /// A command failed on the device (out of memory, device lost, or a
-    /// validation error).
-    #[error("{0}")]
-    Runtime(String),
-}
+pub use crate::error::WgpuError;
 
 /// Which adapters [`WgpuDevice::open`] may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
