@@ -462,9 +462,11 @@ fn write_file(
     })
 }
 
+mod build;
 mod check;
 mod measure;
 
+pub use build::RunRecord;
 pub use measure::{energy, member_spread, Reconstruction, Spread};
 
 #[cfg(test)]

@@ -50,12 +50,14 @@ pub mod assign_tc;
 pub mod cpu;
 pub mod distributed;
 mod driver;
+pub mod encode;
 pub mod gpu;
 pub mod index;
 mod input;
 pub mod maintenance;
 pub mod memory;
 pub mod npy;
+pub mod plan;
 mod rng;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
@@ -66,6 +68,7 @@ pub use input::{
     BF16_STAGING,
 };
 
+pub use plan::join;
 pub use rng::Rng;
 
 /// The element type of the points (as the input files hold them).
