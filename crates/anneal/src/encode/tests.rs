@@ -49,8 +49,12 @@ fn write_shards(dir: &Path, name: &str, values: &[f32], d: usize, shards: usize)
 /// An index fitted on the CPU to `n × d` synthetic points (`spread`: the
 /// blobs' width), with those points.
 fn fitted(n: usize, d: usize, m: usize, spread: f32) -> (Index, Vec<f32>) {
+    fitted_with(n, d, m, spread, Params::default())
+}
+
+fn fitted_with(n: usize, d: usize, m: usize, spread: f32, params: Params) -> (Index, Vec<f32>) {
     let points = crate::synthetic_points(n, d, m, spread, 7);
-    let problem = crate::validate(Points::F32(&points), n, d, m, &Params::default()).unwrap();
+    let problem = crate::validate(Points::F32(&points), n, d, m, &params).unwrap();
     let out = crate::run(&Backend::cpu(), &problem, &mut |_, _, _| {}).unwrap();
     let record = RunRecord {
         backend: "cpu",
@@ -144,9 +148,16 @@ fn chunks_of_a_tenth_give_the_bits_of_one_piece_and_of_the_anneal_step() {
 
 #[test]
 fn the_training_points_reproduce_the_index_assignments() {
-    // Blobs far apart: the last update moves no point across a boundary,
-    // so the stored anchors give the stored assignments back.
-    let (index, points) = fitted(2000, 8, 16, 0.01);
+    // The stored assignments are the last step's, against the anchors
+    // before its update. Blobs far apart, run until the temperature is 0
+    // (Lloyd's steps) and the assignment is stable: the last update moves
+    // no point across a boundary.
+    let params = Params {
+        max_iters: 300,
+        tol: 0.0,
+        ..Params::default()
+    };
+    let (index, points) = fitted_with(2000, 8, 16, 0.01, params);
     let got = assign(&Backend::cpu(), &index, Points::F32(&points)).unwrap();
     assert_eq!(got, index.assignments);
 }
