@@ -112,13 +112,6 @@ pub fn assign(
     index: &Index,
     points: Points<'_>,
 ) -> Result<Vec<u32>, EncodeError> {
-    let d = index.meta.d as usize;
-    if points.len() % d != 0 {
-        return Err(EncodeError::Ragged {
-            values: points.len(),
-            d,
-        });
-    }
     assign_rows(backend, index, points, 0)
 }
 
@@ -131,6 +124,12 @@ fn assign_rows(
     first: usize,
 ) -> Result<Vec<u32>, EncodeError> {
     let (d, m) = (index.meta.d as usize, index.meta.m as usize);
+    if d == 0 || !points.len().is_multiple_of(d) {
+        return Err(EncodeError::Ragged {
+            values: points.len(),
+            d,
+        });
+    }
     let n = points.len() / d;
     if n == 0 {
         return Ok(Vec::new());

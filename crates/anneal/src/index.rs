@@ -470,4 +470,4 @@ pub use build::RunRecord;
 pub use measure::{energy, member_spread, Reconstruction, Spread};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

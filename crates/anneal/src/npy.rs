@@ -558,4 +558,4 @@ pub use shards::{Chunk, Chunks, Loaded, Shards, ShardsError};
 pub use write::{read_u32_vector, write_f32_matrix, write_u32_header, write_u32_vector};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

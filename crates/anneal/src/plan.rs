@@ -107,7 +107,7 @@ impl Plan {
     /// The input files and their rows, as the index records them (none
     /// for synthetic points).
     pub fn files(&self) -> Vec<InputFile> {
-        self.shards().map_or_else(Vec::new, Shards::files)
+        self.shards().map_or_else(Vec::new, files_of)
     }
 
     /// Bytes of the points [`Plan::load`] holds in host memory: all of the
@@ -166,7 +166,7 @@ impl Plan {
                 self.params.seed,
             )),
             Source::Npy(shards) => {
-                let files = shards.files();
+                let files = files_of(&shards);
                 Data::Npy(shards.load()?, files)
             }
         };
@@ -237,6 +237,17 @@ impl Input {
         let keep: &'a Vec<Points<'a>> = keep;
         crate::validate_rows(join(keep), rows, self.n, self.d, self.m, &self.params)
     }
+}
+
+/// `shards`' files and their rows, as the index records them.
+fn files_of(shards: &Shards) -> Vec<InputFile> {
+    shards
+        .file_rows()
+        .map(|(path, rows)| InputFile {
+            path: path.display().to_string(),
+            rows: rows as u64,
+        })
+        .collect()
 }
 
 /// `parts` as one matrix: the part itself when there is one.

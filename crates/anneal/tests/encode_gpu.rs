@@ -92,7 +92,7 @@ fn gpu_chunks_of_a_tenth_give_the_bits_of_one_piece_and_of_the_engine_step() {
         let one = encode_file(
             &gpu,
             &index,
-            &[file.clone()],
+            std::slice::from_ref(&file),
             &dir.path().join(format!("{name}-1.npy")),
             n,
         );

@@ -217,6 +217,9 @@ fn hostile_inputs_and_outputs_are_refused_in_one_line_leaving_nothing() {
     );
     let empty = p.join("empty.npy");
     fs::write(&empty, b"").unwrap();
+    let short = p.join("short.npy");
+    let whole = fs::read(&train[0]).unwrap();
+    fs::write(&short, &whole[..whole.len() - 5]).unwrap();
     let users = p.join("users.npy");
     fs::write(&users, b"mine").unwrap();
     let damaged = p.join("damaged");
@@ -257,6 +260,10 @@ fn hostile_inputs_and_outputs_are_refused_in_one_line_leaving_nothing() {
                 &train,
             ),
             "empty.npy: not an npy file: it is empty",
+        ),
+        (
+            words(&["encode", &idx_s, "--out", &out, "--npy", &s(&short)], &[]),
+            "short.npy: the input is truncated",
         ),
         (
             words(&["encode", &idx_s, "--out", &s(&users), "--npy"], &train),

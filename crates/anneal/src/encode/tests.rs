@@ -11,22 +11,14 @@ use std::path::{Path, PathBuf};
 use gpu_core::Backend;
 
 use super::*;
+use crate::index::tests::entries;
 use crate::index::{Index, RunRecord};
 use crate::npy::Shards;
 
 /// An npy file's bytes: `descr`, `(rows, d)`, then `data`.
 fn npy_file(descr: &str, rows: usize, d: usize, data: &[u8]) -> Vec<u8> {
-    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({rows}, {d}), }}");
-    let unpadded = 10 + dict.len() + 1;
-    let header_len = dict.len() + 1 + unpadded.next_multiple_of(64) - unpadded;
-    let mut out = crate::npy::MAGIC.to_vec();
-    out.extend([1, 0]);
-    out.extend((header_len as u16).to_le_bytes());
-    out.extend(dict.bytes());
-    out.resize(10 + header_len - 1, b' ');
-    out.push(b'\n');
-    out.extend(data);
-    out
+    let dict = crate::npy::tests::dict(descr, &format!("({rows}, {d})"));
+    crate::npy::tests::npy_bytes(1, &dict, data)
 }
 
 fn f32_le(values: &[f32]) -> Vec<u8> {
@@ -84,16 +76,6 @@ fn encode_files(
         output,
         &mut |_, _| {},
     )
-}
-
-/// The files in `dir`, sorted (a leftover temporary file shows here).
-fn entries(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]
@@ -340,6 +322,62 @@ fn concurrent_encodes_to_one_file_leave_one_whole_result() {
             }
         }
         assert_eq!(fs::read(&out).unwrap(), fs::read(&expected).unwrap());
+    }
+    assert!(!entries(dir.path()).iter().any(|e| e.ends_with(TEMP_SUFFIX)));
+}
+
+/// A FIFO at `path` fed `bytes` by a thread (joined by the caller).
+fn fifo_fed(path: &Path, bytes: Vec<u8>) -> std::thread::JoinHandle<()> {
+    let status = std::process::Command::new("mkfifo").arg(path).status();
+    if !status.is_ok_and(|s| s.success()) {
+        panic!("mkfifo failed: a FIFO is what this test reads");
+    }
+    let path = path.to_path_buf();
+    // The reader may stop early (a refusal): a broken pipe is no failure.
+    std::thread::spawn(move || {
+        let _ = fs::write(path, bytes);
+    })
+}
+
+#[test]
+fn a_pipe_is_streamed_and_its_short_or_long_data_refused() {
+    let d = 4;
+    let (index, _) = fitted(200, d, 6, 0.3);
+    let dir = tempfile::tempdir().unwrap();
+    let points = crate::synthetic_points(100, d, 3, 0.5, 8);
+    let file = npy_file("<f4", 100, d, &f32_le(&points));
+    let want = assign(&Backend::cpu(), &index, Points::F32(&points)).unwrap();
+    let idx = dir.path().join("idx");
+    let cases: [(&str, Vec<u8>, Option<&str>); 3] = [
+        ("whole", file.clone(), None),
+        (
+            "short",
+            file[..file.len() - 3].to_vec(),
+            Some("the input is truncated"),
+        ),
+        (
+            "long",
+            [file.clone(), vec![0; 8]].concat(),
+            Some("the data after the header is longer"),
+        ),
+    ];
+    for (name, bytes, refusal) in cases {
+        let fifo = dir.path().join(format!("{name}.fifo"));
+        let out = dir.path().join(format!("{name}.npy"));
+        let feeder = fifo_fed(&fifo, bytes);
+        let result = encode_files(&index, &idx, &[fifo], &out, false, 30);
+        feeder.join().unwrap();
+        match refusal {
+            None => {
+                assert_eq!(result.unwrap().chunks, 4, "{name}");
+                assert_eq!(crate::npy::read_u32_vector(&out).unwrap(), want, "{name}");
+            }
+            Some(says) => {
+                let err = result.unwrap_err().to_string();
+                assert!(err.contains(says), "{name}: {err}");
+                assert!(!out.exists(), "{name}: an output was left");
+            }
+        }
     }
     assert!(!entries(dir.path()).iter().any(|e| e.ends_with(TEMP_SUFFIX)));
 }

@@ -11,7 +11,6 @@ use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::{map, Dtype, NpyData, NpyError, NpyInput, NpyShard};
-use crate::index::InputFile;
 use crate::Points;
 
 /// Why shards were not opened, or their data not read. Each message starts
@@ -146,15 +145,9 @@ impl Shards {
         self.headers.iter().map(|(p, _)| p.as_path())
     }
 
-    /// The files and their rows, as the index records them.
-    pub fn files(&self) -> Vec<InputFile> {
-        self.headers
-            .iter()
-            .map(|(path, h)| InputFile {
-                path: path.display().to_string(),
-                rows: h.n as u64,
-            })
-            .collect()
+    /// The files, in row order, with their rows.
+    pub fn file_rows(&self) -> impl Iterator<Item = (&Path, usize)> {
+        self.headers.iter().map(|(p, h)| (p.as_path(), h.n))
     }
 
     /// Bytes of host memory [`Shards::load`] will take: 0 for mapped files.
