@@ -16,6 +16,7 @@ use std::sync::mpsc;
 use gpu_core::{Backend, BackendKind};
 
 use crate::index::Index;
+use crate::memory::TooLarge;
 use crate::npy::{self, Chunks, ShardsError};
 use crate::{AnnealError, Dtype, Engine, Params, Points};
 
@@ -186,23 +187,30 @@ impl From<gpu_core::Error> for EncodeError {
     }
 }
 
+/// Bytes of host memory an encode in chunks of `rows` holds: two chunks
+/// as read (the one assigned, the one being read) and, on the CPU, the
+/// engine's copies of one; `None` when the figure overflows.
+fn host_needs(d: usize, dtype: Dtype, cuda: bool, rows: usize) -> Option<u64> {
+    let raw = (rows as u64)
+        .checked_mul(d as u64)?
+        .checked_mul(dtype.size())?;
+    let engine = crate::host_bytes(rows, d, 0, 0, !cuda)?;
+    // The assignments read back, as u32.
+    raw.checked_mul(2)?
+        .checked_add(engine)?
+        .checked_add((rows as u64).checked_mul(4)?)
+}
+
 /// Rows per chunk when none is given: what fits a quarter of the host's
-/// available memory (two chunks as read, the engine's copy) and, on a
-/// CUDA backend, half of the device's free memory; at most
-/// [`MAX_DEFAULT_CHUNK`], at least 1.
+/// available memory ([`check_chunk`]'s figure) and, on a CUDA backend, half
+/// of the device's free memory; at most [`MAX_DEFAULT_CHUNK`], at least 1.
 pub fn default_chunk(index: &Index, dtype: Dtype, backend: &Backend) -> usize {
-    let (d, m) = (index.meta.d as usize, index.meta.m as usize);
-    let per_row = |bytes: Option<u64>, rows: usize| bytes.map_or(u64::MAX, |b| b / rows as u64);
     const PROBE: usize = 1 << 16;
-    let raw = d as u64 * dtype.size();
+    let (d, m) = (index.meta.d as usize, index.meta.m as usize);
     let cuda = backend.kind() == BackendKind::Cuda;
-    let engine_host = per_row(crate::host_bytes(PROBE, d, 0, 0, !cuda), PROBE);
-    let host_row = (2 * raw)
-        .saturating_add(engine_host)
-        .saturating_add(4)
-        .max(1);
+    let host_row = host_needs(d, dtype, cuda, PROBE).map_or(u64::MAX, |b| b / PROBE as u64);
     let host_budget = crate::memory::host_available().unwrap_or(4 << 30) / 4;
-    let mut rows = host_budget / host_row;
+    let mut rows = host_budget / host_row.max(1);
     if let Some(dev) = backend.device().filter(|_| cuda) {
         let fixed = crate::device_bytes(0, d, m, dtype, 1).unwrap_or(u64::MAX);
         let grown = crate::device_bytes(PROBE, d, m, dtype, 1).unwrap_or(u64::MAX);
@@ -212,6 +220,30 @@ pub fn default_chunk(index: &Index, dtype: Dtype, backend: &Backend) -> usize {
         }
     }
     (rows.min(MAX_DEFAULT_CHUNK as u64) as usize).max(1)
+}
+
+/// Refuses chunks of `rows` points that need more host memory than is
+/// available, or on a CUDA backend more device memory than is free; `what`
+/// names the encode in the message.
+pub fn check_chunk(
+    what: &str,
+    index: &Index,
+    dtype: Dtype,
+    backend: &Backend,
+    rows: usize,
+) -> Result<(), TooLarge> {
+    let (d, m) = (index.meta.d as usize, index.meta.m as usize);
+    let cuda = backend.kind() == BackendKind::Cuda;
+    crate::memory::check_host(what, host_needs(d, dtype, cuda, rows))?;
+    match backend.device().filter(|_| cuda) {
+        Some(dev) => crate::memory::check(
+            what,
+            "device",
+            crate::device_bytes(rows, d, m, dtype, 1),
+            crate::memory::device_free(dev.ordinal),
+        ),
+        None => Ok(()),
+    }
 }
 
 /// Progress of an encode: points done, points in all.

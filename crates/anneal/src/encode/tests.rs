@@ -381,3 +381,18 @@ fn a_pipe_is_streamed_and_its_short_or_long_data_refused() {
     }
     assert!(!entries(dir.path()).iter().any(|e| e.ends_with(TEMP_SUFFIX)));
 }
+
+#[test]
+fn a_chunk_past_the_memory_there_is_is_refused_and_the_default_fits() {
+    let (index, _) = fitted(100, 64, 4, 0.3);
+    let cpu = Backend::cpu();
+    let chunk = default_chunk(&index, Dtype::F32, &cpu);
+    assert!((1..=MAX_DEFAULT_CHUNK).contains(&chunk), "{chunk}");
+    check_chunk("encode", &index, Dtype::F32, &cpu, chunk).unwrap();
+    if crate::memory::host_available().is_some() {
+        let err = check_chunk("encode", &index, Dtype::F32, &cpu, 1 << 40).unwrap_err();
+        assert!(err.to_string().contains("of host memory"), "{err}");
+    }
+    let err = check_chunk("encode", &index, Dtype::F32, &cpu, usize::MAX).unwrap_err();
+    assert!(err.to_string().contains("more than 16 EiB"), "{err}");
+}

@@ -31,13 +31,15 @@ pub(crate) fn run(args: &EncodeArgs) -> Result<()> {
             args,
         ));
     }
+    let chunk = args.chunk.map_or_else(
+        || encode::default_chunk(&index, shards.dtype(), &backend),
+        |c| (c as usize).min(n.max(1)),
+    );
+    let what = format!("encode in chunks of {chunk} points x {d} dims");
+    encode::check_chunk(&what, &index, shards.dtype(), &backend, chunk).context("--chunk")?;
     let inputs: Vec<&Path> = shards.paths().collect();
     let output = EncodeOutput::prepare(&args.out, args.force, &inputs, &args.dir)
         .map_err(|e| encode_error(e, args))?;
-    let chunk = args.chunk.map_or_else(
-        || encode::default_chunk(&index, shards.dtype(), &backend),
-        |c| c as usize,
-    );
     out!("{}", describe_backend(&backend));
     out!(
         "encode: {n} points x {d} dims ({}) onto {m} anchors, {chunk} points a chunk",
