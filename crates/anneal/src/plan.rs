@@ -257,3 +257,64 @@ pub fn join<'a>(parts: &'a [Points<'a>]) -> Points<'a> {
         many => Points::Parts(many),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> Params {
+        Params::default()
+    }
+
+    #[test]
+    fn a_plan_refuses_impossible_sizes_before_any_point_exists() {
+        for (n, d, m, says) in [
+            (0, 4, 1, "no points"),
+            (10, 0, 1, "no dimensions"),
+            (10, 4, 11, "more anchors (11) than points (10)"),
+            (10, 4, 0, "no anchors"),
+        ] {
+            let err = Plan::synthetic(n, d, m, params()).unwrap_err();
+            assert!(err.to_string().contains(says), "{n} {d} {m}: {err}");
+        }
+    }
+
+    #[test]
+    fn npy_shards_plan_as_one_input_and_rank_rows_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let (d, values) = (3, crate::synthetic_points(10, 3, 2, 0.5, 1));
+        let mut paths = Vec::new();
+        for (i, rows) in [(0, 0..4), (1, 4..10)] {
+            let path = dir.path().join(format!("p{i}.npy"));
+            let mut file = std::fs::File::create(&path).unwrap();
+            let part = &values[rows.start * d..rows.end * d];
+            crate::npy::write_f32_matrix(&mut file, rows.len(), d, part).unwrap();
+            paths.push(path);
+        }
+        let plan = Plan::npy(Shards::open(&paths).unwrap(), 2, params()).unwrap();
+        assert_eq!(
+            (plan.n(), plan.d(), plan.m(), plan.dtype()),
+            (10, 3, 2, Dtype::F32)
+        );
+        assert_eq!(plan.held_bytes(), 0, "regular files are mapped");
+        let rows: Vec<u64> = plan.files().iter().map(|f| f.rows).collect();
+        assert_eq!(rows, [4, 6]);
+        let consensus = plan.consensus();
+        assert!(
+            consensus.starts_with("n=10 d=3 m=2 dtype=float32"),
+            "{consensus}"
+        );
+        let input = plan.load().unwrap();
+        let parts = input.parts();
+        let whole = input.problem(&parts).unwrap();
+        assert_eq!(whole.points().to_f32(), values);
+        // A rank's rows span both files.
+        let mut keep = Vec::new();
+        let mine = input.rank_problem(&parts, 3..7, &mut keep).unwrap();
+        assert_eq!(mine.points().to_f32(), values[3 * d..7 * d]);
+        assert_eq!(mine.rows(), 3..7);
+        let mut keep = Vec::new();
+        let err = input.rank_problem(&parts, 8..11, &mut keep).unwrap_err();
+        assert!(err.to_string().contains("not a part of 10 points"), "{err}");
+    }
+}
