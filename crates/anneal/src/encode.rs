@@ -131,6 +131,14 @@ fn assign_rows(
             d,
         });
     }
+    if m == 0 || index.anchors.len() != m * d {
+        // Only an index made by hand can be so: `Index::read` refuses it.
+        return Err(EncodeError::Anneal(AnnealError::Input(format!(
+            "the index holds {} anchor values for m = {m} anchors of dimension {d}; \
+             read it with Index::read, which checks it",
+            index.anchors.len()
+        ))));
+    }
     let n = points.len() / d;
     if n == 0 {
         return Ok(Vec::new());

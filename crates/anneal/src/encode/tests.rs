@@ -396,3 +396,18 @@ fn a_chunk_past_the_memory_there_is_is_refused_and_the_default_fits() {
     let err = check_chunk("encode", &index, Dtype::F32, &cpu, usize::MAX).unwrap_err();
     assert!(err.to_string().contains("more than 16 EiB"), "{err}");
 }
+
+#[test]
+fn an_index_made_by_hand_that_does_not_add_up_is_refused_not_a_panic() {
+    let (index, points) = fitted(100, 3, 4, 0.3);
+    for edit in [
+        |i: &mut Index| i.anchors.truncate(5),
+        |i: &mut Index| i.meta.m = 0,
+        |i: &mut Index| i.meta.d = 0,
+    ] {
+        let mut bad = index.clone();
+        edit(&mut bad);
+        let err = assign(&Backend::cpu(), &bad, Points::F32(&points)).unwrap_err();
+        assert!(!err.to_string().contains('\n'), "{err}");
+    }
+}
