@@ -462,10 +462,12 @@ fn write_file(
     })
 }
 
+mod build;
 mod check;
 mod measure;
 
+pub use build::RunRecord;
 pub use measure::{energy, member_spread, Reconstruction, Spread};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -46,11 +46,49 @@
 //!
 //! # Parameters
 //! See [`Params`]; [`Params::default`] documents each default.
+//!
+//! # Example
+//! Fit points held in memory (a `&[f32]` of `n × d` values, row-major) to
+//! an index on the CPU, then assign new points to it. For inputs on disk,
+//! [`plan::Plan`] reads `.npy` shards, [`index::Index::write`] keeps the
+//! index and [`encode::encode`] assigns files of any size a chunk at a time.
+//!
+//! ```
+//! use gpu_core::Backend;
+//! use kiln_anneal::index::{Index, RunRecord};
+//! use kiln_anneal::{encode, Params, Points};
+//!
+//! // 300 points of dimension 4 around three centres.
+//! let (n, d, m) = (300, 4, 3);
+//! let points: Vec<f32> = (0..n * d)
+//!     .map(|i| (i / d % 3) as f32 * 10.0 + (i % 7) as f32 * 0.01)
+//!     .collect();
+//! let problem = kiln_anneal::validate(Points::F32(&points), n, d, m, &Params::default())?;
+//! let cpu = Backend::cpu();
+//! let out = kiln_anneal::run(&cpu, &problem, &mut |_iteration, _energy, _anchors| {})?;
+//! let run = RunRecord {
+//!     backend: "cpu",
+//!     device: "cpu".into(),
+//!     gpus: 0,
+//!     world_size: 1,
+//! };
+//! let index = Index::from_run(&out, &problem, &run, Vec::new());
+//! assert_eq!(index.assignments.len(), n);
+//!
+//! // Two new points: each gets the index of its nearest anchor.
+//! let new = [0.0f32, 0.0, 0.0, 0.0, 20.0, 20.0, 20.0, 20.0];
+//! let codes = encode::assign(&cpu, &index, Points::F32(&new))?;
+//! assert_eq!(codes.len(), 2);
+//! assert_ne!(codes[0], codes[1]);
+//! assert!(codes.iter().all(|&c| u64::from(c) < index.meta.m));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod assign_tc;
 pub mod cpu;
 pub mod distributed;
 mod driver;
+pub mod encode;
 mod error;
 pub mod gpu;
 pub mod index;
@@ -58,6 +96,7 @@ mod input;
 pub mod maintenance;
 pub mod memory;
 pub mod npy;
+pub mod plan;
 mod rng;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
@@ -69,6 +108,7 @@ pub use input::{
     BF16_STAGING,
 };
 
+pub use plan::join;
 pub use rng::Rng;
 
 /// The element type of the points (as the input files hold them).

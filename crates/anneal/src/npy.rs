@@ -9,7 +9,7 @@
 //! read to their end. A little-endian regular file is memory-mapped instead
 //! of read ([`map`]); the writer of the anneal index's arrays is here too
 //! ([`write_f32_matrix`], [`write_u32_vector`]), with its reader
-//! ([`read_u32_vector`]).
+//! ([`read_u32_vector`]). Several files read as one matrix are [`Shards`].
 
 use std::fmt;
 use std::fs::File;
@@ -550,10 +550,12 @@ fn one_line(text: &str) -> String {
 }
 
 pub mod map;
+mod shards;
 mod write;
 
 pub use map::{map_or_read, NpyShard};
-pub use write::{read_u32_vector, write_f32_matrix, write_u32_vector};
+pub use shards::{Chunk, Chunks, Loaded, Shards, ShardsError};
+pub use write::{read_u32_vector, write_f32_matrix, write_u32_header, write_u32_vector};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

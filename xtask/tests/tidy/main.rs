@@ -145,16 +145,8 @@ const UNSAFE_CONTRACTS: &[(&str, &str)] = &[("crates/gpu-core/src/lib.rs", "crat
 
 /// Rule `import-circle`: circles known and being removed elsewhere, as
 /// (crate, the circle's modules, why); each must still be a circle (an entry
-/// that is not is a violation), and the lead empties this at the merge.
-const KNOWN_CIRCLES: &[KnownCircle] = &[
-    // Removed by the resolved-plan work (issue 27, the `encode` command),
-    // which rewrites both files; listed so that the sharper rule lands first.
-    KnownCircle {
-        krate: "crates/apps/src/bin/apps",
-        members: &["anneal_cmd", "rank_cmd"],
-        why: "issue 27's plan work removes it (it rewrites both files)",
-    },
-];
+/// that is not is a violation). Empty: kiln has no import circle.
+const KNOWN_CIRCLES: &[KnownCircle] = &[];
 
 /// A circle the rule lets pass until it is removed.
 #[derive(Debug)]

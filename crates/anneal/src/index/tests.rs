@@ -49,7 +49,8 @@ fn small_index() -> Index {
     }
 }
 
-fn entries(dir: &Path) -> Vec<String> {
+/// The names in `dir`, sorted (a leftover temporary file shows here).
+pub(crate) fn entries(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -11,7 +11,7 @@ use super::*;
 
 /// An npy file as numpy writes it: the preamble, `dict`, spaces and a
 /// newline up to a multiple of 64 bytes, then `data`.
-fn npy_bytes(major: u8, dict: &str, data: &[u8]) -> Vec<u8> {
+pub(crate) fn npy_bytes(major: u8, dict: &str, data: &[u8]) -> Vec<u8> {
     let len_bytes = if major == 1 { 2 } else { 4 };
     let unpadded = 8 + len_bytes + dict.len() + 1;
     let header_len = dict.len() + 1 + unpadded.next_multiple_of(64) - unpadded;
@@ -25,7 +25,7 @@ fn npy_bytes(major: u8, dict: &str, data: &[u8]) -> Vec<u8> {
     out
 }
 
-fn dict(descr: &str, shape: &str) -> String {
+pub(crate) fn dict(descr: &str, shape: &str) -> String {
     format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}")
 }
 

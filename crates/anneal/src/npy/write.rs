@@ -40,9 +40,15 @@ pub fn write_f32_matrix(
     Ok(())
 }
 
+/// Writes the header of a 1-D uint32 `.npy` array of `n` values, for a
+/// writer that streams the values after it (little-endian).
+pub fn write_u32_header(w: &mut impl Write, n: u64) -> io::Result<()> {
+    w.write_all(&header("<u4", &format!("({n},)")))
+}
+
 /// Writes `values` as a 1-D uint32 `.npy` array.
 pub fn write_u32_vector(w: &mut impl Write, values: &[u32]) -> io::Result<()> {
-    w.write_all(&header("<u4", &format!("({},)", values.len())))?;
+    write_u32_header(w, values.len() as u64)?;
     for chunk in values.chunks(1 << 16) {
         let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
         w.write_all(&bytes)?;

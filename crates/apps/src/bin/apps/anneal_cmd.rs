@@ -4,40 +4,21 @@
 //! `--out`, the index written (checked to be writable before the run).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use apps::describe_backend;
 use gpu_core::{Backend, BackendKind, Devices, GpuCount};
-use kiln_anneal::index::{self, Index, IndexError, IndexMeta, IndexOutput, InputFile, InputRecord};
-use kiln_anneal::memory;
-use kiln_anneal::{Dtype, Params, Points, Problem};
+use kiln_anneal::index::RunRecord;
+use kiln_anneal::plan::Plan;
+use kiln_anneal::Problem;
 
+use crate::anneal_run::{self, AnnealRun};
 use crate::cli::{AnnealArgs, BackendChoice};
-use crate::inputs;
 use crate::output::out;
 use crate::{backend_choice, select_backend, setting};
 #[cfg(feature = "wgpu")]
 use kiln_anneal::wgpu::{Adapters, WgpuDevice, WgpuEngine};
-
-/// One backend's run.
-pub(crate) struct AnnealRun {
-    pub(crate) backend: String,
-    /// `"cpu"`, `"cuda"` or `"wgpu"`, for the index.
-    pub(crate) kind: &'static str,
-    /// The GPU's name, or the CPU's threads, for the index.
-    pub(crate) device: String,
-    /// GPUs it ran on (0: the CPU).
-    pub(crate) gpus: usize,
-    /// Upload and allocation.
-    pub(crate) setup_seconds: f64,
-    /// The iterations.
-    pub(crate) seconds: f64,
-    /// Where those seconds went.
-    pub(crate) phases: kiln_anneal::Phases,
-    pub(crate) out: kiln_anneal::Output,
-}
 
 /// Where one run goes: one backend, or the points sharded over GPUs.
 #[derive(Clone, Copy)]
@@ -165,28 +146,16 @@ impl Target<'_> {
         }
     }
 
-    /// Refuses a run that needs more memory than the host or a GPU has;
-    /// `held`: bytes of the points in host memory (0 when mapped).
-    fn check_memory(
-        &self,
-        what: &str,
-        (n, d, max_anchors): (usize, usize, usize),
-        held: u64,
-        dtype: Dtype,
-    ) -> Result<()> {
+    /// Refuses a run that needs more memory than the host or a GPU has.
+    fn check_memory(&self, what: &str, plan: &Plan) -> Result<()> {
         let gpus = self.gpus();
         // The CPU engine keeps its own copies of the points on the host;
         // the GPU engines (wgpu too) do not. wgpu tells no free device
         // memory: an allocation it cannot make fails the run instead.
-        memory::check_host(
-            what,
-            kiln_anneal::host_bytes(n, d, max_anchors, held, self.is_cpu()),
-        )?;
+        plan.check_host(what, self.is_cpu())?;
         for backend in gpus {
             if let Some(dev) = backend.device() {
-                let rows = n.div_ceil(gpus.len());
-                let needed = kiln_anneal::device_bytes(rows, d, max_anchors, dtype, 1);
-                memory::check(what, "device", needed, memory::device_free(dev.ordinal))?;
+                plan.check_device(what, plan.n().div_ceil(gpus.len()), dev.ordinal)?;
             }
         }
         Ok(())
@@ -250,9 +219,12 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
     };
     Ok(AnnealRun {
         backend: target.name(),
-        kind,
-        device,
-        gpus: backends.len(),
+        record: RunRecord {
+            backend: kind,
+            device,
+            gpus: backends.len() as u32,
+            world_size: 1,
+        },
         setup_seconds,
         seconds: started.elapsed().as_secs_f64(),
         phases,
@@ -313,44 +285,11 @@ fn open_gpus(count: GpuCount) -> Result<Option<Devices>> {
     }
 }
 
+/// `apps anneal` in one process (`rank_cmd` runs one rank of many).
 pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
-    // One process of several (a launcher set WORLD_SIZE).
-    if let Some(env) = kiln_anneal::distributed::RankEnv::from_env()? {
-        return crate::rank_cmd::run(args, &env);
-    }
-    let (mut n, mut d, m) = if args.large {
-        (10_000, 128, 256)
-    } else {
-        (1000, 64, 32)
-    };
-    n = args.n.map_or(n, |v| v as usize);
-    d = args.d.map_or(d, |v| v as usize);
-    let m = args.m.map_or(m, |v| v as usize);
-    let params = Params {
-        max_iters: args.iters as u32,
-        tol: args.tol,
-        seed: args.seed,
-        ..Params::default()
-    };
-    let shards = if args.npy.is_empty() {
-        None
-    } else {
-        let shards = inputs::open(&args.npy)?;
-        (n, d) = (shards.n, shards.d);
-        Some(shards)
-    };
-    let what = match &shards {
-        Some(shards) => format!("{}, --m {m}", shards.describe()),
-        None => format!("anneal --n {n} --d {d} --m {m}"),
-    };
-    let dtype = shards.as_ref().map_or(Dtype::F32, |s| s.dtype);
-    // Synthetic points are generated into memory; files are mapped.
-    let held = shards.as_ref().map_or_else(
-        || (n as u64).saturating_mul(d as u64).saturating_mul(4),
-        inputs::Shards::held_bytes,
-    );
-    let max_anchors = kiln_anneal::check_sizes(n, d, m, &params).with_context(|| what.clone())?;
-    let output = prepare_output(args)?;
+    let plan = anneal_run::plan(args)?;
+    let what = anneal_run::what(&plan);
+    let output = anneal_run::prepare_output(args)?;
     let devices = match args.gpus {
         Some(count) => open_gpus(count)?,
         None => None,
@@ -391,165 +330,20 @@ pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
         (None, None, None) => unreachable!("one of the three is set"),
     };
     for target in &targets {
-        target.check_memory(&what, (n, d, max_anchors), held, dtype)?;
+        target.check_memory(&what, &plan)?;
     }
-    let loaded = shards.map(inputs::Shards::load).transpose()?;
-    let synthetic = match loaded {
-        Some(_) => Vec::new(),
-        None => kiln_anneal::synthetic_points(n, d, (m / 2).max(1), 0.25, params.seed),
-    };
-    let parts = match &loaded {
-        Some(loaded) => loaded.parts(),
-        None => vec![Points::F32(&synthetic)],
-    };
-    let points = inputs::as_points(&parts);
-    let problem = kiln_anneal::validate(points, n, d, m, &params).with_context(|| what.clone())?;
-    out!(
-        "anneal: {n} points x {d} dims, {m} initial anchors, up to {} iterations",
-        params.max_iters
-    );
+    let (n, d, m, iters) = (plan.n(), plan.d(), plan.m(), plan.params().max_iters);
+    let input = plan.load().map_err(crate::npy_args::npy_error)?;
+    let parts = input.parts();
+    let problem = input.problem(&parts).with_context(|| what.clone())?;
+    out!("anneal: {n} points x {d} dims, {m} initial anchors, up to {iters} iterations");
     let mut runs = Vec::with_capacity(targets.len());
     for target in targets {
         runs.push(anneal_on(target, &problem)?);
     }
-    report(&runs)?;
+    anneal_run::report(&runs)?;
     if let (Some(dir), Some(output), Some(run)) = (&args.out, output, runs.last()) {
-        let files = loaded.as_ref().map_or_else(Vec::new, inputs::Loaded::files);
-        let index = index_of(run, &problem, files);
-        for note in index.write_into(output).map_err(out_error)? {
-            eprintln!("apps: {note}");
-        }
-        out!(
-            "index: {} ({} anchors x {d}, {n} assignments, energy {:.8})",
-            dir.display(),
-            index.meta.m,
-            index.meta.energy
-        );
-    }
-    Ok(())
-}
-
-/// `--out DIR` checked before the run (refused, or created beside DIR
-/// where the index will be written), the inputs protected; a note is
-/// printed for each leftover of an interrupted earlier run.
-pub(crate) fn prepare_output(args: &AnnealArgs) -> Result<Option<IndexOutput>> {
-    let Some(dir) = &args.out else {
-        return Ok(None);
-    };
-    let inputs: Vec<&Path> = args.npy.iter().map(PathBuf::as_path).collect();
-    let output = index::prepare_output(dir, args.force, &inputs).map_err(out_error)?;
-    for note in output.notes() {
-        eprintln!("apps: {note}");
-    }
-    Ok(Some(output))
-}
-
-/// An [`IndexError`] of `--out`, with the flag that overrides a refusal.
-pub(crate) fn out_error(e: IndexError) -> anyhow::Error {
-    let exists = |dir: &Path| {
-        format!(
-            "--out {}: already exists; pass --force to replace it, or choose another directory",
-            dir.display()
-        )
-    };
-    match e {
-        IndexError::Exists(dir) => anyhow::anyhow!(exists(&dir)),
-        // An interrupted run's index was put back first: say so, then refuse.
-        IndexError::Output(kiln_output::Error::AfterLeftovers { notes, refusal }) => match *refusal
-        {
-            kiln_output::Error::Exists { dir, .. } => {
-                anyhow::anyhow!("--out: {notes}; then: {}", exists(&dir))
-            }
-            refusal => anyhow::anyhow!("--out: {notes}; then: {refusal}"),
-        },
-        other => anyhow::Error::new(other).context("--out"),
-    }
-}
-
-/// The index of `run` over `problem`'s points (`files`: where they came
-/// from, empty for synthetic points).
-pub(crate) fn index_of(run: &AnnealRun, problem: &Problem<'_>, files: Vec<InputFile>) -> Index {
-    let (points, n, d) = (problem.points(), problem.n(), problem.d());
-    let out = &run.out;
-    let anchors = out.anchors[..out.m * d].to_vec();
-    let energy = index::energy(points, d, &anchors, &out.assignments);
-    Index {
-        meta: IndexMeta {
-            schema: index::SCHEMA.to_string(),
-            version: index::VERSION,
-            n: n as u64,
-            d: d as u64,
-            m: out.m as u64,
-            iterations: out.iterations,
-            energy_history: out.history.clone(),
-            energy,
-            params: problem.params().clone(),
-            seed: problem.params().seed,
-            maintenance: out
-                .maintenance
-                .iter()
-                .map(|&(iteration, merged, split)| index::MaintenanceRecord {
-                    iteration,
-                    merged: merged as u64,
-                    split: split as u64,
-                })
-                .collect(),
-            backend: run.kind.to_string(),
-            device: run.device.clone(),
-            gpus: run.gpus as u32,
-            world_size: 1,
-            kiln_version: env!("CARGO_PKG_VERSION").to_string(),
-            input: InputRecord {
-                dtype: points.dtype().name().to_string(),
-                hash_algorithm: index::HASH_ALGORITHM.to_string(),
-                hash: index::input_hash(points, n, d),
-                files,
-            },
-        },
-        anchors,
-        assignments: out.assignments.clone(),
-    }
-}
-
-pub(crate) fn report(runs: &[AnnealRun]) -> Result<()> {
-    out!(
-        "{:<32} {:>10} {:>11} {:>6} {:>14} {:>8} {:>12}",
-        "backend",
-        "setup",
-        "iterations",
-        "iters",
-        "energy",
-        "anchors",
-        "compression"
-    );
-    for r in runs {
-        out!(
-            "{:<32} {:>7.1} ms {:>8.1} ms {:>6} {:>14.8} {:>8} {:>12.5}",
-            r.backend,
-            r.setup_seconds * 1e3,
-            r.seconds * 1e3,
-            r.out.iterations,
-            r.out.energy,
-            r.out.m,
-            r.out.compression_ratio
-        );
-    }
-    for r in runs {
-        out!("{} time: {}", r.backend, r.phases);
-    }
-    if let [a, b] = runs {
-        let diff = (b.out.energy - a.out.energy).abs() / a.out.energy.abs().max(f64::MIN_POSITIVE);
-        out!(
-            "speedup {:.2}x of the iterations ({} over {}); energy difference {:.2e} relative; iterations {} vs {}; anchors {} vs {}",
-            a.seconds / b.seconds,
-            b.backend,
-            a.backend,
-            diff,
-            a.out.iterations,
-            b.out.iterations,
-            a.out.m,
-            b.out.m
-        );
+        anneal_run::write_index(dir, output, run, &problem, input.files())?;
     }
     Ok(())
 }

@@ -40,6 +40,10 @@ pub(crate) enum Command {
     /// what it kept: the reconstruction error against the original points.
     #[command(after_help = DECODE_HELP)]
     Decode(DecodeArgs),
+    /// Assign points to an index written by `anneal --out` (train on a
+    /// sample, then encode everything), streamed in chunks from disk.
+    #[command(after_help = ENCODE_HELP)]
+    Encode(EncodeArgs),
     /// Per-structure centroid and radius of gyration over a random batch.
     #[command(after_help = NUMBERS)]
     Batch(BatchArgs),
@@ -104,6 +108,16 @@ and it reports the mean squared error (the energy recomputed from the index, whi
 equal index.json's energy within 1e-9 relative), the largest squared error and its point, \
 and per anchor the member counts and the members' mean squared distance (min / median / \
 max). Without --npy it reports the index alone.";
+
+const ENCODE_HELP: &str = "Each point goes to its nearest anchor in squared L2 distance, \
+ties to the lowest anchor: the anneal's own assignment (the CPU engine's, or the GPU's kernels), \
+the same bits whatever --chunk is. The points are read from disk a chunk at a time, the next \
+chunk read while the current one is assigned, so memory is bounded by the chunk, not the input.\n\n\
+--out FILE gets a 1-D uint32 .npy (as the index's assignments.npy), written to a hidden \
+temporary file beside it and renamed into place at the end: FILE is the old file or the \
+whole new one, never a part. An existing FILE is replaced only with --force (never an input, \
+a folder or a symlink, nor a file inside the index).\n\n\
+Counts are whole numbers: 1000000, 1_000_000 or 1e6.";
 
 /// Which backend runs a workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -206,6 +220,28 @@ pub(crate) struct DecodeArgs {
     /// Print the report as JSON
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// `apps encode`.
+#[derive(Debug, Args)]
+pub(crate) struct EncodeArgs {
+    /// The index directory (written by `apps anneal --out DIR`)
+    #[arg(value_name = "DIR")]
+    pub(crate) dir: PathBuf,
+    /// The points: .npy files of the index's d, rows concatenated in order
+    #[arg(long, value_name = "FILE", num_args = 1.., required = true)]
+    pub(crate) npy: Vec<PathBuf>,
+    /// Write each point's anchor (uint32 .npy) to this file
+    #[arg(long, value_name = "FILE")]
+    pub(crate) out: PathBuf,
+    /// Replace FILE if it exists
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// Points per chunk (1 to 2^32 - 1) [default: sized from the memory there is]
+    #[arg(long, value_name = "N", value_parser = count::<1, { u32::MAX as u64 }>, allow_negative_numbers = true)]
+    pub(crate) chunk: Option<u64>,
+    #[command(flatten)]
+    pub(crate) backend: BackendArg,
 }
 
 /// `apps batch`.

@@ -10,7 +10,7 @@ use kiln_anneal::index::{Index, Reconstruction, ENERGY_TOLERANCE, HASH_ALGORITHM
 use serde::Serialize;
 
 use crate::cli::DecodeArgs;
-use crate::inputs;
+use crate::npy_args::{npy_error, open_shards};
 use crate::output::out;
 
 /// The `--json` report.
@@ -42,12 +42,12 @@ pub(crate) fn run(args: &DecodeArgs) -> Result<()> {
     let reconstruction = if args.npy.is_empty() {
         None
     } else {
-        let shards = inputs::open(&args.npy)?;
-        let (n, d) = (shards.n, shards.d);
-        let what = shards.describe();
-        let loaded = shards.load()?;
+        let shards = open_shards(&args.npy)?;
+        let (n, d) = (shards.n(), shards.d());
+        let what = format!("--npy {}", shards.describe());
+        let loaded = shards.load().map_err(npy_error)?;
         let parts = loaded.parts();
-        let points = inputs::as_points(&parts);
+        let points = kiln_anneal::join(&parts);
         index
             .check_input(points, n, d)
             .with_context(|| what.clone())?;

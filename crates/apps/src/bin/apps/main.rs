@@ -3,11 +3,13 @@
 //! closed stdout (`apps … | head -1`) ends it quietly with exit 0.
 
 mod anneal_cmd;
+mod anneal_run;
 mod cli;
 mod commands;
 mod decode_cmd;
-mod inputs;
+mod encode_cmd;
 mod launch_cmd;
+mod npy_args;
 mod output;
 mod rank_cmd;
 
@@ -41,8 +43,9 @@ fn main() {
     };
     let result = match cli.command {
         Command::Vadd(args) => commands::vadd(&args),
-        Command::Anneal(args) => anneal_cmd::run(&args),
+        Command::Anneal(args) => anneal(&args),
         Command::Decode(args) => decode_cmd::run(&args),
+        Command::Encode(args) => encode_cmd::run(&args),
         Command::Batch(args) => commands::batch(&args),
         Command::Bench(args) => commands::bench(&args),
         Command::Devices => commands::devices(),
@@ -62,6 +65,15 @@ fn main() {
         }
         let _ = writeln!(io::stderr(), "error: {message}");
         std::process::exit(1);
+    }
+}
+
+/// `apps anneal`: one process, or one process of several (a launcher set
+/// `WORLD_SIZE`).
+fn anneal(args: &cli::AnnealArgs) -> anyhow::Result<()> {
+    match kiln_anneal::distributed::RankEnv::from_env()? {
+        Some(env) => rank_cmd::run(args, &env),
+        None => anneal_cmd::run(args),
     }
 }
 

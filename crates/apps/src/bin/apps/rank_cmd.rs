@@ -5,20 +5,16 @@
 //! the index, the other ranks write nothing.
 
 use std::io::Write;
-use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use gpu_core::{AbortHandle, Backend, BackendKind};
 use kiln_anneal::distributed::{self, GpuRankEngine, RankEngine, RankEnv, TcpComm, Watchdog};
-use kiln_anneal::memory;
-use kiln_anneal::npy::Dtype;
-use kiln_anneal::{Params, Points};
+use kiln_anneal::index::RunRecord;
 
-use crate::anneal_cmd::{index_of, out_error, prepare_output, report, AnnealRun};
+use crate::anneal_run::{self, AnnealRun};
 use crate::cli::AnnealArgs;
-use crate::inputs;
 use crate::output::out;
 use crate::select_backend;
 
@@ -39,21 +35,6 @@ fn fault(env: &RankEnv) -> Result<Option<u32>> {
     match parsed {
         Some((rank, k)) => Ok((rank == env.rank).then_some(k)),
         None => anyhow::bail!("{FAULT_ENV}={value:?} is not RANK:ITERATION; unset it"),
-    }
-}
-
-/// The rows `rows` of `points` (`d` values a row), as one matrix.
-fn rows_of_points<'a>(
-    points: Points<'a>,
-    rows: &Range<usize>,
-    d: usize,
-    keep: &'a mut Vec<Points<'a>>,
-) -> Points<'a> {
-    *keep = points.pieces(rows.start * d..rows.end * d);
-    let keep: &'a Vec<Points<'a>> = keep;
-    match keep.as_slice() {
-        [one] => *one,
-        many => Points::Parts(many),
     }
 }
 
@@ -81,72 +62,33 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
         ),
         _ => None,
     };
-    let (mut n, mut d, m) = if args.large {
-        (10_000, 128, 256)
-    } else {
-        (1000, 64, 32)
-    };
-    n = args.n.map_or(n, |v| v as usize);
-    d = args.d.map_or(d, |v| v as usize);
-    let m = args.m.map_or(m, |v| v as usize);
-    let params = Params {
-        max_iters: args.iters as u32,
-        tol: args.tol,
-        seed: args.seed,
-        ..Params::default()
-    };
-    let shards = if args.npy.is_empty() {
-        None
-    } else {
-        let shards = inputs::open(&args.npy)?;
-        (n, d) = (shards.n, shards.d);
-        Some(shards)
-    };
-    let what = match &shards {
-        Some(shards) => format!("{}, --m {m}", shards.describe()),
-        None => format!("anneal --n {n} --d {d} --m {m}"),
-    };
-    let max_anchors = kiln_anneal::check_sizes(n, d, m, &params).with_context(|| what.clone())?;
+    let plan = anneal_run::plan(args)?;
+    let what = anneal_run::what(&plan);
+    let n = plan.n();
     let rows = distributed::rows_of(rank, world, n).with_context(|| {
         format!("WORLD_SIZE={world}: more ranks than the {n} points; every rank needs a row")
     })?;
     let output = if rank == 0 {
-        prepare_output(args)?
+        anneal_run::prepare_output(args)?
     } else {
         None
     };
     if let Some(dev) = gpu.as_ref().and_then(Backend::device) {
-        let dtype = shards.as_ref().map_or(Dtype::F32, |s| s.dtype);
-        let needed = kiln_anneal::device_bytes(rows.len(), d, max_anchors, dtype, 1);
-        memory::check(&what, "device", needed, memory::device_free(dev.ordinal))?;
+        plan.check_device(&what, rows.len(), dev.ordinal)?;
     }
-    let dtype = shards.as_ref().map_or("float32", |s| s.dtype.name());
-    let loaded = shards.map(inputs::Shards::load).transpose()?;
-    let files = loaded.as_ref().map_or_else(Vec::new, inputs::Loaded::files);
-    // Every rank must run this: sizes, parameters, dtype and the files'
-    // names and rows (hashing the input would make every rank read all of it).
+    // Every rank must run this.
     let problem_text = format!(
-        "n={n} d={d} m={m} dtype={dtype} params={params:?} backend={} files={:?}",
-        if gpu.is_some() { "cuda" } else { "cpu" },
-        files
-            .iter()
-            .map(|f| format!("{}:{}", f.path, f.rows))
-            .collect::<Vec<_>>()
+        "{} backend={}",
+        plan.consensus(),
+        if gpu.is_some() { "cuda" } else { "cpu" }
     );
     // Synthetic points are generated whole on each rank (a test shape);
     // files are mapped, and only this rank's rows are read.
-    let synthetic = match loaded {
-        Some(_) => Vec::new(),
-        None => kiln_anneal::synthetic_points(n, d, (m / 2).max(1), 0.25, params.seed),
-    };
-    let parts = match &loaded {
-        Some(loaded) => loaded.parts(),
-        None => vec![Points::F32(&synthetic)],
-    };
-    let all = inputs::as_points(&parts);
+    let input = plan.load().map_err(crate::npy_args::npy_error)?;
+    let parts = input.parts();
     let mut keep = Vec::new();
-    let mine = rows_of_points(all, &rows, d, &mut keep);
-    let problem = kiln_anneal::validate_rows(mine, rows.clone(), n, d, m, &params)
+    let problem = input
+        .rank_problem(&parts, rows.clone(), &mut keep)
         .with_context(|| what.clone())?;
     let device = match gpu.as_ref().and_then(Backend::device) {
         Some(dev) => format!("gpu {} ({})", dev.ordinal, dev.name),
@@ -239,33 +181,26 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
             "{} x{world} processes",
             if gpu.is_some() { "cuda" } else { "cpu" }
         ),
-        kind: if gpu.is_some() { "cuda" } else { "cpu" },
-        device: match gpu.as_ref().and_then(Backend::device) {
-            Some(dev) => dev.name.clone(),
-            None => format!("cpu ({world} processes)"),
+        record: RunRecord {
+            backend: if gpu.is_some() { "cuda" } else { "cpu" },
+            device: match gpu.as_ref().and_then(Backend::device) {
+                Some(dev) => dev.name.clone(),
+                None => format!("cpu ({world} processes)"),
+            },
+            gpus: if gpu.is_some() { world as u32 } else { 0 },
+            world_size: world as u32,
         },
-        gpus: if gpu.is_some() { world } else { 0 },
         setup_seconds,
         seconds: started.elapsed().as_secs_f64(),
         phases,
         out,
     };
-    report(std::slice::from_ref(&run))?;
+    anneal_run::report(std::slice::from_ref(&run))?;
     if let (Some(dir), Some(output)) = (&args.out, output) {
         // The index's hash and energy are over every row: rank 0 reads the
         // whole input once more (mapped pages, not held).
-        let whole = kiln_anneal::validate(all, n, d, m, &params).with_context(|| what.clone())?;
-        let mut index = index_of(&run, &whole, files);
-        index.meta.world_size = world as u32;
-        for note in index.write_into(output).map_err(out_error)? {
-            eprintln!("apps: {note}");
-        }
-        out!(
-            "index: {} ({} anchors x {d}, {n} assignments, energy {:.8}, {world} processes)",
-            dir.display(),
-            index.meta.m,
-            index.meta.energy
-        );
+        let whole = input.problem(&parts).with_context(|| what.clone())?;
+        anneal_run::write_index(dir, output, &run, &whole, input.files())?;
     }
     Ok(())
 }
