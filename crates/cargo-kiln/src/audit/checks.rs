@@ -94,7 +94,7 @@ pub(crate) fn check_coverage(requested: &Requested, module: &ModuleFacts) -> Vec
             }
         }
         for arch in &requested.ptx {
-            if module.ptx_of(arch).and_then(|m| m.entry(&kernel)).is_none() {
+            if module.ptx_entry(&kernel, arch).is_none() {
                 out.push(
                     Violation::new(Check::Coverage, &module.name, Some(&kernel), Some(arch))
                         .says(format!("{kernel} {arch}: no PTX in the fat binary ({why})")),
@@ -395,6 +395,7 @@ ret;
     fn elf(arch: &str, function: &str, registers: u32, stack: u32) -> SassFunction {
         SassFunction {
             arch: arch.into(),
+            member: String::new(),
             function: function.into(),
             registers,
             stack_bytes: stack,
@@ -420,6 +421,7 @@ ret;
         ModuleFacts {
             name: "vector_add".into(),
             is_static: false,
+            ptx_members: ptx.iter().map(|_| String::new()).collect(),
             ptx: ptx.into_iter().map(|(a, m)| (a.to_string(), m)).collect(),
             sass,
             ptxas: Vec::new(),

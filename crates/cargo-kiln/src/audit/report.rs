@@ -79,6 +79,11 @@ pub(crate) fn audit(
         }
         Abi::NotRead(why) => not_audited.push(format!("ABI not audited: {why}")),
     }
+    // A static library's members each carry their own PTX, so a check over
+    // PTX (driver floor, an uncalled f64 `.func` from a shared header) can
+    // find one defect once per member: the same line is reported once.
+    let mut seen = std::collections::BTreeSet::new();
+    violations.retain(|v| seen.insert((v.module.clone(), v.message.clone())));
     let rows = modules
         .iter()
         .flat_map(|m| rows(m.requested(requested), m, &violations))
