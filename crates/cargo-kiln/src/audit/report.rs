@@ -9,6 +9,7 @@ use super::budgets::Budgets;
 use super::checks::{self, Violation};
 use super::model::{ModuleFacts, Requested, Resources};
 use super::rows::{rows, Row};
+use super::tables;
 
 /// Where the ABI check's Rust declarations come from.
 #[derive(Debug, Clone, Copy)]
@@ -68,13 +69,13 @@ pub(crate) fn audit(
     }
     match declared {
         Abi::Declared(declared) => {
-            let undeclared_ok = |kernel: &str| budgets.by_name(kernel);
+            let undeclared_ok = |kernel: &str| budgets.by_name(kernel).value;
             violations.extend(checks::check_abi(
                 modules,
                 &declared.kernels,
                 &undeclared_ok,
             ));
-            violations.extend(checks::check_budget_names(budgets, modules));
+            violations.extend(tables::check_budget_names(budgets, modules));
             not_audited.extend(declared.unreadable.iter().cloned());
         }
         Abi::NotRead(why) => not_audited.push(format!("ABI not audited: {why}")),
