@@ -88,6 +88,9 @@ fn set_keys(o: &Overrides) -> [(&'static str, Option<String>); 6] {
     ]
 }
 
+/// A key and the patterns that set it differently, with their values.
+type Conflict<'a> = (&'a str, Vec<(&'a str, String)>);
+
 /// `[kernel.KEY]` tables that name or match no kernel (stale budgets hide
 /// nothing today but would silently apply to a future kernel), and
 /// patterns that set one key differently for one kernel: one violation
@@ -116,8 +119,7 @@ pub(crate) fn check_budget_names(budgets: &Budgets, modules: &[ModuleFacts]) -> 
             ))
         })
         .collect();
-    // (key, the disagreeing tables and their values) -> the kernels.
-    let mut conflicts: BTreeMap<(&str, Vec<(&str, String)>), Vec<&str>> = BTreeMap::new();
+    let mut conflicts: BTreeMap<Conflict<'_>, Vec<&str>> = BTreeMap::new();
     for kernel in &kernels {
         let tables: Vec<(&str, &Overrides)> = budgets.tables_for(kernel).collect();
         let own = tables.first().filter(|(k, _)| !is_pattern(k));
