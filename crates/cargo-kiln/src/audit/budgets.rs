@@ -89,7 +89,7 @@ pub(crate) struct Overrides {
     pub(crate) max_local_bytes: Option<u32>,
     pub(crate) allow_f64: Option<bool>,
     /// Launched by name only (no header declares it; gpu-core checks its
-    /// arguments against the driver at launch): not an ABI violation.
+    /// arguments against its image's parameter table at launch): not an ABI violation.
     pub(crate) by_name: Option<bool>,
 }
 
