@@ -85,7 +85,7 @@ fn the_real_nvcc_builds_the_tables_the_source_declares() {
     if !nvcc.is_file() {
         assert!(
             std::env::var_os("KILN_REQUIRE_TOOLKIT").is_none_or(|v| v != "1"),
-            "KILN_REQUIRE_TOOLKIT=1 but there is no CUDA toolkit at {} (run cargo xtask toolkit install)",
+            "KILN_REQUIRE_TOOLKIT=1 but there is no CUDA toolkit at {} (install one there)",
             nvcc.display()
         );
         return eprintln!("skipped: no CUDA toolkit at {}", nvcc.display());
