@@ -109,16 +109,21 @@ pub(crate) fn cubins(image: &[u8]) -> Result<Vec<&[u8]>, ParamTableError> {
     Ok(found)
 }
 
-/// `kernel`'s parameters from the first cubin of `image` that has its
-/// `.nv.info` section; `None` when none has (no cubin, compressed cubins
-/// only, or a table in a layout not known here): then only the driver can
-/// say. Every cubin of one image agrees (the layout is the C ABI's, not
-/// the arch's), so the first is as good as the device's.
+/// `kernel`'s parameters from the cubins of `image` that have its
+/// `.nv.info` section; `None` when none has a table read here (no cubin,
+/// compressed cubins only, or a layout not known here): then only the
+/// driver can say. The layout is the C ABI's, not the arch's, so every
+/// cubin's table must be the same: two that differ are damage.
 pub(crate) fn kernel_params(
     image: &[u8],
     kernel: &str,
 ) -> Result<Option<Vec<ParamSlot>>, ParamTableError> {
     let section = format!(".nv.info.{kernel}");
+    let damaged = |problem| ParamTableError::NvInfo {
+        kernel: kernel.to_string(),
+        problem,
+    };
+    let mut found: Option<Vec<ParamSlot>> = None;
     for cubin in cubins(image)? {
         let elf = ElfFile64::<LittleEndian>::parse(cubin).map_err(|e| ParamTableError::Elf {
             problem: e.to_string(),
@@ -129,12 +134,18 @@ pub(crate) fn kernel_params(
         let data = info.data().map_err(|e| ParamTableError::Elf {
             problem: e.to_string(),
         })?;
-        return parse_nv_info(data).map_err(|problem| ParamTableError::NvInfo {
-            kernel: kernel.to_string(),
-            problem,
-        });
+        let Some(table) = parse_nv_info(data).map_err(damaged)? else {
+            continue;
+        };
+        match &found {
+            Some(first) if *first != table => {
+                return Err(damaged("the cubins of the image give different tables"))
+            }
+            Some(_) => {}
+            None => found = Some(table),
+        }
     }
-    Ok(None)
+    Ok(found)
 }
 
 /// The parameters a `.nv.info.<kernel>` section lists, by ordinal; `None`

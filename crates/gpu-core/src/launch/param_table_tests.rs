@@ -142,6 +142,44 @@ fn entry_offsets(image: &[u8]) -> Vec<usize> {
 }
 
 #[test]
+fn cubins_that_disagree_are_refused() {
+    // `ptrs`' last parameter (`unsigned n`, 4 bytes) made 2 in the sm_90
+    // cubin alone (8 would pass the parameters' total size, also refused):
+    // its KPARAM_INFO record for ordinal 2 has size 4 << 18.
+    let sm_90 = cubins(FIXTURE).unwrap()[1];
+    let elf = ElfFile64::<LittleEndian>::parse(sm_90).unwrap();
+    let (start, len) = elf
+        .section_by_name(".nv.info.ptrs")
+        .and_then(|s| s.file_range())
+        .unwrap();
+    let section = sm_90.as_ptr() as usize - FIXTURE.as_ptr() as usize + start as usize;
+    let record = [4u8, 0x17, 12, 0, 0, 0, 0, 0, 2, 0, 0x10, 0];
+    let at = section
+        + FIXTURE[section..section + len as usize]
+            .windows(record.len())
+            .position(|w| w == record)
+            .expect("ptrs' ordinal 2 record in the sm_90 cubin");
+    let mut image = FIXTURE.to_vec();
+    assert_eq!(u32_at(&image, at + 12).map(|v| v >> 18), Some(4));
+    image[at + 14] = image[at + 14] & 0x03 | (2 << 2);
+    let err = kernel_params(&image, "ptrs").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        ".nv.info.ptrs is damaged: the cubins of the image give different tables"
+    );
+    let err = crate::Error::ParamTable {
+        kernel: "ptrs",
+        module: "param_shapes",
+        source: err,
+    };
+    assert_eq!(
+        err.to_string(),
+        "cannot read the parameters of `ptrs` from module `param_shapes`: .nv.info.ptrs is \
+         damaged: the cubins of the image give different tables; rebuild the module"
+    );
+}
+
+#[test]
 fn every_truncation_of_a_real_image_is_refused() {
     for len in 1..FIXTURE.len() {
         let err = kernel_params(&FIXTURE[..len], "ptrs");
