@@ -145,16 +145,15 @@ const NCCL_SUPPRESSIONS: &str = include_str!("bundle/nccl-suppressions.xml");
 /// API call on purpose (memcheck reports it).
 const SANITIZER_SKIPS: &str = "--skip out_of_memory_is_an_error";
 
-/// Binaries with launches by name (tests named `*by_name*`). Before the
-/// driver has `cuFuncGetParamCount` (CUDA 13.2), the parameter list's end is
-/// found by asking `cuFuncGetParamInfo` for the index past it, which answers
-/// `CUDA_ERROR_INVALID_VALUE` by design; memcheck reports every failing API
-/// call, so these tests run under memcheck in a step of their own with
-/// `--report-api-errors no` (memory errors are still reported) and are
-/// skipped in the binary's main memcheck step; a binary of launches by name
-/// alone has no main memcheck step (it would run no test, which
-/// compute-sanitizer fails as "terminated before first instrumented API
-/// call").
+/// Binaries with launches by name (tests named `*by_name*`). Their
+/// parameter tables are read from the images' cubins with no driver call
+/// (gpu-core's `launch/param_table.rs`), so these tests run under memcheck
+/// with its default options, API reports on: a failing driver call (the
+/// old probe of `cuFuncGetParamInfo` past the last parameter) fails the
+/// step. They keep a step of their own, named for them, and are skipped in
+/// the binary's main memcheck step; a binary of launches by name alone has
+/// no main memcheck step (it would run no test, which compute-sanitizer
+/// fails as "terminated before first instrumented API call").
 const BY_NAME: &[&str] = &["gpu-core__gpu", "kernel-trees__byname"];
 const BY_NAME_ONLY: &[&str] = &["kernel-trees__byname"];
 
@@ -409,7 +408,7 @@ if [[ $what == all || $what == sanitize ]]; then
         step "memcheck $t" "$SAN" --tool memcheck --leak-check full --error-exitcode 99 ./bin/$t --test-threads=1 {skips} $by_name $skip_nccl
       fi
       if [[ -n $by_name ]]; then
-        step "memcheck $t (launches by name)" "$SAN" --tool memcheck --report-api-errors no --leak-check full --error-exitcode 99 ./bin/$t --test-threads=1 by_name
+        step "memcheck $t (launches by name)" "$SAN" --tool memcheck --leak-check full --error-exitcode 99 ./bin/$t --test-threads=1 by_name
       fi
       step "racecheck $t" "$SAN" --tool racecheck --error-exitcode 99 ./bin/$t --test-threads=1 {skips} $skip_nccl
       step "initcheck $t" "$SAN" --tool initcheck --error-exitcode 99 ./bin/$t --test-threads=1 {skips} $skip_nccl
@@ -615,5 +614,16 @@ mod tests {
             );
         }
         assert!(!NCCL_SUPPRESSIONS.contains("<kind>Memcheck</kind>"));
+    }
+
+    /// The by-name tests' memcheck step keeps API reports on: their
+    /// parameter tables come from the images, with no failing driver call.
+    #[test]
+    fn launches_by_name_run_under_memcheck_with_api_reports_on() {
+        let script = run_script(&[("gpu-core__gpu".into(), PathBuf::from("bin/gpu-core__gpu"))]);
+        let step = script.lines().find(|l| l.contains("(launches by name)"));
+        let step = step.expect("a by-name memcheck step");
+        assert!(step.contains("--tool memcheck --leak-check full"), "{step}");
+        assert!(!step.contains("--report-api-errors"), "{step}");
     }
 }

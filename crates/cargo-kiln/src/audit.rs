@@ -18,6 +18,7 @@ mod ptx;
 mod report;
 mod rows;
 mod sass;
+mod tables;
 
 #[cfg(test)]
 mod planted;

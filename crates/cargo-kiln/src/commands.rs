@@ -49,6 +49,9 @@ pub struct AuditArgs {
     /// Arch spec (e.g. `sm_80,sm_90`); overrides the crate's kiln.toml.
     #[arg(long, value_name = "SPEC")]
     pub arch: Option<String>,
+    /// Build and audit the release profile (what `cargo kiln build --release` built).
+    #[arg(long, conflicts_with = "prebuilt")]
+    pub release: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -149,7 +152,7 @@ pub fn audit(krate: &CrateArg, args: &AuditArgs) -> Result<()> {
         Some(dir) => audit::audit_prebuilt(tool()?, dir, &budgets)?,
         None => {
             let declared = audit::crate_declarations(&project.dir, &budgets)?;
-            let built = project.build(args.arch.as_deref(), false)?;
+            let built = project.build(args.arch.as_deref(), args.release)?;
             let abi = match &declared {
                 Some(d) => Abi::Declared(d),
                 None => Abi::NotRead(audit::NO_BINDINGS),

@@ -106,6 +106,31 @@ fn audit_passes_and_checks_the_abi_from_the_bindings() {
 }
 
 #[test]
+fn audit_release_audits_the_release_build() {
+    let Some(tk) = toolkit() else { return };
+    let release = workspace().join("target/cargo-kiln-tests/release/build");
+    let json: serde_json::Value = serde_json::from_str(&stdout_of(&kiln(
+        &["audit", "--release", "--arch", "sm_80,sm_90", "--json"],
+        Some(&tk),
+    )))
+    .unwrap();
+    assert_eq!(json["violations"], serde_json::json!([]));
+    // The release profile's build script wrote the manifest audited.
+    let manifests: Vec<PathBuf> = std::fs::read_dir(&release)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("downstream-"))
+        .map(|e| e.path().join("out/downstream-manifest.toml"))
+        .filter(|p| p.is_file())
+        .collect();
+    assert_eq!(manifests.len(), 1, "{manifests:?} in {}", release.display());
+    // `--release` with `--prebuilt` (which builds nothing) is refused.
+    let out = kiln(&["audit", "--release", "--prebuilt", "x"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--release"));
+}
+
+#[test]
 fn doctor_finds_the_toolkit_and_the_crates_module() {
     let Some(tk) = toolkit() else { return };
     let json: serde_json::Value =

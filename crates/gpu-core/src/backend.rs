@@ -39,7 +39,7 @@ pub(crate) struct CudaBackend {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) device: DeviceInfo,
     modules: Vec<(&'static FatbinImage, Arc<CudaModule>)>,
-    functions: Mutex<HashMap<&'static str, (CudaFunction, &'static str)>>,
+    functions: Mutex<HashMap<&'static str, (CudaFunction, &'static FatbinImage)>>,
 }
 
 impl Backend {
@@ -177,8 +177,8 @@ impl Backend {
     {
         match self.cuda_state() {
             Some(c) => {
-                let (func, module) = c.function(K::NAME)?;
-                Kernel::cuda(func, module, &c.device.limits)
+                let (func, image) = c.function(K::NAME)?;
+                Kernel::cuda(func, image.name, &c.device.limits)
             }
             None => Err(Error::NoCpuKernel { kernel: K::NAME }),
         }
@@ -186,17 +186,20 @@ impl Backend {
 
     /// The function `name` from the modules handed in, for launches with a
     /// runtime argument list ([`Stream::launch_by_name`](crate::Stream::launch_by_name)),
-    /// checked against the parameter sizes the driver reports for it.
+    /// checked against the parameter sizes of its image's table (the
+    /// cubin's `.nv.info`; the driver's report where the image has none).
     ///
     /// For kernels without a header to generate a typed declaration from.
-    /// Needs the CUDA backend ([`Error::ByNameNeedsCuda`] on the CPU), and a
-    /// driver of CUDA 12.4 or later ([`Error::ParamInfoUnavailable`]).
+    /// Needs the CUDA backend ([`Error::ByNameNeedsCuda`] on the CPU); a
+    /// damaged table is [`Error::ParamTable`]; an image without one (PTX
+    /// only, compressed cubins) needs a driver of CUDA 12.4 or later
+    /// ([`Error::ParamInfoUnavailable`]).
     pub fn kernel_by_name(&self, name: &str) -> Result<KernelByName, Error> {
         match self.cuda_state() {
             Some(c) => {
                 let name = intern(name);
-                let (func, module) = c.function(name)?;
-                KernelByName::cuda(func, name, module, &c.device.limits)
+                let (func, image) = c.function(name)?;
+                KernelByName::cuda(func, name, image, &c.device.limits)
             }
             None => Err(Error::ByNameNeedsCuda {
                 kernel: name.to_owned(),
@@ -266,7 +269,10 @@ impl CudaBackend {
     }
 
     /// The function named `kernel` and its module's name, cached.
-    fn function(&self, kernel: &'static str) -> Result<(CudaFunction, &'static str), Error> {
+    fn function(
+        &self,
+        kernel: &'static str,
+    ) -> Result<(CudaFunction, &'static FatbinImage), Error> {
         // A poisoned lock only means another thread panicked while inserting;
         // the map is still a valid cache.
         let mut cache = self.functions.lock().unwrap_or_else(|p| p.into_inner());
@@ -280,8 +286,8 @@ impl CudaBackend {
             .chain(self.modules.iter().filter(|(m, _)| m.kernels.is_empty()));
         for (image, loaded) in candidates {
             if let Ok(func) = loaded.load_function(kernel) {
-                cache.insert(kernel, (func.clone(), image.name));
-                return Ok((func, image.name));
+                cache.insert(kernel, (func.clone(), image));
+                return Ok((func, image));
             }
         }
         Err(Error::KernelNotFound {

@@ -153,8 +153,8 @@ fn axis_name(axis: u8) -> &'static str {
     ["x", "y", "z"][usize::from(axis).min(2)]
 }
 
-/// How the argument list of a launch by name differs from the parameters
-/// the driver reports for the kernel; nothing was launched.
+/// How the argument list of a launch by name differs from the kernel's
+/// parameters (its image's table); nothing was launched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ArgMismatch {
@@ -171,10 +171,39 @@ pub enum ArgMismatch {
     Size {
         /// The parameter's index, from 0.
         index: usize,
-        /// The parameter's size in bytes, as the driver reports it.
+        /// The parameter's size in bytes, as the kernel's table gives it.
         expected: usize,
         /// The argument's size in bytes.
         got: usize,
+    },
+}
+
+/// Why the parameter table in a kernel's image (the cubin's `.nv.info`)
+/// cannot be read: the image is damaged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParamTableError {
+    /// The fat binary's containers or entries are malformed.
+    #[error("the fat binary is damaged at byte {offset}: {problem}")]
+    Fatbin {
+        /// Where in the image.
+        offset: usize,
+        /// What is wrong.
+        problem: &'static str,
+    },
+    /// A cubin is not a readable ELF file.
+    #[error("a cubin is not a readable ELF file: {problem}")]
+    Elf {
+        /// What the ELF reader said.
+        problem: String,
+    },
+    /// The kernel's `.nv.info` section is malformed.
+    #[error(".nv.info.{kernel} is damaged: {problem}")]
+    NvInfo {
+        /// The kernel whose section it is.
+        kernel: String,
+        /// What is wrong.
+        problem: &'static str,
     },
 }
 
@@ -411,10 +440,12 @@ pub enum Error {
         /// The name asked for.
         kernel: String,
     },
-    /// The driver cannot report a kernel's parameters (`cuFuncGetParamInfo`,
-    /// CUDA 12.4 and later), so a launch by name cannot be checked.
+    /// The kernel's image carries no parameter table kiln can read (no
+    /// uncompressed cubin: PTX only, or `-Xfatbin -compress-all`) and the
+    /// driver cannot report its parameters (`cuFuncGetParamInfo`, CUDA 12.4
+    /// and later), so a launch by name cannot be checked.
     #[error(
-        "the driver (cuda {}.{}) cannot report the parameters of `{kernel}`; update the driver to cuda 12.4 or later, or declare the kernel in a header",
+        "neither the image nor the driver (cuda {}.{}) gives the parameters of `{kernel}`; build its module with SASS for the device (uncompressed), update the driver to cuda 12.4 or later, or declare the kernel in a header",
         driver.0, driver.1
     )]
     ParamInfoUnavailable {
@@ -422,6 +453,17 @@ pub enum Error {
         kernel: &'static str,
         /// The driver's CUDA version.
         driver: (u32, u32),
+    },
+    /// The parameter table in the image of a kernel looked up by name is
+    /// damaged; nothing was launched.
+    #[error("cannot read the parameters of `{kernel}` from module `{module}`: {source}; rebuild the module")]
+    ParamTable {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The module it was found in.
+        module: &'static str,
+        /// What is wrong with the table.
+        source: ParamTableError,
     },
     /// The argument list of a launch by name does not fit the kernel's
     /// parameters; nothing was launched.

@@ -319,7 +319,7 @@ impl Stream {
     }
 
     /// Launches the kernel looked up by name with `args`, after checking
-    /// them against the parameter count and sizes the driver reports for it
+    /// them against the parameter count and sizes of its image's table
     /// (and the configuration against its limits): a list that does not fit
     /// is an [`Error::LaunchArgs`] naming the parameter and both sizes, and
     /// never reaches the GPU. See [`Args::new`] for what cannot be checked.

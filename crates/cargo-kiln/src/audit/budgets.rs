@@ -2,7 +2,9 @@
 //! allow-list, the driver floor and where the generated bindings are, with
 //! each limit's provenance (`[default] max_registers`) so that a violation
 //! names the line that governs it. A crate without the file, or a file
-//! without a table, gets [`Budgets::DEFAULTS`].
+//! without a table, gets [`Budgets::DEFAULTS`]. A `[kernel.KEY]` table names
+//! one kernel or, where KEY holds `*`, `?` or `[`, a glob of kernel names
+//! (`audit/tables.rs` resolves which table governs a kernel).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use anyhow::{Context, Result};
 use serde::Deserialize;
 
 use super::ptx::PtxIsa;
+use super::tables::shown_key;
 
 /// The config file's name, beside the crate's `Cargo.toml`.
 pub const CONFIG_FILE: &str = "kiln-audit.toml";
@@ -32,6 +35,9 @@ pub struct Budgets {
     pub(crate) default: Limits,
     #[serde(default)]
     pub(crate) kernel: BTreeMap<String, Overrides>,
+    /// The `[kernel.KEY]` tables whose KEY is a glob, compiled.
+    #[serde(skip)]
+    pub(crate) patterns: Vec<(String, glob::Pattern)>,
 }
 
 /// The oldest driver the crate supports, and what PTX it can JIT.
@@ -67,6 +73,10 @@ pub(crate) struct Limits {
     pub(crate) max_local_bytes: u32,
     #[serde(default)]
     pub(crate) allow_f64: bool,
+    /// Every kernel without a Rust declaration is launched by name (a
+    /// vendored tree launched through `launch_by_name` alone).
+    #[serde(default)]
+    pub(crate) by_name: bool,
 }
 
 /// A `[kernel.NAME]` table: any subset of [`Limits`].
@@ -79,7 +89,7 @@ pub(crate) struct Overrides {
     pub(crate) max_local_bytes: Option<u32>,
     pub(crate) allow_f64: Option<bool>,
     /// Launched by name only (no header declares it; gpu-core checks its
-    /// arguments against the driver at launch): not an ABI violation.
+    /// arguments against its image's parameter table at launch): not an ABI violation.
     pub(crate) by_name: Option<bool>,
 }
 
@@ -105,6 +115,7 @@ impl Default for Limits {
             max_spill_bytes: 0,
             max_local_bytes: 0,
             allow_f64: false,
+            by_name: false,
         }
     }
 }
@@ -130,7 +141,7 @@ impl Budgets {
     /// memory, no f64.
     pub const DEFAULTS: &'static str = "[driver]\nmin_cuda = \"13.0\"\nmax_ptx_isa = \"9.0\"\n\
         [default]\nmax_registers = 255\nmax_shared_bytes = 49152\nmax_spill_bytes = 0\n\
-        max_local_bytes = 0\nallow_f64 = false\n";
+        max_local_bytes = 0\nallow_f64 = false\nby_name = false\n";
 
     /// The budgets of the crate in `crate_dir`: its `kiln-audit.toml`, or
     /// the defaults when it has none. `shown` names the file in messages.
@@ -149,6 +160,7 @@ impl Budgets {
             .map_err(|e| anyhow::anyhow!("{origin}: {}", e.message()))
             .with_context(|| format!("fix {origin} (see the comments at its top)"))?;
         budgets.origin = origin.to_string();
+        budgets.patterns = super::tables::compile(&budgets.kernel, origin)?;
         Ok(budgets)
     }
 
@@ -166,10 +178,13 @@ impl Budgets {
         over: impl Fn(&Overrides) -> Option<T>,
         default: T,
     ) -> Limit<T> {
-        match self.kernel.get(kernel).and_then(&over) {
-            Some(value) => Limit {
+        match self
+            .tables_for(kernel)
+            .find_map(|(table, o)| Some((table, over(o)?)))
+        {
+            Some((table, value)) => Limit {
                 value,
-                source: format!("{} [kernel.{kernel}] {key}", self.origin),
+                source: format!("{} [kernel.{}] {key}", self.origin, shown_key(table)),
             },
             None => Limit {
                 value: default,
@@ -203,13 +218,12 @@ impl Budgets {
         self.pick(kernel, "allow_f64", |o| o.allow_f64, d)
     }
 
-    /// Whether `[kernel.NAME] by_name = true` says the kernel is launched
-    /// by name, with no Rust declaration.
-    pub(crate) fn by_name(&self, kernel: &str) -> bool {
-        self.kernel
-            .get(kernel)
-            .and_then(|o| o.by_name)
-            .unwrap_or(false)
+    /// Whether `by_name = true` (the kernel's table, a pattern's or
+    /// `[default]`) says the kernel is launched by name, with no Rust
+    /// declaration.
+    pub(crate) fn by_name(&self, kernel: &str) -> Limit<bool> {
+        let d = self.default.by_name;
+        self.pick(kernel, "by_name", |o| o.by_name, d)
     }
 
     /// `kiln-audit.toml [driver] max_ptx_isa`.

@@ -52,7 +52,12 @@ pub(crate) struct Violation {
 }
 
 impl Violation {
-    fn new(check: Check, module: &str, kernel: Option<&str>, arch: Option<&str>) -> Self {
+    pub(crate) fn new(
+        check: Check,
+        module: &str,
+        kernel: Option<&str>,
+        arch: Option<&str>,
+    ) -> Self {
         Self {
             check,
             module: module.to_string(),
@@ -62,7 +67,7 @@ impl Violation {
         }
     }
 
-    fn says(mut self, message: String) -> Self {
+    pub(crate) fn says(mut self, message: String) -> Self {
         self.message = message;
         self
     }
@@ -94,7 +99,7 @@ pub(crate) fn check_coverage(requested: &Requested, module: &ModuleFacts) -> Vec
             }
         }
         for arch in &requested.ptx {
-            if module.ptx_of(arch).and_then(|m| m.entry(&kernel)).is_none() {
+            if module.ptx_entry(&kernel, arch).is_none() {
                 out.push(
                     Violation::new(Check::Coverage, &module.name, Some(&kernel), Some(arch))
                         .says(format!("{kernel} {arch}: no PTX in the fat binary ({why})")),
@@ -334,23 +339,6 @@ pub(crate) fn abi_mismatches(entry: &PtxFunction, decl: &Declaration) -> Vec<Str
     out
 }
 
-/// `[kernel.NAME]` tables that name no kernel: stale budgets hide nothing
-/// today but would silently apply to a future kernel of that name.
-pub(crate) fn check_budget_names(budgets: &Budgets, modules: &[ModuleFacts]) -> Vec<Violation> {
-    let kernels: BTreeSet<String> = modules.iter().flat_map(ModuleFacts::kernels).collect();
-    budgets
-        .kernel
-        .keys()
-        .filter(|name| !kernels.contains(*name))
-        .map(|name| {
-            Violation::new(Check::Budgets, "", Some(name), None).says(format!(
-                "{} [kernel.{name}] names no kernel in the build; remove or rename the table",
-                budgets.origin
-            ))
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,6 +383,7 @@ ret;
     fn elf(arch: &str, function: &str, registers: u32, stack: u32) -> SassFunction {
         SassFunction {
             arch: arch.into(),
+            member: String::new(),
             function: function.into(),
             registers,
             stack_bytes: stack,
@@ -420,6 +409,7 @@ ret;
         ModuleFacts {
             name: "vector_add".into(),
             is_static: false,
+            ptx_members: ptx.iter().map(|_| String::new()).collect(),
             ptx: ptx.into_iter().map(|(a, m)| (a.to_string(), m)).collect(),
             sass,
             ptxas: Vec::new(),
@@ -607,15 +597,6 @@ ret;
         assert_eq!(
             messages(check_abi(&[m], &[unbuilt], &|k| k == "vector_add")),
             ["gone: declared in gone.h but no fat binary has the kernel (define it in a .cu file of the kernels dir or remove the declaration)"]
-        );
-    }
-
-    #[test]
-    fn stale_budget_tables_are_reported() {
-        let m = module(vec![("compute_90", ptx("9.0", VECTOR_ADD))], vec![]);
-        assert_eq!(
-            messages(check_budget_names(&budgets(), &[m])),
-            ["ci/budgets.toml [kernel.roomy] names no kernel in the build; remove or rename the table"]
         );
     }
 

@@ -43,9 +43,11 @@ pub(crate) fn read_module(
 ) -> Result<ModuleFacts> {
     let sass = parse_resource_usage(&cuobjdump(tool, "--dump-resource-usage", file)?);
     let mut ptx = Vec::new();
+    let mut ptx_members = std::collections::BTreeSet::new();
     for section in split_ptx_dump(&cuobjdump(tool, "--dump-ptx", file)?) {
         let module = parse_ptx(&section.text)
             .map_err(|e| anyhow::anyhow!("cannot read the {} PTX of {name}: {e}", section.arch))?;
+        ptx_members.insert(section.member);
         ptx.push((section.arch, module));
     }
     Ok(ModuleFacts {
@@ -53,6 +55,7 @@ pub(crate) fn read_module(
         is_static,
         ptx,
         sass,
+        ptx_members,
         ptxas,
         own_archs: None,
     })

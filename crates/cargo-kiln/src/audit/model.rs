@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use cuda_build::resources::KernelResources;
 use serde::Serialize;
 
-use super::ptx::PtxModule;
+use super::ptx::{PtxFunction, PtxModule};
 use super::sass::SassFunction;
 
 /// The archs the build was asked for.
@@ -30,10 +30,15 @@ pub(crate) struct ModuleFacts {
     /// A static library: host code plus whatever kernels it instantiates
     /// (CUB's), which have no Rust declarations.
     pub(crate) is_static: bool,
-    /// PTX per virtual arch (`compute_90`).
+    /// PTX per virtual arch (`compute_90`): one per arch for a fat binary,
+    /// one per arch per member for a static library, whose members each
+    /// carry their own kernels.
     pub(crate) ptx: Vec<(String, PtxModule)>,
     /// The ELFs' resource tables.
     pub(crate) sass: Vec<SassFunction>,
+    /// The archive members with PTX of any arch (`""` for a fat binary
+    /// with PTX): a member without any has its kernels named by its ELFs.
+    pub(crate) ptx_members: BTreeSet<String>,
     /// ptxas's report from the build, the only source of spill counts.
     pub(crate) ptxas: Vec<KernelResources>,
     /// The module's own archs when they are not the build's (a `[modules]`
@@ -47,8 +52,11 @@ impl ModuleFacts {
         self.own_archs.as_ref().unwrap_or(build)
     }
 
-    /// Kernel names: the PTX `.entry`s and ptxas's entry functions, or the
-    /// ELF functions when neither is there. Sorted.
+    /// Kernel names: the PTX `.entry`s and ptxas's entry functions, and,
+    /// where there is no ptxas report, the ELF functions of each member
+    /// with no PTX (an ELF's table does not tell a kernel from a device
+    /// function, so they are read only where nothing better names them; a
+    /// static library's SASS-only member is still audited). Sorted.
     pub(crate) fn kernels(&self) -> Vec<String> {
         let mut names: BTreeSet<String> = self
             .ptx
@@ -56,8 +64,13 @@ impl ModuleFacts {
             .flat_map(|(_, m)| m.entry_names().map(str::to_string))
             .chain(self.ptxas.iter().map(|k| k.kernel.clone()))
             .collect();
-        if names.is_empty() {
-            names = self.sass.iter().map(|f| f.function.clone()).collect();
+        if self.ptxas.is_empty() {
+            names.extend(
+                self.sass
+                    .iter()
+                    .filter(|f| !self.ptx_members.contains(&f.member))
+                    .map(|f| f.function.clone()),
+            );
         }
         names.into_iter().collect()
     }
@@ -74,8 +87,14 @@ impl ModuleFacts {
             .find(|k| k.kernel == kernel && k.arch == arch)
     }
 
-    pub(crate) fn ptx_of(&self, arch: &str) -> Option<&PtxModule> {
-        self.ptx.iter().find(|(a, _)| a == arch).map(|(_, m)| m)
+    /// The kernel's PTX entry for `arch`, from whichever PTX holds it: a
+    /// static library has one PTX per member, so the first of an arch need
+    /// not be the kernel's.
+    pub(crate) fn ptx_entry(&self, kernel: &str, arch: &str) -> Option<&PtxFunction> {
+        self.ptx
+            .iter()
+            .filter(|(a, _)| a == arch)
+            .find_map(|(_, m)| m.entry(kernel))
     }
 
     /// Real archs with an ELF, and virtual archs with PTX, as numbers.

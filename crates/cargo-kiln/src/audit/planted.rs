@@ -1,8 +1,11 @@
 //! Planted-defect tests: small kernels (`fixtures/planted_*.cu`) compiled with
 //! the real nvcc and read back with the real cuobjdump, each failing exactly
-//! one check with its own message. Skipped, saying so, when no toolkit is
-//! found (kiln's CI installs one: `cargo kiln toolkit install`).
+//! one check with its own message, also as the second member of a static
+//! library. Skipped, saying so, when no toolkit is found (kiln's CI installs
+//! one: `cargo kiln toolkit install`); under `KILN_REQUIRE_TOOLKIT=1` a
+//! missing toolkit fails them instead.
 
+use std::ffi::{OsStr, OsString};
 use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
@@ -16,6 +19,7 @@ use super::facts;
 use super::model::{ModuleFacts, Requested};
 use super::report::{audit, Abi, Report};
 use crate::project::discovery_with_local;
+use cuda_build::toolkit::Toolkit;
 
 const SKIP: &str = "skipped: no CUDA toolkit (run cargo kiln toolkit install)";
 
@@ -23,6 +27,8 @@ const SKIP: &str = "skipped: no CUDA toolkit (run cargo kiln toolkit install)";
 /// SASS plus compute_80 PTX, and read back with cuobjdump.
 struct Planted {
     modules: Vec<ModuleFacts>,
+    /// Static libraries of two members, by name (see [`compile_static`]).
+    statics: Vec<ModuleFacts>,
 }
 
 fn planted() -> Option<&'static Planted> {
@@ -32,25 +38,49 @@ fn planted() -> Option<&'static Planted> {
 
 const FIXTURES: [&str; 3] = ["planted_clean", "planted_spill", "planted_double"];
 
-fn compile_fixtures() -> Option<Planted> {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    // The toolkit kiln's workspace installs, two levels up.
-    let toolkit = discovery_with_local(&here.join("../../target/cuda-toolkit")).toolkit?;
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let fixtures = here.join("src/audit/fixtures");
-    // With several inputs and no -o, nvcc writes NAME.fatbin for each into
-    // the working directory.
+/// SASS plus PTX for sm_80, and SASS alone (a member missing its PTX).
+const FULL: &str = "arch=compute_80,code=[sm_80,compute_80]";
+const SASS_ONLY: &str = "arch=compute_80,code=sm_80";
+
+/// nvcc with `args` in `dir`; its output (the `--resource-usage` report).
+fn nvcc(toolkit: &Toolkit, dir: &Path, args: &[&OsStr]) -> String {
     let out = Command::new(toolkit.tool("nvcc"))
         .current_dir(dir)
-        .args(["-fatbin", "--resource-usage", "-O3"])
-        .args(["-gencode", "arch=compute_80,code=[sm_80,compute_80]"])
-        .args(FIXTURES.map(|f| fixtures.join(format!("{f}.cu"))))
+        .args(args)
         .output()
         .expect("nvcc runs");
     let log =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "nvcc failed:\n{log}");
+    log
+}
+
+fn compile_fixtures() -> Option<Planted> {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The toolkit kiln's workspace installs, two levels up.
+    let Some(toolkit) = discovery_with_local(&here.join("../../target/cuda-toolkit")).toolkit
+    else {
+        assert!(
+            std::env::var_os("KILN_REQUIRE_TOOLKIT").is_none_or(|v| v != "1"),
+            "KILN_REQUIRE_TOOLKIT=1 but no CUDA toolkit was found (run cargo kiln toolkit install)"
+        );
+        return None;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let fixtures = here.join("src/audit/fixtures");
+    let source = |name: &str| fixtures.join(format!("{name}.cu")).into_os_string();
+    // With several inputs and no -o, nvcc writes NAME.fatbin for each into
+    // the working directory.
+    let mut args: Vec<OsString> = ["-fatbin", "--resource-usage", "-O3", "-gencode", FULL]
+        .map(OsString::from)
+        .into();
+    args.extend(FIXTURES.map(source));
+    let log = nvcc(
+        &toolkit,
+        dir,
+        &args.iter().map(OsString::as_os_str).collect::<Vec<_>>(),
+    );
     let ptxas = parse_ptxas_output(&log);
     let modules = FIXTURES
         .iter()
@@ -64,13 +94,65 @@ fn compile_fixtures() -> Option<Planted> {
             facts::read_module(&toolkit.tool("cuobjdump"), name, false, &file, ptxas).unwrap()
         })
         .collect();
-    Some(Planted { modules })
+    let statics = STATICS
+        .iter()
+        .map(|(name, second)| compile_static(&toolkit, dir, &source, name, second))
+        .collect();
+    Some(Planted { modules, statics })
+}
+
+/// Static libraries of two members, `planted_clean.o` (SASS and PTX) then
+/// `planted_double.o` built with the gencode given: as `[modules]` with
+/// `link = "static"` builds one from several sources.
+const STATICS: [(&str, &str); 2] = [("two_members", FULL), ("second_sass_only", SASS_ONLY)];
+
+fn compile_static(
+    toolkit: &Toolkit,
+    dir: &Path,
+    source: &dyn Fn(&str) -> OsString,
+    name: &str,
+    second: &str,
+) -> ModuleFacts {
+    let objects = [("planted_clean", FULL), ("planted_double", second)].map(|(cu, gencode)| {
+        let object = format!("{name}_{cu}.o");
+        let source = source(cu);
+        let args = [
+            "-c".as_ref(),
+            "-O3".as_ref(),
+            "-gencode".as_ref(),
+            gencode.as_ref(),
+            source.as_os_str(),
+            "-o".as_ref(),
+            object.as_ref(),
+        ];
+        nvcc(toolkit, dir, &args);
+        object
+    });
+    let lib = format!("lib{name}.a");
+    let args = [
+        "-lib".as_ref(),
+        objects[0].as_ref(),
+        objects[1].as_ref(),
+        "-o".as_ref(),
+        lib.as_ref(),
+    ];
+    nvcc(toolkit, dir, &args);
+    // A static build keeps no ptxas report, as the real one.
+    facts::read_module(
+        &toolkit.tool("cuobjdump"),
+        name,
+        true,
+        &dir.join(lib),
+        Vec::new(),
+    )
+    .unwrap()
 }
 
 impl Planted {
     fn module(&self, name: &str) -> ModuleFacts {
         self.modules
             .iter()
+            .chain(&self.statics)
             .find(|m| m.name == name)
             .unwrap()
             .clone()
@@ -263,5 +345,69 @@ fn planted_param_mismatch_fails_abi() {
     assert_eq!(
         messages(&report),
         ["planted_clean: param 2 (n) is 4 bytes in PTX but 8 bytes in Rust (planted.h)"]
+    );
+}
+
+/// Both members' kernels for a requested spec, with no declarations wanted
+/// (a static library's ABI is not audited).
+fn run_static(module: &ModuleFacts) -> Report {
+    audit(
+        &sm_80(),
+        None,
+        std::slice::from_ref(module),
+        &budgets("9.0", ""),
+        Abi::NotRead("static"),
+    )
+}
+
+#[test]
+fn every_member_of_a_static_library_is_audited() {
+    let Some(p) = planted() else {
+        return eprintln!("{SKIP}");
+    };
+    let module = p.module("two_members");
+    assert_eq!(module.kernels(), ["planted_clean", "planted_double"]);
+    // The second member's PTX is read as well as the first's: its kernel has
+    // PTX (no false `no PTX`), and the f64 planted in it is found.
+    assert_eq!(
+        messages(&run_static(&module)),
+        ["planted_double compute_80: f64 instructions (cvt.f64.f32 mul.f64 cvt.rn.f32.f64); allow_f64 is false (planted.toml [default] allow_f64)"]
+    );
+    // Both members' PTX is above a floor of 8.0: one line, not one per member.
+    let low_floor = audit(
+        &sm_80(),
+        None,
+        std::slice::from_ref(&module),
+        &budgets("8.0", "[kernel.planted_double]\nallow_f64 = true\n"),
+        Abi::NotRead("static"),
+    );
+    let isa = module.ptx[0].1.version.unwrap();
+    assert_eq!(
+        messages(&low_floor),
+        [format!("two_members compute_80: PTX ISA {isa} > 8.0, which CUDA 13.0 drivers cannot JIT (planted.toml [driver] max_ptx_isa)")]
+    );
+}
+
+#[test]
+fn a_static_librarys_second_member_without_ptx_fails_coverage() {
+    let Some(p) = planted() else {
+        return eprintln!("{SKIP}");
+    };
+    let report = run_static(&p.module("second_sass_only"));
+    assert_eq!(
+        messages(&report),
+        ["planted_double compute_80: no PTX in the fat binary (arch spec `sm_80` from the test)"]
+    );
+    let failed: Vec<(&str, &[Check])> = report
+        .rows
+        .iter()
+        .map(|r| (r.kernel.as_str(), r.failed.as_slice()))
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            ("planted_clean", &[][..]),
+            ("planted_double", &[Check::Coverage][..])
+        ]
     );
 }

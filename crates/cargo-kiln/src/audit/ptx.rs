@@ -41,6 +41,9 @@ impl fmt::Display for PtxIsa {
 pub(crate) struct PtxSection {
     /// `compute_90`.
     pub(crate) arch: String,
+    /// The archive member it came from (`lib.a:reduce.o`), empty for a
+    /// fat binary.
+    pub(crate) member: String,
     /// The PTX itself.
     pub(crate) text: String,
 }
@@ -50,6 +53,7 @@ pub(crate) struct PtxSection {
 pub(crate) fn split_ptx_dump(dump: &str) -> Vec<PtxSection> {
     let mut sections = Vec::new();
     let mut current: Option<PtxSection> = None;
+    let mut member = String::new();
     let mut in_header = false;
     for line in dump.lines() {
         let trimmed = line.trim();
@@ -58,14 +62,16 @@ pub(crate) fn split_ptx_dump(dump: &str) -> Vec<PtxSection> {
             if trimmed == "Fatbin ptx code:" {
                 current = Some(PtxSection {
                     arch: String::new(),
+                    member: member.clone(),
                     text: String::new(),
                 });
             }
             in_header = true;
             continue;
         }
-        if trimmed.starts_with("member ") && trimmed.ends_with(':') {
+        if let Some(name) = member_line(trimmed) {
             sections.extend(current.take());
+            member = name.to_string();
             continue;
         }
         let Some(section) = current.as_mut() else {
@@ -86,6 +92,12 @@ pub(crate) fn split_ptx_dump(dump: &str) -> Vec<PtxSection> {
     }
     sections.extend(current);
     sections
+}
+
+/// The member's name in an archive's `member lib.a:reduce.o:` line
+/// (cuobjdump prints one before each member's dump).
+pub(crate) fn member_line(line: &str) -> Option<&str> {
+    line.strip_prefix("member ")?.strip_suffix(':')
 }
 
 /// A parsed PTX module.
@@ -555,6 +567,7 @@ arch = sm_90
         let sections = split_ptx_dump(dump);
         assert_eq!(sections.len(), 1);
         assert_eq!(sections[0].arch, "compute_90");
+        assert_eq!(sections[0].member, "");
         assert!(sections[0].text.starts_with(".version 9.0\n"));
         let m = parse_ptx(&sections[0].text).unwrap();
         assert_eq!(m.entry_names().collect::<Vec<_>>(), ["k"]);

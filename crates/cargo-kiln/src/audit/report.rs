@@ -9,6 +9,7 @@ use super::budgets::Budgets;
 use super::checks::{self, Violation};
 use super::model::{ModuleFacts, Requested, Resources};
 use super::rows::{rows, Row};
+use super::tables;
 
 /// Where the ABI check's Rust declarations come from.
 #[derive(Debug, Clone, Copy)]
@@ -68,17 +69,22 @@ pub(crate) fn audit(
     }
     match declared {
         Abi::Declared(declared) => {
-            let undeclared_ok = |kernel: &str| budgets.by_name(kernel);
+            let undeclared_ok = |kernel: &str| budgets.by_name(kernel).value;
             violations.extend(checks::check_abi(
                 modules,
                 &declared.kernels,
                 &undeclared_ok,
             ));
-            violations.extend(checks::check_budget_names(budgets, modules));
+            violations.extend(tables::check_budget_names(budgets, modules));
             not_audited.extend(declared.unreadable.iter().cloned());
         }
         Abi::NotRead(why) => not_audited.push(format!("ABI not audited: {why}")),
     }
+    // A static library's members each carry their own PTX, so a check over
+    // PTX (driver floor, an uncalled f64 `.func` from a shared header) can
+    // find one defect once per member: the same line is reported once.
+    let mut seen = std::collections::BTreeSet::new();
+    violations.retain(|v| seen.insert((v.module.clone(), v.message.clone())));
     let rows = modules
         .iter()
         .flat_map(|m| rows(m.requested(requested), m, &violations))

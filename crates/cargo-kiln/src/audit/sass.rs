@@ -1,11 +1,16 @@
 //! The ELF side of a fat binary: `cuobjdump --dump-resource-usage` parsed
 //! into one record per function per real arch.
 
+use super::ptx::member_line;
+
 /// One function's resource table in one ELF.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SassFunction {
     /// `sm_90`.
     pub(crate) arch: String,
+    /// The archive member it came from (`lib.a:reduce.o`), empty for a
+    /// fat binary.
+    pub(crate) member: String,
     pub(crate) function: String,
     pub(crate) registers: u32,
     /// Stack frame bytes per thread.
@@ -22,10 +27,14 @@ pub(crate) struct SassFunction {
 pub(crate) fn parse_resource_usage(dump: &str) -> Vec<SassFunction> {
     let mut out = Vec::new();
     let mut arch = String::new();
+    let mut member = String::new();
     let mut function: Option<String> = None;
     for line in dump.lines() {
         let line = line.trim();
-        if let Some(a) = line.strip_prefix("arch = ") {
+        if let Some(name) = member_line(line) {
+            member = name.to_string();
+            function = None;
+        } else if let Some(a) = line.strip_prefix("arch = ") {
             arch = a.to_string();
             function = None;
         } else if let Some(name) = line.strip_prefix("Function ") {
@@ -34,6 +43,7 @@ pub(crate) fn parse_resource_usage(dump: &str) -> Vec<SassFunction> {
             if let Some(function) = function.take() {
                 out.push(SassFunction {
                     arch: arch.clone(),
+                    member: member.clone(),
                     function,
                     registers: field(line, "REG"),
                     stack_bytes: field(line, "STACK"),
@@ -94,6 +104,7 @@ Resource usage:
             f[0],
             SassFunction {
                 arch: "sm_80".into(),
+                member: "lib.a:reduce.o".into(),
                 function: "batch_stats".into(),
                 registers: 40,
                 stack_bytes: 8,

@@ -1,10 +1,14 @@
 //! Launching a kernel that has no header by its name, with a runtime
-//! argument list checked against the parameter count and sizes the driver
-//! reports for it (`cuFuncGetParamInfo`, CUDA 12.4 and later).
+//! argument list checked against the parameter count and sizes of the
+//! kernel's parameter table in its image (`param_table.rs`: the cubin's
+//! `.nv.info`, read with no driver call). Only where the image holds no
+//! readable table (PTX only, or compressed cubins) is the driver asked
+//! (`cuFuncGetParamInfo`, CUDA 12.4 and later), which probes one index past
+//! the last parameter: an API error compute-sanitizer reports.
 //!
 //! The check happens before anything reaches the driver: a wrong count or a
 //! wrong size is an [`Error::LaunchArgs`] naming the kernel, the parameter
-//! and both sizes. The driver reports sizes, not types, so what is left to
+//! and both sizes. The table holds sizes, not types, so what is left to
 //! the caller (the contract of [`Args::new`]) is each argument's kind: a view
 //! where the kernel takes a pointer, a value of the C type otherwise.
 //!
@@ -19,15 +23,17 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaView, CudaViewMut};
 use kiln_abi::GpuRepr;
 
+use super::param_table::kernel_params;
 use super::{function_limits, KernelLimits};
 use crate::device::DeviceLimits;
 use crate::error::{driver, ArgMismatch, Error};
 use crate::ffi;
 use crate::memory::{ViewMutRef, ViewRef};
-use crate::{DeviceView, DeviceViewMut};
+use crate::{DeviceView, DeviceViewMut, FatbinImage};
 
 /// A kernel looked up by name in the loaded modules, with its parameter
-/// sizes as the driver reports them. Cheap to clone.
+/// sizes as its image's table (or, lacking one, the driver) gives them.
+/// Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct KernelByName {
     func: CudaFunction,
@@ -38,27 +44,31 @@ pub struct KernelByName {
 }
 
 impl KernelByName {
-    /// Reads the parameter info of `func`; an error when the driver cannot
-    /// report it.
+    /// Reads `func`'s parameters from `image`'s table, else from the
+    /// driver; an error when the table is damaged, or missing and the
+    /// driver cannot report them.
     pub(crate) fn cuda(
         func: CudaFunction,
         name: &'static str,
-        module: &'static str,
+        image: &'static FatbinImage,
         device: &DeviceLimits,
     ) -> Result<Self, Error> {
-        let params = ffi::driver::param_info(&func).map_err(driver("cuFuncGetParamInfo"))?;
-        let Some(params) = params else {
-            return Err(Error::ParamInfoUnavailable {
-                kernel: name,
-                driver: ffi::driver::driver_version().unwrap_or((0, 0)),
-            });
+        let module = image.name;
+        let table = kernel_params(image.image, name).map_err(|source| Error::ParamTable {
+            kernel: name,
+            module,
+            source,
+        })?;
+        let param_sizes = match table {
+            Some(table) => table.iter().map(|p| p.size).collect(),
+            None => driver_param_sizes(&func, name)?,
         };
         Ok(Self {
             limits: function_limits(&func, device)?,
             func,
             name,
             module,
-            param_sizes: params.iter().map(|&(_, size)| size).collect(),
+            param_sizes,
         })
     }
 
@@ -72,7 +82,8 @@ impl KernelByName {
         self.module
     }
 
-    /// Each parameter's size in bytes, as the driver reports it.
+    /// Each parameter's size in bytes, as the image's table (or the driver)
+    /// gives it.
     pub fn param_sizes(&self) -> &[usize] {
         &self.param_sizes
     }
@@ -85,6 +96,19 @@ impl KernelByName {
     pub(crate) fn function(&self) -> &CudaFunction {
         &self.func
     }
+}
+
+/// The fallback where an image has no readable table: the driver's report
+/// (`cuFuncGetParamInfo`, CUDA 12.4 and later).
+fn driver_param_sizes(func: &CudaFunction, name: &'static str) -> Result<Arc<[usize]>, Error> {
+    let params = ffi::driver::param_info(func).map_err(driver("cuFuncGetParamInfo"))?;
+    let Some(params) = params else {
+        return Err(Error::ParamInfoUnavailable {
+            kernel: name,
+            driver: ffi::driver::driver_version().unwrap_or((0, 0)),
+        });
+    };
+    Ok(params.iter().map(|&(_, size)| size).collect())
 }
 
 /// A value passed by value, type-erased: the driver copies `size` bytes from
@@ -235,7 +259,7 @@ mod tests {
     use super::*;
 
     /// `add_f32(const float *a, const float *b, float *c, unsigned n)` as
-    /// `cuFuncGetParamInfo` reports it.
+    /// its parameter table gives it.
     const ADD_F32: &[usize] = &[8, 8, 8, 4];
 
     #[test]

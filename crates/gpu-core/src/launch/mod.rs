@@ -13,10 +13,12 @@
 //! allocation-free (parameters are marshalled on the stack) and the function
 //! is resolved once, when the [`Kernel`] is made. Kernels without a header
 //! are looked up and launched by name (`by_name.rs`), their argument list
-//! checked at run time against the driver's parameter info.
+//! checked at run time against the parameter table of the kernel's cubin
+//! (`param_table.rs`).
 
 mod by_name;
 mod marshal;
+mod param_table;
 
 use std::marker::PhantomData;
 
