@@ -13,6 +13,7 @@ mod bindings;
 mod budgets;
 mod checks;
 mod facts;
+mod keys;
 mod model;
 mod ptx;
 mod report;

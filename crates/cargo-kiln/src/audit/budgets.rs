@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Deserialize;
 
+use super::keys::shown_key;
 use super::ptx::PtxIsa;
-use super::tables::shown_key;
 
 /// The config file's name, beside the crate's `Cargo.toml`.
 pub const CONFIG_FILE: &str = "kiln-audit.toml";
@@ -160,7 +160,7 @@ impl Budgets {
             .map_err(|e| anyhow::anyhow!("{origin}: {}", e.message()))
             .with_context(|| format!("fix {origin} (see the comments at its top)"))?;
         budgets.origin = origin.to_string();
-        budgets.patterns = super::tables::compile(&budgets.kernel, origin)?;
+        budgets.patterns = super::keys::compile(&budgets.kernel, origin)?;
         Ok(budgets)
     }
 
