@@ -107,6 +107,7 @@ const SANITIZED: &[&str] = &[
     "apps__batch",
     "anneal__anneal",
     "anneal__assign_tc",
+    "anneal__encode_gpu",
     "downstream__saxpy",
     "downstream-prebuilt__saxpy",
     "kernel-trees__elementwise",
