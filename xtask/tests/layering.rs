@@ -196,3 +196,56 @@ fn xtask_implements_no_subcommand_that_cargo_kiln_has() {
         ]
     );
 }
+
+/// The packages `cargo tree` resolves for `package`'s normal dependencies
+/// (build and dev dependencies apart), with `features` on, by name.
+fn normal_tree(package: &str, features: &str) -> Vec<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = std::process::Command::new(cargo)
+        .current_dir(root())
+        .args(["tree", "--locked", "-p", package, "-e", "normal"])
+        .args([
+            "--features",
+            features,
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "cargo tree -p {package}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut names: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Crates of a command line, which a library others build on must not
+/// pull in: argument parsing, anyhow's catch-all errors, progress bars,
+/// and the CLI crate itself.
+const CLI_CRATES: &[&str] = &["apps", "clap", "anyhow", "assert_cmd", "indicatif"];
+
+#[test]
+fn kiln_anneal_is_a_library_below_apps() {
+    let anneal = normal_tree("kiln-anneal", "wgpu");
+    assert!(anneal.iter().any(|p| p == "kiln-gpu-core"), "{anneal:?}");
+    let pulled: Vec<&&str> = CLI_CRATES
+        .iter()
+        .filter(|c| anneal.iter().any(|p| p == *c))
+        .collect();
+    assert!(pulled.is_empty(), "kiln-anneal depends on {pulled:?}");
+    let apps = manifest("crates/apps/Cargo.toml");
+    assert!(names(&apps, "dependencies").contains(&"kiln-anneal".to_string()));
+    let lib = manifest("crates/anneal/Cargo.toml");
+    assert!(!names(&lib, "dependencies").contains(&"apps".to_string()));
+}

@@ -74,9 +74,13 @@ impl EncodeOutput {
         let mut prefix = std::ffi::OsString::from(".");
         prefix.push(name);
         prefix.push(".");
-        let temp = tempfile::Builder::new()
-            .prefix(&prefix)
-            .suffix(TEMP_SUFFIX)
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix).suffix(TEMP_SUFFIX);
+        // The file a user gets has the mode any new file of theirs has (0666
+        // less their umask), not a temporary file's 0600.
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let temp = builder
             .tempfile_in(&parent)
             .map_err(|e| io_error("creating a temporary file beside it", e))?;
         Ok(Self {

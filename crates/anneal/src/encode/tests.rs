@@ -274,6 +274,27 @@ fn unsafe_outputs_are_refused_touching_nothing() {
     assert_eq!(entries(dir.path()), before);
 }
 
+/// The output has the mode any new file of the user's has (0666 less the
+/// umask), not a temporary file's 0600.
+#[test]
+#[cfg(unix)]
+fn the_output_has_a_new_files_mode() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let d = 3;
+    let (index, _) = fitted(100, d, 4, 0.3);
+    let dir = tempfile::tempdir().unwrap();
+    let index_dir = dir.path().join("idx");
+    index.write(&index_dir, false).unwrap();
+    let points = crate::synthetic_points(20, d, 2, 0.3, 5);
+    let inputs = write_shards(dir.path(), "in", &points, d, 1);
+    let out = dir.path().join("codes.npy");
+    encode_files(&index, &index_dir, &inputs, &out, false, 8).unwrap();
+    let plain = dir.path().join("plain");
+    fs::File::create(&plain).unwrap();
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&out), mode(&plain));
+}
+
 #[test]
 fn concurrent_encodes_to_one_file_leave_one_whole_result() {
     let d = 5;
