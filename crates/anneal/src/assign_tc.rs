@@ -49,7 +49,15 @@
 //!   the reference's bits; `tests/assign_tc.rs` runs every case with both.
 //!   Tried and dropped (H200, 2026-11-26): 256 points per block (one block of
 //!   8 warps per SM, a quarter less L2 traffic per FLOP), 4-10% slower at
-//!   d = 768 to 4096 on that card.
+//!   d = 768 to 4096 on that card. Tried and dropped (H200, 2026-11-27,
+//!   BENCHMARKS.md; patches in `docs/bench/2026-11-27-h200-anneal/`):
+//!   256-anchor tiles in one block of 8 warps (each point read half as
+//!   often: L2 hit rate 61% -> 92%, DRAM a tenth), 9-20% slower; 64 × 64
+//!   warp tiles (8 fragment loads per 32 mma instead of 10), up to 22%
+//!   slower (even only at 100K × 1536); the next tile's anchor norms loaded
+//!   a tile ahead with the refinement's loads unrolled 4 deep, 9-30% slower
+//!   (long-scoreboard stalls doubled). The kernel is latency-bound at 2-3
+//!   warps per scheduler (registers), not by L2 misses or fragment loads.
 //! - **Epilogue, per anchor tile.** The 4 lanes of a quad hold one point row
 //!   (32 anchors each). Each turns its dot products into `A = max(xn + cn -
 //!   2·dot, 0)` (`dot` = accumulator · `σ⁻²`, exact) and the bound `e`
