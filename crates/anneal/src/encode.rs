@@ -19,10 +19,10 @@ use std::sync::mpsc;
 
 use gpu_core::{Backend, BackendKind};
 
+use crate::gpu::{chunk_device_bytes, ChunkAssigner};
 use crate::index::Index;
 use crate::memory::TooLarge;
 use crate::npy::{self, Chunk, Chunks, ShardsError};
-use crate::gpu::{chunk_device_bytes, ChunkAssigner};
 use crate::{AnnealError, Dtype, Engine, Params, Points, Problem};
 
 mod output;
@@ -145,14 +145,8 @@ fn assign_rows(
     };
     let (d, m) = (index.meta.d as usize, index.meta.m as usize);
     if backend.kind() == BackendKind::Cuda {
-        let mut gpu = ChunkAssigner::new(
-            backend,
-            &index.anchors,
-            m,
-            d,
-            problem.n(),
-            points.dtype(),
-        )?;
+        let mut gpu =
+            ChunkAssigner::new(backend, &index.anchors, m, d, problem.n(), points.dtype())?;
         gpu.upload(&points.pieces(0..points.len()))?;
         gpu.launch()?;
         let mut out = Vec::new();

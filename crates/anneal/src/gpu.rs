@@ -45,8 +45,8 @@ mod shard;
 mod sort;
 mod upload;
 
-pub(crate) use chunks::ChunkAssigner;
 pub use chunks::chunk_device_bytes;
+pub(crate) use chunks::ChunkAssigner;
 
 use super::{AnchorStats, AnnealError, Engine, Problem, Steps};
 use devices::Devices;

@@ -205,14 +205,18 @@ impl ChunkAssigner {
             });
         }
         if self.waiting.is_some() {
-            return Err(AnnealError::internal("a chunk uploaded before the last was assigned"));
+            return Err(AnnealError::internal(
+                "a chunk uploaded before the last was assigned",
+            ));
         }
         let slot = self.next;
         if let Some(event) = &self.assigned[slot] {
             self.upload.wait(event)?;
         }
         match &mut self.buffers[slot] {
-            Buffer::F16(buffer) => copy_f16(&self.upload, pieces, &mut buffer.slice_mut(..values)?)?,
+            Buffer::F16(buffer) => {
+                copy_f16(&self.upload, pieces, &mut buffer.slice_mut(..values)?)?
+            }
             Buffer::F32(buffer) => copy_f32(
                 &self.upload,
                 &self.widen,
@@ -235,7 +239,9 @@ impl ChunkAssigner {
             return Ok(false);
         };
         if self.running.is_some() {
-            return Err(AnnealError::internal("a chunk assigned before the last was read"));
+            return Err(AnnealError::internal(
+                "a chunk assigned before the last was read",
+            ));
         }
         if let Some(event) = &self.uploaded[slot] {
             self.compute.wait(event)?;
@@ -304,5 +310,42 @@ impl Drop for ChunkAssigner {
         // An error here was (or will be) reported by the call that failed.
         let _ = self.upload.synchronize();
         let _ = self.compute.synchronize();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_device_bytes_count_both_chunk_buffers_and_refuse_overflow() {
+        let (rows, d, m) = (1000u64, 37u64, 131u64);
+        let dp = 64;
+        for (dtype, stored) in [(Dtype::F32, 4), (Dtype::F16, 2), (Dtype::BF16, 4)] {
+            let fixed = chunk_device_bytes(0, 37, 131, dtype).unwrap();
+            assert_eq!(fixed, m * (d * 4 + dp * 2 + 8), "{dtype:?}");
+            let grown = chunk_device_bytes(1000, 37, 131, dtype).unwrap() - fixed;
+            let staging = if dtype == Dtype::BF16 {
+                rows * d * 2
+            } else {
+                0
+            };
+            // Two buffers, the f16 copy, 24 bytes a point.
+            let per_chunk = 2 * rows * d * stored + staging + rows * dp * 2 + rows * 24;
+            assert_eq!(grown, per_chunk, "{dtype:?}");
+        }
+        // bf16's staging stops growing at its bound.
+        let big = BF16_STAGING * 4;
+        let bf = chunk_device_bytes(big, 1, 1, Dtype::BF16).unwrap();
+        let f32 = chunk_device_bytes(big, 1, 1, Dtype::F32).unwrap();
+        assert_eq!(bf - f32, BF16_STAGING as u64 * 2);
+        for (rows, d, m) in [
+            (usize::MAX, 2, 1),
+            (2, usize::MAX, 1),
+            (1, 1, usize::MAX),
+            (usize::MAX / 2, 1, 1),
+        ] {
+            assert_eq!(chunk_device_bytes(rows, d, m, Dtype::F32), None);
+        }
     }
 }

@@ -17,8 +17,8 @@ use gpu_core::{
 
 use super::super::assign_tc::TcAssign;
 use super::super::{AnchorStats, AnnealError, Dtype, Points, Steps};
-use super::sort::{sort_pairs_u32, sort_scratch_bytes, SortOut};
 use super::assign::{enqueue_assign, AssignArgs, AssignPoints};
+use super::sort::{sort_pairs_u32, sort_scratch_bytes, SortOut};
 use super::upload::{upload_f16, upload_f32};
 use super::{norms_config, RUN};
 

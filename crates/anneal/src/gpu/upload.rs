@@ -86,7 +86,9 @@ pub(super) fn copy_f32(
                 at += values.len();
             }
             Points::BF16(values) if staging.is_empty() && !values.is_empty() => {
-                return Err(AnnealError::internal("bf16 points without a staging buffer"))
+                return Err(AnnealError::internal(
+                    "bf16 points without a staging buffer",
+                ))
             }
             Points::BF16(values) => {
                 for chunk in values.chunks(staging.len().max(1)) {
