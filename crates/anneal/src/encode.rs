@@ -239,8 +239,9 @@ impl From<gpu_core::Error> for EncodeError {
 }
 
 /// Bytes of host memory an encode in chunks of `rows` holds: two chunks
-/// as read (the one assigned, the one being read) and, on the CPU, the
-/// engine's copies of one; `None` when the figure overflows.
+/// as read (the one assigned, or on CUDA uploaded, and the one being read)
+/// and, on the CPU, the engine's copies of one; `None` when the figure
+/// overflows.
 fn host_needs(d: usize, dtype: Dtype, cuda: bool, rows: usize) -> Option<u64> {
     let raw = (rows as u64)
         .checked_mul(d as u64)?

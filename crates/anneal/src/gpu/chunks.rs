@@ -348,4 +348,50 @@ mod tests {
             assert_eq!(chunk_device_bytes(rows, d, m, Dtype::F32), None);
         }
     }
+
+    #[test]
+    fn the_assigner_refuses_the_cpu_a_bad_index_and_calls_out_of_order() {
+        let cpu = Backend::cpu();
+        let anchors = [0.0f32; 6];
+        let err = ChunkAssigner::new(&cpu, &anchors, 2, 3, 10, Dtype::F32).unwrap_err();
+        assert!(matches!(err, AnnealError::NeedsCuda), "{err:?}");
+        let Some(gpu) = gpu_core::testing::cuda_backend(cuda_sys::modules::ALL) else {
+            return;
+        };
+        for (values, m) in [(5, 2), (0, 0)] {
+            let err = ChunkAssigner::new(&gpu, &anchors[..values], m, 3, 10, Dtype::F32);
+            assert!(
+                matches!(err, Err(AnnealError::AnchorValues { .. })),
+                "{err:?}"
+            );
+        }
+        let mut a = ChunkAssigner::new(&gpu, &anchors, 2, 3, 10, Dtype::F32).unwrap();
+        let mut out = vec![7];
+        // Nothing uploaded: nothing to launch or read, `out` untouched.
+        assert!(!a.launch().unwrap());
+        assert!(!a.read(&mut out).unwrap());
+        assert_eq!(out, [7]);
+        let rows = |n: usize| vec![1.0f32; n * 3];
+        for (values, what) in [(rows(11), "over capacity"), (vec![1.0; 4], "ragged")] {
+            let err = a.upload(&[Points::F32(&values)]).unwrap_err();
+            assert!(
+                matches!(err, AnnealError::OverCapacity { .. }),
+                "{what}: {err:?}"
+            );
+        }
+        let err = a.upload(&[Points::F16(&[0; 3])]).unwrap_err();
+        assert!(matches!(err, AnnealError::Internal { .. }), "{err:?}");
+        let (first, second) = (rows(10), rows(4));
+        a.upload(&[Points::F32(&first)]).unwrap();
+        let err = a.upload(&[Points::F32(&second)]).unwrap_err();
+        assert!(matches!(err, AnnealError::Internal { .. }), "{err:?}");
+        assert!(a.launch().unwrap());
+        a.upload(&[Points::F32(&second)]).unwrap();
+        assert!(matches!(a.launch(), Err(AnnealError::Internal { .. })));
+        assert!(a.read(&mut out).unwrap());
+        assert_eq!(out, [0; 10], "every point is as near anchor 0 as anchor 1");
+        assert!(a.launch().unwrap());
+        assert!(a.read(&mut out).unwrap());
+        assert_eq!(out, [0; 4]);
+    }
 }
