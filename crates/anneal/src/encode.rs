@@ -4,10 +4,14 @@
 //! assigned (double buffering: two chunks in host memory at most, one on
 //! the device), and the anchors' indices are streamed to the output file
 //! ([`EncodeOutput`]), so that memory is bounded by the chunk, not the
-//! input. Each chunk is assigned by the anneal's own engine (the CPU's, or
-//! the GPU's kernels) with the index's anchors: the same f32 argmin, ties
-//! to the lowest index, as the anneal's assignment step, and the same bits
-//! whatever the chunk size.
+//! input. On the CPU each chunk is assigned by the anneal's own engine; on
+//! CUDA by one assigner made for the encode (`gpu::ChunkAssigner`: the
+//! anchors uploaded once, two chunk buffers, so that the upload of the next
+//! chunk overlaps the assignment of the current one, and only the
+//! assignment kernels, the shard's path to them). Either way the index's
+//! anchors give the same f32 argmin, ties to the lowest index, as the
+//! anneal's assignment step, and the same bits whatever the chunk size.
+//! Device memory: [`chunk_device_bytes`].
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -15,18 +19,20 @@ use std::sync::mpsc;
 
 use gpu_core::{Backend, BackendKind};
 
+use crate::gpu::{chunk_device_bytes, ChunkAssigner};
 use crate::index::Index;
 use crate::memory::TooLarge;
-use crate::npy::{self, Chunks, ShardsError};
-use crate::{AnnealError, Dtype, Engine, Params, Points};
+use crate::npy::{self, Chunk, Chunks, ShardsError};
+use crate::{AnnealError, Dtype, Engine, Params, Points, Problem};
 
 mod output;
 
 pub use output::{EncodeOutput, TEMP_SUFFIX};
 
 /// Rows per chunk at most when the size is chosen from memory: small
-/// enough for progress to move, large enough that a chunk's setup (the
-/// engine's allocation) is a small part of its time.
+/// enough for progress to move, large enough that a chunk's fixed costs
+/// (its kernels' launches, the read-back's wait) are a small part of its
+/// time.
 pub const MAX_DEFAULT_CHUNK: usize = 1 << 22;
 
 /// Why an encode was refused or failed. One line each.
@@ -126,13 +132,56 @@ pub fn assign(
 }
 
 /// [`assign`] of rows that start at row `first` of a larger input (named so
-/// in a refusal).
+/// in a refusal): on a CUDA backend by a [`ChunkAssigner`] of one chunk,
+/// else by the CPU engine.
 fn assign_rows(
     backend: &Backend,
     index: &Index,
     points: Points<'_>,
     first: usize,
 ) -> Result<Vec<u32>, EncodeError> {
+    let Some(problem) = checked(index, points, first)? else {
+        return Ok(Vec::new());
+    };
+    let (d, m) = (index.meta.d as usize, index.meta.m as usize);
+    if backend.kind() == BackendKind::Cuda {
+        let mut gpu =
+            ChunkAssigner::new(backend, &index.anchors, m, d, problem.n(), points.dtype())?;
+        gpu.upload(&points.pieces(0..points.len()))?;
+        gpu.launch()?;
+        let mut out = Vec::new();
+        gpu.read(&mut out)?;
+        return Ok(out);
+    }
+    let mut engine = crate::cpu::CpuEngine::new(&problem);
+    engine.set_anchors(&index.anchors, m)?;
+    // A step assigns against the anchors it was given, then moves them
+    // (by nothing, with a step of 0), which nothing reads.
+    engine.step(0.0)?;
+    Ok(engine.assignments()?)
+}
+
+/// Refuses an index made by hand with no anchors or the wrong number of
+/// values (`Index::read` refuses such a file).
+fn check_index(index: &Index) -> Result<(), EncodeError> {
+    let (d, m) = (index.meta.d as usize, index.meta.m as usize);
+    if m == 0 || index.anchors.len() != m * d {
+        return Err(EncodeError::Anneal(AnnealError::AnchorValues {
+            values: index.anchors.len(),
+            m,
+            d,
+        }));
+    }
+    Ok(())
+}
+
+/// `points` (rows from row `first` of the whole input) checked as the
+/// anneal checks its input, for `index`; `None` when there are no rows.
+fn checked<'a>(
+    index: &Index,
+    points: Points<'a>,
+    first: usize,
+) -> Result<Option<Problem<'a>>, EncodeError> {
     let (d, m) = (index.meta.d as usize, index.meta.m as usize);
     if d == 0 || !points.len().is_multiple_of(d) {
         return Err(EncodeError::Ragged {
@@ -140,17 +189,10 @@ fn assign_rows(
             d,
         });
     }
-    if m == 0 || index.anchors.len() != m * d {
-        // Only an index made by hand can be so: `Index::read` refuses it.
-        return Err(EncodeError::Anneal(AnnealError::AnchorValues {
-            values: index.anchors.len(),
-            m,
-            d,
-        }));
-    }
+    check_index(index)?;
     let n = points.len() / d;
     if n == 0 {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     // One initial anchor stands for the run's `m`: the index's `m` anchors
     // are set in its place, within `max_anchors`, and no run is made.
@@ -159,15 +201,7 @@ fn assign_rows(
         ..Params::default()
     };
     let problem = crate::validate(points, n, d, 1, &params).map_err(|e| shifted(e, first))?;
-    let mut engine: Box<dyn Engine> = match backend.kind() {
-        BackendKind::Cuda => Box::new(crate::gpu::GpuEngine::new(backend, &problem)?),
-        _ => Box::new(crate::cpu::CpuEngine::new(&problem)),
-    };
-    engine.set_anchors(&index.anchors, m)?;
-    // A step assigns against the anchors it was given, then moves them
-    // (by nothing, with a step of 0), which nothing reads.
-    engine.step(0.0)?;
-    Ok(engine.assignments()?)
+    Ok(Some(problem))
 }
 
 /// `e` with its point numbered from row `first` of the whole input.
@@ -205,8 +239,9 @@ impl From<gpu_core::Error> for EncodeError {
 }
 
 /// Bytes of host memory an encode in chunks of `rows` holds: two chunks
-/// as read (the one assigned, the one being read) and, on the CPU, the
-/// engine's copies of one; `None` when the figure overflows.
+/// as read (the one assigned, or on CUDA uploaded, and the one being read)
+/// and, on the CPU, the engine's copies of one; `None` when the figure
+/// overflows.
 fn host_needs(d: usize, dtype: Dtype, cuda: bool, rows: usize) -> Option<u64> {
     let raw = (rows as u64)
         .checked_mul(d as u64)?
@@ -220,7 +255,8 @@ fn host_needs(d: usize, dtype: Dtype, cuda: bool, rows: usize) -> Option<u64> {
 
 /// Rows per chunk when none is given: what fits a quarter of the host's
 /// available memory ([`check_chunk`]'s figure) and, on a CUDA backend, half
-/// of the device's free memory; at most [`MAX_DEFAULT_CHUNK`], at least 1.
+/// of the device's free memory ([`chunk_device_bytes`]: both chunk buffers
+/// of the double buffering); at most [`MAX_DEFAULT_CHUNK`], at least 1.
 pub fn default_chunk(index: &Index, dtype: Dtype, backend: &Backend) -> usize {
     const PROBE: usize = 1 << 16;
     let (d, m) = (index.meta.d as usize, index.meta.m as usize);
@@ -229,8 +265,8 @@ pub fn default_chunk(index: &Index, dtype: Dtype, backend: &Backend) -> usize {
     let host_budget = crate::memory::host_available().unwrap_or(4 << 30) / 4;
     let mut rows = host_budget / host_row.max(1);
     if let Some(dev) = backend.device().filter(|_| cuda) {
-        let fixed = crate::device_bytes(0, d, m, dtype, 1).unwrap_or(u64::MAX);
-        let grown = crate::device_bytes(PROBE, d, m, dtype, 1).unwrap_or(u64::MAX);
+        let fixed = chunk_device_bytes(0, d, m, dtype).unwrap_or(u64::MAX);
+        let grown = chunk_device_bytes(PROBE, d, m, dtype).unwrap_or(u64::MAX);
         let device_row = (grown.saturating_sub(fixed) / PROBE as u64).max(1);
         if let Some(free) = crate::memory::device_free(dev.ordinal) {
             rows = rows.min((free / 2).saturating_sub(fixed) / device_row);
@@ -240,8 +276,9 @@ pub fn default_chunk(index: &Index, dtype: Dtype, backend: &Backend) -> usize {
 }
 
 /// Refuses chunks of `rows` points that need more host memory than is
-/// available, or on a CUDA backend more device memory than is free; `what`
-/// names the encode in the message.
+/// available, or on a CUDA backend more device memory than is free (the
+/// assigner's, [`chunk_device_bytes`]); `what` names the encode in the
+/// message.
 pub fn check_chunk(
     what: &str,
     index: &Index,
@@ -256,7 +293,7 @@ pub fn check_chunk(
         Some(dev) => crate::memory::check(
             what,
             "device",
-            crate::device_bytes(rows, d, m, dtype, 1),
+            chunk_device_bytes(rows, d, m, dtype),
             crate::memory::device_free(dev.ordinal),
         ),
         None => Ok(()),
@@ -269,7 +306,9 @@ pub type EncodeProgress<'a> = &'a mut dyn FnMut(usize, usize);
 /// Assigns every row of `chunks` to `index` on `backend` and writes each
 /// point's anchor to `out` (a 1-D uint32 `.npy`, as the index's
 /// assignments file), then renames it into place. Reading the next chunk
-/// overlaps the assignment of the current one. On an error nothing is
+/// overlaps the assignment of the current one, and on CUDA so do its
+/// upload and the write of the chunk before (`pipeline`). On an error
+/// nothing is
 /// left at `out`'s path (its temporary file is removed).
 pub fn encode(
     index: &Index,
@@ -288,6 +327,19 @@ pub fn encode(
     if total == 0 {
         return Err(EncodeError::NoPoints);
     }
+    check_index(index)?;
+    // On CUDA one assigner for the whole encode, sized for the chunk.
+    let mut gpu = match backend.kind() {
+        BackendKind::Cuda => Some(ChunkAssigner::new(
+            backend,
+            &index.anchors,
+            index.meta.m as usize,
+            d,
+            chunks.chunk_rows().min(total),
+            chunks.dtype(),
+        )?),
+        _ => None,
+    };
     npy::write_u32_header(out.writer(), total as u64).map_err(|e| out.write_error(e))?;
     let mut done = Encoded { n: 0, chunks: 0 };
     std::thread::scope(|scope| {
@@ -303,16 +355,26 @@ pub fn encode(
             }
         });
         // Dropping `receive` on an error ends the reader at its next send.
-        for chunk in receive {
-            let chunk = chunk.map_err(EncodeError::Shards)?;
-            let assigned = assign_rows(backend, index, chunk.points(), chunk.start)?;
-            write_u32s(out.writer(), &assigned).map_err(|e| out.write_error(e))?;
-            done.n += chunk.rows;
+        let mut sink = |assigned: &[u32], done: &mut Encoded| {
+            write_u32s(out.writer(), assigned).map_err(|e| out.write_error(e))?;
+            done.n += assigned.len();
             done.chunks += 1;
             progress(done.n, total);
+            Ok::<(), EncodeError>(())
+        };
+        match gpu.as_mut() {
+            Some(gpu) => pipeline(gpu, index, receive, |a| sink(a, &mut done)),
+            None => {
+                for chunk in receive {
+                    let chunk = chunk.map_err(EncodeError::Shards)?;
+                    let assigned = assign_rows(backend, index, chunk.points(), chunk.start)?;
+                    sink(&assigned, &mut done)?;
+                }
+                Ok(())
+            }
         }
-        Ok::<(), EncodeError>(())
     })?;
+    drop(gpu);
     if done.n != total {
         return Err(EncodeError::ShortInput {
             rows: done.n,
@@ -321,6 +383,47 @@ pub fn encode(
     }
     out.commit()?;
     Ok(done)
+}
+
+/// The CUDA encode's loop: while chunk `k` is assigned on the device, the
+/// assignments of chunk `k - 1` are written by `sink`, chunk `k + 1` is
+/// taken from the reader, checked and uploaded into the other buffer; then
+/// chunk `k`'s assignments are read back. The device waits only for that
+/// read-back (4 bytes a point) between two chunks' kernels.
+fn pipeline(
+    gpu: &mut ChunkAssigner,
+    index: &Index,
+    chunks: mpsc::Receiver<Result<Chunk, ShardsError>>,
+    mut sink: impl FnMut(&[u32]) -> Result<(), EncodeError>,
+) -> Result<(), EncodeError> {
+    let mut chunks = chunks.into_iter();
+    // Takes, checks and uploads the next chunk; `false` after the last.
+    let mut feed = |gpu: &mut ChunkAssigner| -> Result<bool, EncodeError> {
+        let Some(chunk) = chunks.next() else {
+            return Ok(false);
+        };
+        let chunk = chunk.map_err(EncodeError::Shards)?;
+        let points = chunk.points();
+        if checked(index, points, chunk.start)?.is_some() {
+            gpu.upload(&points.pieces(0..points.len()))?;
+        }
+        // The chunk's host memory goes here: its upload was staged.
+        Ok(true)
+    };
+    let (mut assigned, mut ready) = (Vec::new(), false);
+    let mut more = feed(gpu)?;
+    while more {
+        gpu.launch()?;
+        if ready {
+            sink(&assigned)?;
+        }
+        more = feed(gpu)?;
+        ready = gpu.read(&mut assigned)?;
+    }
+    if ready {
+        sink(&assigned)?;
+    }
+    Ok(())
 }
 
 /// `values` as little-endian bytes.

@@ -29,15 +29,24 @@
 //! Nothing is allocated per iteration. On sm_80 and newer the assignment
 //! runs on tensor cores with exact refinement ([`super::assign_tc`]), unless
 //! `KILN_ANNEAL_TC=0` asks for the SIMT kernel.
+//!
+//! The encode's assigner (`chunks.rs`) is the assignment alone, to fixed
+//! anchors, a chunk at a time, through the same enqueue (`assign.rs`) as
+//! a shard's iteration; [`chunk_device_bytes`] is its device memory.
 
 use gpu_core::{Backend, BackendKind, Collective, LaunchConfig, Stream};
 
+mod assign;
+mod chunks;
 mod devices;
 mod neighbors;
 mod rank;
 mod shard;
 mod sort;
 mod upload;
+
+pub use chunks::chunk_device_bytes;
+pub(crate) use chunks::ChunkAssigner;
 
 use super::{AnchorStats, AnnealError, Engine, Problem, Steps};
 use devices::Devices;
@@ -48,6 +57,11 @@ use shard::Shard;
 const ASSIGN_TILE: u32 = 128;
 /// Iterations enqueued between two read-backs at most (the history buffer).
 const RUN: usize = 64;
+
+/// The norms kernels' grid: one warp per row.
+fn norms_config(rows: u32) -> LaunchConfig {
+    LaunchConfig::for_elements(rows.saturating_mul(32), 256)
+}
 
 fn assign_config(rows: u32) -> LaunchConfig {
     LaunchConfig {

@@ -1,8 +1,13 @@
-//! The encode on CUDA (issue 27): chunks of a tenth of the points give the
+//! The encode on CUDA (issue 27), all through its chunk assigner (the one
+//! CUDA path of `encode::encode` and `encode::assign`): chunks of a tenth
+//! of the points, chunks that are no multiple of the kernels' 128-point
+//! tiles with a partial last chunk, and one chunk past the input give the
 //! bits of one piece and of the GPU engine's own assignment step over all
 //! of them, for f32, f16 and bf16 points, through the streamed file path
-//! and in memory. Skips, saying why, without a usable GPU; fails under
-//! KILN_REQUIRE_GPU=1.
+//! and in memory; a bad row far into the stream is named and leaves no
+//! output. Run with `KILN_ANNEAL_TC=0` too for the SIMT kernel's path (the
+//! engine's step then takes it as well). Skips, saying why, without a
+//! usable GPU; fails under KILN_REQUIRE_GPU=1.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -41,7 +46,32 @@ fn fitted(gpu: &Backend, n: usize, d: usize, m: usize) -> Index {
     Index::from_run(&out, &problem, &record, Vec::new())
 }
 
-/// Encodes `files` on `gpu` in chunks of `chunk` rows into `out`.
+/// Encodes `files` on `gpu` in chunks of `chunk` rows into `out`; the
+/// encode's error, or what it wrote (checked against the chunks it says
+/// it made).
+fn try_encode(
+    gpu: &Backend,
+    index: &Index,
+    files: &[PathBuf],
+    out: &Path,
+    chunk: usize,
+) -> Result<Vec<u32>, encode::EncodeError> {
+    let shards = Shards::open(files).unwrap();
+    let n = shards.n();
+    let output = EncodeOutput::prepare(out, false, &[], Path::new("no-index")).unwrap();
+    let mut seen = Vec::new();
+    let done = encode::encode(
+        index,
+        shards.into_chunks(chunk),
+        gpu,
+        output,
+        &mut |done, total| seen.push((done, total)),
+    )?;
+    assert_eq!((done.n, done.chunks), (n, n.div_ceil(chunk)));
+    assert_eq!(seen.last(), Some(&(n, n)));
+    Ok(kiln_anneal::npy::read_u32_vector(out).unwrap())
+}
+
 fn encode_file(
     gpu: &Backend,
     index: &Index,
@@ -49,17 +79,7 @@ fn encode_file(
     out: &Path,
     chunk: usize,
 ) -> Vec<u32> {
-    let shards = Shards::open(files).unwrap();
-    let output = EncodeOutput::prepare(out, false, &[], Path::new("no-index")).unwrap();
-    encode::encode(
-        index,
-        shards.into_chunks(chunk),
-        gpu,
-        output,
-        &mut |_, _| {},
-    )
-    .unwrap();
-    kiln_anneal::npy::read_u32_vector(out).unwrap()
+    try_encode(gpu, index, files, out, chunk).unwrap()
 }
 
 #[test]
@@ -96,17 +116,22 @@ fn gpu_chunks_of_a_tenth_give_the_bits_of_one_piece_and_of_the_engine_step() {
             &dir.path().join(format!("{name}-1.npy")),
             n,
         );
-        let tenth = encode_file(
-            &gpu,
-            &index,
-            &[file],
-            &dir.path().join(format!("{name}-10.npy")),
-            n / 10,
-        );
-        assert!(
-            one == tenth,
-            "{name}: chunks of a tenth differ from one piece"
-        );
+        // A tenth; no multiple of 128 with a last chunk of 5 rows; one
+        // row short of the tile (158 chunks: each buffer reused 79 times);
+        // one chunk larger than the input.
+        for chunk in [n / 10, 1333, 127, n + 5] {
+            let chunked = encode_file(
+                &gpu,
+                &index,
+                std::slice::from_ref(&file),
+                &dir.path().join(format!("{name}-{chunk}.npy")),
+                chunk,
+            );
+            assert!(
+                one == chunked,
+                "{name}: chunks of {chunk} differ from one piece"
+            );
+        }
         // The GPU engine's own assignment step over all the points.
         let params = Params {
             max_anchors: index.meta.m as usize,
@@ -131,4 +156,41 @@ fn gpu_chunks_of_a_tenth_give_the_bits_of_one_piece_and_of_the_engine_step() {
             used.len()
         });
     }
+}
+
+#[test]
+fn gpu_a_bad_row_far_into_the_stream_is_named_and_leaves_no_output() {
+    let Some(gpu) = gpu_core::testing::cuda_backend(cuda_sys::modules::ALL) else {
+        return;
+    };
+    let (n, d, m) = (5000, 37, 40);
+    let index = fitted(&gpu, 2000, d, m);
+    let dir = tempfile::tempdir().unwrap();
+    // Row 4001 is in the fourth chunk of 1333, read while the third is
+    // assigned: the error comes with kernels in flight.
+    for (row, says) in [(4001, "point 4001 has a NaN"), (0, "point 0 has a NaN")] {
+        let mut points = kiln_anneal::synthetic_points(n, d, 7, 1.0, 5);
+        points[row * d + 3] = f32::NAN;
+        let le32: Vec<u8> = points.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let file = dir.path().join(format!("nan-{row}.npy"));
+        fs::write(&file, npy("<f4", n, d, &le32)).unwrap();
+        let out = dir.path().join(format!("out-{row}.npy"));
+        let err = try_encode(&gpu, &index, &[file], &out, 1333).unwrap_err();
+        assert!(err.to_string().contains(says), "{err}");
+        assert!(!out.exists(), "{} was left", out.display());
+        let temporary = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .find(|name| name.ends_with(encode::TEMP_SUFFIX));
+        assert_eq!(temporary, None);
+    }
+    // The device is still usable after both: a clean encode gives the
+    // in-memory bits.
+    let points = kiln_anneal::synthetic_points(n, d, 7, 1.0, 5);
+    let le32: Vec<u8> = points.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let file = dir.path().join("clean.npy");
+    fs::write(&file, npy("<f4", n, d, &le32)).unwrap();
+    let streamed = encode_file(&gpu, &index, &[file], &dir.path().join("c.npy"), 1333);
+    let in_memory = encode::assign(&gpu, &index, Points::F32(&points)).unwrap();
+    assert!(streamed == in_memory, "streamed differs from in memory");
 }

@@ -15,11 +15,12 @@ use gpu_core::{
     Backend, BackendKind, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream,
 };
 
-use super::super::assign_tc::{TcAssign, TcJob};
+use super::super::assign_tc::TcAssign;
 use super::super::{AnchorStats, AnnealError, Dtype, Points, Steps};
+use super::assign::{enqueue_assign, AssignArgs, AssignPoints};
 use super::sort::{sort_pairs_u32, sort_scratch_bytes, SortOut};
 use super::upload::{upload_f16, upload_f32};
-use super::{assign_config, RUN};
+use super::{norms_config, RUN};
 
 /// A shard's points and the kernels that read them.
 #[derive(Debug)]
@@ -79,11 +80,6 @@ pub(super) struct Shard {
     /// The tensor-core assignment (sm_80+, unless `KILN_ANNEAL_TC=0`); the
     /// SIMT kernel otherwise.
     tc: Option<TcAssign>,
-}
-
-fn norms_config(rows: u32) -> LaunchConfig {
-    // One warp per row.
-    LaunchConfig::for_elements(rows.saturating_mul(32), 256)
 }
 
 fn per_anchor(m: u32) -> LaunchConfig {
@@ -236,53 +232,24 @@ impl Shard {
         let n = self.n;
         let md = m as usize * d as usize;
         let s = &self.stream;
-        // The same arguments for either point type and either kernel.
-        macro_rules! tc_job {
-            ($points:expr) => {
-                TcJob {
-                    x: $points.view(),
-                    x_norms: self.point_norms.view(),
-                    n,
-                    d,
-                    anchors: self.anchors.slice(0..md)?,
-                    anchor_norms: self.anchor_norms.slice(0..m as usize)?,
-                    m,
-                    flags: COUNT,
-                    control: self.control.view(),
-                    assign: self.assign.view_mut(),
-                    dist: self.dist.view_mut(),
-                    counts: self.counts.slice_mut(0..m as usize)?,
-                }
-            };
-        }
-        macro_rules! simt_args {
-            ($points:expr) => {
-                (
-                    $points.view(),
-                    self.point_norms.view(),
-                    n,
-                    d,
-                    self.anchors.slice(0..md)?,
-                    self.anchor_norms.view(),
-                    m,
-                    COUNT,
-                    self.control.view(),
-                    self.assign.view_mut(),
-                    self.dist.view_mut(),
-                    self.counts.view_mut(),
-                )
-            };
-        }
-        match (&self.points, &mut self.tc) {
-            (ShardPoints::F32(points, _, _), Some(tc)) => tc.launch(s, tc_job!(points))?,
-            (ShardPoints::F16(points, _, _), Some(tc)) => tc.launch(s, tc_job!(points))?,
-            (ShardPoints::F32(points, assign, _), None) => {
-                s.launch(assign, assign_config(n), simt_args!(points))?
-            }
-            (ShardPoints::F16(points, assign, _), None) => {
-                s.launch(assign, assign_config(n), simt_args!(points))?
-            }
-        }
+        let points = match &self.points {
+            ShardPoints::F32(points, assign, _) => AssignPoints::F32(points.view(), assign),
+            ShardPoints::F16(points, assign, _) => AssignPoints::F16(points.view(), assign),
+        };
+        let args = AssignArgs {
+            x_norms: self.point_norms.view(),
+            n,
+            d,
+            anchors: self.anchors.view(),
+            anchor_norms: self.anchor_norms.view(),
+            m,
+            flags: COUNT,
+            control: self.control.view(),
+            assign: self.assign.view_mut(),
+            dist: self.dist.view_mut(),
+            counts: self.counts.view_mut(),
+        };
+        enqueue_assign(s, points, self.tc.as_mut(), args)?;
         let single_block = LaunchConfig {
             grid: (1, 1, 1),
             block: (1024, 1, 1),

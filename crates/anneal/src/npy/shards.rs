@@ -252,6 +252,16 @@ impl Chunks {
         self.d
     }
 
+    /// Rows per chunk (the last may have fewer).
+    pub fn chunk_rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+
     fn read_chunk(&mut self) -> Result<Chunk, ShardsError> {
         let rows = self.rows.min(self.total - self.next);
         let count = rows * self.d;
