@@ -99,3 +99,58 @@ fn by_name_right_lists_run_and_wrong_ones_never_reach_the_gpu() {
     want[10..30].fill(5);
     assert_eq!(got, want);
 }
+
+#[test]
+fn a_null_pointer_is_an_argument_of_its_own() {
+    let Some(backend) = gpu_core::testing::cuda_backend(&[&modules::BYNAME]) else {
+        return;
+    };
+    let stream = backend.default_stream();
+    let scatter = backend.kernel_by_name("byname_scatter").unwrap();
+    assert_eq!(scatter.param_sizes(), [8, 8, 4, 8]);
+    let n = 64usize;
+    let config = LaunchConfig::for_elements(n as u32, 32);
+    let mut out = stream.to_device(&vec![0u32; n]).unwrap();
+    // The list kinds: `out` is a u32 view of `n` elements where the kernel
+    // takes `uint32_t *out`; `index` is null (contiguous) or a u32 view of
+    // `n` indices below `n`; the rest are values.
+    // SAFETY: see the list kinds above.
+    let contiguous = unsafe {
+        Args::new([
+            Arg::view_mut(out.view_mut()),
+            Arg::null(),
+            Arg::value(3u32),
+            Arg::value(n),
+        ])
+    };
+    stream.launch_by_name(&scatter, config, contiguous).unwrap();
+    assert_eq!(stream.to_host(&out.view()).unwrap(), vec![3u32; n]);
+    // Every other slot, through an index: the null was not a stale pointer.
+    let index: Vec<u32> = (0..n as u32).map(|i| i / 2 * 2).collect();
+    let index = stream.to_device(&index).unwrap();
+    let mut out = stream.to_device(&vec![0u32; n]).unwrap();
+    // SAFETY: see the list kinds above.
+    let scattered = unsafe {
+        Args::new([
+            Arg::view_mut(out.view_mut()),
+            Arg::view(index.view()),
+            Arg::value(9u32),
+            Arg::value(n),
+        ])
+    };
+    stream.launch_by_name(&scatter, config, scattered).unwrap();
+    let want: Vec<u32> = (0..n).map(|i| if i % 2 == 0 { 9 } else { 0 }).collect();
+    assert_eq!(stream.to_host(&out.view()).unwrap(), want);
+    // A null where a value belongs is refused before the GPU, by its size.
+    // SAFETY: see the list kinds above (refused before any launch).
+    let wrong = unsafe {
+        Args::new([
+            Arg::view_mut(out.view_mut()),
+            Arg::null(),
+            Arg::null(),
+            Arg::value(n),
+        ])
+    };
+    let err = stream.launch_by_name(&scatter, config, wrong).unwrap_err();
+    assert!(matches!(err, Error::LaunchArgs { .. }), "{err}");
+}

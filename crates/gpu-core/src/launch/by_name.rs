@@ -134,6 +134,9 @@ pub(crate) enum ArgInner<'a> {
     Const(CudaView<'a, u8>),
     Mut(CudaViewMut<'a, u8>),
     Value(Box<dyn ValueArg>),
+    /// A null pointer (`nullptr`), for a pointer parameter the kernel
+    /// tests before it dereferences.
+    Null,
     /// A view of the CPU backend: refused at launch.
     Host,
 }
@@ -162,6 +165,7 @@ impl std::fmt::Debug for Arg<'_> {
             ArgInner::Const(_) => "const pointer",
             ArgInner::Mut(_) => "pointer",
             ArgInner::Value(_) => "value",
+            ArgInner::Null => "null pointer",
             ArgInner::Host => "host view",
         };
         f.debug_struct("Arg")
@@ -188,6 +192,16 @@ impl<'a> Arg<'a> {
             ViewMutRef::Host(_) => ArgInner::Host,
         };
         Self { inner }
+    }
+
+    /// `nullptr` for a pointer parameter (`const T *` or `T *`) that the
+    /// kernel tests before it dereferences, as vendored kernels take an
+    /// optional layout or an in-place input (`info == nullptr`:
+    /// contiguous). Checked as a pointer: 8 bytes.
+    pub fn null() -> Self {
+        Self {
+            inner: ArgInner::Null,
+        }
     }
 
     /// A parameter passed by value: a scalar or a `#[repr(C)]` struct.
@@ -266,6 +280,22 @@ mod tests {
     fn the_right_list_passes() {
         check_sizes(ADD_F32, &[8, 8, 8, 4]).unwrap();
         check_sizes(&[], &[]).unwrap();
+    }
+
+    #[test]
+    fn a_null_pointer_is_a_pointer_sized_argument() {
+        let null = Arg::null();
+        assert_eq!(null.size(), 8);
+        assert!(format!("{null:?}").contains("null pointer"), "{null:?}");
+        let args = Args::from_args([Arg::null(), Arg::null(), Arg::null(), Arg::value(4u32)]);
+        let sizes: Vec<usize> = args.args.iter().map(ArgInner::size).collect();
+        check_sizes(ADD_F32, &sizes).unwrap();
+        // In a value's place it is a size mismatch, as any pointer is.
+        let sizes = [8, 8, 8, Arg::null().size()];
+        assert!(matches!(
+            check_sizes(ADD_F32, &sizes),
+            Err(ArgMismatch::Size { index: 3, .. })
+        ));
     }
 
     #[test]

@@ -333,10 +333,12 @@ impl<'a> Args<'a> {
     /// not report and so cannot be checked: [`Arg::view`] or
     /// [`Arg::view_mut`] where the kernel takes a pointer to elements of the
     /// view's type (`view_mut` where it writes through it), holding as many
-    /// elements as the kernel accesses; [`Arg::value`] of the parameter's C
-    /// type otherwise (never an address standing for a pointer). The count
-    /// and each size are checked at launch.
+    /// elements as the kernel accesses; [`Arg::null`] only where the kernel
+    /// tests the pointer before it dereferences it; [`Arg::value`] of the
+    /// parameter's C type otherwise (never an address standing for a
+    /// pointer). The count and each size are checked at launch.
     ///
+    /// [`Arg::null`]: super::Arg::null
     /// [`Arg::view`]: super::Arg::view
     /// [`Arg::view_mut`]: super::Arg::view_mut
     /// [`Arg::value`]: super::Arg::value
@@ -369,6 +371,8 @@ pub(crate) fn launch_by_name(
             ArgInner::Const(view) => PointerParam::of_view(view, stream).map(Marshalled::Pointer),
             ArgInner::Mut(view) => PointerParam::of_view_mut(view, stream).map(Marshalled::Pointer),
             ArgInner::Value(value) => Ok(Marshalled::Value(value)),
+            // A device pointer of 0: `CUdeviceptr` is a u64.
+            ArgInner::Null => Ok(Marshalled::Value(Box::new(0u64))),
             ArgInner::Host => Err(host_on_cuda()),
         })
         .collect::<Result<Vec<_>, Error>>()?;

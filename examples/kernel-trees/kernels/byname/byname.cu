@@ -20,3 +20,12 @@ extern "C" __global__ void byname_fill_span(uint32_t *out, Span span, uint32_t f
     const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < span.len) out[span.start + i] = fill;
 }
+
+// out[index ? index[i] : i] = value for i < n: an optional pointer, as
+// vendored kernels take a layout that is null when the data is contiguous
+// (launched with gpu_core::Arg::null() for `index`).
+extern "C" __global__ void byname_scatter(uint32_t *out, const uint32_t *index, uint32_t value,
+                                          size_t n) {
+    const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) out[index != nullptr ? index[i] : i] = value;
+}
