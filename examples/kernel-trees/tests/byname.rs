@@ -101,7 +101,7 @@ fn by_name_right_lists_run_and_wrong_ones_never_reach_the_gpu() {
 }
 
 #[test]
-fn a_null_pointer_is_an_argument_of_its_own() {
+fn by_name_a_null_pointer_is_an_argument_of_its_own() {
     let Some(backend) = gpu_core::testing::cuda_backend(&[&modules::BYNAME]) else {
         return;
     };
