@@ -54,11 +54,16 @@ impl KernelByName {
         device: &DeviceLimits,
     ) -> Result<Self, Error> {
         let module = image.name;
-        let table = kernel_params(image.image, name).map_err(|source| Error::ParamTable {
-            kernel: name,
-            module,
-            source,
-        })?;
+        // A PTX image has no cubin: its entry's `.param` list is the table.
+        let table = if super::ptx_params::is_ptx(image.image) {
+            super::ptx_params::ptx_params(image.image, name)
+        } else {
+            kernel_params(image.image, name).map_err(|source| Error::ParamTable {
+                kernel: name,
+                module,
+                source,
+            })?
+        };
         let param_sizes = match table {
             Some(table) => table.iter().map(|p| p.size).collect(),
             None => driver_param_sizes(&func, name)?,

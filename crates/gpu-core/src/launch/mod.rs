@@ -19,6 +19,7 @@
 mod by_name;
 mod marshal;
 mod param_table;
+mod ptx_params;
 
 use std::marker::PhantomData;
 
