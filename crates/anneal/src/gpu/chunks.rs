@@ -38,7 +38,7 @@ enum Buffer {
     F16(DeviceBuffer<u16>),
 }
 
-/// Bytes of device memory a [`ChunkAssigner`] for chunks of `rows` points
+/// Bytes of device memory the encode's chunk assigner for chunks of `rows` points
 /// of dimension `d` and `m` anchors allocates: two chunk buffers (f16 as
 /// they are, f32 and bf16 as f32) and, for bf16, the staging buffer; the
 /// tensor-core copy of one chunk (`d` rounded up to 32, f16); per point of
