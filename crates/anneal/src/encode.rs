@@ -200,30 +200,9 @@ fn checked<'a>(
         max_anchors: m,
         ..Params::default()
     };
-    let problem = crate::validate(points, n, d, 1, &params).map_err(|e| shifted(e, first))?;
+    let problem = crate::validate(points, n, d, 1, &params)
+        .map_err(|e| EncodeError::Anneal(e.numbered_from(first)))?;
     Ok(Some(problem))
-}
-
-/// `e` with its point numbered from row `first` of the whole input.
-fn shifted(e: AnnealError, first: usize) -> EncodeError {
-    EncodeError::Anneal(match e {
-        AnnealError::NonFinite { point, dim } => AnnealError::NonFinite {
-            point: point + first,
-            dim,
-        },
-        AnnealError::OutOfRange {
-            point,
-            dim,
-            value,
-            bound,
-        } => AnnealError::OutOfRange {
-            point: point + first,
-            dim,
-            value,
-            bound,
-        },
-        other => other,
-    })
 }
 
 impl From<AnnealError> for EncodeError {

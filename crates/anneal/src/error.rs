@@ -303,6 +303,29 @@ impl AnnealError {
         AnnealError::Internal { what: what.into() }
     }
 
+    /// This error with the point it names numbered from row `first` of a
+    /// larger input (a coordinate refused in a part of the rows).
+    pub(crate) fn numbered_from(self, first: usize) -> Self {
+        match self {
+            AnnealError::NonFinite { point, dim } => AnnealError::NonFinite {
+                point: point + first,
+                dim,
+            },
+            AnnealError::OutOfRange {
+                point,
+                dim,
+                value,
+                bound,
+            } => AnnealError::OutOfRange {
+                point: point + first,
+                dim,
+                value,
+                bound,
+            },
+            other => other,
+        }
+    }
+
     /// The rank that died, when this is a peer's death
     /// ([`DistError::PeerGone`]).
     pub fn dead_rank(&self) -> Option<usize> {

@@ -192,24 +192,7 @@ pub fn validate_rows<'a>(
             d,
         });
     }
-    check_coordinates(points, d).map_err(|e| match e {
-        AnnealError::NonFinite { point, dim } => AnnealError::NonFinite {
-            point: point + rows.start,
-            dim,
-        },
-        AnnealError::OutOfRange {
-            point,
-            dim,
-            value,
-            bound,
-        } => AnnealError::OutOfRange {
-            point: point + rows.start,
-            dim,
-            value,
-            bound,
-        },
-        other => other,
-    })?;
+    check_coordinates(points, d).map_err(|e| e.numbered_from(rows.start))?;
     Ok(Problem {
         points,
         n,
