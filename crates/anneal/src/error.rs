@@ -346,6 +346,31 @@ pub enum DistError {
         /// The variable.
         var: &'static str,
     },
+    /// Some of one launcher's variables are set, not all it needs.
+    #[error("{set} is set but not {missing}: {fix}")]
+    Incomplete {
+        /// A variable that is set.
+        set: &'static str,
+        /// The one missing beside it.
+        missing: &'static str,
+        /// How to complete or drop the set.
+        fix: &'static str,
+    },
+    /// Two launchers' variables (torchrun's and Slurm's) say different
+    /// things about this process.
+    #[error("{a}={a_value:?} but {b}={b_value:?}: torchrun's and Slurm's variables disagree on this process's {what}; unset one family (RANK, WORLD_SIZE, LOCAL_RANK or SLURM_PROCID), or make them agree")]
+    Conflict {
+        /// torchrun's variable.
+        a: &'static str,
+        /// Its value.
+        a_value: String,
+        /// Slurm's variable.
+        b: &'static str,
+        /// Its value.
+        b_value: String,
+        /// What they describe ("rank", "number of processes", ...).
+        what: &'static str,
+    },
     /// A launcher variable has a value that cannot be used.
     #[error("{var}={value:?}: {why}")]
     BadVar {

@@ -64,7 +64,10 @@ fn launcher_variables_parse_or_are_refused_naming_the_variable() {
     check_env(&GOOD, Ok(Some(1)));
     check_env(&[], Ok(None));
     check_env(&with(&[("LOCAL_RANK", None)]), Ok(Some(1)));
-    check_env(&with(&[("RANK", None)]), Err("RANK is not set"));
+    check_env(
+        &with(&[("RANK", None)]),
+        Err("WORLD_SIZE is set but not RANK"),
+    );
     check_env(
         &with(&[("MASTER_ADDR", None)]),
         Err("MASTER_ADDR is not set"),

@@ -1,6 +1,6 @@
 //! One process per GPU (or per CPU rank): the anneal run by several
-//! processes, on one host or many, started by a launcher (torchrun, MPI,
-//! Slurm, `apps launch`). Each process reads its rank from the environment
+//! processes, on one host or many, started by a launcher (torchrun, Slurm's
+//! srun, `apps launch`). Each process reads its rank from the environment
 //! ([`RankEnv`]), meets the others at rank 0's address ([`rendezvous`]:
 //! every rank runs the same problem, rank 0 hands out the NCCL unique id,
 //! and a handshake under the job's secret, [`SECRET_ENV`], keeps out the
@@ -19,6 +19,7 @@ mod engine;
 mod env;
 mod gpu_engine;
 mod handshake;
+mod nodelist;
 mod rendezvous;
 mod secret;
 #[cfg(test)]
@@ -28,7 +29,10 @@ mod wire;
 
 pub use comm::{Communicator, TcpComm};
 pub use engine::{gather_assignments, RankEngine};
-pub use env::{rows_of, RankEnv, HANDSHAKE_TIMEOUT_ENV, PORT_ENV, TIMEOUT_ENV};
+pub use env::{
+    gpu_ordinal, rows_of, RankEnv, HANDSHAKE_TIMEOUT_ENV, PORT_ENV, SLURM_PORTS, SLURM_PORT_BASE,
+    TIMEOUT_ENV,
+};
 pub use gpu_engine::GpuRankEngine;
 pub use handshake::{Refusal, RefusalReason};
 pub use rendezvous::{rendezvous, Link};

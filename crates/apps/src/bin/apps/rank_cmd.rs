@@ -54,11 +54,15 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
             "--gpus: a multi-process run has one process per device; drop --gpus (WORLD_SIZE={world})"
         );
     }
-    // A GPU rank runs on GPU LOCAL_RANK of its host.
+    // A GPU rank runs on GPU LOCAL_RANK of its host (GPU 0 when the
+    // launcher left it only one).
+    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    let ordinal = distributed::gpu_ordinal(env.local_rank, visible.as_deref());
     let gpu = match select_backend(args.backend.backend)?.kind() {
         BackendKind::Cuda => Some(
-            Backend::cuda(env.local_rank, cuda_sys::modules::ALL)
-                .with_context(|| format!("LOCAL_RANK={}: its gpu", env.local_rank))?,
+            Backend::cuda(ordinal, cuda_sys::modules::ALL).with_context(|| {
+                format!("local rank {}: its gpu {ordinal}", env.local_rank)
+            })?,
         ),
         _ => None,
     };
