@@ -50,7 +50,8 @@ pub(crate) use chunks::ChunkAssigner;
 
 use super::{AnchorStats, AnnealError, Engine, Problem, Steps};
 use devices::Devices;
-pub(crate) use rank::GpuRank;
+pub use rank::JoinTimes;
+pub(crate) use rank::{GpuRank, Uploaded};
 use shard::Shard;
 
 /// Points per block of `anneal_assign_*`.

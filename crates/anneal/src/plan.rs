@@ -132,8 +132,19 @@ impl Plan {
     /// Refuses `rows` of the points on CUDA device `ordinal` when it has
     /// less free memory than the GPU engine needs for them.
     pub fn check_device(&self, what: &str, rows: usize, ordinal: usize) -> Result<(), TooLarge> {
-        let needed = crate::device_bytes(rows, self.d, self.max_anchors, self.dtype(), 1);
-        memory::check(what, "device", needed, memory::device_free(ordinal))
+        memory::check(
+            what,
+            "device",
+            self.device_bytes(rows),
+            memory::device_free(ordinal),
+        )
+    }
+
+    /// Device memory the GPU engine needs for `rows` of the points (`None`
+    /// past `u64`): what [`Plan::check_device`] checks, for a caller that
+    /// checks once the plan is loaded ([`crate::memory::check`]).
+    pub fn device_bytes(&self, rows: usize) -> Option<u64> {
+        crate::device_bytes(rows, self.d, self.max_anchors, self.dtype(), 1)
     }
 
     /// What every process of one run must agree on: the sizes, the
@@ -157,13 +168,27 @@ impl Plan {
 
     /// Generates (synthetic) or maps (files) the points.
     pub fn load(self) -> Result<Input, ShardsError> {
+        let n = self.n;
+        self.load_rows(0..n)
+    }
+
+    /// [`Plan::load`] for one rank of several, whose rows are `rows`: of
+    /// synthetic points only those rows are made (files are mapped whole
+    /// either way, and only the pages read are read). Such an input gives
+    /// [`Input::rank_problem`] of rows within `rows`, and no whole
+    /// [`Input::problem`] unless `rows` are all of them.
+    pub fn load_rows(self, rows: std::ops::Range<usize>) -> Result<Input, ShardsError> {
+        let held = match self.source {
+            Source::Synthetic => rows.start.min(self.n)..rows.end.min(self.n),
+            Source::Npy(_) => 0..self.n,
+        };
         let data = match self.source {
-            Source::Synthetic => Data::Synthetic(crate::synthetic_points(
-                self.n,
+            Source::Synthetic => Data::Synthetic(crate::synthetic_rows(
                 self.d,
                 (self.m / 2).max(1),
                 SYNTHETIC_SPREAD,
                 self.params.seed,
+                held.clone(),
             )),
             Source::Npy(shards) => {
                 let files = files_of(&shards);
@@ -172,6 +197,7 @@ impl Plan {
         };
         Ok(Input {
             data,
+            held,
             n: self.n,
             d: self.d,
             m: self.m,
@@ -184,6 +210,8 @@ impl Plan {
 #[derive(Debug)]
 pub struct Input {
     data: Data,
+    /// The rows `data` holds ([`Plan::load_rows`]).
+    held: std::ops::Range<usize>,
     n: usize,
     d: usize,
     m: usize,
@@ -215,6 +243,12 @@ impl Input {
 
     /// The whole input, validated, from its [`Input::parts`].
     pub fn problem<'a>(&self, parts: &'a [Points<'a>]) -> Result<Problem<'a>, AnnealError> {
+        if self.held != (0..self.n) {
+            return Err(AnnealError::BadRows {
+                rows: 0..self.n,
+                n: self.held.len(),
+            });
+        }
         crate::validate(join(parts), self.n, self.d, self.m, &self.params)
     }
 
@@ -230,7 +264,14 @@ impl Input {
         if rows.end > self.n {
             return Err(AnnealError::BadRows { rows, n: self.n });
         }
-        *keep = join(parts).pieces(rows.start * d..rows.end * d);
+        if rows.start < self.held.start || rows.end > self.held.end {
+            return Err(AnnealError::internal(format!(
+                "rows {rows:?} asked of an input that holds rows {:?}",
+                self.held
+            )));
+        }
+        let first = self.held.start;
+        *keep = join(parts).pieces((rows.start - first) * d..(rows.end - first) * d);
         let keep: &'a Vec<Points<'a>> = keep;
         crate::validate_rows(join(keep), rows, self.n, self.d, self.m, &self.params)
     }
@@ -310,6 +351,56 @@ mod tests {
         let mine = input.rank_problem(&parts, 3..7, &mut keep).unwrap();
         assert_eq!(mine.points().to_f32(), values[3 * d..7 * d]);
         assert_eq!(mine.rows(), 3..7);
+        let mut keep = Vec::new();
+        let err = input.rank_problem(&parts, 8..11, &mut keep).unwrap_err();
+        assert!(
+            matches!(err, AnnealError::BadRows { ref rows, n: 10 } if *rows == (8..11)),
+            "{err}"
+        );
+    }
+
+    /// A rank's synthetic rows are the whole input's, made alone; rows
+    /// outside them are refused, and so is the whole problem.
+    #[test]
+    fn a_ranks_synthetic_rows_are_the_whole_inputs() {
+        let (n, d) = (9000, 3);
+        let whole = Plan::synthetic(n, d, 4, params()).unwrap().load().unwrap();
+        let whole_parts = whole.parts();
+        let all = whole.problem(&whole_parts).unwrap().points().to_f32();
+        for rows in [0..1, 4095..4097, 100..8999, 8192..9000, 3000..6000] {
+            let part = Plan::synthetic(n, d, 4, params())
+                .unwrap()
+                .load_rows(rows.clone())
+                .unwrap();
+            let parts = part.parts();
+            let mut keep = Vec::new();
+            let mine = part.rank_problem(&parts, rows.clone(), &mut keep).unwrap();
+            assert_eq!(
+                mine.points().to_f32(),
+                all[rows.start * d..rows.end * d],
+                "{rows:?}"
+            );
+        }
+        let part = Plan::synthetic(n, d, 4, params())
+            .unwrap()
+            .load_rows(10..20)
+            .unwrap();
+        let parts = part.parts();
+        let mut keep = Vec::new();
+        assert!(part.rank_problem(&parts, 5..15, &mut keep).is_err());
+        assert!(part.problem(&parts).is_err());
+    }
+
+    #[test]
+    fn rows_of_a_rank_past_the_end_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (d, values) = (3, crate::synthetic_points(10, 3, 2, 0.5, 1));
+        let path = dir.path().join("p.npy");
+        let mut file = std::fs::File::create(&path).unwrap();
+        crate::npy::write_f32_matrix(&mut file, 10, d, &values).unwrap();
+        let plan = Plan::npy(Shards::open(&[path]).unwrap(), 2, params()).unwrap();
+        let input = plan.load().unwrap();
+        let parts = input.parts();
         let mut keep = Vec::new();
         let err = input.rank_problem(&parts, 8..11, &mut keep).unwrap_err();
         assert!(

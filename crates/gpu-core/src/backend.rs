@@ -56,13 +56,24 @@ impl Backend {
     /// [`Backend::auto`] with the value of `KILN_BACKEND` given (`None` when
     /// unset), so that callers and tests need not touch the environment.
     pub fn select(modules: &[&'static FatbinImage], choice: Option<&str>) -> Result<Self, Error> {
+        Self::select_on(0, modules, choice)
+    }
+
+    /// [`Backend::select`] on CUDA device `ordinal` instead of device 0:
+    /// one process per GPU probes (and makes its context on) its own GPU
+    /// only, not on device 0 as well.
+    pub fn select_on(
+        ordinal: usize,
+        modules: &[&'static FatbinImage],
+        choice: Option<&str>,
+    ) -> Result<Self, Error> {
         match choice.map(str::trim) {
-            None | Some("") => Ok(match CudaBackend::probe(0, modules, true) {
+            None | Some("") => Ok(match CudaBackend::probe(ordinal, modules, true) {
                 Ok(cuda) => Self::from_inner(Inner::Cuda(cuda)),
                 Err(reason) => Self::from_inner(Inner::Cpu { reason }),
             }),
             Some(v) if v.eq_ignore_ascii_case("cpu") => Ok(Self::cpu()),
-            Some(v) if v.eq_ignore_ascii_case("cuda") => CudaBackend::probe(0, modules, true)
+            Some(v) if v.eq_ignore_ascii_case("cuda") => CudaBackend::probe(ordinal, modules, true)
                 .map(|cuda| Self::from_inner(Inner::Cuda(cuda)))
                 .map_err(|reason| Error::CudaUnavailable { reason }),
             Some(v) => Err(Error::InvalidBackendEnv {

@@ -11,7 +11,7 @@
 
 use gpu_core::{AbortHandle, Backend, NCCL_ID_BYTES};
 
-use crate::gpu::GpuRank;
+use crate::gpu::{GpuRank, JoinTimes, Uploaded};
 use crate::{AnchorStats, AnnealError, Engine, Problem, Steps};
 
 use super::engine::own_initial_anchors;
@@ -41,6 +41,13 @@ impl GpuRankEngine {
             gpu: GpuRank::new(backend, problem, id, rank, world_size)?,
             watchdog: None,
         })
+    }
+
+    /// This rank's rows on its GPU (`backend`), before any other rank is
+    /// needed: the first half of [`GpuRankEngine::new`], which a rank runs
+    /// while it waits at the rendezvous.
+    pub fn upload(backend: &Backend, problem: &Problem<'_>) -> Result<UploadedRank, AnnealError> {
+        Ok(UploadedRank(GpuRank::upload(backend, problem)?))
     }
 
     /// Ends this process's NCCL operations from another thread: what a
@@ -85,6 +92,36 @@ impl GpuRankEngine {
             }
             ok => ok,
         }
+    }
+}
+
+/// One rank's points on its GPU, not yet joined to the other ranks
+/// ([`GpuRankEngine::upload`]).
+#[derive(Debug)]
+pub struct UploadedRank(Uploaded);
+
+impl UploadedRank {
+    /// Seconds the upload took.
+    pub fn seconds(&self) -> f64 {
+        self.0.seconds
+    }
+
+    /// The engine: joins the other ranks through NCCL (rank 0's `id`;
+    /// blocks until every rank has joined), `problem` the one uploaded.
+    /// Returns where that time went beside it.
+    pub fn join(
+        self,
+        problem: &Problem<'_>,
+        id: &[u8; NCCL_ID_BYTES],
+        rank: usize,
+        world_size: usize,
+    ) -> Result<(GpuRankEngine, JoinTimes), AnnealError> {
+        let (gpu, times) = self.0.join(problem, id, rank, world_size)?;
+        let engine = GpuRankEngine {
+            gpu,
+            watchdog: None,
+        };
+        Ok((engine, times))
     }
 }
 

@@ -27,13 +27,14 @@ mod tests;
 mod watchdog;
 mod wire;
 
+pub use crate::gpu::JoinTimes;
 pub use comm::{Communicator, TcpComm};
 pub use engine::{gather_assignments, RankEngine};
 pub use env::{
     gpu_ordinal, rows_of, RankEnv, HANDSHAKE_TIMEOUT_ENV, PORT_ENV, SLURM_PORTS, SLURM_PORT_BASE,
     TIMEOUT_ENV,
 };
-pub use gpu_engine::GpuRankEngine;
+pub use gpu_engine::{GpuRankEngine, UploadedRank};
 pub use handshake::{Refusal, RefusalReason};
 pub use rendezvous::{rendezvous, Link};
 pub use secret::{JobSecret, SecretSource, SECRET_ENV};

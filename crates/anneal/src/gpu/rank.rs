@@ -33,6 +33,27 @@ pub(crate) struct GpuRank {
     count: DeviceBuffer<u32>,
 }
 
+/// This rank's rows on its GPU before NCCL joins it to the others
+/// ([`GpuRank::upload`]): what a rank can do while it waits at the
+/// rendezvous.
+#[derive(Debug)]
+pub(crate) struct Uploaded {
+    shard: Shard,
+    backend: Backend,
+    /// How long the upload took.
+    pub(crate) seconds: f64,
+}
+
+/// Where [`Uploaded::join`]'s time went, in seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct JoinTimes {
+    /// `ncclCommInitRank`: every rank connected to the others.
+    pub nccl_init: f64,
+    /// One call of each collective the run makes (NCCL loads their
+    /// kernels), the first sends, and the host side of the engine.
+    pub warmup: f64,
+}
+
 impl GpuRank {
     /// On one GPU (`backend`): the points are `problem`'s rows
     /// (`crate::validate_rows`), combined each iteration with the other
@@ -45,12 +66,50 @@ impl GpuRank {
         rank: usize,
         world_size: usize,
     ) -> Result<Self, AnnealError> {
+        Ok(Self::upload(backend, problem)?
+            .join(problem, id, rank, world_size)?
+            .0)
+    }
+
+    /// This rank's rows on its GPU (`backend`), the first half of
+    /// [`GpuRank::new`]: it needs no other rank.
+    pub(crate) fn upload(
+        backend: &Backend,
+        problem: &Problem<'_>,
+    ) -> Result<Uploaded, AnnealError> {
         if backend.kind() != BackendKind::Cuda {
             return Err(AnnealError::NeedsCuda);
         }
+        let started = std::time::Instant::now();
         let (points, d, max_anchors) = (problem.points(), problem.d(), problem.max_anchors());
-        let mut shard = Shard::new(backend, &points.pieces(0..points.len()), d, max_anchors)?;
+        let shard = Shard::new(backend, &points.pieces(0..points.len()), d, max_anchors)?;
+        shard.stream().synchronize()?;
+        Ok(Uploaded {
+            shard,
+            backend: backend.clone(),
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+impl Uploaded {
+    /// The second half of [`GpuRank::new`]: joins the other ranks through
+    /// NCCL (`problem` is the one uploaded).
+    pub(crate) fn join(
+        self,
+        problem: &Problem<'_>,
+        id: &[u8; NCCL_ID_BYTES],
+        rank: usize,
+        world_size: usize,
+    ) -> Result<(GpuRank, JoinTimes), AnnealError> {
+        let Uploaded {
+            mut shard, backend, ..
+        } = self;
+        let (d, max_anchors) = (problem.d(), problem.max_anchors());
+        let started = std::time::Instant::now();
         let ranks = RankCollective::new(shard.stream(), id, rank, world_size)?;
+        let nccl_init = started.elapsed().as_secs_f64();
+        let started = std::time::Instant::now();
         // NCCL loads a collective's kernels at its first call: one call of
         // each the run makes, on the run's own (zeroed) buffers at their
         // full size, leaves them zero and puts that cost in the setup, not
@@ -75,14 +134,18 @@ impl GpuRank {
             None
         };
         shard.stream().synchronize()?;
-        Ok(Self {
-            devices: Devices::new(backend, problem, vec![shard], rank == 0)?,
+        let rank = GpuRank {
+            devices: Devices::new(&backend, problem, vec![shard], rank == 0)?,
             ranks,
             gather,
             count,
-        })
+        };
+        let warmup = started.elapsed().as_secs_f64();
+        Ok((rank, JoinTimes { nccl_init, warmup }))
     }
+}
 
+impl GpuRank {
     /// Ends this process's NCCL operations from another thread (a peer
     /// died).
     pub(crate) fn abort_handle(&self) -> AbortHandle {

@@ -12,6 +12,7 @@ mod launch_cmd;
 mod npy_args;
 mod output;
 mod rank_cmd;
+mod rank_setup;
 
 use std::io::{self, Write};
 
@@ -166,12 +167,21 @@ pub(crate) fn setting(source: &str, value: &str) -> String {
 /// and a bad KILN_BACKEND is named as such. wgpu runs only `apps anneal`
 /// (see `anneal_cmd`), so here it is refused.
 pub(crate) fn select_backend(choice: Option<BackendChoice>) -> anyhow::Result<Backend> {
+    select_backend_on(choice, 0)
+}
+
+/// [`select_backend`] on CUDA device `ordinal` (a rank's own GPU): the
+/// only device whose context it makes.
+pub(crate) fn select_backend_on(
+    choice: Option<BackendChoice>,
+    ordinal: usize,
+) -> anyhow::Result<Backend> {
     let modules = cuda_sys::modules::ALL;
     let (choice, source) = backend_choice(choice)?;
     match choice {
-        BackendChoice::Auto => Ok(Backend::select(modules, Some(""))?),
+        BackendChoice::Auto => Ok(Backend::select_on(ordinal, modules, Some(""))?),
         BackendChoice::Cpu => Ok(Backend::cpu()),
-        BackendChoice::Cuda => Backend::select(modules, Some("cuda")).map_err(|e| {
+        BackendChoice::Cuda => Backend::select_on(ordinal, modules, Some("cuda")).map_err(|e| {
             let to_cpu = if source == "--backend" {
                 "use --backend cpu or auto"
             } else {

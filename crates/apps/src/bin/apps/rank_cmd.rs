@@ -1,8 +1,12 @@
-//! `apps anneal` as one process of several (`WORLD_SIZE` set, by a launcher
-//! or `apps launch`): this rank's rows of the input, on the CPU or on GPU
-//! `LOCAL_RANK`, the rendezvous at `MASTER_ADDR:MASTER_PORT`, the run over
-//! the TCP collectives (and NCCL between GPUs); rank 0 reports and writes
-//! the index, the other ranks write nothing.
+//! `apps anneal` as one process of several (torchrun's, Slurm's or `apps
+//! launch`'s variables set): this rank's rows of the input, on the CPU or
+//! on GPU `LOCAL_RANK`, the rendezvous at `MASTER_ADDR:MASTER_PORT`, the
+//! run over the TCP collectives (and NCCL between GPUs); rank 0 reports and
+//! writes the index, the other ranks write nothing. The setup overlaps
+//! what does not wait for the other ranks with what does
+//! ([`crate::rank_setup`] times each part): the points are made or mapped
+//! while the GPU's context loads, and the rows are checked and uploaded
+//! while the rendezvous waits for the slowest rank.
 
 use std::io::Write;
 use std::sync::{Arc, OnceLock};
@@ -16,7 +20,8 @@ use kiln_anneal::index::RunRecord;
 use crate::anneal_run::{self, AnnealRun};
 use crate::cli::AnnealArgs;
 use crate::output::out;
-use crate::select_backend;
+use crate::rank_setup::{timed, Setup};
+use crate::select_backend_on;
 
 /// Test hook: `RANK:ITERATION` makes that rank exit with status 3 once it
 /// has run that iteration (what a crashed rank looks like to the others).
@@ -45,6 +50,7 @@ enum Ranked {
 }
 
 pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
+    let launched = Instant::now();
     let (rank, world) = (env.rank, env.world_size);
     if args.compare {
         anyhow::bail!("--compare: not in a multi-process run (WORLD_SIZE={world}); run it alone");
@@ -54,18 +60,6 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
             "--gpus: a multi-process run has one process per device; drop --gpus (WORLD_SIZE={world})"
         );
     }
-    // A GPU rank runs on GPU LOCAL_RANK of its host (GPU 0 when the
-    // launcher left it only one).
-    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-    let ordinal = distributed::gpu_ordinal(env.local_rank, visible.as_deref());
-    let gpu = match select_backend(args.backend.backend)?.kind() {
-        BackendKind::Cuda => Some(
-            Backend::cuda(ordinal, cuda_sys::modules::ALL).with_context(|| {
-                format!("local rank {}: its gpu {ordinal}", env.local_rank)
-            })?,
-        ),
-        _ => None,
-    };
     let plan = anneal_run::plan(args)?;
     let what = anneal_run::what(&plan);
     let n = plan.n();
@@ -77,23 +71,42 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
     } else {
         None
     };
-    if let Some(dev) = gpu.as_ref().and_then(Backend::device) {
-        plan.check_device(&what, rows.len(), dev.ordinal)?;
-    }
     // Every rank must run this.
+    let consensus = plan.consensus();
+    let device_need = plan.device_bytes(rows.len());
+    // Rank 0 writes the index, whose hash and energy are over every row: it
+    // makes (synthetic) or maps them all; the others only their own.
+    let held = if output.is_some() { 0..n } else { rows.clone() };
+    // A GPU rank runs on GPU LOCAL_RANK of its host (GPU 0 when the
+    // launcher left it only one): its context and modules are made while
+    // another thread makes or maps the points.
+    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    let ordinal = distributed::gpu_ordinal(env.local_rank, visible.as_deref());
+    let mut setup = Setup::default();
+    let (backend, input) = std::thread::scope(|scope| {
+        let reader = scope.spawn(|| timed(|| plan.load_rows(held)));
+        let backend = timed(|| {
+            select_backend_on(args.backend.backend, ordinal)
+                .with_context(|| format!("local rank {}: its device {ordinal}", env.local_rank))
+        });
+        let input = reader
+            .join()
+            .map_err(|_| anyhow::anyhow!("{what}: the thread reading the points panicked"))?;
+        anyhow::Ok((backend, input))
+    })?;
+    setup.context = backend.1;
+    setup.points = input.1;
+    let backend = backend.0?;
+    let input = input.0.map_err(crate::npy_args::npy_error)?;
+    let gpu = (backend.kind() == BackendKind::Cuda).then_some(backend);
+    if let Some(dev) = gpu.as_ref().and_then(Backend::device) {
+        let free = kiln_anneal::memory::device_free(dev.ordinal);
+        kiln_anneal::memory::check(&what, "device", device_need, free)?;
+    }
     let problem_text = format!(
-        "{} backend={}",
-        plan.consensus(),
+        "{consensus} backend={}",
         if gpu.is_some() { "cuda" } else { "cpu" }
     );
-    // Synthetic points are generated whole on each rank (a test shape);
-    // files are mapped, and only this rank's rows are read.
-    let input = plan.load().map_err(crate::npy_args::npy_error)?;
-    let parts = input.parts();
-    let mut keep = Vec::new();
-    let problem = input
-        .rank_problem(&parts, rows.clone(), &mut keep)
-        .with_context(|| what.clone())?;
     let device = match gpu.as_ref().and_then(Backend::device) {
         Some(dev) => format!("gpu {} ({})", dev.ordinal, dev.name),
         None => format!("cpu ({} threads)", rayon::current_num_threads()),
@@ -106,20 +119,43 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
         env.master_addr,
         env.master_port
     );
-    let started = Instant::now();
     // Rank 0 makes the NCCL id the others get at the rendezvous.
     let id = match (&gpu, rank) {
         (Some(_), 0) => gpu_core::nccl_unique_id()?,
         _ => [0; distributed::NCCL_ID_BYTES],
     };
-    let (link, id) = distributed::rendezvous(env, &problem_text, || Ok(id), refusals())?;
-    let mut comm = TcpComm::new(rank, world, link);
-    let mut engine = match &gpu {
-        None => {
-            barrier(&mut comm)?;
-            Ranked::Cpu(Box::new(RankEngine::new(&problem, comm)))
-        }
+    // The rendezvous waits for the slowest rank: meanwhile this one checks
+    // its rows and uploads them. On an error here the process exits, and
+    // the thread with it: its rendezvous is not waited for.
+    let meeting = {
+        let (env, problem_text) = (env.clone(), problem_text.clone());
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let met = distributed::rendezvous(&env, &problem_text, || Ok(id), refusals());
+            (met, started.elapsed().as_secs_f64())
+        })
+    };
+    let parts = input.parts();
+    let mut keep = Vec::new();
+    let (problem, seconds) = timed(|| input.rank_problem(&parts, rows.clone(), &mut keep));
+    setup.rows = seconds;
+    let problem = problem.with_context(|| what.clone())?;
+    let uploaded = match &gpu {
         Some(backend) => {
+            let uploaded = GpuRankEngine::upload(backend, &problem)?;
+            setup.upload = uploaded.seconds();
+            Some(uploaded)
+        }
+        None => None,
+    };
+    let (met, seconds) = meeting
+        .join()
+        .map_err(|_| anyhow::anyhow!("the rendezvous's thread panicked"))?;
+    setup.rendezvous = seconds;
+    let (link, id) = met?;
+    let mut comm = TcpComm::new(rank, world, link);
+    let mut engine = match (&gpu, uploaded) {
+        (Some(backend), Some(uploaded)) => {
             // Watched from before NCCL's setup, which waits for every rank:
             // a peer that dies then ends this process, naming it; later,
             // NCCL is aborted and the engine names it.
@@ -135,16 +171,28 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
                     std::process::exit(1);
                 }
             })?;
-            let engine = GpuRankEngine::new(backend, &problem, &id, rank, world)?;
+            let (engine, times) = uploaded.join(&problem, &id, rank, world)?;
+            (setup.nccl_init, setup.warmup) = (times.nccl_init, times.warmup);
             let _ = slot.set(engine.abort_handle());
             backend.synchronize()?;
-            barrier(&mut comm)?;
+            let (done, seconds) = timed(|| barrier(&mut comm));
+            setup.barrier = seconds;
+            done?;
             // `comm` stays open to the end of the run: the watchdog watches
             // its connections, and closing them tells the peers this rank left.
             Ranked::Gpu(Box::new(engine.watched_by(watchdog)))
         }
+        _ => {
+            let (done, seconds) = timed(|| barrier(&mut comm));
+            setup.barrier = seconds;
+            done?;
+            let (engine, seconds) = timed(|| RankEngine::new(&problem, comm));
+            setup.engine = seconds;
+            Ranked::Cpu(Box::new(engine))
+        }
     };
-    let setup_seconds = started.elapsed().as_secs_f64();
+    let setup_seconds = launched.elapsed().as_secs_f64();
+    out!("rank {rank}: setup {}", setup.describe(setup_seconds));
     let started = Instant::now();
     let exit_after = fault(env)?;
     let mut write_error = None;
@@ -201,11 +249,19 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
     };
     anneal_run::report(std::slice::from_ref(&run))?;
     if let (Some(dir), Some(output)) = (&args.out, output) {
-        // The index's hash and energy are over every row: rank 0 reads the
-        // whole input once more (mapped pages, not held).
+        // The index's hash and energy are over every row: rank 0 made or
+        // mapped them all (`held`), and reads them once more.
         let whole = input.problem(&parts).with_context(|| what.clone())?;
         anneal_run::write_index(dir, output, &run, &whole, input.files())?;
     }
+    // From this process's start to its result: what a user waits for
+    // (`run.sh ranks` compares it with one GPU's).
+    out!(
+        "rank 0: whole run {:.1} ms (setup {:.1} ms, iterations {:.1} ms)",
+        launched.elapsed().as_secs_f64() * 1e3,
+        setup_seconds * 1e3,
+        run.seconds * 1e3
+    );
     Ok(())
 }
 
