@@ -392,10 +392,12 @@ pub enum DistError {
         source: std::io::Error,
     },
     /// A peer's connection closed: the process exited or crashed.
-    #[error("rank {rank} closed its connection during {during}: that process exited or was killed; see its output")]
+    #[error("rank {rank}{} closed its connection during {during}: that process exited or was killed (or its host went away); see its output", at(.addr))]
     PeerGone {
         /// The rank that went away.
         rank: usize,
+        /// Its end of the connection, where known: its host.
+        addr: Option<std::net::SocketAddr>,
         /// What the run was doing.
         during: String,
     },
@@ -437,6 +439,11 @@ pub enum DistError {
     /// The OS's random generator failed (the rendezvous's nonces).
     #[error("the operating system's random generator failed: {0}")]
     Random(String),
+}
+
+/// ` (at ADDR)` for a peer whose address is known.
+fn at(addr: &Option<std::net::SocketAddr>) -> String {
+    addr.map(|a| format!(" (at {a})")).unwrap_or_default()
 }
 
 /// Why the wgpu engine could not start or run.
@@ -526,6 +533,7 @@ mod tests {
     #[test]
     fn a_dead_rank_converts_to_its_variant_with_its_message() {
         let dist = DistError::PeerGone {
+            addr: None,
             rank: 3,
             during: "a step".into(),
         };

@@ -74,9 +74,10 @@ impl GpuRankEngine {
 
     /// A peer's death, when the watchdog saw one.
     fn peer_gone(&self, during: &str) -> Result<(), AnnealError> {
-        match self.watchdog.as_ref().and_then(Watchdog::gone) {
-            Some(rank) => Err(AnnealError::Dist(DistError::PeerGone {
+        match self.watchdog.as_ref().and_then(Watchdog::gone_at) {
+            Some((rank, addr)) => Err(AnnealError::Dist(DistError::PeerGone {
                 rank,
+                addr,
                 during: during.into(),
             })),
             None => Ok(()),

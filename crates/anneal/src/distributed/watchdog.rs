@@ -5,6 +5,7 @@
 //! then reports the rank instead of NCCL's error.
 
 use std::io::ErrorKind;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,7 +15,8 @@ use super::{DistError, TcpComm};
 /// Watches the peers of one rank until dropped.
 #[derive(Debug)]
 pub struct Watchdog {
-    gone: Arc<Mutex<Option<usize>>>,
+    /// The first peer that went, and its end of the connection.
+    gone: Arc<Mutex<Option<(usize, Option<SocketAddr>)>>>,
     done: Arc<AtomicBool>,
 }
 
@@ -30,6 +32,7 @@ impl Watchdog {
         let abort = Arc::new(abort);
         for (rank, stream) in comm.watch_handles()? {
             let (gone, done, abort) = (Arc::clone(&gone), Arc::clone(&done), Arc::clone(&abort));
+            let addr = stream.peer_addr().ok();
             std::thread::spawn(move || {
                 let mut byte = [0u8; 1];
                 while !done.load(Ordering::Relaxed) {
@@ -48,7 +51,7 @@ impl Watchdog {
                     if closed {
                         let mut first = gone.lock().unwrap_or_else(|p| p.into_inner());
                         if first.is_none() && !done.load(Ordering::Relaxed) {
-                            *first = Some(rank);
+                            *first = Some((rank, addr));
                             drop(first);
                             abort(rank);
                         }
@@ -62,6 +65,12 @@ impl Watchdog {
 
     /// The first peer whose connection closed while the run was on.
     pub fn gone(&self) -> Option<usize> {
+        self.gone_at().map(|(rank, _)| rank)
+    }
+
+    /// [`Watchdog::gone`] with that peer's end of the connection, where
+    /// known (its host).
+    pub fn gone_at(&self) -> Option<(usize, Option<SocketAddr>)> {
         *self.gone.lock().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -26,6 +26,8 @@ const FIRST_CHUNK: u64 = 64 << 20;
 #[derive(Debug)]
 pub(super) struct Peer {
     pub(super) rank: usize,
+    /// Its end of the connection (its host), for the messages.
+    addr: Option<std::net::SocketAddr>,
     stream: TcpStream,
     timeout: Duration,
 }
@@ -44,6 +46,7 @@ impl Peer {
         })?;
         let mut peer = Self {
             rank,
+            addr: stream.peer_addr().ok(),
             stream,
             timeout,
         };
@@ -59,6 +62,7 @@ impl Peer {
             | ErrorKind::ConnectionAborted
             | ErrorKind::BrokenPipe => DistError::PeerGone {
                 rank: self.rank,
+                addr: self.addr,
                 during: during.to_string(),
             },
             ErrorKind::WouldBlock | ErrorKind::TimedOut => DistError::Timeout {
