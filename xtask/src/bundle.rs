@@ -142,6 +142,13 @@ const NCCL_TESTS: &[&str] = &["anneal__anneal:sharded_over_gpus"];
 /// the bundle (each record's reason is written beside it).
 const NCCL_SUPPRESSIONS: &str = include_str!("bundle/nccl-suppressions.xml");
 
+/// `run.sh ranks`'s steps (sourced by run.sh), and the two-hosts run they
+/// end with (CI's `two-hosts` cell, here with `--backend cuda`).
+const RANKS_SCRIPTS: [(&str, &str); 2] = [
+    ("ranks.sh", include_str!("bundle/ranks.sh")),
+    ("two-hosts.sh", include_str!("../../ci/two-hosts.sh")),
+];
+
 /// Tests skipped under the sanitizers: the out-of-memory test makes a failing
 /// API call on purpose (memcheck reports it).
 const SANITIZER_SKIPS: &str = "--skip out_of_memory_is_an_error";
@@ -244,6 +251,9 @@ pub(crate) fn run(root: &Path, args: &ArchArg) -> Result<()> {
         staging.path().join("nccl-suppressions.xml"),
         NCCL_SUPPRESSIONS,
     )?;
+    for (name, text) in RANKS_SCRIPTS {
+        std::fs::write(staging.path().join(name), text)?;
+    }
     staging.commit()?;
     let archive = pack(root)?;
     let mib = |bytes: u64| bytes as f64 / f64::from(1u32 << 20);
@@ -367,7 +377,10 @@ fn run_script(binaries: &[(String, PathBuf)]) -> String {
 # The wgpu engine (apps built with `--features wgpu`) needs the host's Vulkan
 # loader (libvulkan.so.1) and NVIDIA's Vulkan driver: without an adapter its
 # tests fail here (KILN_REQUIRE_WGPU=1) rather than skip.
-# Usage: bash run.sh [tests|bench|ranks|sanitize|all]   (default: all)
+# `ranks` (ranks.sh, beside this script): one process per GPU against one
+# GPU, launch to result and the iterations, and across two network
+# namespaces over NCCL's sockets (two-hosts.sh; `two-hosts` runs that alone).
+# Usage: bash run.sh [tests|bench|ranks|two-hosts|sanitize|all]   (default: all)
 {PRELUDE}
 export KILN_REQUIRE_WGPU="${{KILN_REQUIRE_WGPU:-1}}"
 if [[ $what == all || $what == tests ]]; then
@@ -380,22 +393,10 @@ if [[ $what == all || $what == bench ]]; then
   step "bench" ./bin/xtask bench --apps bin/apps ${{torch[@]+"${{torch[@]}}"}} --out "${{OUT:-.}}/bench"
 fi
 if [[ $what == all || $what == ranks ]]; then
-  # The anneal as one process per GPU against one GPU (the iterations' times
-  # and each rank's peak host memory are in the output), and a rank that
-  # exits mid-run, which must end the run naming it within 60 s.
-  if (( gpus >= 2 )); then
-    shape=(--backend cuda --n 4000000 --d 128 --m 2048 --iters 30 --tol 0)
-    step "anneal on one gpu" ./bin/apps anneal "${{shape[@]}}"
-    step "anneal as one process per gpu" ./bin/apps launch --gpus all -- anneal "${{shape[@]}}"
-    rank_fault() {{
-      local out rc; out=$(KILN_FAULT_EXIT_RANK=1:3 timeout 60 ./bin/apps launch --gpus all -- anneal "${{shape[@]}}" 2>&1); rc=$?
-      echo "$out" | tail -n 8
-      [[ $rc != 0 && $rc != 124 ]] && grep -q "rank 1 exited with status 3" <<<"$out"
-    }}
-    step "a rank that exits mid-run ends the run within 60 s" rank_fault
-  else
-    echo "ranks: needs 2 GPUs, $gpus here: not run"
-  fi
+  source ./ranks.sh
+fi
+if [[ $what == two-hosts ]]; then
+  step "two hosts (network namespaces, nccl sockets)" bash two-hosts.sh --apps bin/apps --backend cuda
 fi
 if [[ $what == all || $what == sanitize ]]; then
   if [[ -x $SAN ]]; then
@@ -473,6 +474,56 @@ mod tests {
             out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// ranks.sh and two-hosts.sh parse, and ranks.sh, run on a stand-in
+    /// apps, prints each run's launch-to-result and iterations' times and
+    /// both speedups.
+    #[test]
+    fn ranks_step_reports_the_whole_run_beside_the_iterations() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in RANKS_SCRIPTS {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            let out = Command::new("bash").arg("-n").arg(&path).output().unwrap();
+            assert!(
+                out.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::fs::create_dir(dir.path().join("bin")).unwrap();
+        let apps = "#!/usr/bin/env bash\n\
+            if [[ -n ${KILN_FAULT_EXIT_RANK:-} ]]; then echo 'launch: rank 1 exited with status 3'; exit 1; fi\n\
+            if [[ $1 == launch ]]; then echo '[rank 0] rank 0: whole run 500.0 ms (setup 300.0 ms, iterations 200.0 ms)'; \
+            else echo 'whole run 1000.0 ms (setup 100.0 ms, iterations 800.0 ms)'; fi\n";
+        std::fs::write(dir.path().join("bin/apps"), apps).unwrap();
+        std::fs::write(
+            dir.path().join("two-hosts.sh"),
+            "echo two-hosts ran \"$@\"\n",
+        )
+        .unwrap();
+        let driver = "set -uo pipefail; chmod +x bin/apps; gpus=2; \
+            step() { local name=$1; shift; if \"$@\"; then echo \"pass: $name\"; else echo \"FAIL: $name\"; fi; }; \
+            source ./ranks.sh";
+        let out = Command::new("bash")
+            .args(["-c", driver])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains("FAIL"), "{text}");
+        assert!(text.contains("one gpu: launch to result"), "{text}");
+        assert!(text.contains("iterations 800.0 ms"), "{text}");
+        assert!(text.contains("2 ranks: launch to result"), "{text}");
+        assert!(
+            text.contains("iterations 4.00x (200.0 ms vs 800.0 ms)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("two-hosts ran --apps bin/apps --backend cuda"),
+            "{text}"
         );
     }
 

@@ -287,6 +287,7 @@ fn open_gpus(count: GpuCount) -> Result<Option<Devices>> {
 
 /// `apps anneal` in one process (`rank_cmd` runs one rank of many).
 pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
+    let launched = Instant::now();
     let plan = anneal_run::plan(args)?;
     let what = anneal_run::what(&plan);
     let output = anneal_run::prepare_output(args)?;
@@ -344,6 +345,9 @@ pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
     anneal_run::report(&runs)?;
     if let (Some(dir), Some(output), Some(run)) = (&args.out, output, runs.last()) {
         anneal_run::write_index(dir, output, run, &problem, input.files())?;
+    }
+    if let [run] = &runs[..] {
+        anneal_run::whole_run("", launched, run)?;
     }
     Ok(())
 }

@@ -132,6 +132,19 @@ pub(crate) fn write_index(
     Ok(())
 }
 
+/// `whole run W ms (setup S ms, iterations I ms)`: from `launched` (this
+/// process's start) to its result, what a user waits for, beside the
+/// parts that `report` shows (`run.sh ranks` reads this line).
+pub(crate) fn whole_run(prefix: &str, launched: std::time::Instant, run: &AnnealRun) -> Result<()> {
+    out!(
+        "{prefix}whole run {:.1} ms (setup {:.1} ms, iterations {:.1} ms)",
+        launched.elapsed().as_secs_f64() * 1e3,
+        run.setup_seconds * 1e3,
+        run.seconds * 1e3
+    );
+    Ok(())
+}
+
 pub(crate) fn report(runs: &[AnnealRun]) -> Result<()> {
     out!(
         "{:<32} {:>10} {:>11} {:>6} {:>14} {:>8} {:>12}",

@@ -256,12 +256,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
     }
     // From this process's start to its result: what a user waits for
     // (`run.sh ranks` compares it with one GPU's).
-    out!(
-        "rank 0: whole run {:.1} ms (setup {:.1} ms, iterations {:.1} ms)",
-        launched.elapsed().as_secs_f64() * 1e3,
-        setup_seconds * 1e3,
-        run.seconds * 1e3
-    );
+    anneal_run::whole_run("rank 0: ", launched, &run)?;
     Ok(())
 }
 
