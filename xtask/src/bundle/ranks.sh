@@ -30,7 +30,7 @@ if (( gpus >= 2 )); then
   step "anneal as one process per gpu" per_gpu
   if [[ -n $one_ms && -n $ranks_ms && -n $one_iters && -n $ranks_iters ]]; then
     awk -v g="$gpus" -v a="$one_ms" -v b="$ranks_ms" -v c="$one_iters" -v d="$ranks_iters" 'BEGIN {
-      printf "ranks: %d gpus over one gpu: whole run %.2fx (%d ms vs %d ms), iterations %.2fx (%.1f ms vs %.1f ms)\n", g, b > 0 ? a / b : 0, b, a, d > 0 ? c / d : 0, d, c }'
+      printf "ranks: %d gpus over one gpu: whole run %.2fx (%d ms vs %d ms), iterations %.2fx (%.1f ms vs %.1f ms)\n", g, (b > 0 ? a / b : 0), b, a, (d > 0 ? c / d : 0), d, c }'
   fi
   rank_fault() {
     local out rc; out=$(KILN_FAULT_EXIT_RANK=1:3 timeout 60 ./bin/apps launch --gpus all -- anneal "${shape[@]}" 2>&1); rc=$?
