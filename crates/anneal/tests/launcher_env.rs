@@ -30,6 +30,9 @@ fn refused(vars: &[(&str, &str)], needles: &[&str]) {
     }
 }
 
+/// A variable set to a value, or unset (`None`).
+type Change = (&'static str, Option<&'static str>);
+
 /// What `srun -N2 -n4` gives task 2 (on the second host).
 const SRUN: [(&str, &str); 7] = [
     ("SLURM_PROCID", "2"),
@@ -215,7 +218,7 @@ fn both_families_on_one_process_must_agree() {
 
 #[test]
 fn partial_and_impossible_slurm_sets_are_refused_naming_the_variables() {
-    let cases: &[(&[(&'static str, Option<&'static str>)], &[&str])] = &[
+    let cases: &[(&[Change], &[&str])] = &[
         (
             &[("SLURM_NTASKS", None), ("SLURM_STEP_NUM_TASKS", None)],
             &["SLURM_PROCID is set but not SLURM_NTASKS", "srun"],
@@ -288,7 +291,7 @@ fn partial_and_impossible_slurm_sets_are_refused_naming_the_variables() {
 
 #[test]
 fn partial_torchrun_sets_are_refused_naming_the_variables() {
-    let cases: &[(&[(&'static str, Option<&'static str>)], &[&str])] = &[
+    let cases: &[(&[Change], &[&str])] = &[
         (&[("WORLD_SIZE", None)], &["RANK is set but not WORLD_SIZE"]),
         (
             &[("WORLD_SIZE", None), ("RANK", None)],

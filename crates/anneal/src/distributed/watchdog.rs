@@ -12,11 +12,14 @@ use std::time::Duration;
 
 use super::{DistError, TcpComm};
 
+/// A peer that went: its rank and its end of the connection, where known.
+type Gone = (usize, Option<SocketAddr>);
+
 /// Watches the peers of one rank until dropped.
 #[derive(Debug)]
 pub struct Watchdog {
     /// The first peer that went, and its end of the connection.
-    gone: Arc<Mutex<Option<(usize, Option<SocketAddr>)>>>,
+    gone: Arc<Mutex<Option<Gone>>>,
     done: Arc<AtomicBool>,
 }
 
