@@ -378,10 +378,17 @@ fn a_rank_that_dies_is_named_by_the_others() {
         Some(comm.all_reduce_sum(&mut [1.0], "a step's statistics"))
     });
     match &results[0] {
-        Some(Err(e @ DistError::PeerGone { rank: 1, .. })) => {
-            assert!(e
-                .to_string()
-                .starts_with("rank 1 closed its connection during a step's"))
+        Some(Err(e @ DistError::PeerGone { rank: 1, addr, .. })) => {
+            // Named with its end of the connection: its host.
+            let at = addr.expect("the connection knows its peer");
+            assert!(at.ip().is_loopback(), "{at}");
+            let text = e.to_string();
+            assert!(
+                text.starts_with(&format!(
+                    "rank 1 (at {at}) closed its connection during a step's"
+                )),
+                "{text}"
+            );
         }
         other => panic!("rank 0: {other:?}"),
     }
@@ -412,7 +419,8 @@ fn a_dead_rank_fails_the_run_as_peer_gone_with_its_rank() {
                 assert_eq!(*gone, dead, "rank {rank}: {e}");
                 assert_eq!(e.dead_rank(), Some(dead));
                 assert!(
-                    e.to_string().starts_with(&format!("rank {dead} closed")),
+                    e.to_string()
+                        .starts_with(&format!("rank {dead} (at 127.0.0.1:")),
                     "{e}"
                 );
             }
