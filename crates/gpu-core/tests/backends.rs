@@ -332,6 +332,28 @@ fn backend_env_values() {
     );
 }
 
+/// `select_on` probes the device it is given, never device 0 instead: a
+/// device that is not there (here or on any GPU host) is CUDA unavailable,
+/// the CPU under `auto`, an error under `cuda`.
+#[test]
+fn select_on_probes_only_the_device_it_is_given() {
+    let absent = 1 << 20;
+    let cpu = Backend::select_on(absent, &[], Some("cpu")).unwrap();
+    assert!(matches!(cpu.cpu_reason(), Some(CpuReason::Forced)));
+    let auto = Backend::select_on(absent, &[&common::TEST_MODULE], None).unwrap();
+    assert!(auto.cpu_reason().is_some(), "device {absent} is not there");
+    let err = Backend::select_on(absent, &[&common::TEST_MODULE], Some("cuda")).unwrap_err();
+    assert!(
+        matches!(err, gpu_core::Error::CudaUnavailable { .. }),
+        "{err}"
+    );
+    let err = Backend::select_on(0, &[], Some("tpu")).unwrap_err();
+    assert!(
+        err.to_string().starts_with("KILN_BACKEND is `tpu`"),
+        "{err}"
+    );
+}
+
 #[test]
 fn unbuilt_modules_mean_no_toolkit_at_build_time() {
     // Without a device the reason would be the driver or device, not the build.
