@@ -364,6 +364,12 @@ pub(super) fn pip_install_with(venv: &Path, extra: &[&str], requirements: &[&str
         return Ok(());
     }
     check_interrupted()?;
+    if stderr_text.contains("DO NOT MATCH THE HASHES") {
+        bail!(
+            "pip refused a wheel whose SHA-256 is not the one pinned in cargo-kiln's toolkit.toml \
+             (a changed file on the index or a mirror); see pip's output above"
+        );
+    }
     let hint = "PyPI (https://pypi.org) must be reachable, or set PIP_INDEX_URL to a mirror";
     match pip_failure(&stderr_text, requirements) {
         Some((package, reason)) => {
@@ -523,6 +529,21 @@ mod tests {
             "Could not find a version that satisfies the requirement nvidia_nvvm==13.0.88"
         );
         assert_eq!(pip_failure("ERROR: disk full\n", &reqs), None);
+    }
+
+    #[test]
+    fn a_wheel_whose_hash_differs_from_the_pin_is_one_line() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let python = tmp.path().join("bin/python");
+        std::fs::create_dir_all(python.parent().unwrap()).unwrap();
+        let script = "#!/bin/sh\necho 'ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE.' >&2\nexit 1\n";
+        std::fs::write(&python, script).unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = pip_install_with(tmp.path(), &["--require-hashes"], &["-r", "req.txt"]);
+        let err = format!("{:#}", err.unwrap_err());
+        assert!(err.starts_with("pip refused a wheel whose SHA-256"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
     }
 
     #[test]
