@@ -156,9 +156,9 @@ pub enum ArchError {
         toolkit: String,
         /// What that toolkit supports (`sm_75 sm_80 ...`).
         supported: String,
-        /// Which release dropped or renamed it (`CUDA 13.0 dropped sm_72
+        /// Which release dropped or renamed it (`CUDA 13.0 dropped Volta
         /// (...); `), or empty.
-        dropped: String,
+        dropped: &'static str,
     },
     /// The spec has no items.
     #[error("empty CUDA arch list in {origin}; accepted forms: {ACCEPTED_FORMS}")]

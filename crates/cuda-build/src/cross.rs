@@ -258,8 +258,7 @@ fn target_compiler<E: EnvSource + ?Sized>(
             target: target.clone(),
             compiler: value.clone(),
             origin: var.clone(),
-            problem,
-            fix: format!("{fix}, or unset {var}"),
+            problem: format!("{problem}; {fix}, or unset {var}"),
         };
         if value.trim().is_empty() {
             return Err(fail("is set but empty".into()));
@@ -290,9 +289,8 @@ fn target_compiler<E: EnvSource + ?Sized>(
         target: target.clone(),
         compiler: tried.join(", "),
         origin: "derived".to_string(),
-        problem: "not found".to_string(),
-        fix: format!(
-            "install a C++ cross compiler for {target} (Debian: g++-{}) or {fix}",
+        problem: format!(
+            "not found; install a C++ cross compiler for {target} (Debian: g++-{}) or {fix}",
             gnu_triple(target)
         ),
     })
@@ -341,9 +339,8 @@ fn check_machine(target: &str, (compiler, origin): &(PathBuf, String)) -> Result
         target: target.to_string(),
         compiler: compiler.display().to_string(),
         origin: origin.clone(),
-        problem: format!("compiles for {machine} (its -dumpmachine)"),
-        fix: format!(
-            "set CUDAHOSTCXX_{} to a C++ compiler for {target}",
+        problem: format!(
+            "compiles for {machine} (its -dumpmachine); set CUDAHOSTCXX_{} to a C++ compiler for {target}",
             target.replace('-', "_")
         ),
     })

@@ -9,7 +9,6 @@ use std::path::Path;
 use crate::arch::Arch;
 use crate::config::LinkMode;
 use crate::error::{io, Error};
-use crate::kernel_build::BuildReport;
 use crate::manifest::Manifest;
 
 /// Toolkit versions published as `cuda_ge_MAJOR_MINOR` cfgs.
@@ -207,37 +206,5 @@ fn images_from(manifest: &Manifest) -> String {
     match &manifest.toolkit {
         Some(tk) => format!("nvcc of CUDA {} at {}", tk.version, tk.root.display()),
         None => "nvcc".to_string(),
-    }
-}
-
-// Here rather than beside the report: what a build tells Cargo is this module's.
-impl BuildReport {
-    /// `cargo::metadata` lines for a `links` crate's dependents
-    /// (`DEP_<LINKS>_ENABLED`, `_ROOT`, `_VERSION`, `_SASS`, `_PTX`,
-    /// `_MANIFEST`).
-    pub fn metadata_directives(&self) -> Vec<String> {
-        let mut lines = vec![
-            format!(
-                "cargo::metadata=enabled={}",
-                u8::from(self.manifest.cuda_enabled)
-            ),
-            format!("cargo::metadata=manifest={}", self.manifest_path.display()),
-            format!(
-                "cargo::metadata=sass={}",
-                arch_numbers(&self.manifest.sass, ",")
-            ),
-            format!(
-                "cargo::metadata=ptx={}",
-                arch_numbers(&self.manifest.ptx, ",")
-            ),
-        ];
-        if let Some(tk) = &self.toolkit {
-            lines.push(format!("cargo::metadata=root={}", tk.root.display()));
-            lines.push(format!(
-                "cargo::metadata=version={}.{}",
-                tk.version.major, tk.version.minor
-            ));
-        }
-        lines
     }
 }

@@ -129,7 +129,7 @@ pub enum Error {
         command: String,
     },
     /// A cross build's C++ compiler for the target is missing or wrong.
-    #[error("cross build for {target}: host compiler {compiler} ({origin}) {problem}; {fix}")]
+    #[error("cross build for {target}: host compiler {compiler} ({origin}) {problem}")]
     CrossCompiler {
         /// Cargo's `TARGET`.
         target: String,
@@ -137,10 +137,9 @@ pub enum Error {
         compiler: String,
         /// The variable that named it, or how it was derived.
         origin: String,
-        /// What is wrong with it.
+        /// What is wrong with it, then what to do (one field, so that
+        /// [`Error`] stays as small as it was).
         problem: String,
-        /// What to do.
-        fix: String,
     },
     /// A cross build with static modules for a target nvcc writes no host
     /// code for.

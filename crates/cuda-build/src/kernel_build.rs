@@ -29,6 +29,7 @@ use crate::toolkit::{discover, Discovery, ProcessEnv, Toolkit, DISCOVERY_ENV_VAR
 
 mod drift;
 mod no_toolkit;
+mod report;
 
 /// A kernel build, configured by the caller's build script.
 #[derive(Debug, Clone)]

@@ -542,7 +542,10 @@ mod tests {
         std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
         let err = pip_install_with(tmp.path(), &["--require-hashes"], &["-r", "req.txt"]);
         let err = format!("{:#}", err.unwrap_err());
-        assert!(err.starts_with("pip refused a wheel whose SHA-256"), "{err}");
+        assert!(
+            err.starts_with("pip refused a wheel whose SHA-256"),
+            "{err}"
+        );
         assert!(!err.contains('\n'), "{err}");
     }
 
