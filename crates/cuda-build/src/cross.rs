@@ -3,8 +3,8 @@
 //! from an x86 box).
 //!
 //! Device code does not depend on the host: nvcc on x86 writes the same fat
-//! binaries for any target, so a crate of fat-binary modules only needs
-//! nothing here. Static-library modules (`link = "static"`, and their `rdc`
+//! binaries for any target, so a crate of fat-binary modules needs nothing
+//! here. Static-library modules (`link = "static"`, and their `rdc`
 //! device links) carry host code, which must be the target's: nvcc compiles
 //! it with the target's C++ compiler (`-ccbin`) and the crate links the
 //! target's static CUDA runtime. Both are found here, each checked, and each
