@@ -86,6 +86,10 @@ pub(crate) struct ToolkitArgs {
     /// The install dir (default: target/cuda-toolkit).
     #[arg(long, value_name = "DIR", global = true)]
     pub(crate) dir: Option<PathBuf>,
+    /// Also install this cross target's static CUDA runtime beside the
+    /// toolkit (e.g. aarch64-unknown-linux-gnu).
+    #[arg(long, value_name = "TRIPLE", global = true)]
+    pub(crate) target: Option<String>,
 }
 
 /// What `cargo xtask toolkit` does besides reporting.

@@ -20,7 +20,7 @@ pub(crate) fn run(args: &ToolkitArgs) -> Result<()> {
             print!("{}", toolkit::report(&place.dir));
             Ok(())
         }
-        Some(ToolkitAction::Install) => toolkit::install(&place),
+        Some(ToolkitAction::Install) => toolkit::install_for(&place, args.target.as_deref()),
     }
 }
 

@@ -81,6 +81,10 @@ pub struct ToolkitArgs {
     /// local data dir, ~/.local/share on Linux; `cargo clean` leaves it)
     #[arg(long, value_name = "DIR", global = true)]
     pub dir: Option<PathBuf>,
+    /// Also install this cross target's static CUDA runtime beside the
+    /// toolkit (e.g. aarch64-unknown-linux-gnu), for `cargo build --target`
+    #[arg(long, value_name = "TRIPLE", global = true)]
+    pub target: Option<String>,
 }
 
 /// What `cargo kiln toolkit` does besides reporting.
@@ -207,7 +211,7 @@ pub fn toolkit(krate: &CrateArg, args: &ToolkitArgs) -> Result<()> {
             print!("{}", toolkit::report(&place.dir));
             Ok(())
         }
-        Some(ToolkitAction::Install) => toolkit::install(&place),
+        Some(ToolkitAction::Install) => toolkit::install_for(&place, args.target.as_deref()),
     }
 }
 

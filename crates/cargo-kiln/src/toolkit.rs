@@ -11,6 +11,7 @@
 mod install;
 mod pins;
 mod report;
+mod target;
 mod verify;
 
 use std::ffi::{OsStr, OsString};
@@ -20,7 +21,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-pub use pins::{CudaPins, LibclangPin, Pins};
+pub use pins::{CudaPins, LibclangPin, Pins, TargetPins, TargetWheel};
 pub use verify::{missing_essentials, verify, ESSENTIAL};
 
 /// The record written into DIR after a successful install.
@@ -108,6 +109,17 @@ pub fn install(place: &Place) -> Result<()> {
     install::install(place)
 }
 
+/// Installs the toolkit as [`install`] does, then, for a cross `target`
+/// (`aarch64-unknown-linux-gnu`), its pinned static CUDA runtime beside it
+/// in `DIR/targets/`, where cuda-build looks for that TARGET.
+pub fn install_for(place: &Place, target: Option<&str>) -> Result<()> {
+    install::install(place)?;
+    match target {
+        Some(target) => target::install(&place.dir, target),
+        None => Ok(()),
+    }
+}
+
 /// What an install wrote into `DIR/kiln-toolkit.toml`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Record {
@@ -131,13 +143,6 @@ struct Installed {
 }
 
 impl Record {
-    fn pins(&self) -> Pins {
-        Pins {
-            cuda: self.cuda.clone(),
-            libclang: self.libclang.clone(),
-        }
-    }
-
     fn read(dir: &Path) -> Option<Record> {
         let text = std::fs::read_to_string(dir.join(RECORD_FILE)).ok()?;
         toml::from_str(&text).ok()
@@ -209,7 +214,7 @@ mod tests {
         let text = record.to_toml().unwrap();
         let back: Record = toml::from_str(&text).unwrap();
         assert_eq!(back, record);
-        assert_eq!(back.pins(), pins);
+        assert_eq!((&back.cuda, &back.libclang), (&pins.cuda, &pins.libclang));
     }
 
     #[test]

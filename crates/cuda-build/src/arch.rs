@@ -20,6 +20,8 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+mod dropped;
+
 /// The forms an arch spec accepts, for error messages.
 pub(crate) const ACCEPTED_FORMS: &str =
     "sm_86, 86, 8.6, compute_90, 90-real, 90-virtual, sm_90+PTX, \
@@ -142,8 +144,8 @@ pub enum ArchError {
     },
     /// A well-formed arch the toolkit cannot compile for.
     #[error(
-        "unsupported CUDA arch `{item}` in {origin}: CUDA {toolkit} supports {supported}; \
-         accepted forms: {ACCEPTED_FORMS}"
+        "unsupported CUDA arch `{item}` in {origin}: {dropped}CUDA {toolkit} supports \
+         {supported}; accepted forms: {ACCEPTED_FORMS}"
     )]
     Unsupported {
         /// The offending item, as written.
@@ -154,6 +156,9 @@ pub enum ArchError {
         toolkit: String,
         /// What that toolkit supports (`sm_75 sm_80 ...`).
         supported: String,
+        /// Which release dropped or renamed it (`CUDA 13.0 dropped Volta
+        /// (...); `), or empty.
+        dropped: &'static str,
     },
     /// The spec has no items.
     #[error("empty CUDA arch list in {origin}; accepted forms: {ACCEPTED_FORMS}")]
@@ -233,6 +238,7 @@ impl ArchSpec {
                         origin: origin.to_string(),
                         toolkit: supported.toolkit.clone(),
                         supported: supported.describe(),
+                        dropped: dropped::note(arch, &supported.toolkit),
                     })
                 }
             };

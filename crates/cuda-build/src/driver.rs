@@ -60,6 +60,7 @@ pub(crate) fn nvcc_from_env(program: &Path, launcher_var: &str) -> Result<Nvcc, 
         program: program.to_path_buf(),
         launcher,
         ccbin,
+        target_dir: None,
     })
 }
 
@@ -69,7 +70,7 @@ fn non_empty(var: &str) -> Option<String> {
 
 /// A program named by path, or by name on `path`; it must be an executable
 /// file.
-fn find_program(name: &str, path: &OsString) -> Result<PathBuf, String> {
+pub(crate) fn find_program(name: &str, path: &OsString) -> Result<PathBuf, String> {
     let given = Path::new(name);
     let candidate = if given.components().count() > 1 || given.is_absolute() {
         if !given.exists() {

@@ -128,6 +128,42 @@ pub enum Error {
         /// The command line.
         command: String,
     },
+    /// A cross build's C++ compiler for the target is missing or wrong.
+    #[error("cross build for {target}: host compiler {compiler} ({origin}) {problem}")]
+    CrossCompiler {
+        /// Cargo's `TARGET`.
+        target: String,
+        /// The compiler as named (or the names tried).
+        compiler: String,
+        /// The variable that named it, or how it was derived.
+        origin: String,
+        /// What is wrong with it, then what to do (one field, so that
+        /// [`Error`] stays as small as it was).
+        problem: String,
+    },
+    /// A cross build with static modules for a target nvcc writes no host
+    /// code for.
+    #[error(
+        "cross build for {target}: nvcc builds host code for x86_64 and aarch64 Linux (glibc) \
+         only; build the static modules on the target, or keep to fat-binary modules there"
+    )]
+    NoTargetDir {
+        /// Cargo's `TARGET`.
+        target: String,
+    },
+    /// A cross build with static modules and no static CUDA runtime of the
+    /// target beside the toolkit.
+    #[error(
+        "cross build for {target}: no libcudart_static.a for it (looked in {looked_in}); \
+         install the target's CUDA runtime beside the toolkit \
+         (`cargo kiln toolkit install --target {target}`)"
+    )]
+    NoTargetRuntime {
+        /// Cargo's `TARGET`.
+        target: String,
+        /// The folders looked in.
+        looked_in: String,
+    },
     /// The kernels' config file, or what it names, is wrong.
     #[error("{}: {message}", path.display())]
     Config {

@@ -16,6 +16,7 @@ use crate::arch::{Arch, ArchList, ArchSpec};
 use crate::cache::{self, Cache};
 use crate::compile::{static_lib_name, Context, ModulePlan};
 use crate::config::{self, KernelConfig, LinkMode};
+use crate::cross::{self, Platform};
 use crate::driver::{nvcc_from_env, HOST_COMPILER_VARS, NVCC_OWN_VARS};
 use crate::emit;
 use crate::error::{io, Error};
@@ -28,6 +29,7 @@ use crate::toolkit::{discover, Discovery, ProcessEnv, Toolkit, DISCOVERY_ENV_VAR
 
 mod drift;
 mod no_toolkit;
+mod report;
 
 /// A kernel build, configured by the caller's build script.
 #[derive(Debug, Clone)]
@@ -393,7 +395,20 @@ impl KernelBuild {
         let archs = inputs
             .spec
             .resolve(&supported, &inputs.origin, probe_native_archs)?;
-        let nvcc = nvcc_from_env(&toolkit.nvcc, &vars.launcher)?;
+        let mut nvcc = nvcc_from_env(&toolkit.nvcc, &vars.launcher)?;
+        // A cross build's host code: the target's compiler and runtime.
+        let platform = Platform::from_env(&ProcessEnv);
+        let sass = names(&archs.sass, Arch::sm_name).join(" ");
+        let modules = &inputs.modules;
+        let runtime = cross::prepare(
+            &ProcessEnv,
+            &platform,
+            modules,
+            toolkit,
+            &mut nvcc,
+            &sass,
+            cargo,
+        )?;
         let base = io(Path::new("."), std::env::current_dir())?;
         let lib_prefix = self.lower_prefix();
         let cache =
@@ -460,7 +475,7 @@ impl KernelBuild {
             &manifest,
             &libraries,
             out_dir,
-            &toolkit.lib_dir(),
+            &runtime.unwrap_or_else(|| toolkit.lib_dir()),
         ));
         for dep in manifest.modules.iter().flat_map(|e| &e.deps) {
             if !dep.starts_with(&self.kernels_dir) {
@@ -563,37 +578,6 @@ fn probe_native_archs() -> Result<Vec<Arch>, String> {
                 .ok_or_else(|| format!("nvidia-smi printed an unknown compute capability `{l}`"))
         })
         .collect()
-}
-
-impl BuildReport {
-    /// `cargo::metadata` lines for a `links` crate's dependents
-    /// (`DEP_<LINKS>_ENABLED`, `_ROOT`, `_VERSION`, `_SASS`, `_PTX`,
-    /// `_MANIFEST`).
-    pub fn metadata_directives(&self) -> Vec<String> {
-        let mut lines = vec![
-            format!(
-                "cargo::metadata=enabled={}",
-                u8::from(self.manifest.cuda_enabled)
-            ),
-            format!("cargo::metadata=manifest={}", self.manifest_path.display()),
-            format!(
-                "cargo::metadata=sass={}",
-                emit::arch_numbers(&self.manifest.sass, ",")
-            ),
-            format!(
-                "cargo::metadata=ptx={}",
-                emit::arch_numbers(&self.manifest.ptx, ",")
-            ),
-        ];
-        if let Some(tk) = &self.toolkit {
-            lines.push(format!("cargo::metadata=root={}", tk.root.display()));
-            lines.push(format!(
-                "cargo::metadata=version={}.{}",
-                tk.version.major, tk.version.minor
-            ));
-        }
-        lines
-    }
 }
 
 /// The directives of a build with no kernels at all (a crate whose kernels

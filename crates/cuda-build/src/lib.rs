@@ -52,6 +52,7 @@ mod cache;
 pub mod codegen;
 mod compile;
 pub mod config;
+pub mod cross;
 mod depfile;
 mod driver;
 mod emit;

@@ -19,6 +19,8 @@ pub(crate) struct Nvcc {
     pub(crate) launcher: Vec<String>,
     /// The host compiler and the variable that named it.
     pub(crate) ccbin: Option<(PathBuf, String)>,
+    /// nvcc's `-target-dir` for a cross build, where the toolkit has one.
+    pub(crate) target_dir: Option<&'static str>,
 }
 
 impl Nvcc {
@@ -29,15 +31,20 @@ impl Nvcc {
             program: program.into(),
             launcher: Vec::new(),
             ccbin: None,
+            target_dir: None,
         }
     }
 
-    /// `-ccbin <compiler>` when one was chosen.
+    /// `-ccbin <compiler>` when one was chosen, and `-target-dir <dir>`.
     fn ccbin_args(&self) -> Vec<OsString> {
-        match &self.ccbin {
+        let mut args = match &self.ccbin {
             Some((path, _)) => vec!["-ccbin".into(), path.as_os_str().to_owned()],
             None => Vec::new(),
+        };
+        if let Some(dir) = self.target_dir {
+            args.extend(["-target-dir".into(), dir.into()]);
         }
+        args
     }
 
     /// The program and arguments that run nvcc with `args`, the launcher in
@@ -302,6 +309,7 @@ mod tests {
             program: "/cuda/bin/nvcc".into(),
             launcher: vec!["sccache".into()],
             ccbin: Some(("/usr/bin/g++-12".into(), "CUDAHOSTCXX".into())),
+            target_dir: None,
         };
         let archs = archs("sm_80,sm_90");
         let include_dirs = [PathBuf::from("/ws/kernels/include")];

@@ -201,7 +201,7 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// Turns Ctrl-C and SIGTERM into an error at the next step, so the staging
 /// dir is dropped (removed) on the way out instead of left behind. pip and
 /// python, in the same process group, get the signal too and fail their step.
-fn stop_on_interrupt() {
+pub(super) fn stop_on_interrupt() {
     // Fails only if a handler is already set: then it is this one.
     // No "second signal exits at once": `timeout` and shells deliver one
     // Ctrl-C twice (to the process, then its group), and every step ends
@@ -215,7 +215,7 @@ fn stop_on_interrupt() {
     });
 }
 
-fn check_interrupted() -> Result<()> {
+pub(super) fn check_interrupted() -> Result<()> {
     if INTERRUPTED.load(Ordering::SeqCst) {
         bail!("interrupted; the partial install was removed and the old one (if any) kept");
     }
@@ -248,12 +248,12 @@ fn remove_stale(dir: &Path) -> Result<()> {
 /// An exclusive lock on `.NAME.lock` beside DIR, released when dropped (or
 /// when the process dies: it is an OS file lock, never left held).
 #[derive(Debug)]
-struct InstallLock {
+pub(super) struct InstallLock {
     _file: std::fs::File,
 }
 
 impl InstallLock {
-    fn acquire(path: &Path) -> Result<Self> {
+    pub(super) fn acquire(path: &Path) -> Result<Self> {
         let file = std::fs::File::options()
             .create(true)
             .truncate(false)
@@ -327,6 +327,11 @@ fn check_python() -> Result<String> {
 
 /// Runs pip, streaming its output; on failure names the package that failed.
 fn pip_install(venv: &Path, requirements: &[&str]) -> Result<()> {
+    pip_install_with(venv, &[], requirements)
+}
+
+/// pip install with `extra` options before the requirements.
+pub(super) fn pip_install_with(venv: &Path, extra: &[&str], requirements: &[&str]) -> Result<()> {
     // `python -m pip`, not `bin/pip`: pip's script hard-codes the staging
     // path in its shebang.
     let mut child = Command::new(venv.join("bin").join("python"))
@@ -340,6 +345,7 @@ fn pip_install(venv: &Path, requirements: &[&str]) -> Result<()> {
             "--no-input",
             "--only-binary=:all:",
         ])
+        .args(extra)
         .args(requirements)
         .stderr(Stdio::piped())
         .spawn()
@@ -358,6 +364,12 @@ fn pip_install(venv: &Path, requirements: &[&str]) -> Result<()> {
         return Ok(());
     }
     check_interrupted()?;
+    if stderr_text.contains("DO NOT MATCH THE HASHES") {
+        bail!(
+            "pip refused a wheel whose SHA-256 is not the one pinned in cargo-kiln's toolkit.toml \
+             (a changed file on the index or a mirror); see pip's output above"
+        );
+    }
     let hint = "PyPI (https://pypi.org) must be reachable, or set PIP_INDEX_URL to a mirror";
     match pip_failure(&stderr_text, requirements) {
         Some((package, reason)) => {
@@ -406,13 +418,13 @@ fn pip_freeze(venv: &Path) -> Result<Vec<String>> {
     Ok(text.lines().map(str::to_string).collect())
 }
 
-fn relative_to(path: &Path, base: &Path) -> Result<PathBuf> {
+pub(super) fn relative_to(path: &Path, base: &Path) -> Result<PathBuf> {
     path.strip_prefix(base)
         .map(Path::to_path_buf)
         .with_context(|| format!("{} is not under {}", path.display(), base.display()))
 }
 
-fn symlink(target: &Path, link: &Path) -> Result<()> {
+pub(super) fn symlink(target: &Path, link: &Path) -> Result<()> {
     std::os::unix::fs::symlink(target, link)
         .with_context(|| format!("cannot link {} -> {}", link.display(), target.display()))
 }
@@ -420,14 +432,14 @@ fn symlink(target: &Path, link: &Path) -> Result<()> {
 /// A dir the install is built in; removed on drop unless committed, so a
 /// failed or interrupted install leaves nothing at DIR.
 #[derive(Debug)]
-struct StagingDir {
+pub(super) struct StagingDir {
     path: PathBuf,
     committed: bool,
 }
 
 impl StagingDir {
     /// Creates `path`, first removing what an interrupted run left there.
-    fn create(path: PathBuf) -> Result<Self> {
+    pub(super) fn create(path: PathBuf) -> Result<Self> {
         if path.exists() {
             std::fs::remove_dir_all(&path)
                 .with_context(|| format!("cannot remove the leftover {}", path.display()))?;
@@ -439,13 +451,13 @@ impl StagingDir {
         })
     }
 
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Renames the staging dir to `dir`, replacing an old install (moved to
     /// `old` first, since rename cannot replace a non-empty dir).
-    fn commit(mut self, dir: &Path, old: &Path) -> Result<()> {
+    pub(super) fn commit(mut self, dir: &Path, old: &Path) -> Result<()> {
         if old.exists() {
             std::fs::remove_dir_all(old)
                 .with_context(|| format!("cannot remove {}", old.display()))?;
@@ -517,6 +529,24 @@ mod tests {
             "Could not find a version that satisfies the requirement nvidia_nvvm==13.0.88"
         );
         assert_eq!(pip_failure("ERROR: disk full\n", &reqs), None);
+    }
+
+    #[test]
+    fn a_wheel_whose_hash_differs_from_the_pin_is_one_line() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let python = tmp.path().join("bin/python");
+        std::fs::create_dir_all(python.parent().unwrap()).unwrap();
+        let script = "#!/bin/sh\necho 'ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE.' >&2\nexit 1\n";
+        std::fs::write(&python, script).unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = pip_install_with(tmp.path(), &["--require-hashes"], &["-r", "req.txt"]);
+        let err = format!("{:#}", err.unwrap_err());
+        assert!(
+            err.starts_with("pip refused a wheel whose SHA-256"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
     }
 
     #[test]

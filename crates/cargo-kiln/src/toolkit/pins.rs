@@ -1,6 +1,8 @@
 //! cargo-kiln's `toolkit.toml`: the pinned CUDA wheels and the libclang wheel, read
 //! and checked (every requirement an exact `name==version`, nvcc among them).
 
+use std::collections::BTreeMap;
+
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +18,28 @@ pub(crate) const PINNED: &str = include_str!("../../toolkit.toml");
 pub struct Pins {
     pub cuda: CudaPins,
     pub libclang: LibclangPin,
+    /// `[targets.<rust triple>]`: the runtime wheels a cross build for that
+    /// target links, installed by `toolkit install --target`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub targets: BTreeMap<String, TargetPins>,
+}
+
+/// `[targets.<rust triple>]`: the target's wheels, each pinned and hashed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetPins {
+    /// pip's `--platform` for the target's wheels (`manylinux2014_aarch64`).
+    pub platform: String,
+    /// The wheels, each an exact pin with the SHA-256 of its file.
+    pub wheels: Vec<TargetWheel>,
+}
+
+/// One wheel of a target: `name==version` and the SHA-256 pip checks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetWheel {
+    pub package: String,
+    pub sha256: String,
 }
 
 /// `[cuda]`: the toolkit's version and its exactly pinned wheels.
@@ -69,6 +93,29 @@ impl Pins {
         }
         if !names.contains(&"nvidia-cuda-nvcc".to_string()) {
             return Err("`nvidia-cuda-nvcc` is not pinned; nvcc comes from it".into());
+        }
+        for (target, pins) in &self.targets {
+            if cuda_build::cross::nvcc_target_dir(target).is_none() {
+                return Err(format!(
+                    "`targets.{target}`: nvcc builds no host code for it; pin x86_64 or aarch64 Linux (gnu) targets"
+                ));
+            }
+            if pins.wheels.is_empty() {
+                return Err(format!(
+                    "`targets.{target}.wheels` is empty; pin the target's nvidia-cuda-runtime"
+                ));
+            }
+            for wheel in &pins.wheels {
+                split_pin(&wheel.package)?;
+                let hex =
+                    wheel.sha256.len() == 64 && wheel.sha256.chars().all(|c| c.is_ascii_hexdigit());
+                if !hex {
+                    return Err(format!(
+                        "`targets.{target}`: the sha256 of `{}` is not 64 hex digits; take it from the wheel's PyPI page",
+                        wheel.package
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -160,6 +207,47 @@ package = "libclang==18.1.1"
         let text = PINS.replace("nvidia-cuda-nvcc==13.0.88", "nvidia-cuda-crt==13.0.88");
         let err = Pins::parse(&text).unwrap_err();
         assert!(err.contains("nvidia-cuda-nvcc"), "{err}");
+    }
+
+    #[test]
+    fn target_pins_are_exact_hashed_and_for_a_target_nvcc_knows() {
+        let pins = Pins::parse(PINNED).unwrap();
+        let arm = &pins.targets["aarch64-unknown-linux-gnu"];
+        assert_eq!(arm.platform, "manylinux2014_aarch64");
+        assert!(arm.wheels[0].package.starts_with("nvidia-cuda-runtime=="));
+        let target = |table: &str| format!("{PINS}\n[targets.{table}]\nplatform = \"p\"\n");
+        let good = format!(
+            "wheels = [{{ package = \"a==1\", sha256 = \"{}\" }}]",
+            "0".repeat(64)
+        );
+        assert!(Pins::parse(&(target("aarch64-unknown-linux-gnu") + &good)).is_ok());
+        for (table, wheels, says) in [
+            (
+                "riscv64gc-unknown-linux-gnu",
+                good.as_str(),
+                "nvcc builds no host code for it",
+            ),
+            ("aarch64-unknown-linux-gnu", "wheels = []", "is empty"),
+            (
+                "aarch64-unknown-linux-gnu",
+                "wheels = [{ package = \"a>=1\", sha256 = \"\" }]",
+                "not an exact pin",
+            ),
+            (
+                "aarch64-unknown-linux-gnu",
+                "wheels = [{ package = \"a==1\", sha256 = \"xyz\" }]",
+                "not 64 hex digits",
+            ),
+            (
+                "aarch64-unknown-linux-gnu",
+                "wheels = [{ package = \"a==1\" }]",
+                "missing field `sha256`",
+            ),
+        ] {
+            let err = Pins::parse(&(target(table) + wheels)).unwrap_err();
+            assert!(err.contains(says), "{table} {wheels}: {err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
     }
 
     #[test]

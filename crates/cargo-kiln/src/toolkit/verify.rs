@@ -91,7 +91,7 @@ pub fn verify(dir: &Path, pins: &Pins) -> Result<usize, Damage> {
         return Err(Damage::Absent);
     }
     let record = Record::read(dir).ok_or(Damage::NoRecord)?;
-    if &record.pins() != pins {
+    if record.cuda != pins.cuda || record.libclang != pins.libclang {
         return Err(Damage::PinsDiffer);
     }
     let site = site_packages(dir).ok_or(Damage::Files {
@@ -158,7 +158,7 @@ pub(crate) fn site_packages(dir: &Path) -> Option<PathBuf> {
 
 /// The files (relative to site-packages) and sizes the installed wheel of
 /// `requirement` lists in its RECORD; `None` when the wheel is not there.
-fn wheel_files(site: &Path, requirement: &str) -> Option<Vec<(String, Option<u64>)>> {
+pub(super) fn wheel_files(site: &Path, requirement: &str) -> Option<Vec<(String, Option<u64>)>> {
     let (name, version) = split_pin(requirement).ok()?;
     let dist_info = std::fs::read_dir(site)
         .ok()?

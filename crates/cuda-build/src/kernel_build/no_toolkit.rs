@@ -9,12 +9,13 @@ use super::{check_rdc_archs, Inputs, KernelBuild, Vars};
 use crate::arch::SupportedArchs;
 use crate::compile::static_lib_name;
 use crate::config::LinkMode;
+use crate::cross::Platform;
 use crate::emit;
 use crate::error::{io, Error};
 use crate::manifest::{Manifest, ModuleEntry, PrebuiltEntry};
 use crate::modules::Module;
 use crate::prebuilt::{self, Check, Naming, PrebuiltError, Verified, Wanted};
-use crate::toolkit::Discovery;
+use crate::toolkit::{Discovery, ProcessEnv};
 
 impl KernelBuild {
     /// No toolkit (and `<PREFIX>_REQUIRE_CUDA` off: the caller checked):
@@ -85,11 +86,12 @@ impl KernelBuild {
                 },
             })
             .collect();
-        Ok(prebuilt::check(
-            &self.prebuilt_dir,
-            &self.naming(&base),
-            &modules,
-        ))
+        let check = prebuilt::check(&self.prebuilt_dir, &self.naming(&base), &modules);
+        let platform = Platform::from_env(&ProcessEnv);
+        Ok(match (check, cross_host_code(&platform, &inputs.modules)) {
+            (Check::Matching(_), Some(refused)) => Check::Stale(refused),
+            (check, _) => check,
+        })
     }
 
     /// No toolkit, but prebuilt kernels that fit: the images checked
@@ -155,5 +157,52 @@ fn cpu_only_entry(module: &Module) -> ModuleEntry {
         deps: Vec::new(),
         kernels: Vec::new(),
         warnings: Vec::new(),
+    }
+}
+
+/// Fat binaries fit any target; a prebuilt static library only the machine
+/// that wrote it, which the folder does not record: refused in a cross build.
+fn cross_host_code(platform: &Platform, modules: &[Module]) -> Option<PrebuiltError> {
+    let module = modules.iter().find(|m| m.link == LinkMode::Static)?;
+    platform.is_cross().then(|| PrebuiltError::CrossHostCode {
+        module: module.name.clone(),
+        target: platform.target.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cross_build_refuses_prebuilt_static_libraries_not_fat_binaries() {
+        let module = |name: &str, link| Module {
+            name: name.into(),
+            sources: vec![format!("{name}.cu").into()],
+            flags: Vec::new(),
+            include_dirs: Vec::new(),
+            archs: None,
+            link,
+            rdc: false,
+        };
+        let platform = |target: &str| Platform {
+            target: target.into(),
+            host: "x86_64-unknown-linux-gnu".into(),
+        };
+        let arm = platform("aarch64-unknown-linux-gnu");
+        let fat = [module("saxpy", LinkMode::Fatbin)];
+        let both = [
+            module("saxpy", LinkMode::Fatbin),
+            module("reduce", LinkMode::Static),
+        ];
+        assert!(cross_host_code(&arm, &fat).is_none());
+        assert!(cross_host_code(&platform("x86_64-unknown-linux-gnu"), &both).is_none());
+        let refused = cross_host_code(&arm, &both).unwrap().to_string();
+        assert_eq!(
+            refused,
+            "module `reduce` is a prebuilt static library (host code) and this is a cross build \
+             for aarch64-unknown-linux-gnu; build it with a CUDA toolkit and the target's runtime \
+             (`cargo kiln toolkit install --target aarch64-unknown-linux-gnu`)"
+        );
     }
 }

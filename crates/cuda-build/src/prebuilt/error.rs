@@ -161,6 +161,19 @@ pub enum PrebuiltError {
         /// The name a build of this crate gives it.
         expected: String,
     },
+    /// A cross build: a static library of the folder is host code of the
+    /// machine that wrote it, which the folder does not record.
+    #[error(
+        "module `{module}` is a prebuilt static library (host code) and this is a cross build \
+         for {target}; build it with a CUDA toolkit and the target's runtime \
+         (`cargo kiln toolkit install --target {target}`)"
+    )]
+    CrossHostCode {
+        /// The static module.
+        module: String,
+        /// Cargo's `TARGET`.
+        target: String,
+    },
 }
 
 impl PrebuiltError {
