@@ -2,7 +2,9 @@
 //! build script compares the fingerprint the generated file carries with the
 //! headers on disk (no libclang needed), so a struct edited in a header
 //! without regenerating is a build error naming the header folder and the
-//! command that regenerates, not a wrong layout found at run time.
+//! command that regenerates, not a wrong layout found at run time. Bindings
+//! generated with sources (`Codegen::sources`) also list every source file
+//! they read, so an edited kernel signature fails the build the same way.
 
 use std::path::{Path, PathBuf};
 
@@ -44,6 +46,14 @@ impl KernelBuild {
             cargo.push(format!("cargo::rerun-if-changed={}", headers.display()));
         }
         let text = std::fs::read_to_string(&generated).unwrap_or_default();
+        // Sources read by codegen outside the kernels dir (which is watched).
+        for file in crate::bindings::source_files(&text) {
+            let path = headers.join(&file);
+            let path = path.canonicalize().unwrap_or(path);
+            if !path.starts_with(&self.kernels_dir) {
+                cargo.push(format!("cargo::rerun-if-changed={}", path.display()));
+            }
+        }
         let command = regenerating_command(&text).unwrap_or("cargo kiln codegen");
         check_committed(&generated, &headers, command).map_err(|message| Error::StaleBindings {
             message: shorter(&message, &generated),
