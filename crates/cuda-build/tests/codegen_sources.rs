@@ -309,3 +309,27 @@ fn marker_names_that_collide_are_an_error_naming_both() {
     );
     assert!(!err.contains('\n'), "{err}");
 }
+
+/// Codegen runs side by side in one process (a build tool's threads): each
+/// run parses with its own libclang index, and all write the same file.
+#[test]
+fn concurrent_runs_agree() {
+    if toolkit_or_skip().is_none() {
+        return;
+    }
+    let texts: Vec<String> = std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    generate(&tree(), &tree().join("include"))
+                        .unwrap()
+                        .unwrap()
+                        .text
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    assert!(texts.windows(2).all(|w| w[0] == w[1]), "runs differ");
+    assert!(texts[0].contains("pub struct scale_float;"));
+}
