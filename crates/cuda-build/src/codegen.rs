@@ -46,6 +46,7 @@
 //! static-library module defines it.
 
 mod assemble;
+mod decl;
 mod includes;
 mod scan;
 mod source_decls;

@@ -7,8 +7,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use super::assemble::{kernel_decl, Decl};
 use super::codegen_error;
+use super::decl::{kernel_decl, Decl};
 use super::sources::Sources;
 use crate::error::Error;
 

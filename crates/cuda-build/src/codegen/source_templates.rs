@@ -16,7 +16,6 @@ use std::ptr;
 use clang_sys::*;
 
 use super::scan::take_string;
-use super::source_walk::Tu;
 
 /// An explicit instantiation in the source's tokens.
 pub(super) struct Instantiation {
@@ -28,9 +27,13 @@ pub(super) struct Instantiation {
 }
 
 /// `template` not followed by `<` (nor preceded by `extern`), up to its
-/// `;`, naming one of `templates` followed by `<...>`.
-pub(super) fn instantiations(
-    tu: &Tu,
+/// `;`, naming one of `templates` followed by `<...>`, in the tokens of
+/// `source` (whose bytes are `text`) as `tu` read it.
+///
+/// # Safety
+/// `tu` must be a live translation unit, not disposed of before this returns.
+pub(super) unsafe fn instantiations(
+    tu: CXTranslationUnit,
     source: &Path,
     text: &[u8],
     templates: &BTreeSet<String>,
@@ -38,22 +41,22 @@ pub(super) fn instantiations(
     let Ok(c_name) = CString::new(source.as_os_str().as_bytes()) else {
         return Vec::new();
     };
-    // SAFETY: `tu` is live; the name outlives the call.
-    let file = unsafe { clang_getFile(tu.tu, c_name.as_ptr()) };
+    // SAFETY: `tu` is live (the contract above); the name outlives the call.
+    let file = unsafe { clang_getFile(tu, c_name.as_ptr()) };
     if file.is_null() {
         return Vec::new();
     }
     // SAFETY: offsets within the file of the live unit.
     let range = unsafe {
         clang_getRange(
-            clang_getLocationForOffset(tu.tu, file, 0),
-            clang_getLocationForOffset(tu.tu, file, text.len() as u32),
+            clang_getLocationForOffset(tu, file, 0),
+            clang_getLocationForOffset(tu, file, text.len() as u32),
         )
     };
     let mut tokens: *mut CXToken = ptr::null_mut();
     let mut count = 0u32;
     // SAFETY: the range belongs to the live unit; libclang writes both outputs.
-    unsafe { clang_tokenize(tu.tu, range, &mut tokens, &mut count) };
+    unsafe { clang_tokenize(tu, range, &mut tokens, &mut count) };
     if tokens.is_null() {
         return Vec::new();
     }
@@ -63,12 +66,8 @@ pub(super) fn instantiations(
         .iter()
         .map(|t| {
             // SAFETY: each token belongs to the live unit.
-            let (spelled, extent) = unsafe {
-                (
-                    clang_getTokenSpelling(tu.tu, *t),
-                    clang_getTokenExtent(tu.tu, *t),
-                )
-            };
+            let (spelled, extent) =
+                unsafe { (clang_getTokenSpelling(tu, *t), clang_getTokenExtent(tu, *t)) };
             let mut f: CXFile = ptr::null_mut();
             let (mut line, mut column, mut offset) = (0u32, 0u32, 0u32);
             // SAFETY: as above; libclang writes the outputs.
@@ -85,7 +84,7 @@ pub(super) fn instantiations(
         })
         .collect();
     // SAFETY: the tokens came from `clang_tokenize` on this unit.
-    unsafe { clang_disposeTokens(tu.tu, tokens, count) };
+    unsafe { clang_disposeTokens(tu, tokens, count) };
     let mut found = Vec::new();
     for (i, (word, line, _)) in toks.iter().enumerate() {
         let starts = word == "template"

@@ -62,9 +62,9 @@ pub(super) struct Walked {
 }
 
 /// A parsed translation unit, disposed of on drop.
-pub(super) struct Tu {
+struct Tu {
     index: CXIndex,
-    pub(super) tu: CXTranslationUnit,
+    tu: CXTranslationUnit,
 }
 
 impl Drop for Tu {
@@ -205,7 +205,8 @@ pub(super) fn walk(source: &Path, prelude: &str, args: &[String]) -> Result<Walk
     // Explicit instantiations of the kernel templates, from the tokens of
     // the source (other files' instantiations would need their own pass).
     let text = std::fs::read(source).map_err(|e| format!("{}: {e}", source.display()))?;
-    let found = instantiations(&tu, source, &text, &state.templates);
+    // SAFETY: `tu` is live until the `drop` below.
+    let found = unsafe { instantiations(tu.tu, source, &text, &state.templates) };
     drop(tu);
     if found.is_empty() {
         return Ok(walked);

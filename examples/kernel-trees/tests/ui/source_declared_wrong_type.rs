@@ -1,5 +1,5 @@
-// A kernel declared from its source (byname.cu, no header): its launch is
-// typed like a header's. `byname_fill<float>` takes `float value`, not u32.
+//! A kernel declared from its source (byname.cu, no header): its launch is
+//! typed like a header's. `byname_fill<float>` takes `float value`, not u32.
 use gpu_core::{Backend, LaunchConfig};
 use kernel_trees::kernels::byname_fill_float;
 
