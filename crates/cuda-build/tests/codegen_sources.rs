@@ -333,3 +333,30 @@ fn concurrent_runs_agree() {
     assert!(texts.windows(2).all(|w| w[0] == w[1]), "runs differ");
     assert!(texts[0].contains("pub struct scale_float;"));
 }
+
+/// An explicit instantiation codegen cannot pin to one specialization (two
+/// overloads of the template): a warning naming it, no marker, no error.
+#[test]
+fn an_instantiation_of_an_overloaded_template_is_a_warning() {
+    let tmp = copy_tree();
+    std::fs::write(
+        tmp.path().join("overloads.cu"),
+        "#include <stddef.h>\n\
+         template <typename T> __global__ void twice(T *out) { out[0] = T(0); }\n\
+         template <typename T> __global__ void twice(T *out, size_t n) { out[n] = T(0); }\n\
+         template __global__ void twice<float>(float *);\n",
+    )
+    .unwrap();
+    let Some(result) = generate(tmp.path(), &tmp.path().join("include")) else {
+        return;
+    };
+    let generated = result.unwrap();
+    assert!(
+        generated.warnings.iter().any(|w| w
+            .starts_with("overloads.cu:4: explicit instantiation `twice<float>`")
+            && w.ends_with("could not be resolved, so it gets no typed launch; launch it by name")),
+        "{:#?}",
+        generated.warnings
+    );
+    assert!(!generated.text.contains("pub struct twice_float"));
+}
