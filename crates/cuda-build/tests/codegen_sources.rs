@@ -73,6 +73,7 @@ fn vendored_tree_kernels_get_markers_from_their_definitions() {
         "templates/scale.cu:37: kernel `flag_set` gets no typed launch: parameter `on` has type `bool`, which has no Rust mapping (a struct or enum maps when a header of the include dir declares it); launch it by name",
         "templates/scale.cu:38: kernel `local_by_value` gets no typed launch: parameter `local` has type `Local`, which has no Rust mapping (a struct or enum maps when a header of the include dir declares it); launch it by name",
         "templates/scale.cu:42: kernel `hidden` has internal linkage (static or in an anonymous namespace), so its symbol in the image is not its name and it gets no typed launch; launch it from host code or give it external linkage",
+        "templates/scale.cu:52: macro `SCALE_INST` writes explicit instantiations of a kernel template, which codegen does not read from a macro, so they get no typed launch; write them out in the source, or launch them by name",
     ];
     let text = generated.text;
     insta::assert_snapshot!("tree", text);
@@ -105,6 +106,8 @@ fn vendored_tree_kernels_get_markers_from_their_definitions() {
         "hidden",
         "flag_set",
         "local_by_value",
+        "scale_T",
+        "scale_double",
     ] {
         assert!(
             !text.contains(&format!("pub struct {absent}")),

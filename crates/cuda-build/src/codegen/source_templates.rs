@@ -26,9 +26,20 @@ pub(super) struct Instantiation {
     pub(super) end: usize,
 }
 
+/// What the tokens of a source say about its kernel templates.
+#[derive(Default)]
+pub(super) struct Found {
+    /// The explicit instantiations written out.
+    pub(super) instantiations: Vec<Instantiation>,
+    /// `(name, line)` of each macro whose definition writes an explicit
+    /// instantiation of a kernel template: not read, so said.
+    pub(super) macros: Vec<(String, u32)>,
+}
+
 /// `template` not followed by `<` (nor preceded by `extern`), up to its
 /// `;`, naming one of `templates` followed by `<...>`, in the tokens of
-/// `source` (whose bytes are `text`) as `tu` read it.
+/// `source` (whose bytes are `text`) as `tu` read it; and the macros that
+/// write such instantiations.
 ///
 /// # Safety
 /// `tu` must be a live translation unit, not disposed of before this returns.
@@ -37,14 +48,14 @@ pub(super) unsafe fn instantiations(
     source: &Path,
     text: &[u8],
     templates: &BTreeSet<String>,
-) -> Vec<Instantiation> {
+) -> Found {
     let Ok(c_name) = CString::new(source.as_os_str().as_bytes()) else {
-        return Vec::new();
+        return Found::default();
     };
     // SAFETY: `tu` is live (the contract above); the name outlives the call.
     let file = unsafe { clang_getFile(tu, c_name.as_ptr()) };
     if file.is_null() {
-        return Vec::new();
+        return Found::default();
     }
     // SAFETY: offsets within the file of the live unit.
     let range = unsafe {
@@ -58,7 +69,7 @@ pub(super) unsafe fn instantiations(
     // SAFETY: the range belongs to the live unit; libclang writes both outputs.
     unsafe { clang_tokenize(tu, range, &mut tokens, &mut count) };
     if tokens.is_null() {
-        return Vec::new();
+        return Found::default();
     }
     // SAFETY: libclang returned `count` tokens at `tokens`.
     let slice = unsafe { std::slice::from_raw_parts(tokens, count as usize) };
@@ -85,12 +96,20 @@ pub(super) unsafe fn instantiations(
         .collect();
     // SAFETY: the tokens came from `clang_tokenize` on this unit.
     unsafe { clang_disposeTokens(tu, tokens, count) };
-    let mut found = Vec::new();
+    let mut found = Found::default();
+    let lines: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();
+    // The last line of the macro definition being read: its tokens are no
+    // instantiations of their own.
+    let mut in_define = 0;
     for (i, (word, line, _)) in toks.iter().enumerate() {
-        let starts = word == "template"
-            && toks.get(i + 1).is_some_and(|(next, _, _)| next != "<")
-            && (i == 0 || toks[i - 1].0 != "extern");
-        if !starts {
+        if word == "define" && i > 0 && toks[i - 1].0 == "#" {
+            in_define = last_line(*line, &lines);
+            if let Some(name) = instantiating_macro(&toks[i + 1..], in_define, templates) {
+                found.macros.push((name, *line));
+            }
+            continue;
+        }
+        if *line <= in_define || !starts_instantiation(&toks, i) {
             continue;
         }
         let Some(semi) = toks[i..].iter().position(|(t, _, _)| t == ";") else {
@@ -98,7 +117,7 @@ pub(super) unsafe fn instantiations(
         };
         let body = &toks[i + 1..i + semi];
         if let Some(text) = instantiated_name(body, templates) {
-            found.push(Instantiation {
+            found.instantiations.push(Instantiation {
                 text,
                 line: *line,
                 end: toks[i + semi].2,
@@ -106,6 +125,48 @@ pub(super) unsafe fn instantiations(
         }
     }
     found
+}
+
+/// Whether token `i` opens an explicit instantiation: `template` not
+/// followed by `<` (a template's own head) nor preceded by `extern` (an
+/// instantiation declared elsewhere).
+fn starts_instantiation(toks: &[(String, u32, usize)], i: usize) -> bool {
+    toks[i].0 == "template"
+        && toks.get(i + 1).is_some_and(|(next, _, _)| next != "<")
+        && (i == 0 || toks[i - 1].0 != "extern")
+}
+
+/// The last line of a macro definition that starts on `line` (1-based): it
+/// runs on while a line ends with `\`.
+fn last_line(line: u32, lines: &[&[u8]]) -> u32 {
+    let mut last = line;
+    while lines
+        .get((last as usize).saturating_sub(1))
+        .is_some_and(|l| l.trim_ascii_end().ends_with(b"\\"))
+    {
+        last += 1;
+    }
+    last
+}
+
+/// The name of a macro (its tokens start at `after`, its definition ends on
+/// line `last`) when its body writes an explicit instantiation of a kernel
+/// template.
+fn instantiating_macro(
+    after: &[(String, u32, usize)],
+    last: u32,
+    templates: &BTreeSet<String>,
+) -> Option<String> {
+    let body: Vec<(String, u32, usize)> = after
+        .iter()
+        .take_while(|(_, l, _)| *l <= last)
+        .cloned()
+        .collect();
+    let (name, rest) = body.split_first()?;
+    let writes = (0..rest.len()).any(|i| {
+        starts_instantiation(rest, i) && instantiated_name(&rest[i + 1..], templates).is_some()
+    });
+    writes.then(|| name.0.clone())
 }
 
 /// `name<args>` (with any `ns::` before it) of the first token naming a
@@ -183,5 +244,52 @@ mod tests {
             "not a kernel template"
         );
         assert_eq!(name("void scale < float"), None, "unterminated");
+    }
+
+    #[test]
+    fn a_macro_writing_instantiations_is_found_across_continued_lines() {
+        let templates = BTreeSet::from(["scale".to_string()]);
+        let text = "#define INST(T) \\\n  template __global__ void scale<T>(T *);\nINST(float)\n";
+        let lines: Vec<&[u8]> = text.as_bytes().split(|b| *b == b'\n').collect();
+        let toks = |pairs: &[(&str, u32)]| -> Vec<(String, u32, usize)> {
+            pairs.iter().map(|(t, l)| (t.to_string(), *l, 0)).collect()
+        };
+        let after = toks(&[
+            ("INST", 1),
+            ("(", 1),
+            ("T", 1),
+            (")", 1),
+            ("template", 2),
+            ("__global__", 2),
+            ("void", 2),
+            ("scale", 2),
+            ("<", 2),
+            ("T", 2),
+            (">", 2),
+            ("(", 2),
+            ("T", 2),
+            ("*", 2),
+            (")", 2),
+            (";", 2),
+            ("INST", 3),
+            ("(", 3),
+            ("float", 3),
+            (")", 3),
+        ]);
+        assert_eq!(last_line(1, &lines), 2);
+        assert_eq!(
+            instantiating_macro(&after, 2, &templates).as_deref(),
+            Some("INST")
+        );
+        let other = BTreeSet::from(["other".to_string()]);
+        assert_eq!(
+            instantiating_macro(&after, 2, &other),
+            None,
+            "not a kernel template"
+        );
+        // Without the continuation the body is line 1 alone.
+        let flat: Vec<&[u8]> = vec![b"#define INST(T)", b"template void scale<T>(T *);"];
+        assert_eq!(last_line(1, &flat), 1);
+        assert_eq!(instantiating_macro(&after, 1, &templates), None);
     }
 }

@@ -213,6 +213,13 @@ pub(super) fn walk(source: &Path, prelude: &str, args: &[String]) -> Result<Walk
     // SAFETY: `tu` is live until the `drop` below.
     let found = unsafe { instantiations(tu.tu, source, &text, &state.templates) };
     drop(tu);
+    for (name, line) in &found.macros {
+        walked.warnings.push(format!(
+            "{}:{line}: macro `{name}` writes explicit instantiations of a kernel template, which codegen does not read from a macro, so they get no typed launch; write them out in the source, or launch them by name",
+            source.display()
+        ));
+    }
+    let found = found.instantiations;
     if found.is_empty() {
         return Ok(walked);
     }
