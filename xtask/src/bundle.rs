@@ -83,6 +83,7 @@ const OUTSIDE_CRATES: &[OutsideCrate] = &[
 /// tests parse arguments only.
 const NOT_BUNDLED: &[&str] = &[
     "gpu-core__compile_fail",
+    "kernel-trees__compile_fail",
     "apps__cli",
     "apps__bin_apps",
     "cuda-sys__bindings",

@@ -2,7 +2,9 @@
 //! from its kernels' headers with cuda-build's codegen (bindgen), using the
 //! libclang and CUDA headers of the toolkit kiln finds (the crate's own, the
 //! user's store, or `LIBCLANG_PATH`), so a crate needs no codegen crate of
-//! its own; `--check` fails when the committed file differs.
+//! its own; `--check` fails when the committed file differs. With
+//! `--sources`, the kernels the crate's `.cu` sources define get typed
+//! declarations too (a vendored tree with no `KILN_KERNEL` header).
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +33,12 @@ pub struct CodegenArgs {
     /// With --cudarc-device-repr: put those impls behind this Cargo feature of the crate.
     #[arg(long, value_name = "FEATURE", requires = "cudarc_device_repr")]
     pub cudarc_feature: Option<String>,
+    /// Also declare every kernel the `.cu` sources of the modules in this
+    /// kernels folder (its `kiln.toml`, default `kernels`) define: vendored
+    /// kernels with no header get typed launches. Without a headers folder,
+    /// the kernels folder stands for it (pass it to `check_bindings`).
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "kernels")]
+    pub sources: Option<PathBuf>,
     /// Write nothing; fail when the committed file is not what codegen writes.
     #[arg(long)]
     pub check: bool,
@@ -56,13 +64,32 @@ impl CodegenArgs {
         if let Some(feature) = &self.cudarc_feature {
             command += &format!(" --cudarc-feature {feature}");
         }
+        match &self.sources {
+            Some(dir) if dir == Path::new("kernels") => command += " --sources",
+            Some(dir) => command += &format!(" --sources {}", dir.display()),
+            None => {}
+        }
         command
     }
 }
 
 /// Regenerates (or with `--check`, compares) the crate's bindings.
 pub fn run(project: &Project, args: &CodegenArgs) -> Result<()> {
-    let headers = project.dir.join(&args.headers);
+    let mut headers = project.dir.join(&args.headers);
+    let sources = args.sources.as_ref().map(|dir| project.dir.join(dir));
+    if let Some(dir) = &sources {
+        if !dir.is_dir() {
+            return Err(crate::error::usage_error!(
+                "no kernels folder at {}; pass --sources DIR (the folder of kiln.toml, relative to the crate)",
+                dir.display()
+            ));
+        }
+        // A vendored tree may have no headers folder: its kernels folder
+        // stands for it (the headers directly in it, if any).
+        if !headers.is_dir() && args.headers == Path::new("kernels/include") {
+            headers = dir.clone();
+        }
+    }
     if !headers.is_dir() {
         return Err(crate::error::usage_error!(
             "no headers folder at {}; pass --headers DIR (relative to the crate)",
@@ -77,6 +104,9 @@ pub fn run(project: &Project, args: &CodegenArgs) -> Result<()> {
         .cudarc_device_repr(args.cudarc_device_repr);
     if let Some(feature) = &args.cudarc_feature {
         codegen = codegen.cudarc_feature(feature);
+    }
+    if let Some(dir) = &sources {
+        codegen = codegen.sources(dir);
     }
     if let Some(toolkit) = project.discovery().toolkit {
         codegen = codegen.toolkit(toolkit.root);
@@ -134,6 +164,7 @@ mod tests {
             abi_path: abi.into(),
             cudarc_device_repr: false,
             cudarc_feature: None,
+            sources: None,
             check: false,
         }
     }
@@ -152,6 +183,14 @@ mod tests {
         assert_eq!(
             cudarc.command(),
             "cargo kiln codegen --cudarc-device-repr --cudarc-feature cudarc"
+        );
+        let mut sources = args("kernels/include", "src/bindings.rs", "::gpu_core");
+        sources.sources = Some("kernels".into());
+        assert_eq!(sources.command(), "cargo kiln codegen --sources");
+        sources.sources = Some("vendor/kernels".into());
+        assert_eq!(
+            sources.command(),
+            "cargo kiln codegen --sources vendor/kernels"
         );
     }
 }

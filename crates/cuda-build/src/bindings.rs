@@ -1,6 +1,7 @@
 //! The committed-bindings check that needs no libclang: generated files carry
-//! a fingerprint of the headers they came from, and a test compares it with
-//! the headers on disk.
+//! a fingerprint of the headers they came from (and, generated with
+//! sources, of every source file read, each listed by its path relative to
+//! the include dir), and a test compares it with the files on disk.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +9,41 @@ use crate::error::{io, Error};
 
 /// The line that carries the fingerprint in a generated file.
 pub const FINGERPRINT_PREFIX: &str = "// kiln-codegen-headers: ";
+
+/// The line that carries the sources' fingerprint, when codegen read sources.
+pub const SOURCES_PREFIX: &str = "// kiln-codegen-sources: ";
+
+/// One line per source file read, relative to the include dir.
+pub const SOURCE_PREFIX: &str = "// kiln-codegen-source: ";
+
+/// FNV-1a (64-bit): stable across Rust releases and platforms, unlike std's
+/// hasher.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    /// A file's name and its bytes, line endings aside (they do not change
+    /// the bindings).
+    fn feed_file(&mut self, name: &str, path: &Path) -> Result<(), Error> {
+        let text = io(path, std::fs::read(path))?;
+        let text: Vec<u8> = text.into_iter().filter(|b| *b != b'\r').collect();
+        self.feed(name.as_bytes());
+        self.feed(&[0]);
+        self.feed(&text);
+        self.feed(&[0]);
+        Ok(())
+    }
+}
 
 /// Every `*.h` directly in `include_dir`, sorted.
 pub fn list_headers(include_dir: &Path) -> Result<Vec<PathBuf>, Error> {
@@ -22,31 +58,28 @@ pub fn list_headers(include_dir: &Path) -> Result<Vec<PathBuf>, Error> {
     Ok(headers)
 }
 
-/// FNV-1a (64-bit) over each header's name and bytes: stable across Rust
-/// releases and platforms, unlike std's hasher.
+/// FNV-1a (64-bit) over each header's name and bytes.
 pub fn header_fingerprint(include_dir: &Path) -> Result<String, Error> {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut feed = |bytes: &[u8]| {
-        for b in bytes {
-            hash ^= u64::from(*b);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
+    let mut hash = Fnv::new();
     for header in list_headers(include_dir)? {
         let name = header
             .file_name()
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        let text = io(&header, std::fs::read(&header))?;
-        // Line endings do not change the bindings.
-        let text: Vec<u8> = text.into_iter().filter(|b| *b != b'\r').collect();
-        feed(name.as_bytes());
-        feed(&[0]);
-        feed(&text);
-        feed(&[0]);
+        hash.feed_file(&name, &header)?;
     }
-    Ok(format!("{hash:016x}"))
+    Ok(format!("{:016x}", hash.0))
+}
+
+/// FNV-1a (64-bit) over each source file's path (relative to `include_dir`,
+/// as listed) and bytes.
+pub fn sources_fingerprint(include_dir: &Path, files: &[String]) -> Result<String, Error> {
+    let mut hash = Fnv::new();
+    for file in files {
+        hash.feed_file(file, &include_dir.join(file))?;
+    }
+    Ok(format!("{:016x}", hash.0))
 }
 
 /// Checks that a committed generated file was made from the headers as they
@@ -71,7 +104,32 @@ pub fn check_committed(generated: &Path, include_dir: &Path, command: &str) -> R
             include_dir.display()
         ));
     }
+    let Some(recorded) = text.lines().find_map(|l| l.strip_prefix(SOURCES_PREFIX)) else {
+        return Ok(());
+    };
+    let files = source_files(&text);
+    let current = sources_fingerprint(include_dir, &files).map_err(|e| {
+        format!(
+            "{} is stale: a source it was generated from cannot be read ({e}); run `{command}` and commit the result",
+            generated.display()
+        )
+    })?;
+    if recorded.trim() != current {
+        return Err(format!(
+            "{} is stale: the sources it was generated from changed since; run `{command}` and commit the result",
+            generated.display()
+        ));
+    }
     Ok(())
+}
+
+/// The source files a generated file lists, relative to the include dir.
+pub fn source_files(generated_text: &str) -> Vec<String> {
+    generated_text
+        .lines()
+        .filter_map(|l| l.strip_prefix(SOURCE_PREFIX))
+        .map(str::to_string)
+        .collect()
 }
 
 #[cfg(test)]

@@ -14,9 +14,8 @@
 //! returns, unless `KILN_REQUIRE_TOOLKIT=1`, where a skip is a failure.
 #![cfg(feature = "codegen")]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 
 use cuda_build::codegen::{Codegen, Generated};
 
@@ -29,37 +28,9 @@ const FIXTURES: [&str; 5] = [
     "fp16_only",
 ];
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod codegen_support;
 
-/// The toolkit root, once libclang is known to load; or why not.
-fn toolkit() -> Result<&'static Path, String> {
-    static TOOLKIT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let found = TOOLKIT.get_or_init(|| {
-        let local = workspace_root().join("target/cuda-toolkit");
-        if std::env::var_os("LIBCLANG_PATH").is_none() {
-            let dir = local.join("libclang");
-            if !dir.join("libclang.so").is_file() {
-                return Err("no libclang (set LIBCLANG_PATH, or install the pinned toolkit with `cargo xtask toolkit install`)".into());
-            }
-            // Every test calls this before anything reads the environment,
-            // and `get_or_init` holds the others back until it returns.
-            std::env::set_var("LIBCLANG_PATH", dir);
-        }
-        let root = std::env::var_os("CUDA_PATH")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| local.join("cuda"));
-        if !root.join("include/cuda_fp16.h").is_file() {
-            return Err(format!(
-                "no CUDA toolkit headers at {} (set CUDA_PATH)",
-                root.display()
-            ));
-        }
-        Ok(root)
-    });
-    found.as_deref().map_err(Clone::clone)
-}
+use codegen_support::{toolkit_or_skip, workspace_root};
 
 /// Runs codegen on a fixture, or says why it cannot.
 fn generate(fixture: &str) -> Option<Generated> {
@@ -68,17 +39,7 @@ fn generate(fixture: &str) -> Option<Generated> {
 
 /// [`generate`] with options set on the `Codegen` by `configure`.
 fn generate_with(fixture: &str, configure: impl FnOnce(Codegen) -> Codegen) -> Option<Generated> {
-    let root = match toolkit() {
-        Ok(root) => root,
-        Err(why) => {
-            assert!(
-                std::env::var_os("KILN_REQUIRE_TOOLKIT").is_none_or(|v| v != "1"),
-                "KILN_REQUIRE_TOOLKIT=1 but {why}"
-            );
-            println!("skipped: {why}");
-            return None;
-        }
-    };
+    let root = toolkit_or_skip()?;
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/codegen")
         .join(fixture);
@@ -244,6 +205,15 @@ fn generated_code_compiles() {
         };
         files.push((fixture, generated.text));
     }
+    // Kernels declared by their definitions (`codegen_sources`' tree).
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codegen_sources/tree");
+    let generated = Codegen::new(tree.join("include"))
+        .include_dir(cuda_build::header::include_dir())
+        .toolkit(toolkit_or_skip().expect("the fixtures above found it"))
+        .sources(&tree)
+        .generate()
+        .unwrap();
+    files.push(("sources_tree", generated.text));
     let krate = Path::new(env!("CARGO_TARGET_TMPDIR")).join("codegen-fixtures");
     std::fs::create_dir_all(krate.join("src")).unwrap();
     for (fixture, text) in &files {
@@ -266,7 +236,7 @@ fn generated_code_compiles() {
     write(
         &krate.join("src/lib.rs"),
         &format!(
-            "#[path = {:?}]\npub mod abi;\n{local_impls}\npub mod dtypes;\npub mod by_value;\npub mod plain_prototype;\npub mod toolkit_enum;\n{TYPE_CHECKS}",
+            "#[path = {:?}]\npub mod abi;\n{local_impls}\npub mod dtypes;\npub mod by_value;\npub mod plain_prototype;\npub mod toolkit_enum;\npub mod sources_tree;\n{TYPE_CHECKS}",
             abi.canonicalize().unwrap()
         ),
     );
@@ -381,5 +351,24 @@ pub fn checks() {
         (p.0, p.1)
     };
     assert_eq!(plain_prototype::kernels::ALL.len(), 1);
+    // From the sources: a template instantiation, a macro family member with
+    // nullable pointers, a C++ kernel taking a header's struct by value.
+    use sources_tree::kernels::{fixture_fill_window, scale_uint32_t, uneg_f16};
+    use sources_tree::types::fixture_window;
+    let _: (*const u32, *mut u32, u32, usize) =
+        params::<scale_uint32_t>((core::ptr::null(), core::ptr::null_mut(), 2, 0));
+    let _: (usize, usize, *const usize, *const f16, *mut f16) = params::<uneg_f16>((
+        4,
+        1,
+        core::ptr::null(),
+        core::ptr::null(),
+        core::ptr::null_mut(),
+    ));
+    let _: (*mut u32, fixture_window, u32) = params::<fixture_fill_window>((
+        core::ptr::null_mut(),
+        fixture_window { start: 0, len: 1 },
+        7,
+    ));
+    assert_eq!(<scale_uint32_t as KernelDecl>::NAME, "_Z5scaleIjEvPKT_PS0_S0_m");
 }
 "#;

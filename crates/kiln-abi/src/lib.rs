@@ -47,7 +47,8 @@ impl FatbinImage {
     }
 }
 
-/// A kernel declared in a C header with `KILN_KERNEL(name, params...)`.
+/// A kernel declared in a C header with `KILN_KERNEL(name, params...)`, or
+/// by its definition in a `.cu` source (cuda-build's `Codegen::sources`).
 ///
 /// Implemented by generated marker types, one per kernel. `Params` is the tuple
 /// of the C parameter types as bindgen translates them (`*const f32`, `u32`, a
@@ -60,9 +61,11 @@ impl FatbinImage {
 /// from `Params`. Generated impls take both from the header the kernel's
 /// definition is checked against by nvcc.
 pub unsafe trait KernelDecl: Copy + 'static {
-    /// The entry point's (unmangled, `extern "C"`) name.
+    /// The entry point's symbol: the `extern "C"` name, or for a C++ kernel
+    /// declared from its source (a template instantiation) the mangled name.
     const NAME: &'static str;
-    /// The header that declares it, relative to the kernels' include dir.
+    /// The header that declares it, relative to the kernels' include dir (or
+    /// the source that defines it, relative to the kernels dir).
     const HEADER: &'static str;
     /// Parameter names, as written in the header.
     const PARAM_NAMES: &'static [&'static str];

@@ -1,10 +1,13 @@
 //! Kernels with no header, launched by name: the argument list is checked
 //! against the parameter sizes the driver reports, so a wrong count or a
 //! wrong size is an `Err` naming the kernel and the parameter, and the kernel
-//! never runs (its output stays as it was).
+//! never runs (its output stays as it was). The same kernels launched typed,
+//! through the declarations codegen read from `byname.cu` itself (the
+//! template's instantiations under their mangled names).
 
-use gpu_core::{Arg, Args, Backend, Error, LaunchConfig};
-use kernel_trees::{modules, reference};
+use gpu_core::{Arg, Args, Backend, Error, KernelDecl, LaunchConfig};
+use kernel_trees::kernels::{byname_fill_float, byname_fill_uint32_t, byname_iota, byname_scatter};
+use kernel_trees::{modules, reference, CUDA_ENABLED};
 
 /// `struct Span { uint32_t start; uint32_t len; }` in byname.cu, by value.
 #[repr(C)]
@@ -153,4 +156,62 @@ fn by_name_a_null_pointer_is_an_argument_of_its_own() {
     };
     let err = stream.launch_by_name(&scatter, config, wrong).unwrap_err();
     assert!(matches!(err, Error::LaunchArgs { .. }), "{err}");
+}
+
+/// The declarations from the source: the C parameter types, and the
+/// template's instantiations under the symbols nvcc gives them.
+#[test]
+fn source_declarations_carry_the_definitions_types_and_symbols() {
+    fn params<K: KernelDecl>(p: K::Params) -> K::Params {
+        p
+    }
+    let _: (*mut u32, u32, usize) = params::<byname_iota>((std::ptr::null_mut(), 7, 0));
+    let _: (*mut u32, *const u32, u32, usize) =
+        params::<byname_scatter>((std::ptr::null_mut(), std::ptr::null(), 3, 0));
+    let _: (*mut f32, f32, usize) = params::<byname_fill_float>((std::ptr::null_mut(), 1.5, 0));
+    let _: (*mut u32, u32, usize) = params::<byname_fill_uint32_t>((std::ptr::null_mut(), 9, 0));
+    assert_eq!(byname_iota::NAME, "byname_iota");
+    assert_eq!(byname_fill_float::NAME, "_Z11byname_fillIfEvPT_S0_m");
+    assert_eq!(byname_fill_uint32_t::NAME, "_Z11byname_fillIjEvPT_S0_m");
+    assert_eq!(byname_fill_float::HEADER, "byname/byname.cu");
+    if CUDA_ENABLED {
+        for name in [
+            byname_iota::NAME,
+            byname_scatter::NAME,
+            byname_fill_float::NAME,
+            byname_fill_uint32_t::NAME,
+        ] {
+            assert!(
+                modules::BYNAME.has_kernel(name),
+                "{name} is not in the image"
+            );
+        }
+    }
+}
+
+#[test]
+fn source_declared_kernels_launch_typed() {
+    let Some(backend) = gpu_core::testing::cuda_backend(&[&modules::BYNAME]) else {
+        return;
+    };
+    let stream = backend.default_stream();
+    let n = 1000usize;
+    let config = LaunchConfig::for_elements(n as u32, 128);
+    let iota = backend.kernel::<byname_iota>().unwrap();
+    let mut out = stream.alloc_zeros::<u32>(n).unwrap();
+    stream
+        .launch(&iota, config, (out.view_mut(), 7u32, n))
+        .unwrap();
+    assert_eq!(stream.to_host(&out.view()).unwrap(), reference::iota(7, n));
+    let fill = backend.kernel::<byname_fill_float>().unwrap();
+    let mut floats = stream.alloc_zeros::<f32>(n).unwrap();
+    stream
+        .launch(&fill, config, (floats.view_mut(), 1.5f32, n))
+        .unwrap();
+    assert_eq!(stream.to_host(&floats.view()).unwrap(), vec![1.5f32; n]);
+    let fill = backend.kernel::<byname_fill_uint32_t>().unwrap();
+    stream
+        .launch(&fill, config, (out.view_mut(), 9u32, n))
+        .unwrap();
+    assert_eq!(stream.to_host(&out.view()).unwrap(), vec![9u32; n]);
 }

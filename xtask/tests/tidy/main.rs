@@ -84,6 +84,18 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
         "codegen's libclang walk (clang-sys FFI): macro-expansion locations bindgen does not expose",
     ),
     (
+        "crates/cuda-build/src/codegen/source_walk.rs",
+        "codegen's libclang walk of `.cu` sources (clang-sys FFI): kernel definitions, explicit instantiations",
+    ),
+    (
+        "crates/cuda-build/src/codegen/source_templates.rs",
+        "codegen's token scan for explicit instantiations of kernel templates (clang-sys FFI)",
+    ),
+    (
+        "crates/cuda-build/src/codegen/source_types.rs",
+        "codegen's mapping of libclang's parameter types (clang-sys FFI)",
+    ),
+    (
         "examples/downstream/src/bindings.rs",
         "generated: `unsafe impl KernelDecl` / `GpuRepr`",
     ),

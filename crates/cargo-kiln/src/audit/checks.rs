@@ -270,7 +270,7 @@ pub(crate) fn check_abi(
                 out.push(
                     Violation::new(Check::Abi, &module.name, Some(&kernel), None).says(format!(
                         "{kernel}: kernel in the {} fat binary has no Rust declaration \
-                         (declare it with KILN_KERNEL in a header, then regenerate the bindings)",
+                         (declare it with KILN_KERNEL in a header, or read it from its source with `cargo kiln codegen --sources`, then regenerate the bindings)",
                         module.name
                     )),
                 );
@@ -589,7 +589,7 @@ ret;
         assert_eq!(
             messages(check_abi(std::slice::from_ref(&m), std::slice::from_ref(&unbuilt), &|_| false)),
             [
-                "vector_add: kernel in the vector_add fat binary has no Rust declaration (declare it with KILN_KERNEL in a header, then regenerate the bindings)",
+                "vector_add: kernel in the vector_add fat binary has no Rust declaration (declare it with KILN_KERNEL in a header, or read it from its source with `cargo kiln codegen --sources`, then regenerate the bindings)",
                 "gone: declared in gone.h but no fat binary has the kernel (define it in a .cu file of the kernels dir or remove the declaration)",
             ]
         );

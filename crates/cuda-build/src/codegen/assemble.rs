@@ -9,7 +9,9 @@ use std::fmt::Write as _;
 use quote::ToTokens;
 use syn::visit_mut::VisitMut;
 
+use super::decl::{kernel_decl, Decl};
 use super::scan::{Layout, Role, Scan};
+use super::sources::Sources;
 use super::{codegen_error, Cudarc, HALF_TYPES, KERNEL_PREFIX};
 use crate::error::Error;
 
@@ -38,6 +40,7 @@ impl VisitMut for HalfTypes {
 pub(super) fn assemble(
     file: &syn::File,
     scan: &Scan,
+    sources: Option<&Sources>,
     abi: &str,
     cudarc: &Cudarc,
 ) -> Result<(String, Vec<String>), Error> {
@@ -59,7 +62,9 @@ pub(super) fn assemble(
                     let prototype = scan.prototype(&name);
                     match (name.strip_prefix(KERNEL_PREFIX), prototype) {
                         (Some(kernel), Some(p)) if p.role == Role::Kernel => {
-                            kernels.push_str(&kernel_decl(kernel, func, &p.header, &p.param_sizes, abi));
+                            let (names, types) = foreign_params(func);
+                            let decl = Decl { rust: kernel, name: kernel, shown: kernel, origin: &p.header };
+                            kernels.push_str(&kernel_decl(&decl, &names, &types, &p.param_sizes, abi));
                             kernel_names.push(kernel.to_string());
                         }
                         (_, Some(p)) if p.role == Role::HostApi => {
@@ -122,15 +127,36 @@ pub(super) fn assemble(
         types.push_str(&gpu_repr_impl(s, abi));
         types.push_str(&device_repr_impl(&s.ident.to_string(), cudarc));
     }
+    let and_sources = if sources.is_some() {
+        " and defined by the sources"
+    } else {
+        ""
+    };
+    if let Some(sources) = sources {
+        let added = super::source_decls::source_decls(sources, &kernel_names, &plain, abi)?;
+        kernels.push_str(&added.text);
+        kernel_names.extend(added.rust_names);
+        warnings.extend(added.warnings);
+    }
     let infos: Vec<String> = kernel_names
         .iter()
         .map(|k| format!("{abi}::KernelInfo::of::<{k}>()"))
         .collect();
     let _ = write!(
         kernels,
-        "/// Every kernel declared in the headers.\npub static ALL: &[{abi}::KernelInfo] = &[{}];",
+        "/// Every kernel declared in the headers{and_sources}.\npub static ALL: &[{abi}::KernelInfo] = &[{}];",
         infos.join(", ")
     );
+    let (per_source, from_source) = if sources.is_some() {
+        (
+            ",\n/// and per kernel a `.cu` source defines",
+            ";\n/// or from the kernel's definition in the source (`HEADER` names it),\n\
+             /// `NAME` its symbol in the image (C++ kernels' mangled name), which\n\
+             /// the sources' fingerprint keeps in step with the source",
+        )
+    } else {
+        ("", "")
+    };
     let enum_safety = if enums.is_empty() {
         ""
     } else {
@@ -161,11 +187,11 @@ pub(super) fn assemble(
          {enum_safety}\
          {device_repr_safety}\
          pub mod types {{ {types} }}\n\
-         /// One marker type per kernel declared with `KILN_KERNEL`.\n\
+         /// One marker type per kernel declared with `KILN_KERNEL`{per_source}.\n\
          ///\n\
          /// SAFETY of every `KernelDecl` impl here: `NAME` and `Params` come from\n\
          /// the `KILN_KERNEL` line in the header, which under nvcc is the kernel's\n\
-         /// own `extern \"C\"` declaration, so its definition must match it.\n\
+         /// own `extern \"C\"` declaration, so its definition must match it{from_source}.\n\
          pub mod kernels {{ #[allow(unused_imports)] use super::types::*; {kernels} }}\n\
          /// Host functions of static-library modules.\n\
          pub mod host {{ #[allow(unused_imports)] use super::types::*; {host} }}\n"
@@ -181,13 +207,8 @@ fn without_link_name(func: &syn::ForeignItemFn) -> String {
     func.to_token_stream().to_string()
 }
 
-fn kernel_decl(
-    kernel: &str,
-    func: &syn::ForeignItemFn,
-    header: &str,
-    clang_sizes: &[Option<u64>],
-    abi: &str,
-) -> String {
+/// The parameter names and Rust types of a bindgen prototype.
+fn foreign_params(func: &syn::ForeignItemFn) -> (Vec<String>, Vec<String>) {
     let mut names = Vec::new();
     let mut types = Vec::new();
     for input in &func.sig.inputs {
@@ -197,41 +218,7 @@ fn kernel_decl(
         names.push(arg.pat.to_token_stream().to_string());
         types.push(arg.ty.to_token_stream().to_string());
     }
-    let params = match types.len() {
-        1 => format!("({},)", types[0]),
-        _ => format!("({})", types.join(", ")),
-    };
-    let layout: Vec<String> = types
-        .iter()
-        .map(|t| format!("(::core::mem::size_of::<{t}>(), ::core::mem::align_of::<{t}>())"))
-        .collect();
-    // usize/isize are the only parameter types whose width follows the Rust
-    // target; every other one is fixed or checked with its type.
-    let mut width_checks = String::new();
-    for ((name, ty), size) in names.iter().zip(&types).zip(clang_sizes) {
-        if let (Some(size), "usize" | "isize") = (size, ty.as_str()) {
-            let _ = writeln!(
-                width_checks,
-                "const _: () = assert!(::core::mem::size_of::<{ty}>() == {size}, {:?});",
-                format!(
-                    "kernel `{kernel}` takes `{name}` as {size} bytes (size_t/ptrdiff_t on the GPU): build for a {}-bit target",
-                    size * 8
-                )
-            );
-        }
-    }
-    let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
-    format!(
-        "#[doc = \" `{kernel}` from `{header}`.\"]\n#[derive(Debug, Clone, Copy)]\npub struct {kernel};\n\
-         unsafe impl {abi}::KernelDecl for {kernel} {{\n\
-         const NAME: &'static str = {kernel:?};\n\
-         const HEADER: &'static str = {header:?};\n\
-         const PARAM_NAMES: &'static [&'static str] = &[{}];\n\
-         const PARAM_LAYOUT: &'static [(usize, usize)] = &[{}];\n\
-         type Params = {params};\n}}\n{width_checks}",
-        quoted.join(", "),
-        layout.join(", ")
-    )
+    (names, types)
 }
 
 fn is_plain_type(ty: &syn::Type, plain: &HashSet<String>) -> bool {

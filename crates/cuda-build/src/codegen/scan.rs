@@ -400,7 +400,7 @@ impl Walk {
 }
 
 /// The `annotate("...")` attributes of a declaration.
-fn annotations(cursor: CXCursor) -> Vec<String> {
+pub(super) fn annotations(cursor: CXCursor) -> Vec<String> {
     extern "C" fn collect(child: CXCursor, _: CXCursor, data: CXClientData) -> CXChildVisitResult {
         // SAFETY: `data` is the `Vec` that `annotations` passed, alive for the walk.
         let found = unsafe { &mut *data.cast::<Vec<String>>() };
@@ -417,19 +417,19 @@ fn annotations(cursor: CXCursor) -> Vec<String> {
     found
 }
 
-fn size_of_type(ty: CXType) -> Option<u64> {
+pub(super) fn size_of_type(ty: CXType) -> Option<u64> {
     // SAFETY: `ty` belongs to a live unit; libclang returns a negative error
     // code for incomplete or dependent types.
     u64::try_from(unsafe { clang_Type_getSizeOf(ty) }).ok()
 }
 
-fn spelling(cursor: CXCursor) -> String {
+pub(super) fn spelling(cursor: CXCursor) -> String {
     // SAFETY: the cursor belongs to a live unit.
     take_string(unsafe { clang_getCursorSpelling(cursor) })
 }
 
 /// Copies and frees a libclang string.
-fn take_string(s: CXString) -> String {
+pub(super) fn take_string(s: CXString) -> String {
     // SAFETY: `s` is a string libclang just returned; it is read once, then
     // disposed of and never used again.
     unsafe {
@@ -446,7 +446,7 @@ fn take_string(s: CXString) -> String {
 
 /// `(file, offset, line)` of a location, mapped out of macros to where the
 /// macro was invoked or its argument written.
-fn file_location(location: CXSourceLocation) -> Option<(String, u32, u32)> {
+pub(super) fn file_location(location: CXSourceLocation) -> Option<(String, u32, u32)> {
     let mut file: CXFile = ptr::null_mut();
     let (mut line, mut column, mut offset) = (0u32, 0u32, 0u32);
     // SAFETY: the location belongs to a live unit; libclang writes the outputs.
@@ -463,7 +463,7 @@ fn expansion_location(location: CXSourceLocation) -> Option<(String, u32)> {
     file_name(file).map(|name| (name, offset))
 }
 
-fn file_name(file: CXFile) -> Option<String> {
+pub(super) fn file_name(file: CXFile) -> Option<String> {
     if file.is_null() {
         return None;
     }

@@ -1,7 +1,9 @@
 //! Regenerates the fixture's `src/bindings.rs` from `kernels/include/*.h`
-//! with bindgen: `cargo run -p kernel-trees-codegen` (bindgen loads libclang;
-//! set `LIBCLANG_PATH` if it is not found). `tests/bindings.rs` fails with
-//! this command when a header changed and the bindings did not.
+//! with bindgen, and from the `.cu` sources of `kernels/kiln.toml`'s modules
+//! (the header-less kernels and the template's instantiations get typed
+//! declarations too): `cargo run -p kernel-trees-codegen` (libclang; set
+//! `LIBCLANG_PATH` if it is not found). `tests/bindings.rs` fails with this
+//! command when a header or a source changed and the bindings did not.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -17,6 +19,7 @@ fn main() -> ExitCode {
     let generated = cuda_build::codegen::Codegen::new(root.join("kernels/include"))
         .include_dir(cuda_build::header::include_dir())
         .abi_path("::gpu_core")
+        .sources(root.join("kernels"))
         .regenerate_with(COMMAND)
         .generate();
     let text = match generated {

@@ -1,0 +1,69 @@
+//! A `KernelDecl` marker as Rust text: the unit struct, its impl (symbol,
+//! declaring file, parameter names, layouts and types), and the width checks
+//! of its `usize`/`isize` parameters. Written for the headers' kernels
+//! ([`assemble`](super::assemble)) and the sources' ([`source_decls`](super::source_decls)) alike.
+
+use std::fmt::Write as _;
+
+/// What a marker is called and says: its Rust name, the kernel's symbol,
+/// the kernel as its docs name it, and the header (or source) that declares
+/// it.
+pub(super) struct Decl<'a> {
+    pub(super) rust: &'a str,
+    pub(super) name: &'a str,
+    pub(super) shown: &'a str,
+    pub(super) origin: &'a str,
+}
+
+/// A `KernelDecl` marker with its layout and the width checks of its
+/// `usize`/`isize` parameters.
+pub(super) fn kernel_decl(
+    decl: &Decl<'_>,
+    names: &[String],
+    types: &[String],
+    clang_sizes: &[Option<u64>],
+    abi: &str,
+) -> String {
+    let Decl {
+        rust,
+        name,
+        shown,
+        origin: header,
+    } = *decl;
+    let params = match types.len() {
+        1 => format!("({},)", types[0]),
+        _ => format!("({})", types.join(", ")),
+    };
+    let layout: Vec<String> = types
+        .iter()
+        .map(|t| format!("(::core::mem::size_of::<{t}>(), ::core::mem::align_of::<{t}>())"))
+        .collect();
+    // usize/isize are the only parameter types whose width follows the Rust
+    // target; every other one is fixed or checked with its type.
+    let mut width_checks = String::new();
+    for ((param, ty), size) in names.iter().zip(types).zip(clang_sizes) {
+        if let (Some(size), "usize" | "isize") = (size, ty.as_str()) {
+            let _ = writeln!(
+                width_checks,
+                "const _: () = assert!(::core::mem::size_of::<{ty}>() == {size}, {:?});",
+                format!(
+                    "kernel `{shown}` takes `{param}` as {size} bytes (size_t/ptrdiff_t on the GPU): build for a {}-bit target",
+                    size * 8
+                )
+            );
+        }
+    }
+    let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    format!(
+        "#[doc = {:?}]\n#[derive(Debug, Clone, Copy)]\npub struct {rust};\n\
+         unsafe impl {abi}::KernelDecl for {rust} {{\n\
+         const NAME: &'static str = {name:?};\n\
+         const HEADER: &'static str = {header:?};\n\
+         const PARAM_NAMES: &'static [&'static str] = &[{}];\n\
+         const PARAM_LAYOUT: &'static [(usize, usize)] = &[{}];\n\
+         type Params = {params};\n}}\n{width_checks}",
+        format!(" `{shown}` from `{header}`."),
+        quoted.join(", "),
+        layout.join(", ")
+    )
+}
