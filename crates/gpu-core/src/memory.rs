@@ -158,12 +158,16 @@ impl<T: GpuRepr> DeviceBuffer<T> {
 pub(crate) enum ViewRef<'a, T> {
     Cuda(CudaView<'a, u8>),
     Host(&'a [T]),
+    /// [`DeviceView::null`]: no memory, on either backend.
+    Null,
 }
 
 #[derive(Debug)]
 pub(crate) enum ViewMutRef<'a, T> {
     Cuda(CudaViewMut<'a, u8>),
     Host(&'a mut [T]),
+    /// [`DeviceViewMut::null`]: no memory, on either backend.
+    Null,
 }
 
 /// A shared view of part of a [`DeviceBuffer`]: what a kernel's `const T *`
@@ -176,6 +180,24 @@ pub struct DeviceView<'a, T: GpuRepr> {
 }
 
 impl<'a, T: GpuRepr> DeviceView<'a, T> {
+    /// `nullptr` for a kernel's `const T *` parameter that the kernel tests
+    /// before it reads (candle's `info == nullptr`: contiguous), so a typed
+    /// launch passes it as the C code expects. It holds no memory and has
+    /// length 0: a copy to or from it copies nothing, and a CPU kernel body
+    /// gets an empty slice for it.
+    pub fn null() -> Self {
+        Self {
+            inner: ViewRef::Null,
+            len: 0,
+            _t: PhantomData,
+        }
+    }
+
+    /// Whether this is [`DeviceView::null`].
+    pub fn is_null(&self) -> bool {
+        matches!(self.inner, ViewRef::Null)
+    }
+
     /// Elements in the view.
     pub fn len(&self) -> usize {
         self.len
@@ -199,6 +221,7 @@ impl<'a, T: GpuRepr> DeviceView<'a, T> {
                 },
             )?),
             ViewRef::Host(s) => ViewRef::Host(&s[range]),
+            ViewRef::Null => ViewRef::Null,
         };
         Ok(DeviceView {
             inner,
@@ -207,10 +230,12 @@ impl<'a, T: GpuRepr> DeviceView<'a, T> {
         })
     }
 
-    /// The host slice, on the CPU backend.
+    /// The host slice, on the CPU backend (empty for a null view, on
+    /// either).
     pub fn as_host(&self) -> Option<&'a [T]> {
         match self.inner {
             ViewRef::Host(s) => Some(s),
+            ViewRef::Null => Some(&[]),
             ViewRef::Cuda(_) => None,
         }
     }
@@ -244,6 +269,22 @@ pub struct DeviceViewMut<'a, T: GpuRepr> {
 }
 
 impl<T: GpuRepr> DeviceViewMut<'_, T> {
+    /// `nullptr` for a kernel's `T *` parameter that the kernel tests before
+    /// it writes (candle's `inp == nullptr`: in place); as
+    /// [`DeviceView::null`], length 0, and an empty slice on the CPU.
+    pub fn null() -> Self {
+        Self {
+            inner: ViewMutRef::Null,
+            len: 0,
+            _t: PhantomData,
+        }
+    }
+
+    /// Whether this is [`DeviceViewMut::null`].
+    pub fn is_null(&self) -> bool {
+        matches!(self.inner, ViewMutRef::Null)
+    }
+
     /// Elements in the view.
     pub fn len(&self) -> usize {
         self.len
@@ -259,6 +300,7 @@ impl<T: GpuRepr> DeviceViewMut<'_, T> {
         let inner = match &self.inner {
             ViewMutRef::Cuda(v) => ViewRef::Cuda(v.slice(..)),
             ViewMutRef::Host(s) => ViewRef::Host(s),
+            ViewMutRef::Null => ViewRef::Null,
         };
         DeviceView {
             inner,
@@ -286,6 +328,7 @@ impl<T: GpuRepr> DeviceViewMut<'_, T> {
                 ViewMutRef::Cuda(v.try_slice_mut(bytes_of::<T>(&range)).ok_or(oob)?)
             }
             ViewMutRef::Host(s) => ViewMutRef::Host(&mut s[range]),
+            ViewMutRef::Null => ViewMutRef::Null,
         };
         Ok(DeviceViewMut {
             inner,
@@ -301,10 +344,12 @@ impl<T: GpuRepr> DeviceViewMut<'_, T> {
             .expect("the full range is always in bounds")
     }
 
-    /// The host slice, on the CPU backend.
+    /// The host slice, on the CPU backend (empty for a null view, on
+    /// either).
     pub fn as_host_mut(&mut self) -> Option<&mut [T]> {
         match &mut self.inner {
             ViewMutRef::Host(s) => Some(s),
+            ViewMutRef::Null => Some(&mut []),
             ViewMutRef::Cuda(_) => None,
         }
     }

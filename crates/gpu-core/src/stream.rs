@@ -77,6 +77,7 @@ impl<T: GpuRepr> DeviceView<'_, T> {
     pub fn raw_device_ptr(&self, stream: &Stream) -> Option<u64> {
         match (&self.inner, stream.cuda_stream()) {
             (ViewRef::Cuda(view), Some(cuda)) => Some(view.device_ptr(cuda).0),
+            (ViewRef::Null, Some(_)) => Some(0),
             _ => None,
         }
     }
@@ -88,6 +89,7 @@ impl<T: GpuRepr> DeviceViewMut<'_, T> {
     pub fn raw_device_ptr(&mut self, stream: &Stream) -> Option<u64> {
         match (&mut self.inner, stream.cuda_stream()) {
             (ViewMutRef::Cuda(view), Some(cuda)) => Some(view.device_ptr_mut(cuda).0),
+            (ViewMutRef::Null, Some(_)) => Some(0),
             _ => None,
         }
     }
@@ -162,6 +164,8 @@ impl Stream {
     /// Fills `dst` with zero bytes, on the stream (CUDA) or at once (CPU).
     pub fn memset_zeros<T: GpuRepr>(&self, dst: &mut DeviceViewMut<'_, T>) -> Result<(), Error> {
         match (&mut dst.inner, &self.cuda) {
+            // A null view: nothing to fill.
+            (ViewMutRef::Null, _) => Ok(()),
             (ViewMutRef::Cuda(view), Some(stream)) => {
                 stream.memset_zeros(view).map_err(driver("cuMemsetD8Async"))
             }
@@ -217,6 +221,8 @@ impl Stream {
     ) -> Result<(), Error> {
         length_check("copy to device", src.len(), dst.len())?;
         match (&mut dst.inner, &self.cuda) {
+            // A null view has length 0 (checked equal): nothing to copy.
+            (ViewMutRef::Null, _) => Ok(()),
             (ViewMutRef::Cuda(view), Some(stream)) => {
                 ffi::driver::copy_htod(src, view, stream).map_err(driver("cuMemcpyHtoDAsync"))
             }
@@ -238,6 +244,8 @@ impl Stream {
     ) -> Result<(), Error> {
         length_check("copy to host", src.len(), dst.len())?;
         match (&src.inner, &self.cuda) {
+            // A null view has length 0 (checked equal): nothing to copy.
+            (ViewRef::Null, _) => Ok(()),
             (ViewRef::Cuda(view), Some(stream)) => {
                 match ffi::driver::copy_dtoh(view, dst, stream) {
                     Ok(()) => self.synchronize(),
@@ -269,6 +277,8 @@ impl Stream {
     ) -> Result<(), Error> {
         length_check("copy on device", src.len(), dst.len())?;
         match (&src.inner, &mut dst.inner, &self.cuda) {
+            // A null view has length 0 (checked equal): nothing to copy.
+            (ViewRef::Null, _, _) | (_, ViewMutRef::Null, _) => Ok(()),
             // Equal lengths of one `T`: equal byte lengths, as cudarc checks.
             (ViewRef::Cuda(s), ViewMutRef::Cuda(d), Some(stream)) => stream
                 .memcpy_dtod(s, d)

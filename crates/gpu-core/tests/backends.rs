@@ -5,7 +5,7 @@ mod common;
 
 use common::{add_f32, add_f32_cpu, backends};
 use gpu_core::error::LaunchLimit;
-use gpu_core::{Backend, BackendKind, CpuReason, Error, LaunchConfig};
+use gpu_core::{Backend, BackendKind, CpuReason, DeviceView, DeviceViewMut, Error, LaunchConfig};
 
 #[test]
 fn vector_add_matches_the_cpu_oracle() {
@@ -197,6 +197,54 @@ fn zero_length_buffers_work() {
                 &kernel,
                 LaunchConfig::for_elements(0, 32),
                 (empty.view(), empty.view(), out.view_mut(), 0),
+            )
+            .unwrap();
+        stream.synchronize().unwrap();
+    }
+}
+
+#[test]
+fn null_views_are_empty_views_with_a_null_address() {
+    for backend in backends() {
+        let stream = backend.default_stream();
+        let kind = backend.kind();
+        let null = DeviceView::<f32>::null();
+        assert!(null.is_null() && null.is_empty(), "{kind:?}");
+        assert!(null.slice(..).unwrap().is_null());
+        assert!(matches!(
+            null.slice(0..1).unwrap_err(),
+            Error::OutOfBounds { len: 0, .. }
+        ));
+        let mut null_mut = DeviceViewMut::<f32>::null();
+        assert!(null_mut.is_null() && null_mut.as_view().is_null());
+        assert!(null_mut.reborrow().is_null());
+        // Copies to and from a null view copy nothing; lengths still count.
+        assert_eq!(stream.to_host(&null).unwrap(), Vec::<f32>::new());
+        stream.copy_to_device(&[], &mut null_mut).unwrap();
+        let err = stream.copy_to_device(&[1.0f32], &mut null_mut).unwrap_err();
+        assert!(matches!(err, Error::LengthMismatch { .. }), "{err}");
+        stream.memset_zeros(&mut null_mut).unwrap();
+        stream.copy_device(&null, &mut null_mut).unwrap();
+        let buffer = stream.to_device(&[1.0f32]).unwrap();
+        let err = stream
+            .copy_device(&buffer.view(), &mut null_mut)
+            .unwrap_err();
+        assert!(matches!(err, Error::LengthMismatch { .. }), "{err}");
+        // The address host code would get: 0 on CUDA, none on the CPU.
+        let want = match kind {
+            BackendKind::Cuda => Some(0),
+            _ => None,
+        };
+        assert_eq!(null.raw_device_ptr(&stream), want, "{kind:?}");
+        assert_eq!(null_mut.raw_device_ptr(&stream), want, "{kind:?}");
+        // A typed launch takes them where a view goes; the CPU body gets
+        // empty slices.
+        let kernel = backend.kernel_with_cpu::<add_f32>(add_f32_cpu).unwrap();
+        stream
+            .launch(
+                &kernel,
+                LaunchConfig::for_elements(0, 32),
+                (DeviceView::null(), null.clone(), DeviceViewMut::null(), 0),
             )
             .unwrap();
         stream.synchronize().unwrap();

@@ -5,7 +5,7 @@
 //! through the declarations codegen read from `byname.cu` itself (the
 //! template's instantiations under their mangled names).
 
-use gpu_core::{Arg, Args, Backend, Error, KernelDecl, LaunchConfig};
+use gpu_core::{Arg, Args, Backend, DeviceView, Error, KernelDecl, LaunchConfig};
 use kernel_trees::kernels::{byname_fill_float, byname_fill_uint32_t, byname_iota, byname_scatter};
 use kernel_trees::{modules, reference, CUDA_ENABLED};
 
@@ -214,4 +214,20 @@ fn source_declared_kernels_launch_typed() {
         .launch(&fill, config, (out.view_mut(), 9u32, n))
         .unwrap();
     assert_eq!(stream.to_host(&out.view()).unwrap(), vec![9u32; n]);
+    // A typed null: `index` is `const uint32_t *`, and DeviceView::null()
+    // passes nullptr (contiguous), then a real index (every other slot).
+    let scatter = backend.kernel::<byname_scatter>().unwrap();
+    let mut out = stream.alloc_zeros::<u32>(n).unwrap();
+    stream
+        .launch(&scatter, config, (out.view_mut(), DeviceView::null(), 3u32, n))
+        .unwrap();
+    assert_eq!(stream.to_host(&out.view()).unwrap(), vec![3u32; n]);
+    let index: Vec<u32> = (0..n as u32).map(|i| i / 2 * 2).collect();
+    let index = stream.to_device(&index).unwrap();
+    let mut out = stream.alloc_zeros::<u32>(n).unwrap();
+    stream
+        .launch(&scatter, config, (out.view_mut(), index.view(), 9u32, n))
+        .unwrap();
+    let want: Vec<u32> = (0..n).map(|i| if i % 2 == 0 { 9 } else { 0 }).collect();
+    assert_eq!(stream.to_host(&out.view()).unwrap(), want);
 }

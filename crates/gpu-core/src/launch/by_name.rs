@@ -186,6 +186,7 @@ impl<'a> Arg<'a> {
         let inner = match view.inner {
             ViewRef::Cuda(v) => ArgInner::Const(v),
             ViewRef::Host(_) => ArgInner::Host,
+            ViewRef::Null => ArgInner::Null,
         };
         Self { inner }
     }
@@ -195,6 +196,7 @@ impl<'a> Arg<'a> {
         let inner = match view.inner {
             ViewMutRef::Cuda(v) => ArgInner::Mut(v),
             ViewMutRef::Host(_) => ArgInner::Host,
+            ViewMutRef::Null => ArgInner::Null,
         };
         Self { inner }
     }

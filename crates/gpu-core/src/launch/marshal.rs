@@ -126,7 +126,8 @@ impl<'a, 'f> CudaLaunch<'a, 'f> {
 #[derive(Debug)]
 pub struct PointerParam<'a> {
     ptr: sys::CUdeviceptr,
-    _record: SyncOnDrop<'a>,
+    /// `None` for a null view: no memory to record a use of.
+    _record: Option<SyncOnDrop<'a>>,
 }
 
 impl<'a> PointerParam<'a> {
@@ -136,7 +137,7 @@ impl<'a> PointerParam<'a> {
         let (ptr, record) = view.view_ptr(stream);
         Ok(Self {
             ptr,
-            _record: record,
+            _record: Some(record),
         })
     }
 
@@ -147,8 +148,16 @@ impl<'a> PointerParam<'a> {
         let (ptr, record) = view.view_ptr_mut(stream);
         Ok(Self {
             ptr,
-            _record: record,
+            _record: Some(record),
         })
+    }
+
+    /// `nullptr`, for a null view (`DeviceView::null`).
+    fn null() -> Self {
+        Self {
+            ptr: 0,
+            _record: None,
+        }
     }
 
     /// Where the driver reads the parameter: the `CUdeviceptr` itself.
@@ -185,7 +194,9 @@ fn cuda_on_host() -> Error {
 // SAFETY: `marshal` yields the `CUdeviceptr` of the view's first byte (a `const
 // T *` in C is one pointer-sized device address), kept alive in
 // `PointerParam`; the view borrows a live allocation on the same context
-// (checked), for the launch's lifetime.
+// (checked), for the launch's lifetime. A null view yields address 0, which the
+// C code must test before reading (the caller chose `DeviceView::null` for a
+// parameter documented as nullable; 0 is a valid `const T *` value).
 unsafe impl<T: GpuRepr> FfiParam for ConstPtr<T> {
     type Arg<'a> = DeviceView<'a, T>;
     type HostArg<'a> = &'a [T];
@@ -198,6 +209,7 @@ unsafe impl<T: GpuRepr> FfiParam for ConstPtr<T> {
     ) -> Result<Self::Marshalled<'a>, Error> {
         match arg.inner {
             ViewRef::Cuda(view) => PointerParam::of_view(view, stream.0),
+            ViewRef::Null => Ok(PointerParam::null()),
             ViewRef::Host(_) => Err(host_on_cuda()),
         }
     }
@@ -226,6 +238,7 @@ unsafe impl<T: GpuRepr> FfiParam for MutPtr<T> {
     ) -> Result<Self::Marshalled<'a>, Error> {
         match arg.inner {
             ViewMutRef::Cuda(view) => PointerParam::of_view_mut(view, stream.0),
+            ViewMutRef::Null => Ok(PointerParam::null()),
             ViewMutRef::Host(_) => Err(host_on_cuda()),
         }
     }
@@ -238,6 +251,7 @@ unsafe impl<T: GpuRepr> FfiParam for MutPtr<T> {
     fn to_host<'a>(arg: Self::Arg<'a>) -> Result<Self::HostArg<'a>, Error> {
         match arg.inner {
             ViewMutRef::Host(s) => Ok(s),
+            ViewMutRef::Null => Ok(&mut []),
             ViewMutRef::Cuda(_) => Err(cuda_on_host()),
         }
     }
