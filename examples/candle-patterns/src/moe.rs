@@ -165,20 +165,16 @@ mod gpu {
         expert_ids: &[u32],
         num_experts: usize,
     ) -> Result<(Vec<u32>, Vec<u32>), HostError> {
-        let ids = stream.to_device(if expert_ids.is_empty() {
-            &[0][..]
-        } else {
-            expert_ids
-        })?;
+        let ids = stream.to_device(expert_ids)?;
         let mut counts = stream.alloc_zeros::<u32>(num_experts)?;
         let mut offsets = stream.alloc_zeros::<u32>(num_experts)?;
         let ids_ptr = ids.view().raw_device_ptr(stream).expect(CUDA);
         let counts_ptr = counts.view_mut().raw_device_ptr(stream).expect(CUDA);
         let offsets_ptr = offsets.view_mut().raw_device_ptr(stream).expect(CUDA);
         let raw_stream = stream.raw_stream().expect(CUDA);
-        // SAFETY: `ids` holds at least `expert_ids.len()` u32, `counts` and
-        // `offsets` `num_experts` (<= 1024, checked by the caller) each; all
-        // are live device memory of this stream's context until the copies
+        // SAFETY: `ids` holds `expert_ids.len()` u32 (none read when 0),
+        // `counts` and `offsets` `num_experts` (<= 1024, checked by the
+        // caller) each; all are live device memory of this stream's context until the copies
         // below, which wait for the work enqueued on the same stream.
         let code = unsafe {
             cp_moe_expert_offsets(

@@ -37,8 +37,10 @@ extern "C" int cp_moe_expert_offsets(const uint32_t *expert_ids, const size_t n,
     if (num_experts > 1024) return static_cast<int>(cudaErrorInvalidValue);
     cudaError_t status = cudaMemsetAsync(counts, 0, num_experts * sizeof(uint32_t), stream);
     if (status != cudaSuccess) return static_cast<int>(status);
+    // The grid-stride loop covers any n; 1024 blocks keep the atomics busy.
     const unsigned block = 256;
-    const unsigned grid = cp::grid_for<uint32_t>(n, block) > 1024 ? 1024 : cp::grid_for<uint32_t>(n, block);
+    const unsigned needed = cp::grid_for<uint32_t>(n, block);
+    const unsigned grid = needed > 1024 ? 1024 : needed;
     if (n > 0) {
         const int launched = cp::launch(count_tokens, dim3(grid), dim3(block), 0, stream,
                                         expert_ids, n, num_experts, counts);

@@ -62,6 +62,33 @@ impl Gpu {
         layout.map(|l| self.up(&l.info()))
     }
 
+    /// Launches `name` over `numel` elements with the head candle's strided
+    /// families share, `(numel, num_dims, info)` (`info` null without a
+    /// layout), then `rest`.
+    ///
+    /// # Safety
+    /// `rest` must be the kernel's remaining parameters in kind and order:
+    /// views where it takes pointers, each covering what the kernel reads or
+    /// writes under `layout`, values of the parameters' types elsewhere.
+    unsafe fn strided(
+        &self,
+        name: &str,
+        numel: usize,
+        layout: Option<&Layout>,
+        rest: Vec<Arg<'_>>,
+    ) -> Result<(), Error> {
+        let kernel = self.kernel(name);
+        let info = self.info(layout);
+        let num_dims = layout.map_or(1, |l| l.dims.len());
+        let head = [Arg::value(numel), Arg::value(num_dims), opt(info.as_ref())];
+        // SAFETY: the head is two values and a layout of `num_dims` sizes
+        // then `num_dims` strides per operand, or null; `rest` is the
+        // caller's promise.
+        let args = unsafe { Args::new(head.into_iter().chain(rest)) };
+        self.stream
+            .launch_by_name(&kernel, elementwise(numel), args)
+    }
+
     /// unary.cu's `(numel, num_dims, info, inp, out)`: `inp == None` in place.
     pub(crate) fn unary<T: Elem>(
         &self,
@@ -71,23 +98,10 @@ impl Gpu {
         inp: Option<&DeviceBuffer<T>>,
         out: &mut DeviceBuffer<T>,
     ) -> Result<(), Error> {
-        let kernel = self.kernel(name);
-        let info = self.info(layout);
-        let num_dims = layout.map_or(1, |l| l.dims.len());
-        // SAFETY: numel and num_dims are values; `info` holds 2 * num_dims
-        // sizes or is null; `inp` holds the strided input (or is null) and
-        // `out` numel elements of the kernel's dtype `T`.
-        let args = unsafe {
-            Args::new([
-                Arg::value(numel),
-                Arg::value(num_dims),
-                opt(info.as_ref()),
-                opt(inp),
-                Arg::view_mut(out.view_mut()),
-            ])
-        };
-        self.stream
-            .launch_by_name(&kernel, elementwise(numel), args)
+        let rest = vec![opt(inp), Arg::view_mut(out.view_mut())];
+        // SAFETY: `inp` holds the strided input (or is null) and `out`
+        // numel elements of the kernel's dtype `T`.
+        unsafe { self.strided(name, numel, layout, rest) }
     }
 
     /// binary_macros.cuh's `(numel, num_dims, dims_and_strides, lhs, rhs, out)`.
@@ -100,27 +114,17 @@ impl Gpu {
         rhs: &DeviceBuffer<T>,
         out: &mut DeviceBuffer<T>,
     ) -> Result<(), Error> {
-        let kernel = self.kernel(name);
-        let info = self.info(layout);
-        let num_dims = layout.map_or(1, |l| l.dims.len());
-        // SAFETY: values, then a layout of 3 * num_dims sizes or null, then
-        // lhs and rhs covering their strides and `out` numel elements of `T`.
-        let args = unsafe {
-            Args::new([
-                Arg::value(numel),
-                Arg::value(num_dims),
-                opt(info.as_ref()),
-                Arg::view(lhs.view()),
-                Arg::view(rhs.view()),
-                Arg::view_mut(out.view_mut()),
-            ])
-        };
-        self.stream
-            .launch_by_name(&kernel, elementwise(numel), args)
+        let rest = vec![
+            Arg::view(lhs.view()),
+            Arg::view(rhs.view()),
+            Arg::view_mut(out.view_mut()),
+        ];
+        // SAFETY: lhs and rhs cover their strides (the layout has two
+        // stride lists), `out` holds numel elements of `T`.
+        unsafe { self.strided(name, numel, layout, rest) }
     }
 
     /// affine.cu's `(numel, num_dims, info, inp, out, mul, add)`.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn affine<T: Elem>(
         &self,
         numel: usize,
@@ -130,23 +134,15 @@ impl Gpu {
         mul: T,
         add: T,
     ) -> Result<(), Error> {
-        let kernel = self.kernel(&format!("affine_{}", T::DTYPE));
-        let info = self.info(layout);
-        let num_dims = layout.map_or(1, |l| l.dims.len());
+        let name = format!("affine_{}", T::DTYPE);
+        let rest = vec![
+            opt(inp),
+            Arg::view_mut(out.view_mut()),
+            Arg::value(mul),
+            Arg::value(add),
+        ];
         // SAFETY: as `unary`, then the two scalars by value in `T`.
-        let args = unsafe {
-            Args::new([
-                Arg::value(numel),
-                Arg::value(num_dims),
-                opt(info.as_ref()),
-                opt(inp),
-                Arg::view_mut(out.view_mut()),
-                Arg::value(mul),
-                Arg::value(add),
-            ])
-        };
-        self.stream
-            .launch_by_name(&kernel, elementwise(numel), args)
+        unsafe { self.strided(&name, numel, layout, rest) }
     }
 
     /// fill.cu's `fill_T(buf, value, numel)`.
@@ -198,22 +194,11 @@ impl Gpu {
         inp: &DeviceBuffer<S>,
         out: &mut DeviceBuffer<D>,
     ) -> Result<(), Error> {
-        let kernel = self.kernel(&format!("cast_{}_{}", S::DTYPE, D::DTYPE));
-        let info = self.info(layout);
+        let name = format!("cast_{}_{}", S::DTYPE, D::DTYPE);
         let numel = out.len();
-        let num_dims = layout.map_or(1, |l| l.dims.len());
-        // SAFETY: as `unary`, `inp` of `S` and `out` numel elements of `D`.
-        let args = unsafe {
-            Args::new([
-                Arg::value(numel),
-                Arg::value(num_dims),
-                opt(info.as_ref()),
-                Arg::view(inp.view()),
-                Arg::view_mut(out.view_mut()),
-            ])
-        };
-        self.stream
-            .launch_by_name(&kernel, elementwise(numel), args)
+        let rest = vec![Arg::view(inp.view()), Arg::view_mut(out.view_mut())];
+        // SAFETY: `inp` of `S` covers the layout, `out` holds numel `D`.
+        unsafe { self.strided(&name, numel, layout, rest) }
     }
 
     /// ternary.cu's `where_I_T(numel, num_dims, info, ids, t, f, out)`.
@@ -225,25 +210,17 @@ impl Gpu {
         on_false: &DeviceBuffer<T>,
         out: &mut DeviceBuffer<T>,
     ) -> Result<(), Error> {
-        let kernel = self.kernel(&format!("where_{}_{}", I::DTYPE, T::DTYPE));
-        let info = self.info(layout);
+        let name = format!("where_{}_{}", I::DTYPE, T::DTYPE);
         let numel = out.len();
-        let num_dims = layout.map_or(1, |l| l.dims.len());
-        // SAFETY: values, a layout of 4 * num_dims sizes or null, the three
-        // inputs covering their strides and `out` numel elements of `T`.
-        let args = unsafe {
-            Args::new([
-                Arg::value(numel),
-                Arg::value(num_dims),
-                opt(info.as_ref()),
-                Arg::view(ids.view()),
-                Arg::view(on_true.view()),
-                Arg::view(on_false.view()),
-                Arg::view_mut(out.view_mut()),
-            ])
-        };
-        self.stream
-            .launch_by_name(&kernel, elementwise(numel), args)
+        let rest = vec![
+            Arg::view(ids.view()),
+            Arg::view(on_true.view()),
+            Arg::view(on_false.view()),
+            Arg::view_mut(out.view_mut()),
+        ];
+        // SAFETY: the three inputs cover their strides (three stride lists
+        // in the layout), `out` holds numel elements of `T`.
+        unsafe { self.strided(&name, numel, layout, rest) }
     }
 
     /// indexing.cu's `is_I_T(numel, num_dims, info, ids, inp, out, left,
@@ -256,28 +233,20 @@ impl Gpu {
         out: &mut DeviceBuffer<T>,
         shape: (usize, usize, usize),
     ) -> Result<(), Error> {
-        let kernel = self.kernel(&format!("is_{}_{}", I::DTYPE, T::DTYPE));
-        let info = self.info(layout);
+        let name = format!("is_{}_{}", I::DTYPE, T::DTYPE);
         let numel = out.len();
-        let num_dims = layout.map_or(1, |l| l.dims.len());
-        // SAFETY: values; a layout of `inp` or null; `ids` ids_dim indices
-        // below src_dim; `inp` left * src_dim * right and `out` numel of `T`.
-        let args = unsafe {
-            Args::new([
-                Arg::value(numel),
-                Arg::value(num_dims),
-                opt(info.as_ref()),
-                Arg::view(ids.view()),
-                Arg::view(inp.view()),
-                Arg::view_mut(out.view_mut()),
-                Arg::value(shape.0),
-                Arg::value(shape.1),
-                Arg::value(ids.len()),
-                Arg::value(shape.2),
-            ])
-        };
-        self.stream
-            .launch_by_name(&kernel, elementwise(numel), args)
+        let rest = vec![
+            Arg::view(ids.view()),
+            Arg::view(inp.view()),
+            Arg::view_mut(out.view_mut()),
+            Arg::value(shape.0),
+            Arg::value(shape.1),
+            Arg::value(ids.len()),
+            Arg::value(shape.2),
+        ];
+        // SAFETY: `ids` holds ids_dim indices below src_dim, `inp` left *
+        // src_dim * right elements of `T` under the layout, `out` numel.
+        unsafe { self.strided(&name, numel, layout, rest) }
     }
 
     /// indexing.cu's `gather_I_T(numel, ids, inp, out, left, src_dim,

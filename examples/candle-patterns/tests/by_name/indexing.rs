@@ -180,78 +180,65 @@ fn by_name_wrong_lists_are_refused_before_the_gpu() {
     let mut out = gpu.up(&sentinel);
     let affine = gpu.kernel("affine_f16");
     let config = LaunchConfig::for_elements(n as u32, 128);
-    let refused = |args: Args<'_>, want: ArgMismatch| match gpu
-        .stream
-        .launch_by_name(&affine, config, args)
-        .unwrap_err()
-    {
-        Error::LaunchArgs { kernel, mismatch } => {
-            assert_eq!((kernel, mismatch), ("affine_f16", want));
+    // Each case replaces parameter `at` of the right list (`None`: drops
+    // the last) with another argument, and names the mismatch it must be.
+    let three = f16::from_f64(3.0);
+    let cases: [(usize, Option<Arg<'_>>, ArgMismatch); 3] = [
+        // mul as an f32 where the kernel takes __half
+        (
+            5,
+            Some(Arg::value(3.0f32)),
+            ArgMismatch::Size {
+                index: 5,
+                expected: 2,
+                got: 4,
+            },
+        ),
+        // num_dims as a u32 where the kernel takes size_t
+        (
+            1,
+            Some(Arg::value(1u32)),
+            ArgMismatch::Size {
+                index: 1,
+                expected: 8,
+                got: 4,
+            },
+        ),
+        // `add` left out
+        (
+            6,
+            None,
+            ArgMismatch::Count {
+                expected: 7,
+                got: 6,
+            },
+        ),
+    ];
+    for (at, replacement, want) in cases {
+        let mut list = vec![
+            Arg::value(n),
+            Arg::value(1usize),
+            Arg::null(),
+            Arg::view(input.view()),
+            Arg::view_mut(out.view_mut()),
+            Arg::value(three),
+            Arg::value(three),
+        ];
+        match replacement {
+            Some(arg) => list[at] = arg,
+            None => drop(list.remove(at)),
         }
-        other => panic!("affine_f16: {other}"),
-    };
-    // The list kinds: numel and num_dims values, info null, `input` and
-    // `out` f16 views of n elements, then the scalars (the wrong ones differ
-    // in count or size only, which the launch checks).
-    // SAFETY: see the list kinds above.
-    let f32_scalars = unsafe {
-        Args::new([
-            Arg::value(n),
-            Arg::value(1usize),
-            Arg::null(),
-            Arg::view(input.view()),
-            Arg::view_mut(out.view_mut()),
-            Arg::value(3.0f32),
-            Arg::value(1.0f32),
-        ])
-    };
-    refused(
-        f32_scalars,
-        ArgMismatch::Size {
-            index: 5,
-            expected: 2,
-            got: 4,
-        },
-    );
-    // SAFETY: see the list kinds above.
-    let no_add = unsafe {
-        Args::new([
-            Arg::value(n),
-            Arg::value(1usize),
-            Arg::null(),
-            Arg::view(input.view()),
-            Arg::view_mut(out.view_mut()),
-            Arg::value(f16::from_f64(3.0)),
-        ])
-    };
-    refused(
-        no_add,
-        ArgMismatch::Count {
-            expected: 7,
-            got: 6,
-        },
-    );
-    // num_dims as a u32 where the kernel takes size_t.
-    // SAFETY: see the list kinds above.
-    let narrow = unsafe {
-        Args::new([
-            Arg::value(n),
-            Arg::value(1u32),
-            Arg::null(),
-            Arg::view(input.view()),
-            Arg::view_mut(out.view_mut()),
-            Arg::value(f16::from_f64(3.0)),
-            Arg::value(f16::from_f64(1.0)),
-        ])
-    };
-    refused(
-        narrow,
-        ArgMismatch::Size {
-            index: 1,
-            expected: 8,
-            got: 4,
-        },
-    );
+        // SAFETY: numel and num_dims values, info null, `input` and `out`
+        // f16 views of n elements, the scalars; each wrong list differs in
+        // count or size only, which the launch checks before the GPU.
+        let args = unsafe { Args::new(list) };
+        match gpu.stream.launch_by_name(&affine, config, args) {
+            Err(Error::LaunchArgs { kernel, mismatch }) => {
+                assert_eq!((kernel, mismatch), ("affine_f16", want));
+            }
+            other => panic!("affine_f16 with {want}: {other:?}"),
+        }
+    }
     // A mangled name's list is checked the same way (one argument short).
     let sum = gpu.kernel(&fast_sum("f32"));
     let src = gpu.up(&vec![1.0f32; n]);
