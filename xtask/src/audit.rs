@@ -33,7 +33,9 @@ pub(crate) fn run(root: &Path, args: &AuditArgs) -> Result<()> {
         .path()
         .context("cuobjdump not found in the CUDA toolkit; run `cargo xtask toolkit install`")?;
     let report = match &args.prebuilt {
-        Some(dir) => audit::audit_prebuilt(tool, dir, &budgets)?,
+        // Another crate's images: kiln's driver floor and defaults, not
+        // its per-kernel tables (which name kiln's kernels).
+        Some(dir) => audit::audit_prebuilt(tool, dir, &budgets.defaults_only())?,
         None => {
             let manifest = build_workspace(root, arch, false)?;
             let declared = kiln_declarations();

@@ -1,7 +1,7 @@
 //! `cargo xtask gpu-bundle [--arch SPEC]`: builds the release test binaries
 //! of the crates that touch the GPU (and of `examples/downstream` and
-//! `examples/kernel-trees` and `examples/cudarc-interop`, crates outside the
-//! workspace; and, as
+//! `examples/kernel-trees`, `examples/candle-patterns` and
+//! `examples/cudarc-interop`, crates outside the workspace; and, as
 //! `downstream-prebuilt__*`, of `examples/downstream` packaged and built with
 //! no toolkit from its prebuilt kernels), the `apps` CLI and xtask itself (for
 //! `xtask bench --apps bin/apps`), and copies them with a `run.sh` into
@@ -64,6 +64,16 @@ const OUTSIDE_CRATES: &[OutsideCrate] = &[
         prefix: "KT",
         follows_arch: false,
     },
+    // Kernels in candle's patterns, launched by name and through a static
+    // module's host launchers; its kiln.toml pins the archs its image test
+    // checks.
+    OutsideCrate {
+        name: "candle-patterns",
+        manifest: "examples/candle-patterns/Cargo.toml",
+        target_dir: "target/candle-patterns",
+        prefix: "CP",
+        follows_arch: false,
+    },
     // Plain cudarc (CUDA 12.8 bindings) launching kiln-built kernels, beside
     // gpu-core built for the same version.
     OutsideCrate {
@@ -78,7 +88,8 @@ const OUTSIDE_CRATES: &[OutsideCrate] = &[
 /// Test binaries that do not belong on a GPU host: trybuild and gpu-core's
 /// check of a build with no CUDA-version feature need cargo, the
 /// bindings checks and gpu-core's scan for uninitialized allocations read
-/// the source tree, the CLI suite runs the `apps` binary
+/// the source tree, candle-patterns' include-graph check reads its build
+/// manifest, the CLI suite runs the `apps` binary
 /// cargo built here (by its path on this machine), and the CLI's own unit
 /// tests parse arguments only.
 const NOT_BUNDLED: &[&str] = &[
@@ -89,6 +100,7 @@ const NOT_BUNDLED: &[&str] = &[
     "cuda-sys__bindings",
     "downstream__bindings",
     "kernel-trees__bindings",
+    "candle-patterns__rebuild",
     "cudarc-interop__bindings",
     "gpu-core__version_feature",
     "apps__launch",
@@ -116,6 +128,8 @@ const SANITIZED: &[&str] = &[
     "kernel-trees__rdc",
     "kernel-trees__hopper",
     "kernel-trees__byname",
+    "candle-patterns__by_name",
+    "candle-patterns__moe",
     "cudarc-interop__affine",
 ];
 
@@ -163,8 +177,12 @@ const SANITIZER_SKIPS: &str = "--skip out_of_memory_is_an_error";
 /// the binary's main memcheck step; a binary of launches by name alone has
 /// no main memcheck step (it would run no test, which compute-sanitizer
 /// fails as "terminated before first instrumented API call").
-const BY_NAME: &[&str] = &["gpu-core__gpu", "kernel-trees__byname"];
-const BY_NAME_ONLY: &[&str] = &["kernel-trees__byname"];
+const BY_NAME: &[&str] = &[
+    "gpu-core__gpu",
+    "kernel-trees__byname",
+    "candle-patterns__by_name",
+];
+const BY_NAME_ONLY: &[&str] = &["kernel-trees__byname", "candle-patterns__by_name"];
 
 /// `target/gpu-bundle` as kiln's output folder: replaced by a re-run, and
 /// adopted when an older xtask wrote it without a marker.

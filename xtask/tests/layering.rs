@@ -64,6 +64,7 @@ fn crates_outside_the_workspace_compile_none_of_kilns_kernels() {
         "examples/downstream/Cargo.lock",
         "examples/kernel-trees/Cargo.lock",
         "examples/cudarc-interop/Cargo.lock",
+        "examples/candle-patterns/Cargo.lock",
     ] {
         let packages = locked(lock);
         assert!(packages.iter().any(|p| p == "kiln-gpu-core"), "{lock}");

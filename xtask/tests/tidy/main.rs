@@ -120,6 +120,18 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
         "`Args::new` of launches by name: the caller promises each argument's kind",
     ),
     (
+        "examples/candle-patterns/src/moe.rs",
+        "calls the static module's host launchers over the C ABI",
+    ),
+    (
+        "examples/candle-patterns/tests/by_name/families.rs",
+        "`Args::new` of each family's launch by name: the helper promises each argument's kind",
+    ),
+    (
+        "examples/candle-patterns/tests/by_name/indexing.rs",
+        "`Args::new` of wrong lists, refused before the GPU",
+    ),
+    (
         "crates/gpu-core/tests/common/mod.rs",
         "the test kernel declared by hand (`unsafe impl KernelDecl`)",
     ),

@@ -164,6 +164,19 @@ impl Budgets {
         Ok(budgets)
     }
 
+    /// These budgets without their `[kernel.KEY]` tables: the driver floor
+    /// and `[default]` alone, for auditing another crate's kernels (kiln's
+    /// `ptx-audit --prebuilt` of examples/downstream's images): the tables
+    /// name this crate's kernels, so there each would be one "names no
+    /// kernel" violation.
+    pub fn defaults_only(&self) -> Self {
+        Self {
+            kernel: BTreeMap::new(),
+            patterns: Vec::new(),
+            ..self.clone()
+        }
+    }
+
     /// Reads a budgets file.
     pub fn read(path: &Path, origin: &str) -> Result<Self> {
         let text = std::fs::read_to_string(path)
@@ -235,6 +248,26 @@ impl Budgets {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Another crate's kernels are held to the floor and defaults alone:
+    /// kiln's tables neither govern them nor count as stale there.
+    #[test]
+    fn defaults_only_keeps_the_floor_and_default_and_drops_every_table() {
+        let b = Budgets::parse(
+            "[driver]\nmin_cuda = \"12.8\"\nmax_ptx_isa = \"8.7\"\n[default]\nmax_registers = 64\n\
+             [kernel.mine]\nmax_registers = 128\n[kernel.\"mine_*\"]\nallow_f64 = true\n",
+            "b.toml",
+        )
+        .unwrap();
+        let d = b.defaults_only();
+        assert_eq!(d.max_registers("mine").value, 64);
+        assert!(!d.allow_f64("mine_x").value);
+        assert_eq!(d.driver.min_cuda, "12.8");
+        assert!(d.kernel.is_empty() && d.patterns.is_empty());
+        assert!(crate::audit::tables::check_budget_names(&d, &[]).is_empty());
+        // The original still has its tables.
+        assert_eq!(b.max_registers("mine").value, 128);
+    }
 
     #[test]
     fn overrides_win_and_say_where_they_come_from() {

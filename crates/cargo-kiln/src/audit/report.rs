@@ -75,11 +75,14 @@ pub(crate) fn audit(
                 &declared.kernels,
                 &undeclared_ok,
             ));
-            violations.extend(tables::check_budget_names(budgets, modules));
             not_audited.extend(declared.unreadable.iter().cloned());
         }
         Abi::NotRead(why) => not_audited.push(format!("ABI not audited: {why}")),
     }
+    // The tables govern budgets and f64 too, not the ABI alone: a stale or
+    // conflicting table is reported whether or not declarations were read
+    // (a tree launched by name has none, and its globs were unchecked).
+    violations.extend(tables::check_budget_names(budgets, modules));
     // A static library's members each carry their own PTX, so a check over
     // PTX (driver floor, an uncalled f64 `.func` from a shared header) can
     // find one defect once per member: the same line is reported once.

@@ -225,6 +225,41 @@ mod tests {
         );
     }
 
+    /// Found on examples/candle-patterns, a tree launched by name with no
+    /// generated bindings: the audit read no declarations and skipped this
+    /// check, so a stale glob and a misspelt kernel table passed.
+    #[test]
+    fn stale_tables_are_reported_when_no_declarations_are_read() {
+        let b =
+            budgets("[kernel.\"gone_*\"]\nallow_f64 = true\n[kernel.roomy]\nmax_registers = 9\n");
+        let report = crate::audit::report::audit(
+            &crate::audit::model::Requested {
+                spec: "compute_90".into(),
+                origin: "test".into(),
+                sass: vec![],
+                ptx: vec!["compute_90".into()],
+            },
+            None,
+            &[module(&["k1"])],
+            &b,
+            crate::audit::Abi::NotRead("no bindings"),
+        );
+        let messages: Vec<&str> = report
+            .violations
+            .iter()
+            .map(|v| v.message.as_str())
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "b.toml [kernel.\"gone_*\"] matches no kernel in the build; remove or change the pattern",
+                "b.toml [kernel.roomy] names no kernel in the build; remove or rename the table",
+            ],
+            "{}",
+            report.render()
+        );
+    }
+
     #[test]
     fn overlapping_patterns_that_disagree_are_one_violation() {
         let b = budgets(
