@@ -1,0 +1,569 @@
+// anneal_wgmma: the exact anchor assignment of anneal_tc.cu on Hopper's
+// warpgroup tensor-core instructions (wgmma.mma_async, f16 inputs, f32
+// accumulate, both operands from shared memory), fed by a producer
+// warpgroup through an mbarrier pipeline. Contract in anneal_wgmma.h; the
+// bound and the refinement are anneal_tc.cu's (crates/anneal/src/assign_tc.rs).
+#include <cuda_fp16.h>
+
+#include "anneal_wgmma.h"
+
+namespace {
+
+constexpr uint32_t kFullMask = 0xffffffffu;
+constexpr float kInf = __builtin_huge_valf();
+constexpr uint32_t kNone = 0xffffffffu;
+constexpr uint32_t kK = KILN_ANNEAL_TC_CANDIDATES;
+constexpr int kBK = 64;          // halves of d per stage: one 128-byte swizzled row
+constexpr int kNormSlots = 8;    // anchor-norm buffers, by anchor tile mod 8
+
+__device__ __forceinline__ float load(const float *p, size_t i) { return p[i]; }
+__device__ __forceinline__ float load(const uint16_t *p, size_t i) {
+    return __half2float(__ushort_as_half(p[i]));
+}
+
+// Block: one producer warpgroup (cp.async of the f16 tiles into 128-byte
+// swizzled shared memory, and the anchor norms), CWG consumer warpgroups of
+// 64 points each; consumer c's warp w owns points c*64 + w*16 .. +16 and meets
+// every anchor, BN per anchor tile, so each point's state stays in one warp.
+// The stage ring: full[s] completes when the producer's 128 threads' copies
+// of stage s landed (cp.async.mbarrier.arrive.noinc) and their norm stores
+// are released (mbarrier.arrive), 256 arrivals; empty[s] when every consumer
+// warp's wgmma reading stage s is done, 4 * CWG arrivals.
+template <int BN, int CWG, int STAGES>
+struct WgShared {
+    static constexpr int kBM = 64 * CWG;
+    alignas(1024) uint16_t xs[STAGES][kBM * kBK];  // points x k, swizzled rows of 128 bytes
+    alignas(1024) uint16_t cs[STAGES][BN * kBK];   // anchors x k, the same
+    unsigned long long full[STAGES];
+    unsigned long long empty[STAGES];
+    uint32_t cand_j[kBM][kK];  // candidates per point: anchor index
+    float cand_lb[kBM][kK];    //                       and lower bound
+    float xn[kBM];             // |x|^2 of the block's points
+    float rx[kBM];             // 2 eps(d) |x|
+    float sx[kBM];             // the subnormal term of the point
+    float cn[kNormSlots][BN];  // |c|^2 of an anchor tile
+    float cq[kNormSlots][BN];  // |c| of an anchor tile
+};
+static_assert(sizeof(WgShared<128, 3, 5>) + 1024 <= KILN_ANNEAL_WGMMA_SMEM,
+              "anneal_wgmma.h's shared memory size");
+
+// Same as anneal_tc.cu (the exact distance is one fixed computation).
+template <int B, typename T>
+__device__ __forceinline__ void exact_dots(const T *__restrict__ xrow,
+                                           const float *__restrict__ anchors,
+                                           const uint32_t (&j)[B], uint32_t d, uint32_t lane,
+                                           float (&dot)[B]) {
+    const float *c[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+        c[b] = anchors + static_cast<size_t>(j[b]) * d;
+        dot[b] = 0.f;
+    }
+    for (uint32_t k = lane; k < d; k += 32) {
+        const float xv = load(xrow, k);
+#pragma unroll
+        for (int b = 0; b < B; ++b) dot[b] = fmaf(xv, c[b][k], dot[b]);
+    }
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) dot[b] += __shfl_xor_sync(kFullMask, dot[b], o);
+}
+
+__device__ __forceinline__ float exact_dist(float xn, float cn, float dot) {
+    return fmaxf(fmaf(-2.f, dot, __fadd_rn(xn, cn)), 0.f);
+}
+
+constexpr int kMaxScaleExp = 60;
+__device__ __forceinline__ int half_scale_exp(uint32_t absmax_bits) {
+    if (absmax_bits == 0u) return 0;
+    const int e = static_cast<int>((absmax_bits >> 23) & 0xffu) - 127;
+    return max(-kMaxScaleExp, min(kMaxScaleExp, 12 - e));
+}
+__device__ __forceinline__ float pow2(int e) { return __int_as_float((e + 127) << 23); }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define KILN_WGMMA_ON 1
+constexpr uint32_t kOverflow = kK + 1;
+constexpr float kCombineSlack = 0x1p-20f;
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// The bound's eps(d), as anneal_tc.cu: wgmma.m64nNk16 adds 16 products per
+// step, the step count of mma.m16n8k16 (docs/bench/2026-11-27-wgmma checks the
+// accumulators are the same bits).
+__device__ __forceinline__ float tc_eps(uint32_t d) {
+    const float steps = static_cast<float>(d / 16u + (d % 16u != 0u));
+    return 0x1p-9f + steps * 0x1p-16f + (static_cast<float>(d) + 8.f) * 0x1p-23f;
+}
+
+__device__ __forceinline__ uint32_t prune(uint32_t *cand_j, float *cand_lb, uint32_t count,
+                                          float u) {
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < count; ++i) {
+        const float lb = cand_lb[i];
+        if (lb <= u) {
+            cand_j[kept] = cand_j[i];
+            cand_lb[kept] = lb;
+            ++kept;
+        }
+    }
+    return kept;
+}
+
+// 16 bytes global -> shared; src_bytes 0 writes zeros (the row's padding
+// past dp within a 64-half stage).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, uint32_t src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Arrives once every cp.async this thread issued so far has landed.
+__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile(
+        "{\n.reg .pred p;\nWAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra WAIT;\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+
+// Shared-memory matrix descriptor (PTX ISA, wgmma): start address, leading
+// byte offset 16 (unused by K-major swizzled layouts), stride byte offset
+// 1024 (one 8-row group of 128-byte rows), 128-byte swizzle.
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
+    return static_cast<uint64_t>((addr & 0x3ffffu) >> 4) | (static_cast<uint64_t>(1) << 16) |
+           (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+template <uint32_t R>
+__device__ __forceinline__ void reg_alloc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <uint32_t R>
+__device__ __forceinline__ void reg_dealloc() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
+// wgmma m64n128k16, f32 += f16 x f16, both operands K-major in shared
+// memory (128-byte swizzle); scale_d = 0 overwrites the accumulator.
+__device__ __forceinline__ void wgmma_n128(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                          uint32_t scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// wgmma m64n256k16, f32 += f16 x f16, both operands K-major in shared
+// memory (128-byte swizzle); scale_d = 0 overwrites the accumulator.
+__device__ __forceinline__ void wgmma_n256(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+                                          uint32_t scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+template <int BN>
+__device__ __forceinline__ void wgmma_bn(float (&d)[BN / 2], uint64_t a, uint64_t b, uint32_t s) {
+    if constexpr (BN == 128) wgmma_n128(d, a, b, s);
+    else wgmma_n256(d, a, b, s);
+}
+#endif
+
+template <int BN, int CWG, int STAGES, typename T>
+__device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict__ xh,
+                             const float *__restrict__ x_norms, uint32_t n, uint32_t d,
+                             uint32_t dp, const float *__restrict__ anchors,
+                             const uint16_t *__restrict__ ch,
+                             const float *__restrict__ anchor_norms, uint32_t m, uint32_t flags,
+                             const uint32_t *__restrict__ half_state,
+                             uint32_t *__restrict__ assign_out, float *__restrict__ dist_out,
+                             uint32_t *__restrict__ counts, uint32_t *__restrict__ unresolved,
+                             uint32_t *__restrict__ unresolved_count, float *__restrict__ dump) {
+    using Shared = WgShared<BN, CWG, STAGES>;
+    constexpr int kBM = Shared::kBM;
+    constexpr int kNT = BN / 8;  // n8 column groups per accumulator row
+    // setmaxnreg moves registers only within the block's allocation at
+    // launch: ptxas gives a kernel with setmaxnreg the launch bound's cap,
+    // 64K / threads rounded down to 8 per thread. The producer keeps
+    // kProducerRegs, the consumers share the rest (at most 232); asking for
+    // more than the block holds would block setmaxnreg.inc forever.
+    constexpr uint32_t kThreadsAll = 128u * (CWG + 1);
+    constexpr uint32_t kEntryRegs = 65536u / kThreadsAll / 8u * 8u;
+    constexpr uint32_t kProducerRegs = CWG >= 4 ? 24u : 40u;
+    constexpr uint32_t kShare =
+        (kEntryRegs * kThreadsAll - kProducerRegs * 128u) / (128u * CWG) / 8u * 8u;
+    constexpr uint32_t kConsumerRegs = kShare > 232u ? 232u : kShare;
+    static_assert(kConsumerRegs >= kEntryRegs, "setmaxnreg.inc never lowers");
+    static_assert(kNormSlots > STAGES, "the producer never reaches a norm slot still read");
+    static_assert(BN <= 128 * 2 && kBM <= 128 * 3, "one producer warpgroup");
+    const uint32_t p0 = blockIdx.x * kBM;
+    const int tid = threadIdx.x;
+#ifdef KILN_WGMMA_ON
+    if (n == 0u) return;
+    if (half_state[1] != 0u) {
+        // An anchor left the f16 range: the list kernel decides every point.
+        for (int r = tid; r < kBM; r += blockDim.x)
+            if (p0 + r < n) unresolved[atomicAdd(unresolved_count, 1u)] = p0 + r;
+        return;
+    }
+    extern __shared__ unsigned char smem_raw[];
+    // The swizzle is a function of the address: tiles start on 1024 bytes.
+    unsigned char *base = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+    Shared &s = *reinterpret_cast<Shared *>(base);
+    const bool exclude_self = (flags & KILN_ANNEAL_EXCLUDE_SELF) != 0;
+    const int scale_exp = half_scale_exp(half_state[0]);
+    const float inv2 = pow2(-2 * scale_exp);
+    const float neg2inv2 = -2.f * inv2;
+    const float sub = 0x1p-23f * sqrtf(static_cast<float>(d)) * pow2(-scale_exp);
+    for (int r = tid; r < kBM; r += blockDim.x) {
+        const uint32_t p = p0 + r;
+        const float xn = p < n ? x_norms[p] : 0.f;
+        s.xn[r] = xn;
+        const float xq = sqrtf(xn);
+        s.rx[r] = 2.f * tc_eps(d) * xq;
+        s.sx[r] = fmaf(sub, xq, static_cast<float>(d) * 0x1p-48f * inv2);
+    }
+    if (tid == 0) {
+        for (int st = 0; st < STAGES; ++st) {
+            mbar_init(smem_addr(&s.full[st]), 256u);
+            mbar_init(smem_addr(&s.empty[st]), 4u * CWG);
+        }
+    }
+    __syncthreads();
+
+    const uint32_t ktiles = dp / kBK + (dp % kBK != 0u);
+    const uint32_t atiles = (m + BN - 1) / BN;
+    const uint32_t total = atiles * ktiles;
+    const int wg = tid / 128;
+    const int wtid = tid % 128;
+
+    if (wg == 0) {
+        // Producer. Thread wtid copies chunk q = wtid % 8 (16 bytes) of rows
+        // wtid / 8 + 16 r, stored at chunk q ^ (row % 8) of the row (the
+        // 128-byte swizzle the descriptors name; row % 8 is the same for all r).
+        reg_dealloc<kProducerRegs>();
+        const int q = wtid % 8;
+        const int row0 = wtid / 8;
+        const uint32_t dst0 = row0 * 128 + ((q ^ (row0 % 8)) << 4);
+        for (uint32_t step = 0; step < total; ++step) {
+            const int st = static_cast<int>(step % STAGES);
+            mbar_wait(smem_addr(&s.empty[st]), ((step / STAGES) & 1u) ^ 1u);
+            const uint32_t tile = step / ktiles;
+            const uint32_t k0 = (step - tile * ktiles) * kBK;
+            const uint32_t k = k0 + 8 * q;
+            const uint32_t kk = k < dp ? k : 0u;
+            const uint32_t bytes = k < dp ? 16u : 0u;
+            const uint32_t xs0 = smem_addr(&s.xs[st][0]) + dst0;
+            const uint32_t cs0 = smem_addr(&s.cs[st][0]) + dst0;
+#pragma unroll
+            for (int r = 0; r < kBM / 16; ++r) {
+                const uint32_t p = min(p0 + row0 + 16 * r, n - 1);
+                cp_async16(xs0 + r * 2048, xh + static_cast<size_t>(p) * dp + kk, bytes);
+            }
+#pragma unroll
+            for (int r = 0; r < BN / 16; ++r) {
+                const uint32_t a = min(tile * BN + row0 + 16 * r, m - 1);
+                cp_async16(cs0 + r * 2048, ch + static_cast<size_t>(a) * dp + kk, bytes);
+            }
+            mbar_arrive_cp_async(smem_addr(&s.full[st]));
+            if (k0 == 0) {
+                // This tile's norms, released to the consumers by the arrive
+                // below; read in the tile's epilogue.
+                for (int c = wtid; c < BN; c += 128) {
+                    const uint32_t a = tile * BN + c;
+                    const float cn = a < m ? anchor_norms[a] : 0.f;
+                    s.cn[tile % kNormSlots][c] = cn;
+                    s.cq[tile % kNormSlots][c] = sqrtf(cn);
+                }
+            }
+            mbar_arrive(smem_addr(&s.full[st]));
+        }
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        return;
+    }
+
+    // Consumer warpgroup c = wg - 1: 64 points, rows c*64 + w*16 + h*8 + g
+    // of this thread (w = warp in the group, g = lane / 4, h = 0, 1).
+    // Registers: the producer's 40 per thread go to the consumers, within 64K.
+    reg_alloc<kConsumerRegs>();
+    const int c = wg - 1;
+    const uint32_t lane = tid % 32;
+    const int w = wtid / 32;
+    const int g = lane / 4;
+    const int t = lane % 4;
+    float upper[2] = {kInf, kInf};
+    uint32_t listed[2] = {0, 0};
+    float acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+
+    uint32_t step = 0;
+#pragma unroll 1
+    for (uint32_t tile = 0; tile < atiles; ++tile) {
+#pragma unroll 1
+        for (uint32_t kt = 0; kt < ktiles; ++kt, ++step) {
+            const int st = static_cast<int>(step % STAGES);
+            mbar_wait(smem_addr(&s.full[st]), (step / STAGES) & 1u);
+            // cp.async wrote the stage through the generic proxy; wgmma reads
+            // it through the async proxy.
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            wg_fence();
+            const uint32_t xa = smem_addr(&s.xs[st][c * 64 * kBK]);
+            const uint32_t ca = smem_addr(&s.cs[st][0]);
+#pragma unroll
+            for (int ks = 0; ks < kBK / 16; ++ks)
+                wgmma_bn<BN>(acc, smem_desc(xa + ks * 32), smem_desc(ca + ks * 32),
+                             (kt | static_cast<uint32_t>(ks)) != 0u ? 1u : 0u);
+            wg_commit();
+            // The previous stage's group is done: release its buffer.
+            wg_wait<1>();
+            if (kt > 0 && lane == 0) mbar_arrive(smem_addr(&s.empty[(step - 1) % STAGES]));
+        }
+        wg_wait<0>();
+        if (lane == 0) mbar_arrive(smem_addr(&s.empty[(step - 1) % STAGES]));
+
+        const uint32_t a0 = tile * BN;
+        const int slot = static_cast<int>(tile % kNormSlots);
+#ifdef KILN_WGMMA_DUMP
+        if (dump != nullptr) {
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const uint32_t p = p0 + c * 64 + w * 16 + (i / 2) * 8 + g;
+                    const uint32_t a = a0 + nt * 8 + 2 * t + i % 2;
+                    if (p < n && a < m) dump[static_cast<size_t>(p) * m + a] = acc[nt * 4 + i];
+                }
+        }
+#endif
+        const bool checked_tile =
+            m - a0 < static_cast<uint32_t>(BN) ||
+            (exclude_self && (a0 >= p0 ? a0 - p0 < static_cast<uint32_t>(kBM)
+                                       : p0 - a0 < static_cast<uint32_t>(BN)));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = c * 64 + w * 16 + h * 8 + g;
+            const uint32_t p = p0 + row;
+            const float xn = s.xn[row];
+            const float rx = s.rx[row];
+            const float sx = s.sx[row];
+            float best_upper = kInf;
+#define KILN_WG_PAIR(checked)                                                                   \
+    {                                                                                           \
+        const int col = nt * 8 + 2 * t + cc;                                                    \
+        const float cq = s.cq[slot][col];                                                       \
+        const float sum = xn + s.cn[slot][col];                                                 \
+        const float approx = fmaxf(fmaf(neg2inv2, acc[nt * 4 + 2 * h + cc], sum), 0.f);         \
+        const float err = fmaf(rx, cq, fmaf(sum, kCombineSlack, fmaf(sub, cq, sx)));            \
+        const uint32_t a = a0 + col;                                                            \
+        const bool eligible = !(checked) || (a < m && !(exclude_self && a == p));               \
+        if (eligible) best_upper = fminf(best_upper, approx + err);                             \
+        acc[nt * 4 + 2 * h + cc] = eligible ? approx - err : kInf;                              \
+    }
+            if (checked_tile) {
+#pragma unroll
+                for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                    for (int cc = 0; cc < 2; ++cc) KILN_WG_PAIR(true)
+            } else {
+#pragma unroll
+                for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                    for (int cc = 0; cc < 2; ++cc) KILN_WG_PAIR(false)
+            }
+#undef KILN_WG_PAIR
+            best_upper = fminf(best_upper, __shfl_xor_sync(kFullMask, best_upper, 1));
+            best_upper = fminf(best_upper, __shfl_xor_sync(kFullMask, best_upper, 2));
+            upper[h] = fminf(upper[h], best_upper);
+
+            const bool live = p < n && listed[h] <= kK;
+            uint32_t mask[(2 * kNT + 31) / 32] = {};
+            bool anyb = false;
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                for (int cc = 0; cc < 2; ++cc)
+                    if (live && acc[nt * 4 + 2 * h + cc] <= upper[h]) {
+                        mask[(2 * nt + cc) / 32] |= 1u << ((2 * nt + cc) % 32);
+                        anyb = true;
+                    }
+            if (!__any_sync(kFullMask, anyb)) continue;
+            uint32_t mine = 0;
+#pragma unroll
+            for (int i = 0; i < (2 * kNT + 31) / 32; ++i) mine += __popc(mask[i]);
+            uint32_t through = mine;
+            uint32_t up = __shfl_up_sync(kFullMask, through, 1, 4);
+            if (t >= 1) through += up;
+            up = __shfl_up_sync(kFullMask, through, 2, 4);
+            if (t >= 2) through += up;
+            const uint32_t added = __shfl_sync(kFullMask, through, 3, 4);
+            const bool full = live && listed[h] + added > kK;
+            if (__any_sync(kFullMask, full)) {
+                __syncwarp();
+                uint32_t kept = listed[h];
+                if (full && t == 0) kept = prune(s.cand_j[row], s.cand_lb[row], kept, upper[h]);
+                listed[h] = __shfl_sync(kFullMask, kept, 0, 4);
+                __syncwarp();
+            }
+            if (live) {
+                if (listed[h] + added > kK) {
+                    listed[h] = kOverflow;
+                } else {
+                    uint32_t slot_i = listed[h] + through - mine;
+#pragma unroll
+                    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+                        for (int cc = 0; cc < 2; ++cc) {
+                            if ((mask[(2 * nt + cc) / 32] >> ((2 * nt + cc) % 32)) & 1u) {
+                                s.cand_j[row][slot_i] = a0 + nt * 8 + 2 * t + cc;
+                                s.cand_lb[row][slot_i] = acc[nt * 4 + 2 * h + cc];
+                                ++slot_i;
+                            }
+                        }
+                    }
+                    listed[h] += added;
+                }
+            }
+        }
+    }
+    __syncwarp();
+
+    // Refinement, as anneal_tc.cu: one point at a time per warp.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll 1
+        for (int gg = 0; gg < 8; ++gg) {
+            const int row = c * 64 + w * 16 + h * 8 + gg;
+            const uint32_t p = p0 + row;
+            const float u = __shfl_sync(kFullMask, upper[h], 4 * gg);
+            const uint32_t count = __shfl_sync(kFullMask, listed[h], 4 * gg);
+            if (p >= n) continue;
+            float best = kInf;
+            uint32_t best_j = kNone;
+            if (count >= 1 && count <= kK) {
+                uint32_t my_j = 0;
+                float my_lb = kInf;
+                if (lane < count) {
+                    my_j = s.cand_j[row][lane];
+                    my_lb = s.cand_lb[row][lane];
+                }
+                uint32_t alive = __ballot_sync(kFullMask, lane < count && my_lb <= u);
+                const T *xrow = x + static_cast<size_t>(p) * d;
+                const float xn = s.xn[row];
+                while (alive != 0) {
+                    uint32_t js[4];
+                    bool use[4];
+#pragma unroll
+                    for (int b = 0; b < 4; ++b) {
+                        use[b] = alive != 0;
+                        const int src = use[b] ? __ffs(alive) - 1 : 0;
+                        js[b] = __shfl_sync(kFullMask, my_j, src);
+                        alive &= alive - 1;
+                    }
+#pragma unroll
+                    for (int b = 1; b < 4; ++b)
+                        if (!use[b]) js[b] = js[0];
+                    float dots[4];
+                    exact_dots<4>(xrow, anchors, js, d, lane, dots);
+#pragma unroll
+                    for (int b = 0; b < 4; ++b) {
+                        if (!use[b]) continue;
+                        const float f = exact_dist(xn, anchor_norms[js[b]], dots[b]);
+                        if (f < best || (f == best && js[b] < best_j)) {
+                            best = f;
+                            best_j = js[b];
+                        }
+                    }
+                }
+            }
+            if (lane == 0) {
+                if (best_j != kNone) {
+                    assign_out[p] = best_j;
+                    dist_out[p] = best;
+                    if ((flags & KILN_ANNEAL_COUNT) != 0) atomicAdd(&counts[best_j], 1u);
+                } else {
+                    unresolved[atomicAdd(unresolved_count, 1u)] = p;
+                }
+            }
+        }
+    }
+#else
+    // Not sm_90a: no wgmma; every point goes to the exact list kernel.
+    (void)x; (void)xh; (void)x_norms; (void)d; (void)dp; (void)anchors; (void)ch;
+    (void)anchor_norms; (void)m; (void)flags; (void)half_state; (void)assign_out;
+    (void)dist_out; (void)counts; (void)dump;
+    for (int r = tid; r < kBM; r += blockDim.x)
+        if (p0 + r < n) unresolved[atomicAdd(unresolved_count, 1u)] = p0 + r;
+#endif
+}
+
+}  // namespace
+
+// One entry point: BN anchors per tile, CWG consumer warpgroups, STAGES stages.
+#define KILN_ANNEAL_WGMMA_ENTRY(name, T, BN, CWG, STAGES)                                      \
+    extern "C" __global__ void __launch_bounds__(128 * (CWG + 1))                           \
+        name(const T *x, const uint16_t *xh, const float *x_norms, uint32_t n, uint32_t d,     \
+             uint32_t dp, const float *anchors, const uint16_t *ch, const float *anchor_norms, \
+             uint32_t m, uint32_t flags, const uint32_t *half_state,                           \
+             const AnnealControl *control, uint32_t *assign_out, float *dist,                  \
+             uint32_t *counts, uint32_t *unresolved, uint32_t *unresolved_count) {             \
+        if (control->done) return;                                                             \
+        assign_wgmma<BN, CWG, STAGES>(x, xh, x_norms, n, d, dp, anchors, ch, anchor_norms, m,  \
+                                      flags, half_state, assign_out, dist, counts, unresolved, \
+                                      unresolved_count, KILN_WGMMA_DUMP_PTR);                  \
+    }
+
+#ifndef KILN_WGMMA_DUMP_PTR
+#define KILN_WGMMA_DUMP_PTR nullptr
+#endif
+
+static_assert(KILN_ANNEAL_WGMMA_TILE == 192 && KILN_ANNEAL_WGMMA_THREADS == 512,
+              "the entry points' shape: 3 consumer warpgroups");
+KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_f32, float, 128, 3, 5)
+KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_f16, uint16_t, 128, 3, 5)
