@@ -9,17 +9,9 @@
 
 namespace {
 
-constexpr uint32_t kFullMask = 0xffffffffu;
-constexpr float kInf = __builtin_huge_valf();
-constexpr uint32_t kNone = 0xffffffffu;
 constexpr uint32_t kK = KILN_ANNEAL_TC_CANDIDATES;
 constexpr int kBK = 64;          // halves of d per stage: one 128-byte swizzled row
 constexpr int kNormSlots = 8;    // anchor-norm buffers, by anchor tile mod 8
-
-__device__ __forceinline__ float load(const float *p, size_t i) { return p[i]; }
-__device__ __forceinline__ float load(const uint16_t *p, size_t i) {
-    return __half2float(__ushort_as_half(p[i]));
-}
 
 // Block: one producer warpgroup (cp.async of the f16 tiles into 128-byte
 // swizzled shared memory, and the anchor norms), CWG consumer warpgroups of
@@ -46,6 +38,17 @@ struct WgShared {
 };
 static_assert(sizeof(WgShared<128, 3, 5>) + 1024 <= KILN_ANNEAL_WGMMA_SMEM,
               "anneal_wgmma.h's shared memory size");
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define KILN_WGMMA_ON 1
+constexpr uint32_t kFullMask = 0xffffffffu;
+constexpr float kInf = __builtin_huge_valf();
+constexpr uint32_t kNone = 0xffffffffu;
+
+__device__ __forceinline__ float load(const float *p, size_t i) { return p[i]; }
+__device__ __forceinline__ float load(const uint16_t *p, size_t i) {
+    return __half2float(__ushort_as_half(p[i]));
+}
 
 // Same as anneal_tc.cu (the exact distance is one fixed computation).
 template <int B, typename T>
@@ -82,8 +85,6 @@ __device__ __forceinline__ int half_scale_exp(uint32_t absmax_bits) {
 }
 __device__ __forceinline__ float pow2(int e) { return __int_as_float((e + 127) << 23); }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define KILN_WGMMA_ON 1
 constexpr uint32_t kOverflow = kK + 1;
 constexpr float kCombineSlack = 0x1p-20f;
 
@@ -182,36 +183,10 @@ __device__ __forceinline__ void wgmma_n128(float (&d)[64], uint64_t desc_a, uint
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
-// wgmma m64n256k16, f32 += f16 x f16, both operands K-major in shared
-// memory (128-byte swizzle); scale_d = 0 overwrites the accumulator.
-__device__ __forceinline__ void wgmma_n256(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
-                                          uint32_t scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}
-
 template <int BN>
 __device__ __forceinline__ void wgmma_bn(float (&d)[BN / 2], uint64_t a, uint64_t b, uint32_t s) {
-    if constexpr (BN == 128) wgmma_n128(d, a, b, s);
-    else wgmma_n256(d, a, b, s);
+    static_assert(BN == 128, "m64n128k16 only (256-anchor tiles: docs/bench/2026-11-27-wgmma)");
+    wgmma_n128(d, a, b, s);
 }
 #endif
 
@@ -227,7 +202,6 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
                              uint32_t *__restrict__ unresolved_count, float *__restrict__ dump) {
     using Shared = WgShared<BN, CWG, STAGES>;
     constexpr int kBM = Shared::kBM;
-    constexpr int kNT = BN / 8;  // n8 column groups per accumulator row
     // setmaxnreg moves registers only within the block's allocation at
     // launch: ptxas gives a kernel with setmaxnreg the launch bound's cap,
     // 64K / threads rounded down to 8 per thread. The producer keeps
@@ -245,6 +219,7 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
     const uint32_t p0 = blockIdx.x * kBM;
     const int tid = threadIdx.x;
 #ifdef KILN_WGMMA_ON
+    constexpr int kNT = BN / 8;  // n8 column groups per accumulator row
     if (n == 0u) return;
     if (half_state[1] != 0u) {
         // An anchor left the f16 range: the list kernel decides every point.
