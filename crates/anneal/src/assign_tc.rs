@@ -58,6 +58,23 @@
 //!   a tile ahead with the refinement's loads unrolled 4 deep, 9-30% slower
 //!   (long-scoreboard stalls doubled). The kernel is latency-bound at 2-3
 //!   warps per scheduler (registers), not by L2 misses or fragment loads.
+//! - **Hopper.** On compute capability 9.0, `anneal_assign_wgmma_*`
+//!   (`kernels/anneal_wgmma.cu`, an sm_90a image; [`Tile::Wgmma`]) does the
+//!   same work with `wgmma.mma_async.m64n128k16` (both operands from shared
+//!   memory): a block of 512 threads is one producer warpgroup, which copies
+//!   the f16 tiles with `cp.async` into 128-byte-swizzled shared memory (64
+//!   halves of `d` per stage, 5 stages, zero fill past `dp`) and the anchor
+//!   norms, signalling an mbarrier per stage, and three consumer warpgroups
+//!   of 64 points each (64 accumulators a thread; `setmaxnreg` gives them
+//!   152 registers, the producer 40), whose warps run this epilogue and
+//!   refinement on their 16 points. No TMA: a tensor map would be a new
+//!   kernel argument. Its f32 accumulators are the same bits as mma.sync's
+//!   (checked on every pair of normal and hostile f16 data at d = 80, 768,
+//!   4096 on the H200), so the bound below holds unchanged, and its
+//!   candidate lists, unresolved points and outputs equal the 128-anchor
+//!   mma.sync kernel's. 1.4-1.9x faster than the better mma.sync tile on
+//!   every shape measured (H200; 18.1 against 34.5 ms at 1M × 768 × 4096):
+//!   `docs/bench/2026-11-27-wgmma/`.
 //! - **Epilogue, per anchor tile.** The 4 lanes of a quad hold one point row
 //!   (32 anchors each). Each turns its dot products into `A = max(xn + cn -
 //!   2·dot, 0)` (`dot` = accumulator · `σ⁻²`, exact) and the bound `e`
