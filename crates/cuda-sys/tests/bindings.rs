@@ -60,7 +60,14 @@ fn embedded_modules_match_the_build_mode() {
     let names: Vec<&str> = cuda_sys::modules::ALL.iter().map(|m| m.name).collect();
     assert_eq!(
         names,
-        ["anneal", "anneal_tc", "anneal_wgmma", "batch", "convert", "vector_add"],
+        [
+            "anneal",
+            "anneal_tc",
+            "anneal_wgmma",
+            "batch",
+            "convert",
+            "vector_add"
+        ],
         "reduce is a static library"
     );
     for module in cuda_sys::modules::ALL {
