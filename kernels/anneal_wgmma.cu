@@ -3,13 +3,15 @@
 // accumulate, both operands from shared memory), fed by a producer
 // warpgroup through an mbarrier pipeline. Contract in anneal_wgmma.h; the
 // bound and the refinement are anneal_tc.cu's (crates/anneal/src/assign_tc.rs).
-#include <cuda_fp16.h>
-
+#include "anneal_tc_device.cuh"
 #include "anneal_wgmma.h"
 
 namespace {
 
-constexpr uint32_t kK = KILN_ANNEAL_TC_CANDIDATES;
+// The exact distance, the f16 scale, eps(d), the per-row epilogue and the
+// refinement are anneal_tc.cu's (anneal_tc_device.cuh): the same bits.
+using namespace kiln_tc;
+
 constexpr int kBK = 64;          // halves of d per stage: one 128-byte swizzled row
 constexpr int kNormSlots = 8;    // anchor-norm buffers, by anchor tile mod 8
 
@@ -41,77 +43,9 @@ static_assert(sizeof(WgShared<128, 3, 5>) + 1024 <= KILN_ANNEAL_WGMMA_SMEM,
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define KILN_WGMMA_ON 1
-constexpr uint32_t kFullMask = 0xffffffffu;
-constexpr float kInf = __builtin_huge_valf();
-constexpr uint32_t kNone = 0xffffffffu;
-
-__device__ __forceinline__ float load(const float *p, size_t i) { return p[i]; }
-__device__ __forceinline__ float load(const uint16_t *p, size_t i) {
-    return __half2float(__ushort_as_half(p[i]));
-}
-
-// Same as anneal_tc.cu (the exact distance is one fixed computation).
-template <int B, typename T>
-__device__ __forceinline__ void exact_dots(const T *__restrict__ xrow,
-                                           const float *__restrict__ anchors,
-                                           const uint32_t (&j)[B], uint32_t d, uint32_t lane,
-                                           float (&dot)[B]) {
-    const float *c[B];
-#pragma unroll
-    for (int b = 0; b < B; ++b) {
-        c[b] = anchors + static_cast<size_t>(j[b]) * d;
-        dot[b] = 0.f;
-    }
-    for (uint32_t k = lane; k < d; k += 32) {
-        const float xv = load(xrow, k);
-#pragma unroll
-        for (int b = 0; b < B; ++b) dot[b] = fmaf(xv, c[b][k], dot[b]);
-    }
-#pragma unroll
-    for (int b = 0; b < B; ++b)
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) dot[b] += __shfl_xor_sync(kFullMask, dot[b], o);
-}
-
-__device__ __forceinline__ float exact_dist(float xn, float cn, float dot) {
-    return fmaxf(fmaf(-2.f, dot, __fadd_rn(xn, cn)), 0.f);
-}
-
-constexpr int kMaxScaleExp = 60;
-__device__ __forceinline__ int half_scale_exp(uint32_t absmax_bits) {
-    if (absmax_bits == 0u) return 0;
-    const int e = static_cast<int>((absmax_bits >> 23) & 0xffu) - 127;
-    return max(-kMaxScaleExp, min(kMaxScaleExp, 12 - e));
-}
-__device__ __forceinline__ float pow2(int e) { return __int_as_float((e + 127) << 23); }
-
-constexpr uint32_t kOverflow = kK + 1;
-constexpr float kCombineSlack = 0x1p-20f;
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// The bound's eps(d), as anneal_tc.cu: wgmma.m64nNk16 adds 16 products per
-// step, the step count of mma.m16n8k16 (docs/bench/2026-11-27-wgmma checks the
-// accumulators are the same bits).
-__device__ __forceinline__ float tc_eps(uint32_t d) {
-    const float steps = static_cast<float>(d / 16u + (d % 16u != 0u));
-    return 0x1p-9f + steps * 0x1p-16f + (static_cast<float>(d) + 8.f) * 0x1p-23f;
-}
-
-__device__ __forceinline__ uint32_t prune(uint32_t *cand_j, float *cand_lb, uint32_t count,
-                                          float u) {
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < count; ++i) {
-        const float lb = cand_lb[i];
-        if (lb <= u) {
-            cand_j[kept] = cand_j[i];
-            cand_lb[kept] = lb;
-            ++kept;
-        }
-    }
-    return kept;
 }
 
 // 16 bytes global -> shared; src_bytes 0 writes zeros (the row's padding
@@ -357,157 +291,32 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
                 }
         }
 #endif
+        // Uniform over the block: whether any pair of this tile can be
+        // ineligible (an anchor past m, or with EXCLUDE_SELF a point's own
+        // index among the tile's anchors). a0 < m: the differences cannot wrap.
         const bool checked_tile =
             m - a0 < static_cast<uint32_t>(BN) ||
             (exclude_self && (a0 >= p0 ? a0 - p0 < static_cast<uint32_t>(kBM)
                                        : p0 - a0 < static_cast<uint32_t>(BN)));
+        // wgmma's accumulator layout is mma.m16n8's per n8 group: acc[4 nt + 2 h + c]
+        // is row w * 16 + h * 8 + g, column nt * 8 + 2t + c.
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int row = c * 64 + w * 16 + h * 8 + g;
-            const uint32_t p = p0 + row;
-            const float xn = s.xn[row];
-            const float rx = s.rx[row];
-            const float sx = s.sx[row];
-            float best_upper = kInf;
-#define KILN_WG_PAIR(checked)                                                                   \
-    {                                                                                           \
-        const int col = nt * 8 + 2 * t + cc;                                                    \
-        const float cq = s.cq[slot][col];                                                       \
-        const float sum = xn + s.cn[slot][col];                                                 \
-        const float approx = fmaxf(fmaf(neg2inv2, acc[nt * 4 + 2 * h + cc], sum), 0.f);         \
-        const float err = fmaf(rx, cq, fmaf(sum, kCombineSlack, fmaf(sub, cq, sx)));            \
-        const uint32_t a = a0 + col;                                                            \
-        const bool eligible = !(checked) || (a < m && !(exclude_self && a == p));               \
-        if (eligible) best_upper = fminf(best_upper, approx + err);                             \
-        acc[nt * 4 + 2 * h + cc] = eligible ? approx - err : kInf;                              \
-    }
-            if (checked_tile) {
-#pragma unroll
-                for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-                    for (int cc = 0; cc < 2; ++cc) KILN_WG_PAIR(true)
-            } else {
-#pragma unroll
-                for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-                    for (int cc = 0; cc < 2; ++cc) KILN_WG_PAIR(false)
-            }
-#undef KILN_WG_PAIR
-            best_upper = fminf(best_upper, __shfl_xor_sync(kFullMask, best_upper, 1));
-            best_upper = fminf(best_upper, __shfl_xor_sync(kFullMask, best_upper, 2));
-            upper[h] = fminf(upper[h], best_upper);
-
-            const bool live = p < n && listed[h] <= kK;
-            uint32_t mask[(2 * kNT + 31) / 32] = {};
-            bool anyb = false;
-#pragma unroll
-            for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-                for (int cc = 0; cc < 2; ++cc)
-                    if (live && acc[nt * 4 + 2 * h + cc] <= upper[h]) {
-                        mask[(2 * nt + cc) / 32] |= 1u << ((2 * nt + cc) % 32);
-                        anyb = true;
-                    }
-            if (!__any_sync(kFullMask, anyb)) continue;
-            uint32_t mine = 0;
-#pragma unroll
-            for (int i = 0; i < (2 * kNT + 31) / 32; ++i) mine += __popc(mask[i]);
-            uint32_t through = mine;
-            uint32_t up = __shfl_up_sync(kFullMask, through, 1, 4);
-            if (t >= 1) through += up;
-            up = __shfl_up_sync(kFullMask, through, 2, 4);
-            if (t >= 2) through += up;
-            const uint32_t added = __shfl_sync(kFullMask, through, 3, 4);
-            const bool full = live && listed[h] + added > kK;
-            if (__any_sync(kFullMask, full)) {
-                __syncwarp();
-                uint32_t kept = listed[h];
-                if (full && t == 0) kept = prune(s.cand_j[row], s.cand_lb[row], kept, upper[h]);
-                listed[h] = __shfl_sync(kFullMask, kept, 0, 4);
-                __syncwarp();
-            }
-            if (live) {
-                if (listed[h] + added > kK) {
-                    listed[h] = kOverflow;
-                } else {
-                    uint32_t slot_i = listed[h] + through - mine;
-#pragma unroll
-                    for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-                        for (int cc = 0; cc < 2; ++cc) {
-                            if ((mask[(2 * nt + cc) / 32] >> ((2 * nt + cc) % 32)) & 1u) {
-                                s.cand_j[row][slot_i] = a0 + nt * 8 + 2 * t + cc;
-                                s.cand_lb[row][slot_i] = acc[nt * 4 + 2 * h + cc];
-                                ++slot_i;
-                            }
-                        }
-                    }
-                    listed[h] += added;
-                }
-            }
+            auto v = [&](int i) -> float & { return acc[(i / 2) * 4 + 2 * h + i % 2]; };
+            row_epilogue<2 * kNT>(v, checked_tile, s.cn[slot], s.cq[slot], t, s.xn[row], s.rx[row],
+                         s.sx[row], sub, neg2inv2, a0, m, exclude_self, p0 + row, p0 + row < n,
+                         &upper[h], &listed[h], s.cand_j[row], s.cand_lb[row]);
         }
     }
     __syncwarp();
 
-    // Refinement, as anneal_tc.cu: one point at a time per warp.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-#pragma unroll 1
-        for (int gg = 0; gg < 8; ++gg) {
-            const int row = c * 64 + w * 16 + h * 8 + gg;
-            const uint32_t p = p0 + row;
-            const float u = __shfl_sync(kFullMask, upper[h], 4 * gg);
-            const uint32_t count = __shfl_sync(kFullMask, listed[h], 4 * gg);
-            if (p >= n) continue;
-            float best = kInf;
-            uint32_t best_j = kNone;
-            if (count >= 1 && count <= kK) {
-                uint32_t my_j = 0;
-                float my_lb = kInf;
-                if (lane < count) {
-                    my_j = s.cand_j[row][lane];
-                    my_lb = s.cand_lb[row][lane];
-                }
-                uint32_t alive = __ballot_sync(kFullMask, lane < count && my_lb <= u);
-                const T *xrow = x + static_cast<size_t>(p) * d;
-                const float xn = s.xn[row];
-                while (alive != 0) {
-                    uint32_t js[4];
-                    bool use[4];
-#pragma unroll
-                    for (int b = 0; b < 4; ++b) {
-                        use[b] = alive != 0;
-                        const int src = use[b] ? __ffs(alive) - 1 : 0;
-                        js[b] = __shfl_sync(kFullMask, my_j, src);
-                        alive &= alive - 1;
-                    }
-#pragma unroll
-                    for (int b = 1; b < 4; ++b)
-                        if (!use[b]) js[b] = js[0];
-                    float dots[4];
-                    exact_dots<4>(xrow, anchors, js, d, lane, dots);
-#pragma unroll
-                    for (int b = 0; b < 4; ++b) {
-                        if (!use[b]) continue;
-                        const float f = exact_dist(xn, anchor_norms[js[b]], dots[b]);
-                        if (f < best || (f == best && js[b] < best_j)) {
-                            best = f;
-                            best_j = js[b];
-                        }
-                    }
-                }
-            }
-            if (lane == 0) {
-                if (best_j != kNone) {
-                    assign_out[p] = best_j;
-                    dist_out[p] = best;
-                    if ((flags & KILN_ANNEAL_COUNT) != 0) atomicAdd(&counts[best_j], 1u);
-                } else {
-                    unresolved[atomicAdd(unresolved_count, 1u)] = p;
-                }
-            }
-        }
-    }
+    __syncwarp();  // every lane's list entries are visible to the warp
+
+    // Refinement, one point at a time per warp (anneal_tc_device.cuh).
+    refine_rows([&](int h, int gg) { return c * 64 + w * 16 + h * 8 + gg; }, upper, listed, p0,
+                n, x, anchors, anchor_norms, d, flags, s.xn, s.cand_j, s.cand_lb, lane,
+                assign_out, dist_out, counts, unresolved, unresolved_count);
 #else
     // Not sm_90a: no wgmma; every point goes to the exact list kernel.
     (void)x; (void)xh; (void)x_norms; (void)d; (void)dp; (void)anchors; (void)ch;
