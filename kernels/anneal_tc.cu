@@ -2,53 +2,13 @@
 // accumulate) with exact refinement, and the exact list assignment that
 // finishes the points it could not resolve. Contract in anneal_tc.h; design,
 // error bound and speed estimate in crates/anneal/src/assign_tc.rs.
-#include <cuda_fp16.h>
-
-#include "anneal_tc.h"
+#include "anneal_tc_device.cuh"
 
 namespace {
 
-constexpr uint32_t kFullMask = 0xffffffffu;
-constexpr float kInf = __builtin_huge_valf();
-constexpr uint32_t kNone = 0xffffffffu;
-
-__device__ __forceinline__ float load(const float *p, size_t i) { return p[i]; }
-__device__ __forceinline__ float load(const uint16_t *p, size_t i) {
-    return __half2float(__ushort_as_half(p[i]));
-}
-
-// ---------------------------------------------------------------------------
-// The exact f32 distance, one computation for both kernels (anneal_tc.h):
-// lane l sums k = l, l + 32, ... with fmaf from 0, an xor butterfly adds the
-// partial sums (every lane ends with the same bits: a + b == b + a), then
-// max(fmaf(-2, dot, xn + cn), 0). B anchors at once, for memory parallelism;
-// each anchor's sum is the same whatever B and its slot.
-
-template <int B, typename T>
-__device__ __forceinline__ void exact_dots(const T *__restrict__ xrow,
-                                           const float *__restrict__ anchors,
-                                           const uint32_t (&j)[B], uint32_t d, uint32_t lane,
-                                           float (&dot)[B]) {
-    const float *c[B];
-#pragma unroll
-    for (int b = 0; b < B; ++b) {
-        c[b] = anchors + static_cast<size_t>(j[b]) * d;
-        dot[b] = 0.f;
-    }
-    for (uint32_t k = lane; k < d; k += 32) {
-        const float xv = load(xrow, k);
-#pragma unroll
-        for (int b = 0; b < B; ++b) dot[b] = fmaf(xv, c[b][k], dot[b]);
-    }
-#pragma unroll
-    for (int b = 0; b < B; ++b)
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) dot[b] += __shfl_xor_sync(kFullMask, dot[b], o);
-}
-
-__device__ __forceinline__ float exact_dist(float xn, float cn, float dot) {
-    return fmaxf(fmaf(-2.f, dot, __fadd_rn(xn, cn)), 0.f);
-}
+// The exact distance, the f16 scale, eps(d), the per-row epilogue and the
+// refinement are shared with anneal_wgmma.cu (anneal_tc_device.cuh).
+using namespace kiln_tc;
 
 // ---------------------------------------------------------------------------
 // List: every (group of 8 listed points, chunk of 64 anchors) pair is one
@@ -173,17 +133,6 @@ __device__ void assign_list_finish(const uint32_t *__restrict__ list,
 // maximum for anchors (which are weighted means of points, but splits move
 // them a little outside). A tiny maximum clamps sigma at 2^60.
 
-constexpr int kMaxScaleExp = 60;
-
-// sigma's exponent from the bits of max |x| (a non-negative finite f32).
-__device__ __forceinline__ int half_scale_exp(uint32_t absmax_bits) {
-    if (absmax_bits == 0u) return 0;
-    const int e = static_cast<int>((absmax_bits >> 23) & 0xffu) - 127;  // -127: subnormal
-    return max(-kMaxScaleExp, min(kMaxScaleExp, 12 - e));
-}
-
-__device__ __forceinline__ float pow2(int e) { return __int_as_float((e + 127) << 23); }
-
 template <typename T>
 __device__ void absmax(const T *__restrict__ x, uint64_t count, uint32_t *__restrict__ state) {
     uint32_t best = 0;
@@ -238,7 +187,6 @@ constexpr int kBK = 32;                   // halves of d per stage
 constexpr int kStages = 4;
 constexpr int kRow = kBK + 8;  // 80-byte rows: 8 ldmatrix rows hit 32 distinct banks
 constexpr int kNormSlots = 4;  // anchor-norm buffers, by anchor tile mod 4
-constexpr uint32_t kK = KILN_ANNEAL_TC_CANDIDATES;
 static_assert(kBM == kThreads, "one thread per point row initialises the row data");
 static_assert(kBM == 32 * (kThreads / 32), "each warp owns 32 points");
 static_assert(KILN_ANNEAL_TC_DP % kBK == 0, "a stage never crosses a row's padding");
@@ -260,10 +208,6 @@ static_assert(sizeof(TcShared<64>) <= KILN_ANNEAL_TC_SLIM_SMEM,
               "anneal_tc.h's shared memory size of the 64-anchor tile");
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-constexpr uint32_t kOverflow = kK + 1;  // a row's list length once it overflowed
-// f32 slack of the norms' combination (see assign_tc.rs): 2^-20 (|x|^2 + |c|^2).
-constexpr float kCombineSlack = 0x1p-20f;
-
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -294,28 +238,6 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// The bound's eps(d) (assign_tc.rs derives it): f16 rounding of both inputs,
-// ceil(d/16) tensor-core accumulation steps, the f32 refinement's own
-// rounding, each taken twice.
-__device__ __forceinline__ float tc_eps(uint32_t d) {
-    const float steps = static_cast<float>(d / 16u + (d % 16u != 0u));
-    return 0x1p-9f + steps * 0x1p-16f + (static_cast<float>(d) + 8.f) * 0x1p-23f;
-}
-
-// Keeps the entries of one point's list whose lower bound is still within u.
-__device__ __forceinline__ uint32_t prune(uint32_t *cand_j, float *cand_lb, uint32_t count,
-                                          float u) {
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < count; ++i) {
-        const float lb = cand_lb[i];
-        if (lb <= u) {
-            cand_j[kept] = cand_j[i];
-            cand_lb[kept] = lb;
-            ++kept;
-        }
-    }
-    return kept;
-}
 #endif
 
 template <int BN, typename T>
@@ -466,98 +388,21 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
             (exclude_self && (a0 >= p0 ? a0 - p0 < static_cast<uint32_t>(kBM)
                                        : p0 - a0 < static_cast<uint32_t>(kBN)));
 
-        // Epilogue, per point row: bounds of the 32 anchors this lane holds,
-        // the quad's best upper bound, then the anchors whose lower bound is
-        // within it join the row's list (pruned by the current bound when full).
+        // Epilogue, per point row (anneal_tc_device.cuh): the row's 32
+        // accumulators of this lane become lower bounds, the quad's least
+        // upper bound lowers the row's, and the anchors within it join the
+        // row's list.
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int r = mt * 2 + h;
                 const int row = warp * 32 + mt * 16 + h * 8 + g;
-                const uint32_t p = p0 + row;
-                const float xn = s.xn[row];
-                const float rx = s.rx[row];
-                const float sx = s.sx[row];
-                float best_upper = kInf;
-                // One pair's bounds; `checked`: test the anchor's eligibility
-                // (past m, or the point itself), which only the last anchor
-                // tile and, with EXCLUDE_SELF, the tile holding the block's
-                // own indices need: the other tiles skip the tests (the same
-                // values, fewer instructions per pair).
-#define KILN_TC_PAIR(checked)                                                                   \
-    {                                                                                           \
-        const int col = nt * 8 + 2 * t + c;                                                     \
-        const float cq = s.cq[slot][col];                                                       \
-        const float sum = xn + s.cn[slot][col];                                                 \
-        const float approx = fmaxf(fmaf(neg2inv2, acc[mt][nt][2 * h + c], sum), 0.f);           \
-        const float err = fmaf(rx, cq, fmaf(sum, kCombineSlack, fmaf(sub, cq, sx)));            \
-        const uint32_t a = a0 + col;                                                            \
-        const bool eligible = !(checked) || (a < m && !(exclude_self && a == p));               \
-        if (eligible) best_upper = fminf(best_upper, approx + err);                             \
-        /* The accumulator is done: it keeps the lower bound. */                                \
-        acc[mt][nt][2 * h + c] = eligible ? approx - err : kInf;                                \
-    }
-                if (checked_tile) {
-#pragma unroll
-                    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-                        for (int c = 0; c < 2; ++c) KILN_TC_PAIR(true)
-                } else {
-#pragma unroll
-                    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-                        for (int c = 0; c < 2; ++c) KILN_TC_PAIR(false)
-                }
-#undef KILN_TC_PAIR
-                best_upper = fminf(best_upper, __shfl_xor_sync(kFullMask, best_upper, 1));
-                best_upper = fminf(best_upper, __shfl_xor_sync(kFullMask, best_upper, 2));
-                upper[r] = fminf(upper[r], best_upper);
-
-                const bool live = p < n && listed[r] <= kK;
-                uint32_t mask = 0;
-#pragma unroll
-                for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-                    for (int c = 0; c < 2; ++c)
-                        if (live && acc[mt][nt][2 * h + c] <= upper[r]) mask |= 1u << (2 * nt + c);
-                if (!__any_sync(kFullMask, mask != 0)) continue;
-
-                // Slots of this lane's new entries: a scan over the quad.
-                const uint32_t mine = __popc(mask);
-                uint32_t through = mine;
-                uint32_t up = __shfl_up_sync(kFullMask, through, 1, 4);
-                if (t >= 1) through += up;
-                up = __shfl_up_sync(kFullMask, through, 2, 4);
-                if (t >= 2) through += up;
-                const uint32_t added = __shfl_sync(kFullMask, through, 3, 4);
-                const bool full = live && listed[r] + added > kK;
-                if (__any_sync(kFullMask, full)) {
-                    __syncwarp();  // the quad's earlier entries are visible
-                    uint32_t kept = listed[r];
-                    if (full && t == 0) kept = prune(s.cand_j[row], s.cand_lb[row], kept, upper[r]);
-                    listed[r] = __shfl_sync(kFullMask, kept, 0, 4);
-                    __syncwarp();  // compaction done before new entries land
-                }
-                if (live) {
-                    if (listed[r] + added > kK) {
-                        listed[r] = kOverflow;
-                    } else {
-                        uint32_t slot_i = listed[r] + through - mine;
-#pragma unroll
-                        for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-                            for (int c = 0; c < 2; ++c) {
-                                if ((mask >> (2 * nt + c)) & 1u) {
-                                    s.cand_j[row][slot_i] = a0 + nt * 8 + 2 * t + c;
-                                    s.cand_lb[row][slot_i] = acc[mt][nt][2 * h + c];
-                                    ++slot_i;
-                                }
-                            }
-                        }
-                        listed[r] += added;
-                    }
-                }
+                auto v = [&](int i) -> float & { return acc[mt][i / 2][2 * h + i % 2]; };
+                row_epilogue<2 * kNT>(v, checked_tile, s.cn[slot], s.cq[slot], t, s.xn[row], s.rx[row],
+                             s.sx[row], sub, neg2inv2, a0, m, exclude_self, p0 + row,
+                             p0 + row < n, &upper[r], &listed[r], s.cand_j[row],
+                             s.cand_lb[row]);
             }
         }
     }
@@ -565,69 +410,11 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
     // s.xn (even when m == 0) and every list entry are visible to all lanes.
     __syncthreads();
 
-    // Refinement, one point at a time per warp: lane i < count holds entry i;
-    // survivors (lower bound within the final upper bound) get the exact
-    // distance, four at a time; the least wins, ties to the lowest index.
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-#pragma unroll 1
-        for (int gg = 0; gg < 8; ++gg) {
-            const int row = warp * 32 + (r / 2) * 16 + (r % 2) * 8 + gg;
-            const uint32_t p = p0 + row;
-            const float u = __shfl_sync(kFullMask, upper[r], 4 * gg);
-            const uint32_t count = __shfl_sync(kFullMask, listed[r], 4 * gg);
-            if (p >= n) continue;  // uniform over the warp
-            float best = kInf;
-            uint32_t best_j = kNone;
-            if (count >= 1 && count <= kK) {
-                uint32_t my_j = 0;
-                float my_lb = kInf;
-                if (lane < count) {
-                    my_j = s.cand_j[row][lane];
-                    my_lb = s.cand_lb[row][lane];
-                }
-                uint32_t alive = __ballot_sync(kFullMask, lane < count && my_lb <= u);
-                const T *xrow = x + static_cast<size_t>(p) * d;
-                const float xn = s.xn[row];
-                while (alive != 0) {
-                    uint32_t js[4];
-                    bool use[4];
-#pragma unroll
-                    for (int b = 0; b < 4; ++b) {
-                        use[b] = alive != 0;
-                        const int src = use[b] ? __ffs(alive) - 1 : 0;
-                        js[b] = __shfl_sync(kFullMask, my_j, src);
-                        alive &= alive - 1;
-                    }
-#pragma unroll
-                    for (int b = 1; b < 4; ++b)
-                        if (!use[b]) js[b] = js[0];
-                    float dots[4];
-                    exact_dots<4>(xrow, anchors, js, d, lane, dots);
-#pragma unroll
-                    for (int b = 0; b < 4; ++b) {
-                        if (!use[b]) continue;
-                        const float f = exact_dist(xn, anchor_norms[js[b]], dots[b]);
-                        if (f < best || (f == best && js[b] < best_j)) {
-                            best = f;
-                            best_j = js[b];
-                        }
-                    }
-                }
-            }
-            if (lane == 0) {
-                if (best_j != kNone) {
-                    assign_out[p] = best_j;
-                    dist_out[p] = best;
-                    if ((flags & KILN_ANNEAL_COUNT) != 0) atomicAdd(&counts[best_j], 1u);
-                } else {
-                    // Overflowed, or no anchor could be bounded (none
-                    // eligible, or non-finite input): the list kernel decides.
-                    unresolved[atomicAdd(unresolved_count, 1u)] = p;
-                }
-            }
-        }
-    }
+    // Refinement, one point at a time per warp (anneal_tc_device.cuh).
+    refine_rows(
+        [&](int r, int gg) { return warp * 32 + (r / 2) * 16 + (r % 2) * 8 + gg; }, upper, listed,
+        p0, n, x, anchors, anchor_norms, d, flags, s.xn, s.cand_j, s.cand_lb, lane, assign_out,
+        dist_out, counts, unresolved, unresolved_count);
 #else
     // No f16 mma.m16n8k16 or cp.async below sm_80: every point goes to the
     // exact list kernel.

@@ -58,6 +58,23 @@
 //!   a tile ahead with the refinement's loads unrolled 4 deep, 9-30% slower
 //!   (long-scoreboard stalls doubled). The kernel is latency-bound at 2-3
 //!   warps per scheduler (registers), not by L2 misses or fragment loads.
+//! - **Hopper.** On compute capability 9.0, `anneal_assign_wgmma_*`
+//!   (`kernels/anneal_wgmma.cu`, an sm_90a image; [`Tile::Wgmma`]) does the
+//!   same work with `wgmma.mma_async.m64n128k16` (both operands from shared
+//!   memory): a block of 512 threads is one producer warpgroup, which copies
+//!   the f16 tiles with `cp.async` into 128-byte-swizzled shared memory (64
+//!   halves of `d` per stage, 5 stages, zero fill past `dp`) and the anchor
+//!   norms, signalling an mbarrier per stage, and three consumer warpgroups
+//!   of 64 points each (64 accumulators a thread; `setmaxnreg` gives them
+//!   152 registers, the producer 40), whose warps run this epilogue and
+//!   refinement on their 16 points. No TMA: a tensor map would be a new
+//!   kernel argument. Its f32 accumulators are the same bits as mma.sync's
+//!   (checked on every pair of normal and hostile f16 data at d = 80, 768,
+//!   4096 on the H200), so the bound below holds unchanged, and its
+//!   candidate lists, unresolved points and outputs equal the 128-anchor
+//!   mma.sync kernel's. 1.4-1.9x faster than the better mma.sync tile on
+//!   every shape measured (H200; 18.1 against 34.5 ms at 1M × 768 × 4096):
+//!   `docs/bench/2026-11-27-wgmma/`.
 //! - **Epilogue, per anchor tile.** The 4 lanes of a quad hold one point row
 //!   (32 anchors each). Each turns its dot products into `A = max(xn + cn -
 //!   2·dot, 0)` (`dot` = accumulator · `σ⁻²`, exact) and the bound `e`
@@ -172,26 +189,80 @@ pub const ENV: &str = "KILN_ANNEAL_TC";
 /// list kernel (it waits for each: a diagnostic, not for timed runs).
 pub const STATS_ENV: &str = "KILN_ANNEAL_TC_STATS";
 
-/// The environment variable that picks the tc kernel's anchor tile: `128`
-/// (two blocks per SM), `64` (three blocks per SM) or `auto` (the default:
-/// [`pick_tile`]). Both give the same bits.
+/// The environment variable that picks the tc kernel: `128` (mma.sync, two
+/// blocks per SM), `64` (mma.sync, three blocks per SM), `wgmma` (the
+/// Hopper kernel; refused where it cannot run) or `auto` (the default:
+/// [`resolve_tile`]). All give the same bits.
 pub const TILE_ENV: &str = "KILN_ANNEAL_TC_TILE";
 
-/// The tc kernel's anchor tile (`anneal_assign_tc_*` or `_slim_*`).
+/// The tc kernel: `anneal_assign_tc_*`, `_slim_*` or `anneal_assign_wgmma_*`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tile {
-    /// By shape: [`pick_tile`].
+    /// By device and shape: [`resolve_tile`].
     Auto,
-    /// 128 anchors per anchor tile.
+    /// mma.sync, 128 anchors per anchor tile.
     Wide,
-    /// 64 anchors per anchor tile.
+    /// mma.sync, 64 anchors per anchor tile.
     Slim,
+    /// wgmma (sm_90a, `kernels/anneal_wgmma.cu`): 3 warpgroups of 64 points
+    /// per block, 128 anchors per anchor tile.
+    Wgmma,
+}
+
+/// The module of the wgmma kernel.
+pub const WGMMA_MODULE: &str = "anneal_wgmma";
+
+/// Whether the wgmma kernel runs here: a device of compute capability 9.0
+/// (sm_90a code runs on no other arch), and `modules` holds [`WGMMA_MODULE`]
+/// built with SASS for 9.0 (kernels/kiln.toml builds it as sm_90a; its other
+/// images are the fallback body, which lists every point).
+pub fn wgmma_available(compute_capability: (u32, u32), modules: &[&cuda_sys::FatbinImage]) -> bool {
+    compute_capability == (9, 0)
+        && modules
+            .iter()
+            .any(|m| m.name == WGMMA_MODULE && m.is_built() && m.sass.contains(&90))
+}
+
+/// The kernel a launch uses, given whether the wgmma kernel is here:
+/// [`Tile::Auto`] and [`Tile::Wgmma`] take it where it is (faster than both
+/// mma.sync tiles on every shape measured on the H200: 1.4-1.9x,
+/// docs/bench/2026-11-27-wgmma), else [`pick_tile`]'s mma.sync tile.
+pub fn resolve_tile(tile: Tile, wgmma: bool, n: u32, d: u32, sms: u32) -> Tile {
+    match tile {
+        Tile::Auto | Tile::Wgmma if wgmma => Tile::Wgmma,
+        Tile::Wgmma => pick_tile(Tile::Auto, n, d, sms),
+        chosen => pick_tile(chosen, n, d, sms),
+    }
 }
 
 /// The widest `d` at which [`Tile::Auto`] takes the 64-anchor tile.
 pub const SLIM_MAX_D: u32 = 384;
 
-/// The tile a launch of `n` points of dimension `d` on `sms` SMs uses:
+/// `(points per block, threads, dynamic shared memory bytes)` of `tile`'s
+/// kernel (anneal_tc.h, anneal_wgmma.h); [`Tile::Auto`] is resolved first
+/// ([`resolve_tile`]) and stands for the 128-anchor tile here.
+pub fn block_shape(tile: Tile) -> (u32, u32, u32) {
+    use cuda_sys::types::*;
+    match tile {
+        Tile::Wgmma => (
+            KILN_ANNEAL_WGMMA_TILE,
+            KILN_ANNEAL_WGMMA_THREADS,
+            KILN_ANNEAL_WGMMA_SMEM,
+        ),
+        Tile::Slim => (
+            KILN_ANNEAL_TC_TILE,
+            KILN_ANNEAL_TC_THREADS,
+            KILN_ANNEAL_TC_SLIM_SMEM,
+        ),
+        Tile::Wide | Tile::Auto => (
+            KILN_ANNEAL_TC_TILE,
+            KILN_ANNEAL_TC_THREADS,
+            KILN_ANNEAL_TC_SMEM,
+        ),
+    }
+}
+
+/// The mma.sync tile a launch of `n` points of dimension `d` on `sms` SMs uses:
 /// `tile` unless [`Tile::Auto`], which takes [`Tile::Slim`] up to
 /// [`SLIM_MAX_D`] (the epilogue, not L2 traffic, bounds the kernel there,
 /// and three blocks per SM hide more of it), or when its 128-point blocks
@@ -217,10 +288,11 @@ pub fn tile_from_env(value: Option<&str>) -> Result<Tile, AnnealError> {
         Some(v) if v.eq_ignore_ascii_case("auto") => Ok(Tile::Auto),
         Some("128") => Ok(Tile::Wide),
         Some("64") => Ok(Tile::Slim),
+        Some(v) if v.eq_ignore_ascii_case("wgmma") => Ok(Tile::Wgmma),
         Some(v) => Err(AnnealError::BadSetting {
             var: TILE_ENV,
             value: v.into(),
-            expected: "64, 128 or auto",
+            expected: "64, 128, wgmma or auto",
         }),
     }
 }
@@ -357,8 +429,57 @@ mod tests {
         assert_eq!(tile_from_env(Some(" 64\n")).unwrap(), Tile::Slim);
         for bad in ["32", "256", "slim", "64x", "-64", "6.4e1", "\u{0}", "６４"] {
             let err = tile_from_env(Some(bad)).unwrap_err().to_string();
-            assert!(err.contains("must be 64, 128 or auto"), "{bad:?}: {err}");
+            assert!(
+                err.contains("must be 64, 128, wgmma or auto"),
+                "{bad:?}: {err}"
+            );
         }
+        assert_eq!(tile_from_env(Some(" WGMMA ")).unwrap(), Tile::Wgmma);
+        assert!(tile_from_env(Some("wgmma90")).is_err());
+    }
+
+    #[test]
+    fn wgmma_is_taken_where_it_runs_and_mma_sync_elsewhere() {
+        let sms = 132;
+        for tile in [Tile::Auto, Tile::Wgmma] {
+            assert_eq!(resolve_tile(tile, true, 1, 1, sms), Tile::Wgmma);
+            assert_eq!(resolve_tile(tile, true, u32::MAX, u32::MAX, 0), Tile::Wgmma);
+            assert_eq!(resolve_tile(tile, false, 100_000, 768, sms), Tile::Wide);
+            assert_eq!(resolve_tile(tile, false, 1_000_000, 128, sms), Tile::Slim);
+        }
+        // A chosen mma.sync tile stays, with or without wgmma.
+        for wgmma in [false, true] {
+            assert_eq!(resolve_tile(Tile::Wide, wgmma, 1, 1, sms), Tile::Wide);
+            assert_eq!(
+                resolve_tile(Tile::Slim, wgmma, 1 << 20, 4096, sms),
+                Tile::Slim
+            );
+        }
+    }
+
+    #[test]
+    fn wgmma_needs_compute_capability_9_0_and_its_built_module() {
+        let image = |name, image: &'static [u8], sass: &'static [u32]| cuda_sys::FatbinImage {
+            name,
+            image,
+            sass,
+            ptx: &[80],
+            kernels: &[],
+            toolkit: (13, 0),
+        };
+        let good = image(WGMMA_MODULE, b"fatbin", &[75, 80, 90]);
+        assert!(wgmma_available((9, 0), &[&good]));
+        for cc in [(8, 0), (8, 9), (9, 1), (10, 0), (12, 0), (0, 0)] {
+            assert!(!wgmma_available(cc, &[&good]), "{cc:?}");
+        }
+        // Not built (CPU-only), no sm_90 SASS, another module's name, none.
+        let empty = image(WGMMA_MODULE, b"", &[75, 80, 90]);
+        let no_90 = image(WGMMA_MODULE, b"fatbin", &[75, 80]);
+        let other = image("anneal_tc", b"fatbin", &[80, 90]);
+        for modules in [&[&empty][..], &[&no_90], &[&other], &[]] {
+            assert!(!wgmma_available((9, 0), modules));
+        }
+        assert!(wgmma_available((9, 0), &[&other, &no_90, &good]));
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //!   relative test on a near-zero distance meaningless); dist within the
 //!   same; counts equal to the histogram of assign.
 //!
+//! Every check runs each tc kernel: mma.sync with both anchor tiles, and the
+//! wgmma kernel on a device of compute capability 9.0.
+//!
 //! Skips, saying why, without a CUDA device of sm_80 or newer.
 
 mod tc_harness;
@@ -59,6 +62,59 @@ fn tc_matches_reference_and_simt_on_awkward_shapes() {
     let mut no_anchor = Case::random("m 0", 50, 16, 0, 9);
     no_anchor.anchors.clear();
     cases.push(no_anchor);
+    for case in &cases {
+        run_and_check(&backend, &stream, case);
+    }
+}
+
+/// The wgmma kernel on its own edges (every other test here runs it too,
+/// beside both mma.sync tiles, where the device has it): one 64-half stage
+/// half zero-filled, a last stage half zero-filled, a second block of one
+/// point, eight anchor tiles, anchors that are the points with EXCLUDE_SELF
+/// across 192-point blocks, f16 points. On a device of compute capability
+/// 9.0 the build must carry its sm_90a image; elsewhere it is not run.
+#[test]
+fn wgmma_kernel_matches_reference_on_hopper() {
+    let Some(backend) = tc_device_or_skip() else {
+        return;
+    };
+    let cc = backend.device().map_or((0, 0), |d| d.compute_capability);
+    let stream = backend.default_stream();
+    let probe = TcAssign::new(&backend, &stream, 1, 1, 1).unwrap().unwrap();
+    let available = assign_tc::wgmma_available(cc, cuda_sys::modules::ALL);
+    assert_eq!(probe.has_wgmma(), available, "compute capability {cc:?}");
+    if cc != (9, 0) {
+        println!("not run: the wgmma kernel needs compute capability 9.0, not {cc:?}");
+        return;
+    }
+    assert!(
+        available,
+        "compute capability 9.0 but this build has no sm_90 image of {}",
+        assign_tc::WGMMA_MODULE
+    );
+    let mut cases = vec![
+        Case::random("d 16: one stage, half zero fill", 500, 16, 300, 21),
+        Case::random("d 96: last stage half zero fill", 1000, 96, 129, 22),
+        Case::random("n 193: a block of one point", 193, 64, 128, 23),
+        Case::random("m 1000: eight anchor tiles", 2000, 200, 1000, 24),
+        Case::random("m 1", 400, 8, 1, 25),
+    ];
+    let mut own = Case::random("anchors are the points, EXCLUDE_SELF", 700, 40, 700, 26);
+    own.anchors = own.x.to_f32();
+    own.flags = COUNT | EXCLUDE_SELF;
+    cases.push(own);
+    let values = kiln_anneal::synthetic_points(900, 72, 8, 0.25, 27);
+    let mut rng = Rng::new(27);
+    cases.push(Case {
+        name: "f16 points".into(),
+        x: Values::f16(&values),
+        n: 900,
+        d: 72,
+        anchors: rng.f32s(300 * 72),
+        m: 300,
+        flags: COUNT,
+        pad: 0,
+    });
     for case in &cases {
         run_and_check(&backend, &stream, case);
     }

@@ -60,7 +60,14 @@ fn embedded_modules_match_the_build_mode() {
     let names: Vec<&str> = cuda_sys::modules::ALL.iter().map(|m| m.name).collect();
     assert_eq!(
         names,
-        ["anneal", "anneal_tc", "batch", "convert", "vector_add"],
+        [
+            "anneal",
+            "anneal_tc",
+            "anneal_wgmma",
+            "batch",
+            "convert",
+            "vector_add"
+        ],
         "reduce is a static library"
     );
     for module in cuda_sys::modules::ALL {
@@ -69,6 +76,13 @@ fn embedded_modules_match_the_build_mode() {
             assert!(!module.sass.is_empty(), "{}", module.name);
             assert!(!module.kernels.is_empty(), "{}", module.name);
         }
+    }
+    // kiln.toml's per-module archs (`sm_75,sm_80,sm_90a`) replace the build's
+    // for anneal_wgmma whatever the build was asked for: its sm_90a image is
+    // SASS for 90, its PTX the highest plain arch's.
+    if cuda_sys::modules::ANNEAL_WGMMA.is_built() {
+        assert_eq!(cuda_sys::modules::ANNEAL_WGMMA.sass, [75, 80, 90]);
+        assert_eq!(cuda_sys::modules::ANNEAL_WGMMA.ptx, [80]);
     }
     assert!(cuda_sys::modules::VECTOR_ADD
         .kernels

@@ -4,16 +4,20 @@
 use cuda_sys::kernels::{
     anneal_absmax_f16, anneal_absmax_f32, anneal_assign_list_f16, anneal_assign_list_f32,
     anneal_assign_list_finish, anneal_assign_tc_f16, anneal_assign_tc_f32,
-    anneal_assign_tc_slim_f16, anneal_assign_tc_slim_f32, anneal_to_half_f16, anneal_to_half_f32,
+    anneal_assign_tc_slim_f16, anneal_assign_tc_slim_f32, anneal_assign_wgmma_f16,
+    anneal_assign_wgmma_f32, anneal_to_half_f16, anneal_to_half_f32,
 };
 use cuda_sys::types::{
     AnnealControl, KILN_ANNEAL_COUNT, KILN_ANNEAL_LIST_THREADS, KILN_ANNEAL_TC_DP,
-    KILN_ANNEAL_TC_SLIM_SMEM, KILN_ANNEAL_TC_SMEM, KILN_ANNEAL_TC_THREADS, KILN_ANNEAL_TC_TILE,
+    KILN_ANNEAL_TC_SLIM_SMEM, KILN_ANNEAL_TC_SMEM, KILN_ANNEAL_WGMMA_SMEM,
 };
 use cuda_sys::{GpuRepr, KernelDecl};
 use gpu_core::{Backend, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream};
 
-use super::{pick_tile, tc_wanted, tile_from_env, AnnealError, Tile, ENV, TILE_ENV};
+use super::{
+    block_shape, resolve_tile, tc_wanted, tile_from_env, wgmma_available, AnnealError, Tile, ENV,
+    TILE_ENV,
+};
 
 /// Blocks of the list kernels per SM (8 warps each): their grid is fixed,
 /// since the number of listed points is known only on the device.
@@ -69,6 +73,8 @@ pub trait TcPoint: GpuRepr {
     type Tc: KernelDecl<Params = TcParams<Self>>;
     /// `anneal_assign_tc_slim_*` for this type.
     type TcSlim: KernelDecl<Params = TcParams<Self>>;
+    /// `anneal_assign_wgmma_*` for this type.
+    type Wg: KernelDecl<Params = TcParams<Self>>;
     /// `anneal_assign_list_*` for this type.
     type List: KernelDecl<Params = ListParams<Self>>;
     /// `anneal_absmax_*` for this type.
@@ -84,6 +90,8 @@ pub trait TcPoint: GpuRepr {
 pub struct TypedKernels<'a, T: TcPoint> {
     tc: &'a Kernel<T::Tc>,
     tc_slim: &'a Kernel<T::TcSlim>,
+    /// Present where [`wgmma_available`] (and the backend has the module).
+    wg: Option<&'a Kernel<T::Wg>>,
     list: &'a Kernel<T::List>,
     absmax: &'a Kernel<T::Absmax>,
     to_half: &'a Kernel<T::ToHalf>,
@@ -92,6 +100,7 @@ pub struct TypedKernels<'a, T: TcPoint> {
 impl TcPoint for f32 {
     type Tc = anneal_assign_tc_f32;
     type TcSlim = anneal_assign_tc_slim_f32;
+    type Wg = anneal_assign_wgmma_f32;
     type List = anneal_assign_list_f32;
     type Absmax = anneal_absmax_f32;
     type ToHalf = anneal_to_half_f32;
@@ -99,6 +108,7 @@ impl TcPoint for f32 {
         TypedKernels {
             tc: &all.tc_f32,
             tc_slim: &all.tc_slim_f32,
+            wg: all.wg_f32.as_ref(),
             list: &all.list_f32,
             absmax: &all.absmax_f32,
             to_half: &all.to_half_f32,
@@ -109,6 +119,7 @@ impl TcPoint for f32 {
 impl TcPoint for u16 {
     type Tc = anneal_assign_tc_f16;
     type TcSlim = anneal_assign_tc_slim_f16;
+    type Wg = anneal_assign_wgmma_f16;
     type List = anneal_assign_list_f16;
     type Absmax = anneal_absmax_f16;
     type ToHalf = anneal_to_half_f16;
@@ -116,6 +127,7 @@ impl TcPoint for u16 {
         TypedKernels {
             tc: &all.tc_f16,
             tc_slim: &all.tc_slim_f16,
+            wg: all.wg_f16.as_ref(),
             list: &all.list_f16,
             absmax: &all.absmax_f16,
             to_half: &all.to_half_f16,
@@ -128,11 +140,13 @@ impl TcPoint for u16 {
 pub struct TcKernels {
     tc_f32: Kernel<anneal_assign_tc_f32>,
     tc_slim_f32: Kernel<anneal_assign_tc_slim_f32>,
+    wg_f32: Option<Kernel<anneal_assign_wgmma_f32>>,
     list_f32: Kernel<anneal_assign_list_f32>,
     absmax_f32: Kernel<anneal_absmax_f32>,
     to_half_f32: Kernel<anneal_to_half_f32>,
     tc_f16: Kernel<anneal_assign_tc_f16>,
     tc_slim_f16: Kernel<anneal_assign_tc_slim_f16>,
+    wg_f16: Option<Kernel<anneal_assign_wgmma_f16>>,
     list_f16: Kernel<anneal_assign_list_f16>,
     absmax_f16: Kernel<anneal_absmax_f16>,
     to_half_f16: Kernel<anneal_to_half_f16>,
@@ -291,15 +305,31 @@ impl TcAssign {
         tc_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SMEM)?;
         tc_slim_f32.reserve_dynamic_shared(KILN_ANNEAL_TC_SLIM_SMEM)?;
         tc_slim_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SLIM_SMEM)?;
+        let (wg_f32, wg_f16) = if wgmma_available(device.compute_capability, cuda_sys::modules::ALL)
+        {
+            (wgmma_kernel(backend)?, wgmma_kernel(backend)?)
+        } else {
+            (None, None)
+        };
+        if tile == Tile::Wgmma && wg_f32.is_none() {
+            return Err(AnnealError::BadSetting {
+                var: TILE_ENV,
+                value: "wgmma".into(),
+                expected: "64, 128 or auto here (wgmma needs compute capability 9.0 and \
+                           kernels built with the anneal_wgmma module)",
+            });
+        }
         Ok(Some(Self {
             kernels: TcKernels {
                 tc_f32,
                 tc_slim_f32,
+                wg_f32,
                 list_f32: backend.kernel()?,
                 absmax_f32: backend.kernel()?,
                 to_half_f32: backend.kernel()?,
                 tc_f16,
                 tc_slim_f16,
+                wg_f16,
                 list_f16: backend.kernel()?,
                 absmax_f16: backend.kernel()?,
                 to_half_f16: backend.kernel()?,
@@ -319,10 +349,17 @@ impl TcAssign {
         }))
     }
 
-    /// Sets the tc kernel's anchor tile for later launches ([`Tile::Auto`]:
-    /// by shape, [`pick_tile`]); both tiles give the same bits.
+    /// Sets the tc kernel for later launches ([`Tile::Auto`]: by device
+    /// and shape, [`resolve_tile`]; [`Tile::Wgmma`] where it cannot run: as
+    /// Auto); every kernel gives the same bits.
     pub fn set_tile(&mut self, tile: Tile) {
         self.tile = tile;
+    }
+
+    /// Whether the wgmma kernel runs here ([`wgmma_available`], and the
+    /// backend was handed its module).
+    pub fn has_wgmma(&self) -> bool {
+        self.kernels.wg_f32.is_some()
     }
 
     /// The points the last launch left to the list kernel: the first
@@ -484,15 +521,12 @@ impl TcAssign {
                 self.ch.view_mut(),
             ),
         )?;
-        let slim = pick_tile(self.tile, n, d, sms) == Tile::Slim;
+        let chosen = resolve_tile(self.tile, kernels.wg.is_some(), n, d, sms);
+        let (per_block, threads, shared) = block_shape(chosen);
         let tile = LaunchConfig {
-            grid: (n.div_ceil(KILN_ANNEAL_TC_TILE).max(1), 1, 1),
-            block: (KILN_ANNEAL_TC_THREADS, 1, 1),
-            shared_mem_bytes: if slim {
-                KILN_ANNEAL_TC_SLIM_SMEM
-            } else {
-                KILN_ANNEAL_TC_SMEM
-            },
+            grid: (n.div_ceil(per_block).max(1), 1, 1),
+            block: (threads, 1, 1),
+            shared_mem_bytes: shared,
         };
         let params = (
             x.slice(..)?,
@@ -514,10 +548,10 @@ impl TcAssign {
             self.unresolved.view_mut(),
             self.unresolved_count.view_mut(),
         );
-        if slim {
-            stream.launch(kernels.tc_slim, tile, params)?;
-        } else {
-            stream.launch(kernels.tc, tile, params)?;
+        match (chosen, kernels.wg) {
+            (Tile::Wgmma, Some(wg)) => stream.launch(wg, tile, params)?,
+            (Tile::Slim, _) => stream.launch(kernels.tc_slim, tile, params)?,
+            _ => stream.launch(kernels.tc, tile, params)?,
         }
         let per_pair = LaunchConfig {
             grid: (self.list_grid, 1, 1),
@@ -558,6 +592,22 @@ impl TcAssign {
             ),
         )?;
         Ok(())
+    }
+}
+
+/// The wgmma kernel `K` with its shared memory reserved, or `None` where the
+/// backend was not handed its module.
+fn wgmma_kernel<K: KernelDecl>(backend: &Backend) -> Result<Option<Kernel<K>>, AnnealError>
+where
+    K::Params: gpu_core::LaunchParams,
+{
+    match backend.kernel::<K>() {
+        Ok(mut kernel) => {
+            kernel.reserve_dynamic_shared(KILN_ANNEAL_WGMMA_SMEM)?;
+            Ok(Some(kernel))
+        }
+        Err(gpu_core::Error::KernelNotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 

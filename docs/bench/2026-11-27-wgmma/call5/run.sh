@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Device call 5 (issue 28): after both kernels moved their epilogue and
+# refinement into kernels/include/anneal_tc_device.cuh. crates/anneal's GPU
+# tests (KILN_REQUIRE_GPU=1), the harness with the pre-refactor mma.sync
+# kernels beside (tco_*: bits and speed of the refactor), f16 points, and
+# compute-sanitizer on the tc and wgmma tests.
+cd "$(dirname "$0")"
+exec > >(tee $OUT/log.txt) 2>&1
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
+gunzip -f assign_tc.gz anneal.gz; chmod +x assign_tc anneal harness
+export KILN_REQUIRE_GPU=1
+for t in assign_tc anneal; do
+  timeout 150 ./$t --test-threads=1 > $OUT/test_$t.txt 2>&1; echo "TEST $t rc=$?"; grep -E 'test result|FAILED|panicked|skipped|not run' $OUT/test_$t.txt | head -12
+done
+unset KILN_REQUIRE_GPU
+REPS=3 timeout 60 ./harness 10000,80,300,1 1000,32,5000 300,64,70,1 > $OUT/small.log 2>&1
+echo "SMALL rc=$?"; grep -E "RAW|SHAPE|DIFFERENT|RESULT" $OUT/small.log
+SKIP_RAW=1 REPS=10 timeout 150 ./harness 100000,768,1024 1000000,128,2048 1000000,768,4096 100000,1536,1024 100000,384,1024 > $OUT/big.log 2>&1
+echo "BIG rc=$?"; grep -E "SHAPE|DIFFERENT|RESULT|TIME round 1" $OUT/big.log
+F16=1 SKIP_RAW=1 REPS=3 timeout 60 ./harness 100000,768,1024 50000,2048,256 > $OUT/f16.log 2>&1
+echo "F16 rc=$?"; grep -E "SHAPE|DIFFERENT|RESULT|TIME round 1" $OUT/f16.log
+for tool in memcheck racecheck; do
+  if (( SECONDS > 330 )); then echo "SANITIZER $tool skipped (time)"; continue; fi
+  KILN_REQUIRE_GPU=1 timeout 60 compute-sanitizer --tool $tool --error-exitcode 99 ./assign_tc --test-threads=1 wgmma_kernel tc_matches_reference > $OUT/san_$tool.txt 2>&1; echo "SANITIZER $tool rc=$?"; tail -2 $OUT/san_$tool.txt
+done
+echo "ELAPSED $SECONDS s"
