@@ -1,6 +1,8 @@
 //! `cargo xtask bench`: runs `apps bench` (kiln's figures), optionally
-//! PyTorch's anchor script beside it, and writes `bench.json` (both sets of
-//! figures and the speedups computed from them) and `speedup.svg`.
+//! PyTorch's anchor script beside it (the weak cdist anchor) and kiln's
+//! anneal against `kmeans_anchors.py`'s five modes (`--kmeans-anchors`),
+//! and writes `bench.json` (the figures and the speedups computed from
+//! them), `speedup.svg` and, with the anchors, `kmeans.md`.
 //!
 //! With `--apps PATH` it needs no workspace, so the same binary runs from the
 //! GPU bundle on a host without cargo; `--plot-only` re-renders a fetched
@@ -8,6 +10,8 @@
 //! pure; this file only runs processes and writes files.
 
 mod grid;
+mod kmeans;
+mod kmeans_run;
 mod labels;
 mod plot;
 mod report;
@@ -29,6 +33,7 @@ const APPS_JSON: &str = "apps.json";
 const TORCH_JSON: &str = "torch.json";
 const BENCH_JSON: &str = "bench.json";
 const SPEEDUP_SVG: &str = "speedup.svg";
+const KMEANS_MD: &str = "kmeans.md";
 
 /// Where PyTorch's figures come from.
 #[derive(Debug, PartialEq)]
@@ -44,6 +49,7 @@ enum Torch {
 struct Options {
     apps: Option<PathBuf>,
     torch: Torch,
+    kmeans_anchors: Option<PathBuf>,
     out: PathBuf,
     quick: bool,
     plot_only: bool,
@@ -68,6 +74,7 @@ fn options(root: &Path, args: &BenchArgs) -> Options {
     Options {
         apps: args.apps.clone(),
         torch,
+        kmeans_anchors: args.kmeans_anchors.clone(),
         out,
         quick: args.quick,
         plot_only: args.plot_only,
@@ -141,8 +148,23 @@ pub(crate) fn run(root: &Path, args: &BenchArgs, argv: &[String]) -> Result<()> 
             .with_context(|| format!("cannot remove the stale {}", torch_json.display()))?;
     }
 
+    // After apps bench, so a failing anchor costs none of kiln's figures.
+    let kmeans = match &opts.kmeans_anchors {
+        None => None,
+        Some(script) => {
+            let plan = kmeans_run::Plan::new(&apps, script, opts.quick);
+            match kmeans_run::run(&plan) {
+                Ok(table) => Some(table),
+                Err(e) => {
+                    println!("bench: k-means anchors not compared: {e:#}");
+                    None
+                }
+            }
+        }
+    };
     let command = format!("xtask {}", argv.join(" "));
-    let bench = report::merge(today(), command, report, torch);
+    let mut bench = report::merge(today(), command, report, torch);
+    bench.kmeans = kmeans;
     written.extend(write_outputs(&bench, &opts.out)?);
     print!("{}", report::render_table(&bench));
     println!("bench: wrote {}", list(&written));
@@ -183,7 +205,21 @@ fn write_outputs(bench: &BenchFile, out: &Path) -> Result<Vec<PathBuf>> {
     let (json_path, svg_path) = (out.join(BENCH_JSON), out.join(SPEEDUP_SVG));
     write_atomic(&json_path, json.as_bytes())?;
     write_atomic(&svg_path, svg.as_bytes())?;
-    Ok(vec![json_path, svg_path])
+    let mut written = vec![json_path, svg_path];
+    let md_path = out.join(KMEANS_MD);
+    match &bench.kmeans {
+        Some(table) => {
+            let md = kmeans::render_markdown(table);
+            print!("{md}");
+            write_atomic(&md_path, md.as_bytes())?;
+            written.push(md_path);
+        }
+        // An older kmeans.md would read as this run's.
+        None if md_path.exists() => std::fs::remove_file(&md_path)
+            .with_context(|| format!("cannot remove the stale {}", md_path.display()))?,
+        None => {}
+    }
+    Ok(written)
 }
 
 fn list(paths: &[PathBuf]) -> String {

@@ -140,6 +140,10 @@ pub(crate) struct BenchArgs {
     /// Run PyTorch's anchor script (torch_anchor.py) after apps bench.
     #[arg(long, value_name = "FILE", conflicts_with = "plot_only")]
     pub(crate) torch_script: Option<PathBuf>,
+    /// Run kmeans_anchors.py (flash-kmeans/ beside it) against kiln's anneal
+    /// on the same points; writes kmeans.md.
+    #[arg(long, value_name = "FILE", conflicts_with = "plot_only")]
+    pub(crate) kmeans_anchors: Option<PathBuf>,
     /// Output folder (default: target/bench in the workspace, else ./bench).
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,

@@ -30,6 +30,9 @@ pub(crate) struct BenchFile {
     pub(crate) torch: Option<TorchFigures>,
     /// Why there are no PyTorch figures, when there are none.
     pub(crate) torch_skipped: Option<String>,
+    /// kiln's anneal against `kmeans_anchors.py`, when `--kmeans-anchors` ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) kmeans: Option<super::kmeans::KmeansTable>,
     /// Derived from `apps` and `torch`; recomputed whenever the file is read.
     #[serde(default)]
     pub(crate) comparisons: Comparisons,
@@ -196,6 +199,7 @@ pub(crate) fn merge(
         apps,
         torch,
         torch_skipped,
+        kmeans: None,
         comparisons,
     }
 }
@@ -287,6 +291,7 @@ pub(crate) fn render_table(bench: &BenchFile) -> String {
         out.push('\n');
     }
     out.push_str("ratios are PyTorch or kiln CPU time over kiln GPU time: above 1x, kiln's GPU path is faster\n");
+    out.push_str("PyTorch here is its cdist k-means, the weak anchor (`--kmeans-anchors` runs the strong ones)\n");
     for a in c.anneal.iter().filter(|a| a.wgpu_ms.is_some()) {
         let _ = writeln!(
             out,

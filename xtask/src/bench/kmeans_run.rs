@@ -1,0 +1,223 @@
+//! `--kmeans-anchors`: writes the shapes' points once as `x_N_D.npy`, runs
+//! kiln's anneal on each a few times and `kmeans_anchors.py` once over all
+//! of them on the same files, and returns the table. Every failure of one
+//! part (kiln on a shape, the script, flash-kmeans) is a line in the table,
+//! never the end of the bench; only the points not being written is.
+
+use std::ffi::OsString;
+use std::io::{BufWriter, Read as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use rand_distr::{Distribution as _, StandardNormal};
+use rand_xorshift::XorShiftRng;
+use wait_timeout::ChildExt as _;
+
+use super::kmeans::{self, Kiln, KmeansTable, Shape};
+
+/// How one comparison runs; tests swap the interpreter and shorten limits.
+pub(crate) struct Plan<'a> {
+    pub(crate) apps: &'a Path,
+    pub(crate) script: &'a Path,
+    /// `python3` (a test's fake interpreter runs the script its own way).
+    pub(crate) python: OsString,
+    pub(crate) shapes: Vec<Shape>,
+    /// kiln runs per shape (their median is the figure).
+    pub(crate) reps: usize,
+    /// One `apps anneal` run; past it the run is killed and noted.
+    pub(crate) kiln_limit: Duration,
+    /// The anchor script over all shapes.
+    pub(crate) script_limit: Duration,
+}
+
+impl<'a> Plan<'a> {
+    pub(crate) fn new(apps: &'a Path, script: &'a Path, quick: bool) -> Self {
+        Self {
+            apps,
+            script,
+            python: "python3".into(),
+            shapes: kmeans::shapes(quick),
+            reps: if quick { 1 } else { 3 },
+            kiln_limit: Duration::from_secs(600),
+            script_limit: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Runs the comparison; `Err` only when the points cannot be written.
+pub(crate) fn run(plan: &Plan<'_>) -> Result<KmeansTable> {
+    let dir = tempfile::Builder::new()
+        .prefix("kiln-bench-points")
+        .tempdir()
+        .context("cannot make a folder for the benchmark points")?;
+    write_points(dir.path(), &plan.shapes)?;
+    let kiln: Vec<Kiln> = plan
+        .shapes
+        .iter()
+        .map(|s| run_kiln(plan, dir.path(), s))
+        .collect();
+    let anchors = run_script(plan, dir.path());
+    if let Err(why) = &anchors {
+        println!("bench: k-means anchors: {why}");
+    }
+    Ok(kmeans::table(
+        &plan.shapes,
+        &kiln,
+        anchors.as_ref().map_err(String::as_str),
+    ))
+}
+
+/// `DIR/x_N_D.npy`: `n × d` standard normal f32, seeded by the shape, each
+/// `(n, d)` once, streamed to disk.
+pub(crate) fn write_points(dir: &Path, shapes: &[Shape]) -> Result<()> {
+    use npyz::WriterBuilder as _;
+    use rand_core::SeedableRng as _;
+    let mut done = Vec::new();
+    for s in shapes {
+        if done.contains(&(s.n, s.d)) {
+            continue;
+        }
+        done.push((s.n, s.d));
+        let path = points_path(dir, s);
+        println!("bench: writing {} ({} x {} f32)", path.display(), s.n, s.d);
+        let file = std::fs::File::create(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        let mut writer = npyz::WriteOptions::<f32>::new()
+            .default_dtype()
+            .shape(&[s.n, s.d])
+            .writer(BufWriter::new(file))
+            .begin_nd()
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        let mut rng = XorShiftRng::seed_from_u64(s.n ^ (s.d << 40) ^ 0x6b69_6c6e);
+        let values = (0..s.n * s.d).map(|_| -> f32 { StandardNormal.sample(&mut rng) });
+        writer
+            .extend(values)
+            .and_then(|()| writer.finish())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn points_path(dir: &Path, s: &Shape) -> PathBuf {
+    dir.join(format!("x_{}_{}.npy", s.n, s.d))
+}
+
+/// A command's stdout and exit, killed past `limit`; stderr streams through.
+fn output_within(cmd: &mut Command, limit: Duration) -> Result<(String, std::process::ExitStatus)> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let mut stdout = child.stdout.take().context("no stdout pipe")?;
+    // Read beside the wait, so that a full pipe cannot stall the child.
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        bytes
+    });
+    let status = match child.wait_timeout(limit)? {
+        Some(status) => status,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("killed after {} s without finishing", limit.as_secs_f64());
+        }
+    };
+    let bytes = reader.join().unwrap_or_default();
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), status))
+}
+
+/// `apps anneal` on one shape `plan.reps` times: the run times after setup.
+fn run_kiln(plan: &Plan<'_>, dir: &Path, s: &Shape) -> Kiln {
+    let mut runs = Vec::new();
+    for _ in 0..plan.reps {
+        let mut cmd = Command::new(plan.apps);
+        cmd.arg("anneal")
+            .arg("--npy")
+            .arg(points_path(dir, s))
+            .args(["--m", &s.k.to_string(), "--iters", &s.iters.to_string()])
+            .args(["--tol", "0", "--backend", "cuda"]);
+        let outcome = output_within(&mut cmd, plan.kiln_limit).and_then(|(text, status)| {
+            if !status.success() {
+                bail!("exited with {status}; its errors are above");
+            }
+            run_ms(&text)
+        });
+        match outcome {
+            Ok(ms) => runs.push(ms),
+            Err(e) => {
+                let why = format!("`apps anneal` on {}: {e:#}", s.key());
+                println!("bench: {why}");
+                return Kiln::Failed(why);
+            }
+        }
+    }
+    println!("bench: kiln {}: {runs:?} ms", s.key());
+    Kiln::Runs(runs)
+}
+
+/// The `iterations I ms` of `apps anneal`'s `whole run W ms (setup S ms,
+/// iterations I ms)` line: the run after setup.
+pub(crate) fn run_ms(stdout: &str) -> Result<f64> {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("whole run "))
+        .context(
+            "no `whole run ... ms` line in its output (are apps and xtask from the same commit?)",
+        )?;
+    let ms = line
+        .rsplit_once("iterations ")
+        .and_then(|(_, rest)| rest.strip_suffix(" ms)"))
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 0.0);
+    ms.with_context(|| format!("cannot read the run's time from `{line}`"))
+}
+
+/// The script once over every shape; its figures, or one line why none.
+fn run_script(plan: &Plan<'_>, dir: &Path) -> std::result::Result<kmeans::AnchorOutput, String> {
+    let script = plan.script;
+    if !script.is_file() {
+        return Err(format!("{}: no such file", script.display()));
+    }
+    let flash = script
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("flash-kmeans");
+    let mut cmd = Command::new(&plan.python);
+    if flash.is_dir() {
+        let mut path = OsString::from(&flash);
+        if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+            path.push(":");
+            path.push(old);
+        }
+        cmd.env("PYTHONPATH", path);
+    } else {
+        println!(
+            "bench: no flash-kmeans/ beside {}: its Flash modes are not run",
+            script.display()
+        );
+    }
+    cmd.arg(script)
+        .args(plan.shapes.iter().map(Shape::arg))
+        .arg("--npy")
+        .arg(dir);
+    println!(
+        "bench: running {} {}",
+        plan.python.to_string_lossy(),
+        script.display()
+    );
+    let name = script.display().to_string();
+    let (text, status) = output_within(&mut cmd, plan.script_limit)
+        .map_err(|e| format!("{} {name}: {e:#}", plan.python.to_string_lossy()))?;
+    if !status.success() {
+        return Err(format!("{name} exited with {status}; its errors are above"));
+    }
+    kmeans::parse_script_output(&text, &plan.shapes, &name).map_err(|e| format!("{e:#}"))
+}
+
+#[cfg(test)]
+#[path = "kmeans_run_tests.rs"]
+mod tests;
