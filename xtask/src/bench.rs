@@ -395,10 +395,25 @@ mod tests {
 
     #[test]
     fn flags() {
-        let args = bench_args(&["--apps", "bin/apps", "--torch-script=t.py", "--quick"]);
+        let args = bench_args(&[
+            "--apps",
+            "bin/apps",
+            "--torch-script=t.py",
+            "--quick",
+            "--kmeans-anchors",
+            "a/kmeans_anchors.py",
+        ]);
         let o = options(Path::new(NO_WORKSPACE), &args);
         assert_eq!(o.apps.as_deref(), Some(Path::new("bin/apps")));
         assert_eq!(o.torch, Torch::Script("t.py".into()));
+        assert_eq!(
+            o.kmeans_anchors.as_deref(),
+            Some(Path::new("a/kmeans_anchors.py"))
+        );
+        assert_eq!(
+            options(Path::new(NO_WORKSPACE), &bench_args(&[])).kmeans_anchors,
+            None
+        );
         assert!(o.quick && !o.plot_only);
         // Outside a workspace the default folder is in the current directory.
         assert_eq!(o.out, Path::new("bench"));
@@ -528,6 +543,33 @@ mod tests {
             }
         }
         assert!(read >= 5, "only {read} reports under {}", docs.display());
+    }
+
+    /// The anchors' table goes to kmeans.md and bench.json, is read back by
+    /// `--plot-only`, and a run without it leaves no older kmeans.md.
+    #[test]
+    fn the_kmeans_table_is_written_and_a_stale_one_removed() {
+        let tmp = scratch();
+        let dir = tmp.path();
+        let mut bench = report::fixture();
+        let shape = kmeans::Shape::new(10_000, 128, 256, 10);
+        bench.kmeans = Some(kmeans::table(
+            &[shape],
+            &[kmeans::Kiln::Runs(vec![2.0])],
+            Err("no script"),
+        ));
+        let written = write_outputs(&bench, dir).unwrap();
+        assert!(written.contains(&dir.join(KMEANS_MD)));
+        let md = std::fs::read_to_string(dir.join(KMEANS_MD)).unwrap();
+        assert!(md.contains("| 10000x128x256_it10 | 2.00 |"), "{md}");
+        let back = std::fs::read_to_string(dir.join(BENCH_JSON)).unwrap();
+        assert_eq!(report::parse_bench(&back).unwrap(), bench);
+        std::fs::remove_file(dir.join(KMEANS_MD)).unwrap();
+        plot_only(dir).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join(KMEANS_MD)).unwrap(), md);
+        bench.kmeans = None;
+        write_outputs(&bench, dir).unwrap();
+        assert!(!dir.join(KMEANS_MD).exists());
     }
 
     #[test]

@@ -246,6 +246,8 @@ mod tests {
             &["bench", "--torch-json", "a", "--torch-script", "b"][..],
             &["bench", "--plot-only", "--quick"],
             &["bench", "--plot-only", "--apps", "x"],
+            &["bench", "--plot-only", "--kmeans-anchors", "k.py"],
+            &["bench", "--kmeans-anchors"],
             &["bench", "--bogus"],
             &["ptx-audit", "--json"],
             &["ptx-audit", "--jsn", "x"],

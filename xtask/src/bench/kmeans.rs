@@ -43,7 +43,7 @@ pub(crate) struct Shape {
 }
 
 impl Shape {
-    const fn new(n: u64, d: u64, k: u64, iters: u32) -> Self {
+    pub(crate) const fn new(n: u64, d: u64, k: u64, iters: u32) -> Self {
         Self { n, d, k, iters }
     }
 
