@@ -99,6 +99,58 @@ fn bench_step_runs_xtask_bench_with_pytorch_only_when_its_script_is_there() {
     assert!(script.contains("for t in anneal__anneal; do"));
 }
 
+/// The bench step run for real with a fake xtask that prints its
+/// arguments: each anchor script is passed exactly when it sits beside
+/// run.sh, and a missing flash-kmeans/ is one line.
+#[test]
+fn bench_step_passes_each_anchor_script_only_when_it_is_beside_run_sh() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("bin")).unwrap();
+    let xtask = dir.path().join("bin/xtask");
+    std::fs::write(&xtask, "#!/bin/sh\necho \"xtask $*\"\n").unwrap();
+    std::fs::set_permissions(&xtask, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(dir.path().join("run.sh"), script()).unwrap();
+    let bench = || {
+        let out = Command::new("bash")
+            .args(["run.sh", "bench"])
+            .current_dir(dir.path())
+            .env("OUT", "o")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = bench();
+    assert!(
+        text.contains("xtask bench --apps bin/apps --out o/bench"),
+        "{text}"
+    );
+    assert!(
+        text.contains("kmeans_anchors.py is not beside run.sh"),
+        "{text}"
+    );
+    std::fs::write(dir.path().join("kmeans_anchors.py"), "").unwrap();
+    let text = bench();
+    assert!(
+        text.contains(
+            "xtask bench --apps bin/apps --kmeans-anchors kmeans_anchors.py --out o/bench"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("flash-kmeans/ is not beside run.sh"),
+        "{text}"
+    );
+    std::fs::create_dir(dir.path().join("flash-kmeans")).unwrap();
+    std::fs::write(dir.path().join("torch_anchor.py"), "").unwrap();
+    let text = bench();
+    assert!(
+        text.contains("--torch-script torch_anchor.py --kmeans-anchors kmeans_anchors.py"),
+        "{text}"
+    );
+    assert!(!text.contains("not beside"), "{text}");
+}
+
 /// The tests step run for real on fake binaries: a binary that prints
 /// `skipped:` and exits 0 is a failure, and the tests see
 /// `KILN_REQUIRE_GPU=1`.
