@@ -64,8 +64,8 @@ const OUTSIDE_CRATES: &[OutsideCrate] = &[
         prefix: "KT",
         follows_arch: false,
     },
-    // Kernels in candle's patterns, launched by name and through a static
-    // module's host launchers; its kiln.toml pins the archs its image test
+    // Kernels in candle's patterns, launched typed (markers generated from
+    // the sources), by name, and through a static module's host launchers; its kiln.toml pins the archs its image test
     // checks.
     OutsideCrate {
         name: "candle-patterns",
@@ -174,15 +174,16 @@ const SANITIZER_SKIPS: &str = "--skip out_of_memory_is_an_error";
 /// with its default options, API reports on: a failing driver call (the
 /// old probe of `cuFuncGetParamInfo` past the last parameter) fails the
 /// step. They keep a step of their own, named for them, and are skipped in
-/// the binary's main memcheck step; a binary of launches by name alone has
-/// no main memcheck step (it would run no test, which compute-sanitizer
-/// fails as "terminated before first instrumented API call").
+/// the binary's main memcheck step, which runs the binary's typed launches
+/// (`typed_*` in candle-patterns, the source-declared kernels in
+/// kernel-trees): every binary here has GPU tests beside its by-name ones,
+/// so neither step runs empty (compute-sanitizer fails a binary that makes
+/// no CUDA call as "terminated before first instrumented API call").
 const BY_NAME: &[&str] = &[
     "gpu-core__gpu",
     "kernel-trees__byname",
     "candle-patterns__by_name",
 ];
-const BY_NAME_ONLY: &[&str] = &["kernel-trees__byname", "candle-patterns__by_name"];
 
 /// `target/gpu-bundle` as kiln's output folder: replaced by a re-run, and
 /// adopted when an older xtask wrote it without a marker.
@@ -427,14 +428,11 @@ fi
 if [[ $what == all || $what == sanitize ]]; then
   if [[ -x $SAN ]]; then
     for t in {sanitized}; do
-      by_name=""; only=""
+      by_name=""
       for b in {by_name}; do [[ $t == "$b" ]] && by_name="--skip by_name"; done
-      for b in {by_name_only}; do [[ $t == "$b" ]] && only=1; done
       nccl=""; skip_nccl=""
       for b in {nccl}; do [[ $t == "${{b%%:*}}" ]] && nccl="${{b#*:}}" && skip_nccl="--skip $nccl"; done
-      if [[ -z $only ]]; then
-        step "memcheck $t" "$SAN" --tool memcheck --leak-check full --error-exitcode 99 ./bin/$t --test-threads=1 {skips} $by_name $skip_nccl
-      fi
+      step "memcheck $t" "$SAN" --tool memcheck --leak-check full --error-exitcode 99 ./bin/$t --test-threads=1 {skips} $by_name $skip_nccl
       if [[ -n $by_name ]]; then
         step "memcheck $t (launches by name)" "$SAN" --tool memcheck --leak-check full --error-exitcode 99 ./bin/$t --test-threads=1 by_name
       fi
@@ -461,7 +459,6 @@ if [[ $what == all || $what == sanitize ]]; then
         sanitized = sanitized.join(" "),
         skips = SANITIZER_SKIPS,
         by_name = BY_NAME.join(" "),
-        by_name_only = BY_NAME_ONLY.join(" "),
         nccl = NCCL_TESTS.join(" "),
     )
 }

@@ -205,6 +205,21 @@ impl ArchSpec {
         })
     }
 
+    /// The lowest arch the spec names (`sm_80,sm_90` -> sm_80), or `None`
+    /// when it names none (`native`, `all-major`): codegen reads a module's
+    /// sources as its lowest arch's device pass sees them, so kernels behind
+    /// `#if __CUDA_ARCH__ >= 800` are declared when every image holds them.
+    #[cfg(feature = "codegen")]
+    pub(crate) fn lowest_named(&self) -> Option<Arch> {
+        self.items
+            .iter()
+            .filter_map(|(_, item)| match item {
+                Item::Plain(a) | Item::Real(a) | Item::Virtual(a) | Item::RealAndPtx(a) => Some(*a),
+                Item::Native | Item::AllMajor => None,
+            })
+            .min_by_key(|a| a.number())
+    }
+
     /// The spec as written.
     pub fn as_str(&self) -> &str {
         &self.text

@@ -363,3 +363,51 @@ fn an_instantiation_of_an_overloaded_template_is_a_warning() {
     );
     assert!(!generated.text.contains("pub struct twice_float"));
 }
+
+/// Kernels behind `#if __CUDA_ARCH__ >= N` (candle guards its `__half`
+/// families so) are read as the device pass of the module's lowest arch
+/// sees them: declared when every arch of the module builds them, not when
+/// the lowest one leaves them out; an `a` arch gets nvcc's feature macro
+/// (a source that `#error`s off sm_90a reads), and `native` names no arch
+/// (only the unguarded kernels).
+#[test]
+fn arch_guarded_kernels_are_read_at_the_modules_lowest_arch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir(dir.join("include")).unwrap();
+    let guarded = "#include <stddef.h>\n\
+        extern \"C\" __global__ void plain(size_t n) {}\n\
+        #if __CUDA_ARCH__ >= 530\nextern \"C\" __global__ void from_53(size_t n) {}\n#endif\n\
+        #if __CUDA_ARCH__ >= 900\nextern \"C\" __global__ void from_90(size_t n) {}\n#endif\n";
+    std::fs::write(dir.join("guarded.cu"), guarded).unwrap();
+    std::fs::write(
+        dir.join("hopper.cu"),
+        "#include <stddef.h>\n#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n\
+         #error \"sm_90a only\"\n#endif\nextern \"C\" __global__ void hopper_only(size_t n) {}\n",
+    )
+    .unwrap();
+    let config = |guarded_archs: &str| {
+        format!(
+            "archs = \"sm_80,sm_90\"\n[modules.guarded]\nsources = [\"guarded.cu\"]\n\
+             archs = \"{guarded_archs}\"\n[modules.hopper]\nsources = [\"hopper.cu\"]\narchs = \"sm_90a\"\n"
+        )
+    };
+    let markers = |text: &str| {
+        ["plain", "from_53", "from_90", "hopper_only"]
+            .into_iter()
+            .filter(|k| text.contains(&format!("pub struct {k};")))
+            .collect::<Vec<_>>()
+    };
+    for (archs, want) in [
+        ("sm_90,sm_80", vec!["plain", "from_53", "hopper_only"]),
+        ("sm_90", vec!["plain", "from_53", "from_90", "hopper_only"]),
+        ("native", vec!["plain", "hopper_only"]),
+    ] {
+        std::fs::write(dir.join("kiln.toml"), config(archs)).unwrap();
+        let Some(result) = generate(dir, &dir.join("include")) else {
+            return;
+        };
+        let generated = result.unwrap_or_else(|e| panic!("{archs}: {e}"));
+        assert_eq!(markers(&generated.text), want, "{archs}");
+    }
+}

@@ -4,8 +4,16 @@
 
 use half::{bf16, f16};
 
-/// An element type of the families, as the kernels see it.
-pub trait Elem: Copy + PartialEq + std::fmt::Debug + gpu_core::GpuRepr + 'static {
+/// An element type of the families, as the kernels see it: passed by value
+/// where a kernel takes a scalar of it (affine's `mul`, fill's `value`).
+pub trait Elem:
+    Copy
+    + PartialEq
+    + std::fmt::Debug
+    + gpu_core::GpuRepr
+    + gpu_core::AbiParam<Kind = gpu_core::param_kind::ByValue<Self>>
+    + 'static
+{
     /// The dtype's suffix in kernel names (`f32`, `bf16`, ...).
     const DTYPE: &'static str;
     /// Whether it is an integer (the ops wrap; no tolerance).

@@ -290,3 +290,31 @@ fn launches_by_name_run_under_memcheck_with_api_reports_on() {
     assert!(step.contains("--tool memcheck --leak-check full"), "{step}");
     assert!(!step.contains("--report-api-errors"), "{step}");
 }
+
+/// A binary of typed and by-name launches (candle-patterns' `by_name`,
+/// kernel-trees' `byname`) runs both under memcheck: it is in the sanitize
+/// loop and the by-name list (a step of its by-name tests, the main step
+/// skipping them), and no binary's main memcheck step is gated off (the
+/// typed tests ran under no memcheck while the binary counted as by-name
+/// only).
+#[test]
+fn typed_and_by_name_launches_both_run_under_memcheck() {
+    for name in ["candle-patterns__by_name", "kernel-trees__byname"] {
+        let script = run_script(&[(name.into(), PathBuf::from(format!("bin/{name}")))]);
+        let lists: Vec<&str> = script
+            .lines()
+            .filter(|l| l.trim_start().starts_with("for ") && l.contains(name))
+            .collect();
+        assert!(
+            lists.iter().any(|l| l.contains("for t in"))
+                && lists.iter().any(|l| l.contains("--skip by_name")),
+            "{name}: {lists:?}"
+        );
+        let main = script
+            .lines()
+            .position(|l| l.contains(r#"step "memcheck $t" "#))
+            .expect("a main memcheck step");
+        let before = script.lines().nth(main - 1).unwrap();
+        assert!(!before.trim_start().starts_with("if "), "{before}");
+    }
+}

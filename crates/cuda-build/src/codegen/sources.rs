@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::source_walk::{walk, Defined};
+use crate::arch::Variant;
 use crate::config::{self, KernelConfig, LinkMode};
 
 /// The prelude of a source: the marks of the header path, then the CUDA
@@ -76,6 +77,7 @@ pub(super) fn scan_sources(
     let mut seen: BTreeMap<String, (PathBuf, u32, String)> = BTreeMap::new();
     for module in modules.iter().filter(|m| m.link == LinkMode::Fatbin) {
         let mut module_args = language.to_vec();
+        module_args.extend(device_arch_defines(module, &config));
         module_args.extend(module_flags(&module.flags));
         module_args.extend(
             module
@@ -129,6 +131,37 @@ pub(super) fn scan_sources(
         }
     }
     Ok(sources)
+}
+
+/// `-D__CUDA_ARCH__=800` for a module built for sm_80 and up: clang reads
+/// the source as the device pass of the module's lowest arch does, so the
+/// kernels candle-style trees guard (`#if __CUDA_ARCH__ >= 530` around the
+/// `__half` family) are declared, as every image of the module holds them;
+/// an `a` / `f` arch adds the feature macros nvcc defines for it (sources
+/// that `#error` off their arch read as nvcc reads them). None where the
+/// spec names no arch (`native`) or does not parse (the build reports that).
+fn device_arch_defines(module: &crate::modules::Module, config: &KernelConfig) -> Vec<String> {
+    let spec = module
+        .archs
+        .as_ref()
+        .map_or(config.archs.as_str(), |(s, _)| s);
+    let Some(lowest) = crate::arch::ArchSpec::parse(spec, "kiln.toml")
+        .ok()
+        .and_then(|spec| spec.lowest_named())
+    else {
+        return Vec::new();
+    };
+    let (number, arch) = (lowest.number(), lowest.number() * 10);
+    let mut defines = vec![format!("-D__CUDA_ARCH__={arch}")];
+    match lowest.variant {
+        Variant::Portable => {}
+        Variant::ArchSpecific => defines.extend([
+            format!("-D__CUDA_ARCH_FEAT_SM{number}_ALL"),
+            format!("-D__CUDA_ARCH_SPECIFIC__={arch}"),
+        ]),
+        Variant::Family => defines.push(format!("-D__CUDA_ARCH_FAMILY_SPECIFIC__={arch}")),
+    }
+    defines
 }
 
 /// The flags of a module clang reads too: defines, undefines, include dirs

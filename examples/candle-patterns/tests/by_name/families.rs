@@ -1,13 +1,14 @@
-//! Shared by the by-name tests: the CUDA backend with every fat binary
-//! loaded, and one launch helper per kernel family. Each helper builds the
-//! family's argument list by name (`Args::new`, `Arg::null()` for candle's
-//! nullptr `info` and `inp`); when typed launches of vendored kernels come,
-//! each family changes here and nowhere else.
+//! Shared by the GPU tests: the CUDA backend with every fat binary loaded,
+//! and one typed launch helper per kernel family. Each helper takes the
+//! kernel's marker (`candle_patterns::markers`, generated from the sources
+//! by `cargo kiln codegen --sources`) bounded by its family's parameter
+//! tuple, so a marker of another family or dtype does not compile; candle's
+//! nullptr `info` and `inp` are `DeviceView::null()`.
 
 use candle_patterns::reference::{Elem, Layout};
-use candle_patterns::FATBINS;
-use gpu_core::{Arg, Args, Backend, DeviceBuffer, Error, GpuRepr, KernelByName, LaunchConfig};
-use gpu_core::{DeviceView, Stream};
+use candle_patterns::{kernels, FATBINS};
+use gpu_core::{Backend, DeviceBuffer, Error, GpuRepr, KernelByName, KernelDecl, LaunchConfig};
+use gpu_core::{DeviceView, FatbinImage, Stream};
 
 /// The CUDA backend with every fat binary loaded and its default stream;
 /// `None` after `skipped: <reason>` (a failure under `KILN_REQUIRE_GPU`).
@@ -27,13 +28,55 @@ fn elementwise(numel: usize) -> LaunchConfig {
     config
 }
 
-/// `Some(buffer)` as a device pointer, `None` as candle's nullptr.
-fn opt<'a, T: GpuRepr>(buffer: Option<&'a DeviceBuffer<T>>) -> Arg<'a> {
-    match buffer {
-        Some(b) => Arg::view(b.view()),
-        None => Arg::null(),
-    }
+/// `Some(buffer)`'s view, `None` as candle's nullptr.
+fn opt<T: GpuRepr>(buffer: Option<&DeviceBuffer<T>>) -> DeviceView<'_, T> {
+    buffer.map_or_else(DeviceView::null, DeviceBuffer::view)
 }
+
+/// unary.cu's and cast.cu's `(numel, num_dims, info, inp, out)`.
+pub(crate) type UnaryParams<S, D> = (usize, usize, *const usize, *const S, *mut D);
+/// binary_macros.cuh's `(numel, num_dims, dims_and_strides, lhs, rhs, out)`.
+pub(crate) type BinaryParams<T> = (usize, usize, *const usize, *const T, *const T, *mut T);
+/// affine.cu's `(numel, num_dims, info, inp, out, mul, add)`.
+pub(crate) type AffineParams<T> = (usize, usize, *const usize, *const T, *mut T, T, T);
+/// ternary.cu's `(numel, num_dims, info, ids, t, f, out)`.
+pub(crate) type WhereParams<I, T> = (
+    usize,
+    usize,
+    *const usize,
+    *const I,
+    *const T,
+    *const T,
+    *mut T,
+);
+/// indexing.cu's `is_I_T(numel, num_dims, info, ids, inp, out, left,
+/// src_dim, ids_dim, right)`.
+pub(crate) type SelectParams<I, T> = (
+    usize,
+    usize,
+    *const usize,
+    *const I,
+    *const T,
+    *mut T,
+    usize,
+    usize,
+    usize,
+    usize,
+);
+/// indexing.cu's `gather_I_T(numel, ids, inp, out, left, src_dim, ids_dim,
+/// right)`.
+pub(crate) type GatherParams<I, T> = (
+    usize,
+    *const I,
+    *const T,
+    *mut T,
+    usize,
+    usize,
+    usize,
+    usize,
+);
+/// reduce.cu's `(src_numel, el_to_sum_per_block, num_dims, info, src, dst)`.
+pub(crate) type ReduceParams<T> = (usize, usize, usize, *const usize, *const T, *mut T);
 
 impl Gpu {
     pub(crate) fn open() -> Option<Self> {
@@ -42,7 +85,7 @@ impl Gpu {
         Some(Self { backend, stream })
     }
 
-    /// The kernel `name`, which the build must have put in an image.
+    /// The kernel `name` by name, which the build must have put in an image.
     pub(crate) fn kernel(&self, name: &str) -> KernelByName {
         self.backend
             .kernel_by_name(name)
@@ -57,264 +100,249 @@ impl Gpu {
         self.stream.to_host(x).unwrap()
     }
 
-    /// The layout's `info` on the device, or `None` (contiguous).
-    pub(crate) fn info(&self, layout: Option<&Layout>) -> Option<DeviceBuffer<usize>> {
-        layout.map(|l| self.up(&l.info()))
-    }
-
-    /// Launches `name` over `numel` elements with the head candle's strided
-    /// families share, `(numel, num_dims, info)` (`info` null without a
-    /// layout), then `rest`.
-    ///
-    /// # Safety
-    /// `rest` must be the kernel's remaining parameters in kind and order:
-    /// views where it takes pointers, each covering what the kernel reads or
-    /// writes under `layout`, values of the parameters' types elsewhere.
-    unsafe fn strided(
-        &self,
-        name: &str,
-        numel: usize,
-        layout: Option<&Layout>,
-        rest: Vec<Arg<'_>>,
-    ) -> Result<(), Error> {
-        let kernel = self.kernel(name);
-        let info = self.info(layout);
+    /// The layout's `info` on the device, or `None` (contiguous), with its
+    /// `num_dims` (1 without a layout, as candle passes it).
+    fn info(&self, layout: Option<&Layout>) -> (usize, Option<DeviceBuffer<usize>>) {
         let num_dims = layout.map_or(1, |l| l.dims.len());
-        let head = [Arg::value(numel), Arg::value(num_dims), opt(info.as_ref())];
-        // SAFETY: the head is two values and a layout of `num_dims` sizes
-        // then `num_dims` strides per operand, or null; `rest` is the
-        // caller's promise.
-        let args = unsafe { Args::new(head.into_iter().chain(rest)) };
-        self.stream
-            .launch_by_name(&kernel, elementwise(numel), args)
+        (num_dims, layout.map(|l| self.up(&l.info())))
     }
 
-    /// unary.cu's `(numel, num_dims, info, inp, out)`: `inp == None` in place.
-    pub(crate) fn unary<T: Elem>(
+    /// unary.cu's and cast.cu's `(numel, num_dims, info, inp, out)` over
+    /// `out.len()` elements: `inp == None` in place.
+    pub(crate) fn unary<K, S: Elem, D: Elem>(
         &self,
-        name: &str,
-        numel: usize,
         layout: Option<&Layout>,
-        inp: Option<&DeviceBuffer<T>>,
-        out: &mut DeviceBuffer<T>,
-    ) -> Result<(), Error> {
-        let rest = vec![opt(inp), Arg::view_mut(out.view_mut())];
-        // SAFETY: `inp` holds the strided input (or is null) and `out`
-        // numel elements of the kernel's dtype `T`.
-        unsafe { self.strided(name, numel, layout, rest) }
+        inp: Option<&DeviceBuffer<S>>,
+        out: &mut DeviceBuffer<D>,
+    ) -> Result<(), Error>
+    where
+        K: KernelDecl<Params = UnaryParams<S, D>>,
+    {
+        let kernel = self.backend.kernel::<K>()?;
+        let (num_dims, info) = self.info(layout);
+        let numel = out.len();
+        let args = (
+            numel,
+            num_dims,
+            opt(info.as_ref()),
+            opt(inp),
+            out.view_mut(),
+        );
+        self.stream.launch(&kernel, elementwise(numel), args)
     }
 
     /// binary_macros.cuh's `(numel, num_dims, dims_and_strides, lhs, rhs, out)`.
-    pub(crate) fn binary<T: Elem>(
+    pub(crate) fn binary<K, T: Elem>(
         &self,
-        name: &str,
-        numel: usize,
         layout: Option<&Layout>,
         lhs: &DeviceBuffer<T>,
         rhs: &DeviceBuffer<T>,
         out: &mut DeviceBuffer<T>,
-    ) -> Result<(), Error> {
-        let rest = vec![
-            Arg::view(lhs.view()),
-            Arg::view(rhs.view()),
-            Arg::view_mut(out.view_mut()),
-        ];
-        // SAFETY: lhs and rhs cover their strides (the layout has two
-        // stride lists), `out` holds numel elements of `T`.
-        unsafe { self.strided(name, numel, layout, rest) }
+    ) -> Result<(), Error>
+    where
+        K: KernelDecl<Params = BinaryParams<T>>,
+    {
+        let kernel = self.backend.kernel::<K>()?;
+        let (num_dims, info) = self.info(layout);
+        let numel = out.len();
+        let args = (
+            numel,
+            num_dims,
+            opt(info.as_ref()),
+            lhs.view(),
+            rhs.view(),
+            out.view_mut(),
+        );
+        self.stream.launch(&kernel, elementwise(numel), args)
     }
 
     /// affine.cu's `(numel, num_dims, info, inp, out, mul, add)`.
-    pub(crate) fn affine<T: Elem>(
+    pub(crate) fn affine<K, T: Elem>(
         &self,
-        numel: usize,
         layout: Option<&Layout>,
         inp: Option<&DeviceBuffer<T>>,
         out: &mut DeviceBuffer<T>,
         mul: T,
         add: T,
-    ) -> Result<(), Error> {
-        let name = format!("affine_{}", T::DTYPE);
-        let rest = vec![
+    ) -> Result<(), Error>
+    where
+        K: KernelDecl<Params = AffineParams<T>>,
+    {
+        let kernel = self.backend.kernel::<K>()?;
+        let (num_dims, info) = self.info(layout);
+        let numel = out.len();
+        let args = (
+            numel,
+            num_dims,
+            opt(info.as_ref()),
             opt(inp),
-            Arg::view_mut(out.view_mut()),
-            Arg::value(mul),
-            Arg::value(add),
-        ];
-        // SAFETY: as `unary`, then the two scalars by value in `T`.
-        unsafe { self.strided(&name, numel, layout, rest) }
+            out.view_mut(),
+            mul,
+            add,
+        );
+        self.stream.launch(&kernel, elementwise(numel), args)
     }
 
     /// fill.cu's `fill_T(buf, value, numel)`.
-    pub(crate) fn fill<T: Elem>(&self, buf: &mut DeviceBuffer<T>, value: T) -> Result<(), Error> {
-        let kernel = self.kernel(&format!("fill_{}", T::DTYPE));
+    pub(crate) fn fill<K, T: Elem>(&self, buf: &mut DeviceBuffer<T>, value: T) -> Result<(), Error>
+    where
+        K: KernelDecl<Params = (*mut T, T, usize)>,
+    {
+        let kernel = self.backend.kernel::<K>()?;
         let numel = buf.len();
-        // SAFETY: `buf` holds numel elements of `T`; the rest are values.
-        let args = unsafe {
-            Args::new([
-                Arg::view_mut(buf.view_mut()),
-                Arg::value(value),
-                Arg::value(numel),
-            ])
-        };
         self.stream
-            .launch_by_name(&kernel, elementwise(numel), args)
+            .launch(&kernel, elementwise(numel), (buf.view_mut(), value, numel))
     }
 
     /// fill.cu's `copy2d_T(src, dst, rows, cols, src_stride, dst_stride)`.
-    pub(crate) fn copy2d<T: Elem>(
+    pub(crate) fn copy2d<K, T: Elem>(
         &self,
         src: &DeviceBuffer<T>,
         dst: &mut DeviceBuffer<T>,
         rows: u32,
         cols: u32,
         strides: (u32, u32),
-    ) -> Result<(), Error> {
-        let kernel = self.kernel(&format!("copy2d_{}", T::DTYPE));
-        // SAFETY: `src` holds rows rows of src_stride, `dst` of dst_stride
-        // (cols <= each stride); the rest are values.
-        let args = unsafe {
-            Args::new([
-                Arg::view(src.view()),
-                Arg::view_mut(dst.view_mut()),
-                Arg::value(rows),
-                Arg::value(cols),
-                Arg::value(strides.0),
-                Arg::value(strides.1),
-            ])
-        };
+    ) -> Result<(), Error>
+    where
+        K: KernelDecl<Params = (*const T, *mut T, u32, u32, u32, u32)>,
+    {
+        let kernel = self.backend.kernel::<K>()?;
         let config = LaunchConfig::for_elements(rows * cols, BLOCK);
-        self.stream.launch_by_name(&kernel, config, args)
-    }
-
-    /// cast.cu's `cast_S_D(numel, num_dims, info, inp, out)`.
-    pub(crate) fn cast<S: Elem, D: Elem>(
-        &self,
-        layout: Option<&Layout>,
-        inp: &DeviceBuffer<S>,
-        out: &mut DeviceBuffer<D>,
-    ) -> Result<(), Error> {
-        let name = format!("cast_{}_{}", S::DTYPE, D::DTYPE);
-        let numel = out.len();
-        let rest = vec![Arg::view(inp.view()), Arg::view_mut(out.view_mut())];
-        // SAFETY: `inp` of `S` covers the layout, `out` holds numel `D`.
-        unsafe { self.strided(&name, numel, layout, rest) }
+        let args = (src.view(), dst.view_mut(), rows, cols, strides.0, strides.1);
+        self.stream.launch(&kernel, config, args)
     }
 
     /// ternary.cu's `where_I_T(numel, num_dims, info, ids, t, f, out)`.
-    pub(crate) fn where_<I: Elem, T: Elem>(
+    pub(crate) fn where_<K, I: Elem, T: Elem>(
         &self,
         layout: Option<&Layout>,
         ids: &DeviceBuffer<I>,
         on_true: &DeviceBuffer<T>,
         on_false: &DeviceBuffer<T>,
         out: &mut DeviceBuffer<T>,
-    ) -> Result<(), Error> {
-        let name = format!("where_{}_{}", I::DTYPE, T::DTYPE);
+    ) -> Result<(), Error>
+    where
+        K: KernelDecl<Params = WhereParams<I, T>>,
+    {
+        let kernel = self.backend.kernel::<K>()?;
+        let (num_dims, info) = self.info(layout);
         let numel = out.len();
-        let rest = vec![
-            Arg::view(ids.view()),
-            Arg::view(on_true.view()),
-            Arg::view(on_false.view()),
-            Arg::view_mut(out.view_mut()),
-        ];
-        // SAFETY: the three inputs cover their strides (three stride lists
-        // in the layout), `out` holds numel elements of `T`.
-        unsafe { self.strided(&name, numel, layout, rest) }
+        let args = (
+            numel,
+            num_dims,
+            opt(info.as_ref()),
+            ids.view(),
+            on_true.view(),
+            on_false.view(),
+            out.view_mut(),
+        );
+        self.stream.launch(&kernel, elementwise(numel), args)
     }
 
-    /// indexing.cu's `is_I_T(numel, num_dims, info, ids, inp, out, left,
-    /// src_dim, ids_dim, right)`; `shape` is `(left, src_dim, right)`.
-    pub(crate) fn index_select<I: Elem, T: Elem>(
+    /// indexing.cu's `is_I_T`; `shape` is `(left, src_dim, right)`.
+    pub(crate) fn index_select<K, I: Elem, T: Elem>(
         &self,
         layout: Option<&Layout>,
         ids: &DeviceBuffer<I>,
         inp: &DeviceBuffer<T>,
         out: &mut DeviceBuffer<T>,
         shape: (usize, usize, usize),
-    ) -> Result<(), Error> {
-        let name = format!("is_{}_{}", I::DTYPE, T::DTYPE);
+    ) -> Result<(), Error>
+    where
+        K: KernelDecl<Params = SelectParams<I, T>>,
+    {
+        let kernel = self.backend.kernel::<K>()?;
+        let (num_dims, info) = self.info(layout);
         let numel = out.len();
-        let rest = vec![
-            Arg::view(ids.view()),
-            Arg::view(inp.view()),
-            Arg::view_mut(out.view_mut()),
-            Arg::value(shape.0),
-            Arg::value(shape.1),
-            Arg::value(ids.len()),
-            Arg::value(shape.2),
-        ];
-        // SAFETY: `ids` holds ids_dim indices below src_dim, `inp` left *
-        // src_dim * right elements of `T` under the layout, `out` numel.
-        unsafe { self.strided(&name, numel, layout, rest) }
+        let args = (
+            numel,
+            num_dims,
+            opt(info.as_ref()),
+            ids.view(),
+            inp.view(),
+            out.view_mut(),
+            shape.0,
+            shape.1,
+            ids.len(),
+            shape.2,
+        );
+        self.stream.launch(&kernel, elementwise(numel), args)
     }
 
-    /// indexing.cu's `gather_I_T(numel, ids, inp, out, left, src_dim,
-    /// ids_dim, right)`; `ids` is shaped like `out`.
-    pub(crate) fn gather<I: Elem, T: Elem>(
+    /// indexing.cu's `gather_I_T`; `ids` is shaped like `out`.
+    pub(crate) fn gather<K, I: Elem, T: Elem>(
         &self,
         ids: &DeviceBuffer<I>,
         inp: &DeviceBuffer<T>,
         out: &mut DeviceBuffer<T>,
         shape: (usize, usize, usize),
-    ) -> Result<(), Error> {
-        let kernel = self.kernel(&format!("gather_{}_{}", I::DTYPE, T::DTYPE));
+    ) -> Result<(), Error>
+    where
+        K: KernelDecl<Params = GatherParams<I, T>>,
+    {
+        let kernel = self.backend.kernel::<K>()?;
         let numel = out.len();
         let ids_dim = numel / (shape.0 * shape.2);
-        // SAFETY: values; `ids` numel indices below src_dim; `inp` left *
-        // src_dim * right and `out` numel elements of `T`.
-        let args = unsafe {
-            Args::new([
-                Arg::value(numel),
-                Arg::view(ids.view()),
-                Arg::view(inp.view()),
-                Arg::view_mut(out.view_mut()),
-                Arg::value(shape.0),
-                Arg::value(shape.1),
-                Arg::value(ids_dim),
-                Arg::value(shape.2),
-            ])
-        };
-        self.stream
-            .launch_by_name(&kernel, elementwise(numel), args)
+        let args = (
+            numel,
+            ids.view(),
+            inp.view(),
+            out.view_mut(),
+            shape.0,
+            shape.1,
+            ids_dim,
+            shape.2,
+        );
+        self.stream.launch(&kernel, elementwise(numel), args)
     }
 
-    /// reduce.cu's `fast_sum<T>` / `fast_max<T>` (by mangled name):
-    /// `(src_numel, el_to_sum_per_block, num_dims, info, src, dst)`, one
-    /// block per row of `row` elements.
-    pub(crate) fn reduce<T: Elem>(
+    /// reduce.cu's `fast_sum<T>` / `fast_max<T>` (markers of the explicit
+    /// instantiations, found by mangled name), one block per row of `row`
+    /// elements.
+    pub(crate) fn reduce<K, T: Elem>(
         &self,
-        mangled: &str,
         row: usize,
         layout: Option<&Layout>,
         src: &DeviceBuffer<T>,
         dst: &mut DeviceBuffer<T>,
         block: u32,
-    ) -> Result<(), Error> {
-        let kernel = self.kernel(mangled);
-        let info = self.info(layout);
+    ) -> Result<(), Error>
+    where
+        K: KernelDecl<Params = ReduceParams<T>>,
+    {
+        let kernel = self.backend.kernel::<K>()?;
+        let (num_dims, info) = self.info(layout);
         let rows = dst.len();
-        let numel = rows * row;
-        let num_dims = layout.map_or(1, |l| l.dims.len());
-        // SAFETY: values; a layout of `src` or null; `src` covering numel
-        // elements and `dst` numel / row elements of `T`.
-        let args = unsafe {
-            Args::new([
-                Arg::value(numel),
-                Arg::value(row),
-                Arg::value(num_dims),
-                opt(info.as_ref()),
-                Arg::view(src.view()),
-                Arg::view_mut(dst.view_mut()),
-            ])
-        };
+        let args = (
+            rows * row,
+            row,
+            num_dims,
+            opt(info.as_ref()),
+            src.view(),
+            dst.view_mut(),
+        );
         let config = LaunchConfig {
             grid: (rows as u32, 1, 1),
             block: (block, 1, 1),
             shared_mem_bytes: 0,
         };
-        self.stream.launch_by_name(&kernel, config, args)
+        self.stream.launch(&kernel, config, args)
     }
+}
+
+/// Asserts a test launched exactly the kernels of `images` (by symbol, so
+/// a family test that leaves a kernel out, or launches one twice over
+/// another's, fails), sorted.
+#[track_caller]
+pub(crate) fn launched_every(images: &[&FatbinImage], mut launched: Vec<&str>) {
+    launched.sort_unstable();
+    let mut want: Vec<String> = kernels::expected()
+        .into_iter()
+        .filter(|(image, _)| images.iter().any(|i| i.name == image.name))
+        .flat_map(|(_, names)| names)
+        .collect();
+    want.sort_unstable();
+    assert_eq!(launched, want, "the kernels launched");
 }
 
 /// Asserts `got` equals `want` within the dtype's rounding: exact for

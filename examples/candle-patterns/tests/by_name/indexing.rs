@@ -1,16 +1,23 @@
-//! The indexing and reduce families launched by name, every kernel's
-//! parameter table against its family's signature, and wrong argument lists
-//! refused before the GPU. Named `by_name_*`: the GPU bundle runs them under
+//! The indexing and reduce families launched typed (the reduce templates'
+//! markers name their mangled symbols), then by name: every kernel resolves
+//! with its family's parameter table, and wrong argument lists are refused
+//! before the GPU. The GPU bundle runs `typed_*` and `by_name_*` under
 //! memcheck with API reports on.
 
-use crate::families::{assert_close, tol, Gpu};
-use candle_patterns::kernels::{self, fast_max, fast_sum};
+use crate::families::{assert_close, launched_every, tol, Gpu};
+use crate::families::{GatherParams, ReduceParams, SelectParams};
+use candle_patterns::kernels::{self, fast_sum};
 use candle_patterns::reference::{self, Elem, Layout};
+use candle_patterns::{markers::*, modules};
 use gpu_core::error::ArgMismatch;
-use gpu_core::{Arg, Args, Backend, Error, LaunchConfig};
+use gpu_core::{Arg, Args, Backend, Error, KernelDecl, LaunchConfig};
 use half::{bf16, f16};
 
-fn select_pair<I: Elem, T: Elem>(gpu: &Gpu) {
+fn select_pair<S, G, I: Elem, T: Elem>(gpu: &Gpu)
+where
+    S: KernelDecl<Params = SelectParams<I, T>>,
+    G: KernelDecl<Params = GatherParams<I, T>>,
+{
     // x: (left 3, src_dim 10, right 4); 6 ids, repeats included.
     let (left, src_dim, right) = (3, 10, 4);
     let x: Vec<T> = (0..left * src_dim * right)
@@ -18,13 +25,13 @@ fn select_pair<I: Elem, T: Elem>(gpu: &Gpu) {
         .collect();
     let picks = [9usize, 0, 3, 3, 7, 1];
     let ids: Vec<I> = picks.iter().map(|&j| I::from_f64(j as f64)).collect();
-    let what = format!("is_{}_{}", I::DTYPE, T::DTYPE);
+    let what = S::NAME;
     let mut out = gpu
         .stream
         .alloc_zeros::<T>(left * picks.len() * right)
         .unwrap();
     let (ids_d, x_d) = (gpu.up(&ids), gpu.up(&x));
-    gpu.index_select(None, &ids_d, &x_d, &mut out, (left, src_dim, right))
+    gpu.index_select::<S, I, T>(None, &ids_d, &x_d, &mut out, (left, src_dim, right))
         .unwrap();
     let want = reference::index_select(&x, &picks, left, right);
     assert_eq!(gpu.down(&out.view()), want, "{what}");
@@ -33,7 +40,7 @@ fn select_pair<I: Elem, T: Elem>(gpu: &Gpu) {
         dims: vec![left, src_dim, right],
         strides: vec![vec![1, left, left * src_dim]],
     };
-    gpu.index_select(
+    gpu.index_select::<S, I, T>(
         Some(&layout),
         &ids_d,
         &x_d,
@@ -49,30 +56,41 @@ fn select_pair<I: Elem, T: Elem>(gpu: &Gpu) {
     let picks: Vec<usize> = (0..left * 5 * right).map(|i| (i * 7) % src_dim).collect();
     let ids: Vec<I> = picks.iter().map(|&j| I::from_f64(j as f64)).collect();
     let mut out = gpu.stream.alloc_zeros::<T>(picks.len()).unwrap();
-    gpu.gather(&gpu.up(&ids), &x_d, &mut out, (left, src_dim, right))
+    gpu.gather::<G, I, T>(&gpu.up(&ids), &x_d, &mut out, (left, src_dim, right))
         .unwrap();
     let want = reference::gather(&x, &picks, left, right);
-    assert_eq!(
-        gpu.down(&out.view()),
-        want,
-        "gather_{}_{}",
-        I::DTYPE,
-        T::DTYPE
-    );
+    assert_eq!(gpu.down(&out.view()), want, "{}", G::NAME);
 }
 
 #[test]
-fn by_name_every_index_select_and_gather() {
+fn typed_every_index_select_and_gather() {
     let Some(gpu) = Gpu::open() else { return };
-    select_pair::<u32, f32>(&gpu);
-    select_pair::<u32, f16>(&gpu);
-    select_pair::<u32, u32>(&gpu);
-    select_pair::<i64, f32>(&gpu);
-    select_pair::<i64, f16>(&gpu);
-    select_pair::<i64, u32>(&gpu);
+    let mut launched = Vec::new();
+    macro_rules! each {
+        ($($i:ty, $t:ty: $s:ident, $g:ident);*) => {$(
+            select_pair::<$s, $g, $i, $t>(&gpu);
+            launched.extend([$s::NAME, $g::NAME]);
+        )*};
+    }
+    each!(
+        u32, f32: is_u32_f32, gather_u32_f32;
+        u32, f16: is_u32_f16, gather_u32_f16;
+        u32, u32: is_u32_u32, gather_u32_u32;
+        i64, f32: is_i64_f32, gather_i64_f32;
+        i64, f16: is_i64_f16, gather_i64_f16;
+        i64, u32: is_i64_u32, gather_i64_u32
+    );
+    launched_every(&[&modules::INDEXING], launched);
 }
 
-fn reduce_dtype<T: Elem>(gpu: &Gpu, max_too: bool) {
+/// `fast_sum<T>` (`Sum`) and, where reduce.cu instantiates it,
+/// `fast_max<T>` (`Max`; `None` where reduce.cu has no instantiation, and
+/// any marker of the dtype fills the type parameter).
+fn reduce_dtype<Sum, Max, T: Elem>(gpu: &Gpu, max: Option<Max>)
+where
+    Sum: KernelDecl<Params = ReduceParams<T>>,
+    Max: KernelDecl<Params = ReduceParams<T>>,
+{
     // 9 rows of 700: each block folds one row with strided threads.
     let (rows, row) = (9, 700);
     let x: Vec<T> = (0..rows * row)
@@ -86,7 +104,7 @@ fn reduce_dtype<T: Elem>(gpu: &Gpu, max_too: bool) {
     };
     for block in [32, 256, 1024] {
         let mut dst = gpu.stream.alloc_zeros::<T>(rows).unwrap();
-        gpu.reduce(&fast_sum(T::DTYPE), row, None, &src, &mut dst, block)
+        gpu.reduce::<Sum, T>(row, None, &src, &mut dst, block)
             .unwrap();
         // The sums of quarters are exact in every dtype but their rounding.
         let what = format!("fast_sum<{}> block {block}", T::DTYPE);
@@ -98,7 +116,7 @@ fn reduce_dtype<T: Elem>(gpu: &Gpu, max_too: bool) {
         strides: vec![vec![1, rows]],
     };
     let mut dst = gpu.stream.alloc_zeros::<T>(rows).unwrap();
-    gpu.reduce(&fast_sum(T::DTYPE), row, Some(&layout), &src, &mut dst, 128)
+    gpu.reduce::<Sum, T>(row, Some(&layout), &src, &mut dst, 128)
         .unwrap();
     let what = format!("fast_sum<{}> strided", T::DTYPE);
     assert_close(
@@ -107,9 +125,8 @@ fn reduce_dtype<T: Elem>(gpu: &Gpu, max_too: bool) {
         &sums(&layout.gather(&x, 0)),
         tol::<T>() * 4.0,
     );
-    if max_too {
-        gpu.reduce(&fast_max(T::DTYPE), row, None, &src, &mut dst, 64)
-            .unwrap();
+    if max.is_some() {
+        gpu.reduce::<Max, T>(row, None, &src, &mut dst, 64).unwrap();
         let want: Vec<T> = x
             .chunks(row)
             .map(|r| T::from_f64(r.iter().map(|v| v.to_f64()).fold(f64::MIN, f64::max)))
@@ -119,12 +136,21 @@ fn reduce_dtype<T: Elem>(gpu: &Gpu, max_too: bool) {
 }
 
 #[test]
-fn by_name_every_reduce_template_by_its_mangled_name() {
+fn typed_every_reduce_template_instantiation() {
     let Some(gpu) = Gpu::open() else { return };
-    reduce_dtype::<f32>(&gpu, true);
-    reduce_dtype::<f64>(&gpu, false);
-    reduce_dtype::<f16>(&gpu, true);
-    reduce_dtype::<bf16>(&gpu, false);
+    reduce_dtype::<fast_sum_float, _, f32>(&gpu, Some(fast_max_float));
+    reduce_dtype::<fast_sum_double, fast_sum_double, f64>(&gpu, None);
+    reduce_dtype::<fast_sum___half, _, f16>(&gpu, Some(fast_max___half));
+    reduce_dtype::<fast_sum___nv_bfloat16, fast_sum___nv_bfloat16, bf16>(&gpu, None);
+    let launched = vec![
+        fast_sum_float::NAME,
+        fast_sum_double::NAME,
+        fast_sum___half::NAME,
+        fast_sum___nv_bfloat16::NAME,
+        fast_max_float::NAME,
+        fast_max___half::NAME,
+    ];
+    launched_every(&[&modules::REDUCE], launched);
 }
 
 /// The parameter sizes a kernel's family signature gives it.
