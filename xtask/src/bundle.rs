@@ -95,6 +95,7 @@ const OUTSIDE_CRATES: &[OutsideCrate] = &[
 const NOT_BUNDLED: &[&str] = &[
     "gpu-core__compile_fail",
     "kernel-trees__compile_fail",
+    "candle-patterns__compile_fail",
     "apps__cli",
     "apps__bin_apps",
     "cuda-sys__bindings",

@@ -318,3 +318,44 @@ fn typed_and_by_name_launches_both_run_under_memcheck() {
         assert!(!before.trim_start().starts_with("if "), "{before}");
     }
 }
+
+/// trybuild's tests run cargo, which a GPU host does not have: every
+/// `tests/compile_fail.rs` of a bundled crate is left out of the bundle (the
+/// candle-patterns one reached a GPU host and failed there before this).
+#[test]
+fn every_trybuild_test_of_a_bundled_crate_is_left_out() {
+    let root = crate::workspace::root();
+    let mut checked = 0;
+    let dirs = GPU_CRATES
+        .iter()
+        .map(|(folder, _)| (folder.to_string(), root.join("crates").join(folder)))
+        .chain(OUTSIDE_CRATES.iter().map(|c| {
+            let dir = root.join(c.manifest).parent().unwrap().to_path_buf();
+            (c.name.to_string(), dir)
+        }));
+    for (name, dir) in dirs {
+        let Ok(entries) = std::fs::read_dir(dir.join("tests")) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            if !text.contains("trybuild::TestCases") {
+                continue;
+            }
+            let stem = path.file_stem().unwrap().to_str().unwrap();
+            let binary = format!("{name}__{stem}");
+            assert!(
+                NOT_BUNDLED.contains(&binary.as_str()),
+                "{binary} uses trybuild; add it to NOT_BUNDLED"
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 3,
+        "found {checked} trybuild tests: the scan lost them"
+    );
+}
