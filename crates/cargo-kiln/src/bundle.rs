@@ -36,12 +36,17 @@ const CONTROL_SOURCE: &str = include_str!("bundle/memcheck_control.cu");
 pub const CONTROL: &str = "kiln-memcheck-control";
 
 /// The head of every `run.sh`: strict mode, `KILN_REQUIRE_GPU` from
-/// `nvidia-smi`, `step` (runs a command, counts pass and fail), `gpu_test`
-/// (a test binary that prints `skipped:` fails) and `$SAN`
-/// (compute-sanitizer).
+/// `nvidia-smi` (no more than `CUDA_VISIBLE_DEVICES` leaves visible),
+/// `step` (runs a command, counts pass and fail), `gpu_test` (a test binary
+/// that prints `skipped:` fails) and `$SAN` (compute-sanitizer).
 pub const PRELUDE: &str = r#"set -uo pipefail
 cd "$(dirname "$0")"
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+# nvidia-smi lists every GPU; CUDA_VISIBLE_DEVICES may leave fewer to CUDA.
+if [[ -n ${CUDA_VISIBLE_DEVICES+x} ]]; then
+  visible=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c '[^[:space:]]')
+  (( visible < gpus )) && gpus=$visible
+fi
 export KILN_REQUIRE_GPU="${KILN_REQUIRE_GPU:-$(( gpus > 0 ? gpus : 1 ))}"
 echo "KILN_REQUIRE_GPU=$KILN_REQUIRE_GPU"
 what="${1:-all}"
@@ -479,5 +484,46 @@ mod tests {
         assert_eq!(package_name(id, crates), Some("apps"));
         let id = "path+file:///w/kiln/crates/gpu-core-extra#0.1.0";
         assert_eq!(package_name(id, crates), None);
+    }
+
+    /// `KILN_REQUIRE_GPU` counts the GPUs CUDA will see: nvidia-smi lists
+    /// all of a host's, `CUDA_VISIBLE_DEVICES` may leave fewer (the 4-GPU
+    /// host's 2-GPU figures ran with it set and were labelled 4).
+    #[test]
+    fn the_prelude_counts_only_visible_gpus() {
+        let dir = tempfile::tempdir().unwrap();
+        let smi = dir.path().join("nvidia-smi");
+        executable(
+            &smi,
+            "for i in 0 1 2 3; do echo \"GPU $i: H200 (UUID: x)\"; done",
+        );
+        let script = dir.path().join("p.sh");
+        std::fs::write(&script, format!("{PRELUDE}\necho gpus=$gpus\n")).unwrap();
+        let path = format!(
+            "{}:{}",
+            dir.path().display(),
+            std::env::var("PATH").unwrap()
+        );
+        let run = |visible: Option<&str>| {
+            let mut cmd = std::process::Command::new("bash");
+            cmd.arg(&script)
+                .env("PATH", &path)
+                .env_remove("KILN_REQUIRE_GPU");
+            match visible {
+                Some(v) => cmd.env("CUDA_VISIBLE_DEVICES", v),
+                None => cmd.env_remove("CUDA_VISIBLE_DEVICES"),
+            };
+            let out = String::from_utf8(cmd.output().unwrap().stdout).unwrap();
+            out.lines()
+                .find_map(|l| l.strip_prefix("KILN_REQUIRE_GPU="))
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(run(None), "4");
+        assert_eq!(run(Some("0,1")), "2");
+        assert_eq!(run(Some("2")), "1");
+        assert_eq!(run(Some("0,1,2,3,4,5")), "4");
+        // None visible: still at least 1, as with no GPU listed.
+        assert_eq!(run(Some("")), "1");
     }
 }
