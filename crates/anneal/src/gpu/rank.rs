@@ -44,7 +44,8 @@ pub(crate) struct Uploaded {
     pub(crate) seconds: f64,
 }
 
-/// Where [`Uploaded::join`]'s time went, in seconds.
+/// Where a rank's join (NCCL init and warm-up after the upload) spent its
+/// time, in seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct JoinTimes {
     /// `ncclCommInitRank`: every rank connected to the others.
