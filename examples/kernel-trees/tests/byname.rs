@@ -219,7 +219,11 @@ fn source_declared_kernels_launch_typed() {
     let scatter = backend.kernel::<byname_scatter>().unwrap();
     let mut out = stream.alloc_zeros::<u32>(n).unwrap();
     stream
-        .launch(&scatter, config, (out.view_mut(), DeviceView::null(), 3u32, n))
+        .launch(
+            &scatter,
+            config,
+            (out.view_mut(), DeviceView::null(), 3u32, n),
+        )
         .unwrap();
     assert_eq!(stream.to_host(&out.view()).unwrap(), vec![3u32; n]);
     let index: Vec<u32> = (0..n as u32).map(|i| i / 2 * 2).collect();
