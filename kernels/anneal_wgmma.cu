@@ -124,7 +124,7 @@ __device__ __forceinline__ void wgmma_bn(float (&d)[BN / 2], uint64_t a, uint64_
 }
 #endif
 
-template <int BN, int CWG, int STAGES, typename T>
+template <int BN, int CWG, int STAGES, int CHUNK, typename T>
 __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict__ xh,
                              const float *__restrict__ x_norms, uint32_t n, uint32_t d,
                              uint32_t dp, const float *__restrict__ anchors,
@@ -150,6 +150,12 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
     static_assert(kConsumerRegs >= kEntryRegs, "setmaxnreg.inc never lowers");
     static_assert(kNormSlots > STAGES, "the producer never reaches a norm slot still read");
     static_assert(BN <= 128 * 2 && kBM <= 128 * 3, "one producer warpgroup");
+    // CHUNK > 0: the products are summed CHUNK stages (CHUNK * kBK / 16
+    // wgmma steps) at a time into a fresh accumulator, and the chunks' sums
+    // added in f32 into a second register set, so the bound's accumulation
+    // term is that of one chunk, not of all of d (tc_eps_chunked).
+    static_assert(CHUNK >= 0, "stages per chunk");
+    [[maybe_unused]] constexpr uint32_t kChunkSteps = CHUNK > 0 ? static_cast<uint32_t>(CHUNK * kBK / 16) : 0u;
     const uint32_t p0 = blockIdx.x * kBM;
     const int tid = threadIdx.x;
 #ifdef KILN_WGMMA_ON
@@ -175,7 +181,7 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
         const float xn = p < n ? x_norms[p] : 0.f;
         s.xn[r] = xn;
         const float xq = sqrtf(xn);
-        s.rx[r] = 2.f * tc_eps(d) * xq;
+        s.rx[r] = 2.f * (CHUNK > 0 ? tc_eps_chunked(d, kChunkSteps) : tc_eps(d)) * xq;
         s.sx[r] = fmaf(sub, xq, static_cast<float>(d) * 0x1p-48f * inv2);
     }
     if (tid == 0) {
@@ -251,6 +257,10 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
     float acc[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+    // The chunks' sum (CHUNK > 0); a one-element stand-in otherwise.
+    float sum[CHUNK > 0 ? BN / 2 : 1];
+#pragma unroll
+    for (int i = 0; i < (CHUNK > 0 ? BN / 2 : 1); ++i) sum[i] = 0.f;
 
     uint32_t step = 0;
 #pragma unroll 1
@@ -265,17 +275,33 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
             wg_fence();
             const uint32_t xa = smem_addr(&s.xs[st][c * 64 * kBK]);
             const uint32_t ca = smem_addr(&s.cs[st][0]);
+            // The first step of the tile (of each chunk) overwrites the accumulator.
+            const uint32_t kc = CHUNK > 0 ? kt % static_cast<uint32_t>(CHUNK) : kt;
 #pragma unroll
             for (int ks = 0; ks < kBK / 16; ++ks)
                 wgmma_bn<BN>(acc, smem_desc(xa + ks * 32), smem_desc(ca + ks * 32),
-                             (kt | static_cast<uint32_t>(ks)) != 0u ? 1u : 0u);
+                             (kc | static_cast<uint32_t>(ks)) != 0u ? 1u : 0u);
             wg_commit();
             // The previous stage's group is done: release its buffer.
             wg_wait<1>();
             if (kt > 0 && lane == 0) mbar_arrive(smem_addr(&s.empty[(step - 1) % STAGES]));
+            if constexpr (CHUNK > 0) {
+                if (kc == static_cast<uint32_t>(CHUNK) - 1u || kt + 1 == ktiles) {
+                    // The chunk is complete: add it to the sum (the first
+                    // chunk of a tile starts it), in chunk order.
+                    wg_wait<0>();
+#pragma unroll
+                    for (int i = 0; i < BN / 2; ++i)
+                        sum[i] = kt < static_cast<uint32_t>(CHUNK) ? acc[i] : sum[i] + acc[i];
+                }
+            }
         }
         wg_wait<0>();
         if (lane == 0) mbar_arrive(smem_addr(&s.empty[(step - 1) % STAGES]));
+        // The tile's dot products: the chunks' sum, or the accumulator.
+        float(&dots)[BN / 2] = *[&]() -> float(*)[BN / 2] {
+            if constexpr (CHUNK > 0) return &sum; else return &acc;
+        }();
 
         const uint32_t a0 = tile * BN;
         const int slot = static_cast<int>(tile % kNormSlots);
@@ -287,7 +313,7 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
                 for (int i = 0; i < 4; ++i) {
                     const uint32_t p = p0 + c * 64 + w * 16 + (i / 2) * 8 + g;
                     const uint32_t a = a0 + nt * 8 + 2 * t + i % 2;
-                    if (p < n && a < m) dump[static_cast<size_t>(p) * m + a] = acc[nt * 4 + i];
+                    if (p < n && a < m) dump[static_cast<size_t>(p) * m + a] = dots[nt * 4 + i];
                 }
         }
 #endif
@@ -303,7 +329,7 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int row = c * 64 + w * 16 + h * 8 + g;
-            auto v = [&](int i) -> float & { return acc[(i / 2) * 4 + 2 * h + i % 2]; };
+            auto v = [&](int i) -> float & { return dots[(i / 2) * 4 + 2 * h + i % 2]; };
             row_epilogue<2 * kNT>(v, checked_tile, s.cn[slot], s.cq[slot], t, s.xn[row], s.rx[row],
                          s.sx[row], sub, neg2inv2, a0, m, exclude_self, p0 + row, p0 + row < n,
                          &upper[h], &listed[h], s.cand_j[row], s.cand_lb[row]);
@@ -330,7 +356,7 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
 }  // namespace
 
 // One entry point: BN anchors per tile, CWG consumer warpgroups, STAGES stages.
-#define KILN_ANNEAL_WGMMA_ENTRY(name, T, BN, CWG, STAGES)                                      \
+#define KILN_ANNEAL_WGMMA_ENTRY(name, T, BN, CWG, STAGES, CHUNK)                               \
     extern "C" __global__ void __launch_bounds__(128 * (CWG + 1))                           \
         name(const T *x, const uint16_t *xh, const float *x_norms, uint32_t n, uint32_t d,     \
              uint32_t dp, const float *anchors, const uint16_t *ch, const float *anchor_norms, \
@@ -338,7 +364,7 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
              const AnnealControl *control, uint32_t *assign_out, float *dist,                  \
              uint32_t *counts, uint32_t *unresolved, uint32_t *unresolved_count) {             \
         if (control->done) return;                                                             \
-        assign_wgmma<BN, CWG, STAGES>(x, xh, x_norms, n, d, dp, anchors, ch, anchor_norms, m,  \
+        assign_wgmma<BN, CWG, STAGES, CHUNK>(x, xh, x_norms, n, d, dp, anchors, ch, anchor_norms, m,  \
                                       flags, half_state, assign_out, dist, counts, unresolved, \
                                       unresolved_count, KILN_WGMMA_DUMP_PTR);                  \
     }
@@ -349,5 +375,14 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
 
 static_assert(KILN_ANNEAL_WGMMA_TILE == 192 && KILN_ANNEAL_WGMMA_THREADS == 512,
               "the entry points' shape: 3 consumer warpgroups");
-KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_f32, float, 128, 3, 5)
-KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_f16, uint16_t, 128, 3, 5)
+KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_f32, float, 128, 3, 5, 0)
+KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_f16, uint16_t, 128, 3, 5, 0)
+
+// The chunked entry points (wide d): the same block, each consumer thread
+// holding the accumulator and the chunks' sum (ptxas spills 260 bytes of
+// them; still the fastest of the chunked shapes measured on the H200,
+// docs/bench/2026-11-27-chunked: 2 consumer warpgroups of 6 stages without
+// spills were 8-16% slower at d >= 1536).
+static_assert(KILN_ANNEAL_WGMMA_CHUNK_DIMS == 4 * kBK, "chunks of 4 stages");
+KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_chunked_f32, float, 128, 3, 5, 4)
+KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_chunked_f16, uint16_t, 128, 3, 5, 4)

@@ -77,6 +77,22 @@ __device__ __forceinline__ float tc_eps(uint32_t d) {
     return 0x1p-9f + steps * 0x1p-16f + (static_cast<float>(d) + 8.f) * 0x1p-23f;
 }
 
+// eps(d) of a kernel that sums its tensor-core products in chunks of
+// `chunk_steps` steps (16 products each) into a fresh accumulator and adds
+// the chunks' sums in f32 (anneal_wgmma.cu's chunked entry points; the bound
+// is derived in assign_tc.rs): f16 rounding of both inputs taken 1.25 times,
+// min(steps, chunk_steps) accumulation steps taken 4 times (each chunk's
+// steps add at most 2^-18 of that chunk's magnitudes), the f32 refinement
+// taken twice, and the chunks' f32 additions (at most 2^-24 of all the
+// magnitudes each) taken 4 times.
+__device__ __forceinline__ float tc_eps_chunked(uint32_t d, uint32_t chunk_steps) {
+    const uint32_t steps = d / 16u + (d % 16u != 0u);
+    const uint32_t chunks = (steps + chunk_steps - 1u) / chunk_steps;
+    const uint32_t within = steps < chunk_steps ? steps : chunk_steps;
+    return 0x1p-10f + 0x1p-12f + static_cast<float>(within) * 0x1p-16f +
+           (static_cast<float>(d) + 8.f) * 0x1p-23f + static_cast<float>(chunks) * 0x1p-22f;
+}
+
 // Keeps the entries of one point's list whose lower bound is still within u.
 __device__ __forceinline__ uint32_t prune(uint32_t *cand_j, float *cand_lb, uint32_t count,
                                           float u) {

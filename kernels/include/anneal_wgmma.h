@@ -21,6 +21,13 @@
 #define KILN_ANNEAL_WGMMA_THREADS 512u
 #define KILN_ANNEAL_WGMMA_SMEM 229376u
 
+/* anneal_assign_wgmma_chunked_f32/f16: the same contract and launch shape,
+ * for wide d. They sum the tensor-core products KILN_ANNEAL_WGMMA_CHUNK_DIMS
+ * of d at a time into a fresh accumulator and add the chunks' sums in f32,
+ * so their error bound, and the candidates it admits, grow with the chunk,
+ * not with d (crates/anneal/src/assign_tc.rs). */
+#define KILN_ANNEAL_WGMMA_CHUNK_DIMS 256u
+
 KILN_KERNEL(anneal_assign_wgmma_f32, const float *x, const uint16_t *xh, const float *x_norms,
             uint32_t n, uint32_t d, uint32_t dp, const float *anchors, const uint16_t *ch,
             const float *anchor_norms, uint32_t m, uint32_t flags, const uint32_t *half_state,
@@ -31,5 +38,15 @@ KILN_KERNEL(anneal_assign_wgmma_f16, const uint16_t *x, const uint16_t *xh, cons
             const float *anchor_norms, uint32_t m, uint32_t flags, const uint32_t *half_state,
             const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts,
             uint32_t *unresolved, uint32_t *unresolved_count);
+KILN_KERNEL(anneal_assign_wgmma_chunked_f32, const float *x, const uint16_t *xh,
+            const float *x_norms, uint32_t n, uint32_t d, uint32_t dp, const float *anchors,
+            const uint16_t *ch, const float *anchor_norms, uint32_t m, uint32_t flags,
+            const uint32_t *half_state, const AnnealControl *control, uint32_t *assign,
+            float *dist, uint32_t *counts, uint32_t *unresolved, uint32_t *unresolved_count);
+KILN_KERNEL(anneal_assign_wgmma_chunked_f16, const uint16_t *x, const uint16_t *xh,
+            const float *x_norms, uint32_t n, uint32_t d, uint32_t dp, const float *anchors,
+            const uint16_t *ch, const float *anchor_norms, uint32_t m, uint32_t flags,
+            const uint32_t *half_state, const AnnealControl *control, uint32_t *assign,
+            float *dist, uint32_t *counts, uint32_t *unresolved, uint32_t *unresolved_count);
 
 #endif

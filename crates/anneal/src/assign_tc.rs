@@ -75,6 +75,18 @@
 //!   mma.sync kernel's. 1.4-1.9x faster than the better mma.sync tile on
 //!   every shape measured (H200; 18.1 against 34.5 ms at 1M × 768 × 4096):
 //!   `docs/bench/2026-11-27-wgmma/`.
+//! - **Chunked (wide `d`).** `anneal_assign_wgmma_chunked_*`
+//!   ([`Tile::WgmmaChunked`], the same block) starts a fresh accumulator
+//!   every 4 stages (256 of `d`: the first `wgmma` of a chunk has
+//!   `scale-d = 0`), waits for the chunk, and adds it in f32 to a second
+//!   register set, in chunk order; the epilogue reads that sum. Its bound
+//!   ([`eps_chunked`]) has the accumulation term of one chunk, not of all
+//!   of `d`: at d = 4096 `eps` falls from 0.0063 to 0.0020, and on standard
+//!   normal points the points left to the list kernel from 52-62% to
+//!   0.5-0.6% (H200, docs/bench/2026-11-27-chunked: the assignment with
+//!   its list kernels 11-13 times faster, the same bits). Below
+//!   [`CHUNKED_MIN_D`] the plain kernel is faster (the sum spills 260
+//!   bytes a thread, and the plain bound already leaves few points).
 //! - **Epilogue, per anchor tile.** The 4 lanes of a quad hold one point row
 //!   (32 anchors each). Each turns its dot products into `A = max(xn + cn -
 //!   2·dot, 0)` (`dot` = accumulator · `σ⁻²`, exact) and the bound `e`
@@ -140,6 +152,17 @@
 //! bound, and the candidates it admits, are those of a TF32 kernel at twice
 //! the tensor throughput.
 //!
+//! **Chunked.** A chunk of `C = 16` steps (256 of `d`) starts from zero, so
+//! model 2 bounds its accumulation by `C · 2^-18 · P_c` (`P_c` its share of
+//! `P`): `≤ C · 2^-18 · P` over the chunks. Adding the `⌈S / C⌉` chunk sums
+//! in f32 costs at most `2^-24` of the magnitudes summed so far per
+//! addition: `≤ ⌈S / C⌉ · 2^-24 · P`. [`eps_chunked`] takes the f16 input
+//! term 1.25 times (`2^-10 + 2^-12`: the term is exact to first order, and
+//! the f32 errors of the norms, of `e` and of `A ± e` that the margin must
+//! absorb are below `2^-20` of it), the accumulation term 4 times (`C ·
+//! 2^-16`, `C = min(S, 16)`), the refinement term twice, as above, and the
+//! chunks' additions 4 times (`⌈S / C⌉ · 2^-22`).
+//!
 //! Why it is exact: if `e ≥ |A - F|` for every pair, the minimizer `j*` of
 //! `F` has `A* - e* ≤ F* ≤ F(j_U) ≤ A(j_U) + e(j_U) = U` for whichever anchor
 //! `j_U` set `U`, so `j*` passes every test against every `U` seen (they only
@@ -174,12 +197,13 @@ use rayon::prelude::*;
 
 use super::AnnealError;
 
+mod kernels;
 mod launch;
 
-pub use launch::{
-    padded_dim, AbsmaxParams, ListParams, TcAssign, TcJob, TcKernels, TcParams, TcPoint,
-    ToHalfParams, TypedKernels,
+pub use kernels::{
+    AbsmaxParams, ListParams, TcKernels, TcParams, TcPoint, ToHalfParams, TypedKernels,
 };
+pub use launch::{padded_dim, TcAssign, TcJob};
 
 /// The environment variable that turns the tensor-core path off (`0`).
 pub const ENV: &str = "KILN_ANNEAL_TC";
@@ -190,9 +214,9 @@ pub const ENV: &str = "KILN_ANNEAL_TC";
 pub const STATS_ENV: &str = "KILN_ANNEAL_TC_STATS";
 
 /// The environment variable that picks the tc kernel: `128` (mma.sync, two
-/// blocks per SM), `64` (mma.sync, three blocks per SM), `wgmma` (the
-/// Hopper kernel; refused where it cannot run) or `auto` (the default:
-/// [`resolve_tile`]). All give the same bits.
+/// blocks per SM), `64` (mma.sync, three blocks per SM), `wgmma` or
+/// `wgmma-chunked` (the Hopper kernels; refused where they cannot run) or
+/// `auto` (the default: [`resolve_tile`]). All give the same bits.
 pub const TILE_ENV: &str = "KILN_ANNEAL_TC_TILE";
 
 /// The tc kernel: `anneal_assign_tc_*`, `_slim_*` or `anneal_assign_wgmma_*`.
@@ -207,6 +231,10 @@ pub enum Tile {
     /// wgmma (sm_90a, `kernels/anneal_wgmma.cu`): 3 warpgroups of 64 points
     /// per block, 128 anchors per anchor tile.
     Wgmma,
+    /// The wgmma kernel summing its products 256 of `d` at a time
+    /// (`anneal_assign_wgmma_chunked_*`): a bound that grows with the chunk,
+    /// not with `d`, so that wide points stay off the list kernel.
+    WgmmaChunked,
 }
 
 /// The module of the wgmma kernel.
@@ -223,17 +251,30 @@ pub fn wgmma_available(compute_capability: (u32, u32), modules: &[&cuda_sys::Fat
             .any(|m| m.name == WGMMA_MODULE && m.is_built() && m.sass.contains(&90))
 }
 
-/// The kernel a launch uses, given whether the wgmma kernel is here:
-/// [`Tile::Auto`] and [`Tile::Wgmma`] take it where it is (faster than both
-/// mma.sync tiles on every shape measured on the H200: 1.4-1.9x,
-/// docs/bench/2026-11-27-wgmma), else [`pick_tile`]'s mma.sync tile.
+/// The kernel a launch uses, given whether the wgmma kernels are here:
+/// [`Tile::Wgmma`] and [`Tile::WgmmaChunked`] where they are, and
+/// [`Tile::Auto`] takes the chunked one from [`CHUNKED_MIN_D`] and the other
+/// below (the wgmma kernel is faster than both mma.sync tiles on every shape
+/// measured on the H200: 1.4-1.9x, docs/bench/2026-11-27-wgmma); without
+/// them, [`pick_tile`]'s mma.sync tile.
 pub fn resolve_tile(tile: Tile, wgmma: bool, n: u32, d: u32, sms: u32) -> Tile {
     match tile {
+        Tile::Auto if wgmma && d >= CHUNKED_MIN_D => Tile::WgmmaChunked,
         Tile::Auto | Tile::Wgmma if wgmma => Tile::Wgmma,
-        Tile::Wgmma => pick_tile(Tile::Auto, n, d, sms),
+        Tile::WgmmaChunked if wgmma => Tile::WgmmaChunked,
+        Tile::Wgmma | Tile::WgmmaChunked => pick_tile(Tile::Auto, n, d, sms),
         chosen => pick_tile(chosen, n, d, sms),
     }
 }
+
+/// The narrowest `d` at which [`Tile::Auto`] takes [`Tile::WgmmaChunked`].
+/// Measured on the H200 (docs/bench/2026-11-27-chunked, the assignment with
+/// its list kernels, the same bits): at d = 768 the chunked kernel took 11%
+/// longer (its accumulator and sum spill; the plain bound leaves only 0.02%
+/// of the points to the list kernel there), at d = 1536 14% less (1.1-1.4%
+/// of the points listed against 0.004%), at d = 2048 6% less, at d = 4096
+/// 11 to 13 times less (52-62% listed against 0.5-0.6%).
+pub const CHUNKED_MIN_D: u32 = 1536;
 
 /// The widest `d` at which [`Tile::Auto`] takes the 64-anchor tile.
 pub const SLIM_MAX_D: u32 = 384;
@@ -244,7 +285,7 @@ pub const SLIM_MAX_D: u32 = 384;
 pub fn block_shape(tile: Tile) -> (u32, u32, u32) {
     use cuda_sys::types::*;
     match tile {
-        Tile::Wgmma => (
+        Tile::Wgmma | Tile::WgmmaChunked => (
             KILN_ANNEAL_WGMMA_TILE,
             KILN_ANNEAL_WGMMA_THREADS,
             KILN_ANNEAL_WGMMA_SMEM,
@@ -289,10 +330,11 @@ pub fn tile_from_env(value: Option<&str>) -> Result<Tile, AnnealError> {
         Some("128") => Ok(Tile::Wide),
         Some("64") => Ok(Tile::Slim),
         Some(v) if v.eq_ignore_ascii_case("wgmma") => Ok(Tile::Wgmma),
+        Some(v) if v.eq_ignore_ascii_case("wgmma-chunked") => Ok(Tile::WgmmaChunked),
         Some(v) => Err(AnnealError::BadSetting {
             var: TILE_ENV,
             value: v.into(),
-            expected: "64, 128, wgmma or auto",
+            expected: "64, 128, wgmma, wgmma-chunked or auto",
         }),
     }
 }
@@ -316,6 +358,21 @@ pub fn tc_wanted(arch: u32, env: Option<&str>) -> bool {
 pub fn eps(d: u32) -> f32 {
     let steps = (d / 16 + u32::from(!d.is_multiple_of(16))) as f32;
     2f32.powi(-9) + steps * 2f32.powi(-16) + (d as f32 + 8.0) * 2f32.powi(-23)
+}
+
+/// `eps` of the chunked wgmma kernel (module docs, **Chunked**), as
+/// `anneal_tc_device.cuh`'s `tc_eps_chunked` computes it in f32 for chunks of
+/// 16 steps.
+pub fn eps_chunked(d: u32) -> f32 {
+    const CHUNK_STEPS: u32 = cuda_sys::types::KILN_ANNEAL_WGMMA_CHUNK_DIMS / 16;
+    let steps = d / 16 + u32::from(!d.is_multiple_of(16));
+    let chunks = steps.div_ceil(CHUNK_STEPS);
+    let within = steps.min(CHUNK_STEPS);
+    2f32.powi(-10)
+        + 2f32.powi(-12)
+        + within as f32 * 2f32.powi(-16)
+        + (d as f32 + 8.0) * 2f32.powi(-23)
+        + chunks as f32 * 2f32.powi(-22)
 }
 
 /// The bound `e` on `|A - F|` for a point of squared norm `xn` and an anchor
@@ -380,186 +437,4 @@ pub fn reference(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tc_path_needs_sm_80_and_can_be_turned_off() {
-        assert!(tc_wanted(80, None));
-        assert!(tc_wanted(90, Some("1")));
-        assert!(!tc_wanted(75, None));
-        assert!(!tc_wanted(86, Some("0")));
-        assert!(!tc_wanted(90, Some(" OFF ")));
-        assert!(!tc_wanted(90, Some("false")));
-    }
-
-    #[test]
-    fn tile_is_slim_for_small_d_or_one_wave_unless_chosen() {
-        let sms = 132;
-        assert_eq!(pick_tile(Tile::Auto, 1_000_000, 0, sms), Tile::Slim);
-        assert_eq!(pick_tile(Tile::Auto, 1_000_000, 128, sms), Tile::Slim);
-        assert_eq!(
-            pick_tile(Tile::Auto, 1_000_000, SLIM_MAX_D, sms),
-            Tile::Slim
-        );
-        assert_eq!(
-            pick_tile(Tile::Auto, 1_000_000, SLIM_MAX_D + 1, sms),
-            Tile::Wide
-        );
-        // 50K points: 391 blocks of 128, one wave of three per SM on 132 SMs.
-        assert_eq!(pick_tile(Tile::Auto, 50_000, 2048, sms), Tile::Slim);
-        assert_eq!(pick_tile(Tile::Auto, 3 * 128 * 132, 4096, sms), Tile::Slim);
-        assert_eq!(
-            pick_tile(Tile::Auto, 3 * 128 * 132 + 1, 4096, sms),
-            Tile::Wide
-        );
-        assert_eq!(pick_tile(Tile::Auto, 100_000, 768, sms), Tile::Wide);
-        assert_eq!(pick_tile(Tile::Auto, u32::MAX, u32::MAX, 0), Tile::Wide);
-        assert_eq!(pick_tile(Tile::Auto, 0, u32::MAX, 0), Tile::Slim);
-        assert_eq!(pick_tile(Tile::Wide, 1, 1, sms), Tile::Wide);
-        assert_eq!(pick_tile(Tile::Slim, u32::MAX, u32::MAX, sms), Tile::Slim);
-    }
-
-    #[test]
-    fn tile_env_takes_64_128_or_auto_and_names_what_it_takes_otherwise() {
-        assert_eq!(tile_from_env(None).unwrap(), Tile::Auto);
-        assert_eq!(tile_from_env(Some(" AUTO ")).unwrap(), Tile::Auto);
-        assert_eq!(tile_from_env(Some("")).unwrap(), Tile::Auto);
-        assert_eq!(tile_from_env(Some("128")).unwrap(), Tile::Wide);
-        assert_eq!(tile_from_env(Some(" 64\n")).unwrap(), Tile::Slim);
-        for bad in ["32", "256", "slim", "64x", "-64", "6.4e1", "\u{0}", "６４"] {
-            let err = tile_from_env(Some(bad)).unwrap_err().to_string();
-            assert!(
-                err.contains("must be 64, 128, wgmma or auto"),
-                "{bad:?}: {err}"
-            );
-        }
-        assert_eq!(tile_from_env(Some(" WGMMA ")).unwrap(), Tile::Wgmma);
-        assert!(tile_from_env(Some("wgmma90")).is_err());
-    }
-
-    #[test]
-    fn wgmma_is_taken_where_it_runs_and_mma_sync_elsewhere() {
-        let sms = 132;
-        for tile in [Tile::Auto, Tile::Wgmma] {
-            assert_eq!(resolve_tile(tile, true, 1, 1, sms), Tile::Wgmma);
-            assert_eq!(resolve_tile(tile, true, u32::MAX, u32::MAX, 0), Tile::Wgmma);
-            assert_eq!(resolve_tile(tile, false, 100_000, 768, sms), Tile::Wide);
-            assert_eq!(resolve_tile(tile, false, 1_000_000, 128, sms), Tile::Slim);
-        }
-        // A chosen mma.sync tile stays, with or without wgmma.
-        for wgmma in [false, true] {
-            assert_eq!(resolve_tile(Tile::Wide, wgmma, 1, 1, sms), Tile::Wide);
-            assert_eq!(
-                resolve_tile(Tile::Slim, wgmma, 1 << 20, 4096, sms),
-                Tile::Slim
-            );
-        }
-    }
-
-    #[test]
-    fn wgmma_needs_compute_capability_9_0_and_its_built_module() {
-        let image = |name, image: &'static [u8], sass: &'static [u32]| cuda_sys::FatbinImage {
-            name,
-            image,
-            sass,
-            ptx: &[80],
-            kernels: &[],
-            toolkit: (13, 0),
-        };
-        let good = image(WGMMA_MODULE, b"fatbin", &[75, 80, 90]);
-        assert!(wgmma_available((9, 0), &[&good]));
-        for cc in [(8, 0), (8, 9), (9, 1), (10, 0), (12, 0), (0, 0)] {
-            assert!(!wgmma_available(cc, &[&good]), "{cc:?}");
-        }
-        // Not built (CPU-only), no sm_90 SASS, another module's name, none.
-        let empty = image(WGMMA_MODULE, b"", &[75, 80, 90]);
-        let no_90 = image(WGMMA_MODULE, b"fatbin", &[75, 80]);
-        let other = image("anneal_tc", b"fatbin", &[80, 90]);
-        for modules in [&[&empty][..], &[&no_90], &[&other], &[]] {
-            assert!(!wgmma_available((9, 0), modules));
-        }
-        assert!(wgmma_available((9, 0), &[&other, &no_90, &good]));
-    }
-
-    #[test]
-    fn exact_dist_is_the_distance_to_f32_rounding() {
-        let mut rng = crate::rng::Rng::new(7);
-        for d in [0usize, 1, 3, 31, 32, 33, 130, 257] {
-            let (x, c) = (rng.f32s(d), rng.f32s(d));
-            let norm = |v: &[f32]| v.iter().map(|a| a * a).sum::<f32>();
-            let (xn, cn) = (norm(&x), norm(&c));
-            let exact: f64 = x
-                .iter()
-                .zip(&c)
-                .map(|(a, b)| (f64::from(*a) - f64::from(*b)).powi(2))
-                .sum();
-            let f = f64::from(exact_dist(&x, &c, xn, cn));
-            let scale = f64::from(xn + cn) + exact;
-            assert!((f - exact).abs() <= 1e-5 * scale.max(1e-30), "d = {d}");
-        }
-    }
-
-    #[test]
-    fn reference_breaks_ties_low_and_can_exclude_self() {
-        // Anchors 1 and 2 are the same point: equal distances go to 1.
-        let anchors = [5.0f32, 0.0, 1.0, 1.0, 1.0, 1.0];
-        let anchor_norms = [25.0f32, 2.0, 2.0];
-        let x = [1.0f32, 1.0, 5.0, 0.0];
-        let x_norms = [2.0f32, 25.0];
-        let (assign, dist) = reference(&x, &x_norms, 2, &anchors, &anchor_norms, 0);
-        assert_eq!(assign, [1, 0]);
-        assert_eq!(dist, [0.0, 0.0]);
-        // Point 0 may not take anchor 0; point 1 may not take anchor 1.
-        let (assign, _) = reference(
-            &anchors[..4],
-            &anchor_norms[..2],
-            2,
-            &anchors[..4],
-            &anchor_norms[..2],
-            KILN_ANNEAL_EXCLUDE_SELF,
-        );
-        assert_eq!(assign, [1, 0]);
-        let (assign, dist) = reference(&x[..2], &x_norms[..1], 2, &[], &[], 0);
-        assert_eq!((assign[0], dist[0]), (u32::MAX, f32::INFINITY));
-    }
-
-    /// f16 with round-to-nearest-even, as `__float2half_rn`.
-    fn f16(v: f32) -> f32 {
-        half::f16::from_f32(v).to_f32()
-    }
-
-    /// The bound covers f16 input rounding plus the refinement's rounding,
-    /// with the accumulation done exactly (f64): the terms the hardware does
-    /// not decide. Inputs sit just off f16 midpoints (f16 keeps 10 of f32's
-    /// 23 fraction bits), where rounding is largest and all of one sign.
-    #[test]
-    fn bound_covers_f16_rounding_with_room() {
-        let mut rng = crate::rng::Rng::new(11);
-        let mut worst = 0f64;
-        for d in [1usize, 8, 37, 128, 384, 1024] {
-            for trial in 0..50 {
-                let mid = |v: f32| f32::from_bits((v.to_bits() & !0x1fff) | 0x0fff);
-                let offset = if trial % 2 == 0 { 3.0 } else { 0.0 };
-                let x: Vec<f32> = rng.f32s(d).iter().map(|v| mid(v.abs() + offset)).collect();
-                let c: Vec<f32> = rng.f32s(d).iter().map(|v| mid(v.abs() + offset)).collect();
-                let norm = |v: &[f32]| v.iter().fold(0f32, |s, a| a.mul_add(*a, s));
-                let (xn, cn) = (norm(&x), norm(&c));
-                let dot_f16: f64 = x
-                    .iter()
-                    .zip(&c)
-                    .map(|(a, b)| f64::from(f16(*a)) * f64::from(f16(*b)))
-                    .sum();
-                let approx = (-2f32).mul_add(dot_f16 as f32, xn + cn).max(0.0);
-                let f = exact_dist(&x, &c, xn, cn);
-                let gap = f64::from((approx - f).abs());
-                let e = f64::from(error_bound(d as u32, xn, cn));
-                assert!(gap <= e, "d = {d}: |A - F| = {gap:e} over e = {e:e}");
-                worst = worst.max(gap / e);
-            }
-        }
-        println!("worst |A - F| / e = {worst:.3}");
-        // Near half the bound: the input term is taken about twice.
-        assert!(worst > 0.2 && worst <= 0.55, "worst |A - F| / e = {worst}");
-    }
-}
+mod tests;

@@ -10,7 +10,7 @@
 //!   same; counts equal to the histogram of assign.
 //!
 //! Every check runs each tc kernel: mma.sync with both anchor tiles, and the
-//! wgmma kernel on a device of compute capability 9.0.
+//! wgmma kernels (plain and chunked) on a device of compute capability 9.0.
 //!
 //! Skips, saying why, without a CUDA device of sm_80 or newer.
 
@@ -98,6 +98,10 @@ fn wgmma_kernel_matches_reference_on_hopper() {
         Case::random("n 193: a block of one point", 193, 64, 128, 23),
         Case::random("m 1000: eight anchor tiles", 2000, 200, 1000, 24),
         Case::random("m 1", 400, 8, 1, 25),
+        // The chunked kernel's chunks are 4 stages (256 halves of d).
+        Case::random("d 256: one whole chunk", 400, 256, 130, 28),
+        Case::random("d 257: a chunk and a zero-filled stage", 400, 257, 130, 29),
+        Case::random("d 600: chunks of 4, 4 and 2 stages", 500, 600, 200, 30),
     ];
     let mut own = Case::random("anchors are the points, EXCLUDE_SELF", 700, 40, 700, 26);
     own.anchors = own.x.to_f32();
@@ -118,6 +122,39 @@ fn wgmma_kernel_matches_reference_on_hopper() {
     for case in &cases {
         run_and_check(&backend, &stream, case);
     }
+}
+
+/// At wide d the plain bound (its accumulation term grows with d) admits so
+/// many anchors that the candidate lists overflow; the chunked wgmma kernel's
+/// bound grows with its 256-wide chunk instead. Both give the reference's
+/// bits, and the chunked one leaves fewer points to the list kernel.
+#[test]
+fn chunked_wgmma_lists_fewer_wide_points() {
+    let Some(backend) = tc_device_or_skip() else {
+        return;
+    };
+    let stream = backend.default_stream();
+    let case = Case::random("d 2048", 1500, 2048, 300, 31);
+    let mut tc = TcAssign::new(&backend, &stream, case.n, case.d, case.m)
+        .unwrap()
+        .unwrap();
+    if !tc.has_wgmma() {
+        println!("not run: the wgmma kernels need compute capability 9.0");
+        return;
+    }
+    let simt = run_simt(&backend, &stream, &case);
+    let mut listed = Vec::new();
+    for tile in [assign_tc::Tile::Wgmma, assign_tc::Tile::WgmmaChunked] {
+        tc.set_tile(tile);
+        let got = run_tc(&backend, &stream, &mut tc, &case);
+        listed.push(check(&case, &got, &simt));
+    }
+    println!("listed: plain {}, chunked {}", listed[0], listed[1]);
+    assert!(
+        listed[0] > 0,
+        "the plain bound overflowed no list: {listed:?}"
+    );
+    assert!(listed[1] < listed[0], "{listed:?}");
 }
 
 #[test]

@@ -2,10 +2,8 @@
 //! (the design and the bound are in the parent module's docs).
 
 use cuda_sys::kernels::{
-    anneal_absmax_f16, anneal_absmax_f32, anneal_assign_list_f16, anneal_assign_list_f32,
-    anneal_assign_list_finish, anneal_assign_tc_f16, anneal_assign_tc_f32,
-    anneal_assign_tc_slim_f16, anneal_assign_tc_slim_f32, anneal_assign_wgmma_f16,
-    anneal_assign_wgmma_f32, anneal_to_half_f16, anneal_to_half_f32,
+    anneal_assign_tc_f16, anneal_assign_tc_f32, anneal_assign_tc_slim_f16,
+    anneal_assign_tc_slim_f32,
 };
 use cuda_sys::types::{
     AnnealControl, KILN_ANNEAL_COUNT, KILN_ANNEAL_LIST_THREADS, KILN_ANNEAL_TC_DP,
@@ -14,6 +12,7 @@ use cuda_sys::types::{
 use cuda_sys::{GpuRepr, KernelDecl};
 use gpu_core::{Backend, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream};
 
+use super::kernels::{TcKernels, TcPoint};
 use super::{
     block_shape, resolve_tile, tc_wanted, tile_from_env, wgmma_available, AnnealError, Tile, ENV,
     TILE_ENV,
@@ -22,136 +21,6 @@ use super::{
 /// Blocks of the list kernels per SM (8 warps each): their grid is fixed,
 /// since the number of listed points is known only on the device.
 const LIST_BLOCKS_PER_SM: u32 = 8;
-
-/// Parameter tuple of `anneal_assign_tc_*` for points of type `T`.
-pub type TcParams<T> = (
-    *const T,
-    *const u16,
-    *const f32,
-    u32,
-    u32,
-    u32,
-    *const f32,
-    *const u16,
-    *const f32,
-    u32,
-    u32,
-    *const u32,
-    *const AnnealControl,
-    *mut u32,
-    *mut f32,
-    *mut u32,
-    *mut u32,
-    *mut u32,
-);
-
-/// Parameter tuple of `anneal_absmax_*` for points of type `T`.
-pub type AbsmaxParams<T> = (*const T, u64, *mut u32);
-
-/// Parameter tuple of `anneal_to_half_*` for values of type `T`.
-pub type ToHalfParams<T> = (*const T, u32, u32, u32, *mut u32, *mut u16);
-
-/// Parameter tuple of `anneal_assign_list_*` for points of type `T`.
-pub type ListParams<T> = (
-    *const T,
-    *const f32,
-    u32,
-    *const f32,
-    *const f32,
-    u32,
-    u32,
-    *const AnnealControl,
-    *const u32,
-    *const u32,
-    *mut u64,
-);
-
-/// A point type the tensor-core kernels read: `f32`, or `u16` for f16 points
-/// (raw IEEE half bits). Picks the kernels of that type.
-pub trait TcPoint: GpuRepr {
-    /// `anneal_assign_tc_*` for this type.
-    type Tc: KernelDecl<Params = TcParams<Self>>;
-    /// `anneal_assign_tc_slim_*` for this type.
-    type TcSlim: KernelDecl<Params = TcParams<Self>>;
-    /// `anneal_assign_wgmma_*` for this type.
-    type Wg: KernelDecl<Params = TcParams<Self>>;
-    /// `anneal_assign_list_*` for this type.
-    type List: KernelDecl<Params = ListParams<Self>>;
-    /// `anneal_absmax_*` for this type.
-    type Absmax: KernelDecl<Params = AbsmaxParams<Self>>;
-    /// `anneal_to_half_*` for this type.
-    type ToHalf: KernelDecl<Params = ToHalfParams<Self>>;
-    /// The kernels of this type, from `all`.
-    fn kernels(all: &TcKernels) -> TypedKernels<'_, Self>;
-}
-
-/// The kernels of one point type.
-#[derive(Debug)]
-pub struct TypedKernels<'a, T: TcPoint> {
-    tc: &'a Kernel<T::Tc>,
-    tc_slim: &'a Kernel<T::TcSlim>,
-    /// Present where [`wgmma_available`] (and the backend has the module).
-    wg: Option<&'a Kernel<T::Wg>>,
-    list: &'a Kernel<T::List>,
-    absmax: &'a Kernel<T::Absmax>,
-    to_half: &'a Kernel<T::ToHalf>,
-}
-
-impl TcPoint for f32 {
-    type Tc = anneal_assign_tc_f32;
-    type TcSlim = anneal_assign_tc_slim_f32;
-    type Wg = anneal_assign_wgmma_f32;
-    type List = anneal_assign_list_f32;
-    type Absmax = anneal_absmax_f32;
-    type ToHalf = anneal_to_half_f32;
-    fn kernels(all: &TcKernels) -> TypedKernels<'_, Self> {
-        TypedKernels {
-            tc: &all.tc_f32,
-            tc_slim: &all.tc_slim_f32,
-            wg: all.wg_f32.as_ref(),
-            list: &all.list_f32,
-            absmax: &all.absmax_f32,
-            to_half: &all.to_half_f32,
-        }
-    }
-}
-
-impl TcPoint for u16 {
-    type Tc = anneal_assign_tc_f16;
-    type TcSlim = anneal_assign_tc_slim_f16;
-    type Wg = anneal_assign_wgmma_f16;
-    type List = anneal_assign_list_f16;
-    type Absmax = anneal_absmax_f16;
-    type ToHalf = anneal_to_half_f16;
-    fn kernels(all: &TcKernels) -> TypedKernels<'_, Self> {
-        TypedKernels {
-            tc: &all.tc_f16,
-            tc_slim: &all.tc_slim_f16,
-            wg: all.wg_f16.as_ref(),
-            list: &all.list_f16,
-            absmax: &all.absmax_f16,
-            to_half: &all.to_half_f16,
-        }
-    }
-}
-
-/// The kernels, both point types.
-#[derive(Debug)]
-pub struct TcKernels {
-    tc_f32: Kernel<anneal_assign_tc_f32>,
-    tc_slim_f32: Kernel<anneal_assign_tc_slim_f32>,
-    wg_f32: Option<Kernel<anneal_assign_wgmma_f32>>,
-    list_f32: Kernel<anneal_assign_list_f32>,
-    absmax_f32: Kernel<anneal_absmax_f32>,
-    to_half_f32: Kernel<anneal_to_half_f32>,
-    tc_f16: Kernel<anneal_assign_tc_f16>,
-    tc_slim_f16: Kernel<anneal_assign_tc_slim_f16>,
-    wg_f16: Option<Kernel<anneal_assign_wgmma_f16>>,
-    list_f16: Kernel<anneal_assign_list_f16>,
-    absmax_f16: Kernel<anneal_absmax_f16>,
-    to_half_f16: Kernel<anneal_to_half_f16>,
-    list_finish: Kernel<anneal_assign_list_finish>,
-}
 
 /// The points [`TcAssign::prepare_points`] converted: their device address,
 /// values and shape.
@@ -305,18 +174,37 @@ impl TcAssign {
         tc_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SMEM)?;
         tc_slim_f32.reserve_dynamic_shared(KILN_ANNEAL_TC_SLIM_SMEM)?;
         tc_slim_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SLIM_SMEM)?;
-        let (wg_f32, wg_f16) = if wgmma_available(device.compute_capability, cuda_sys::modules::ALL)
-        {
-            (wgmma_kernel(backend)?, wgmma_kernel(backend)?)
+        let here = wgmma_available(device.compute_capability, cuda_sys::modules::ALL);
+        let (wg_f32, wg_f16, wg_chunked_f32, wg_chunked_f16) = if here {
+            (
+                wgmma_kernel(backend)?,
+                wgmma_kernel(backend)?,
+                wgmma_kernel(backend)?,
+                wgmma_kernel(backend)?,
+            )
         } else {
-            (None, None)
+            (None, None, None, None)
         };
-        if tile == Tile::Wgmma && wg_f32.is_none() {
+        let all_here = wg_f32.is_some()
+            && wg_f16.is_some()
+            && wg_chunked_f32.is_some()
+            && wg_chunked_f16.is_some();
+        let (wg_f32, wg_f16, wg_chunked_f32, wg_chunked_f16) = if all_here {
+            (wg_f32, wg_f16, wg_chunked_f32, wg_chunked_f16)
+        } else {
+            (None, None, None, None)
+        };
+        if matches!(tile, Tile::Wgmma | Tile::WgmmaChunked) && !all_here {
             return Err(AnnealError::BadSetting {
                 var: TILE_ENV,
-                value: "wgmma".into(),
-                expected: "64, 128 or auto here (wgmma needs compute capability 9.0 and \
-                           kernels built with the anneal_wgmma module)",
+                value: if tile == Tile::Wgmma {
+                    "wgmma"
+                } else {
+                    "wgmma-chunked"
+                }
+                .into(),
+                expected: "64, 128 or auto here (the wgmma kernels need compute capability \
+                           9.0 and kernels built with the anneal_wgmma module)",
             });
         }
         Ok(Some(Self {
@@ -324,12 +212,14 @@ impl TcAssign {
                 tc_f32,
                 tc_slim_f32,
                 wg_f32,
+                wg_chunked_f32,
                 list_f32: backend.kernel()?,
                 absmax_f32: backend.kernel()?,
                 to_half_f32: backend.kernel()?,
                 tc_f16,
                 tc_slim_f16,
                 wg_f16,
+                wg_chunked_f16,
                 list_f16: backend.kernel()?,
                 absmax_f16: backend.kernel()?,
                 to_half_f16: backend.kernel()?,
@@ -548,9 +438,10 @@ impl TcAssign {
             self.unresolved.view_mut(),
             self.unresolved_count.view_mut(),
         );
-        match (chosen, kernels.wg) {
-            (Tile::Wgmma, Some(wg)) => stream.launch(wg, tile, params)?,
-            (Tile::Slim, _) => stream.launch(kernels.tc_slim, tile, params)?,
+        match (chosen, kernels.wg, kernels.wg_chunked) {
+            (Tile::Wgmma, Some(wg), _) => stream.launch(wg, tile, params)?,
+            (Tile::WgmmaChunked, _, Some(wg)) => stream.launch(wg, tile, params)?,
+            (Tile::Slim, _, _) => stream.launch(kernels.tc_slim, tile, params)?,
             _ => stream.launch(kernels.tc, tile, params)?,
         }
         let per_pair = LaunchConfig {

@@ -354,17 +354,17 @@ pub(crate) fn check(case: &Case, tc: &Output, simt: &Output) -> u32 {
 }
 
 /// Runs `case` with each tc kernel here (mma.sync with 128 and with 64
-/// anchors per tile, and the wgmma kernel where the device runs it: each must
-/// give the reference's bits) and checks each; the unresolved count of the
-/// 128-anchor tile.
+/// anchors per tile, and the wgmma kernels, plain and chunked, where the
+/// device runs them: each must give the reference's bits) and checks each;
+/// the unresolved count of the 128-anchor tile.
 pub(crate) fn run_and_check(backend: &Backend, stream: &Stream, case: &Case) -> u32 {
     let simt = run_simt(backend, stream, case);
     let mut unresolved = Vec::new();
-    for tile in [Tile::Wide, Tile::Slim, Tile::Wgmma] {
+    for tile in [Tile::Wide, Tile::Slim, Tile::Wgmma, Tile::WgmmaChunked] {
         let mut tc = TcAssign::new(backend, stream, case.n, case.d, case.m)
             .unwrap()
             .expect("tc_device_or_skip admitted this device");
-        if tile == Tile::Wgmma && !tc.has_wgmma() {
+        if matches!(tile, Tile::Wgmma | Tile::WgmmaChunked) && !tc.has_wgmma() {
             continue;
         }
         tc.set_tile(tile);

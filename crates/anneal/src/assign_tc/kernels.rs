@@ -1,0 +1,154 @@
+//! The kernels of the tensor-core assignment: their parameter tuples, and
+//! the kernels of each point type ([`TcPoint`], [`TypedKernels`]) out of all
+//! of them ([`TcKernels`]), which [`super::TcAssign`] loads.
+
+use cuda_sys::kernels::{
+    anneal_absmax_f16, anneal_absmax_f32, anneal_assign_list_f16, anneal_assign_list_f32,
+    anneal_assign_list_finish, anneal_assign_tc_f16, anneal_assign_tc_f32,
+    anneal_assign_tc_slim_f16, anneal_assign_tc_slim_f32, anneal_assign_wgmma_chunked_f16,
+    anneal_assign_wgmma_chunked_f32, anneal_assign_wgmma_f16, anneal_assign_wgmma_f32,
+    anneal_to_half_f16, anneal_to_half_f32,
+};
+use cuda_sys::types::AnnealControl;
+use cuda_sys::{GpuRepr, KernelDecl};
+use gpu_core::Kernel;
+
+/// Parameter tuple of `anneal_assign_tc_*` for points of type `T`.
+pub type TcParams<T> = (
+    *const T,
+    *const u16,
+    *const f32,
+    u32,
+    u32,
+    u32,
+    *const f32,
+    *const u16,
+    *const f32,
+    u32,
+    u32,
+    *const u32,
+    *const AnnealControl,
+    *mut u32,
+    *mut f32,
+    *mut u32,
+    *mut u32,
+    *mut u32,
+);
+
+/// Parameter tuple of `anneal_absmax_*` for points of type `T`.
+pub type AbsmaxParams<T> = (*const T, u64, *mut u32);
+
+/// Parameter tuple of `anneal_to_half_*` for values of type `T`.
+pub type ToHalfParams<T> = (*const T, u32, u32, u32, *mut u32, *mut u16);
+
+/// Parameter tuple of `anneal_assign_list_*` for points of type `T`.
+pub type ListParams<T> = (
+    *const T,
+    *const f32,
+    u32,
+    *const f32,
+    *const f32,
+    u32,
+    u32,
+    *const AnnealControl,
+    *const u32,
+    *const u32,
+    *mut u64,
+);
+
+/// A point type the tensor-core kernels read: `f32`, or `u16` for f16 points
+/// (raw IEEE half bits). Picks the kernels of that type.
+pub trait TcPoint: GpuRepr {
+    /// `anneal_assign_tc_*` for this type.
+    type Tc: KernelDecl<Params = TcParams<Self>>;
+    /// `anneal_assign_tc_slim_*` for this type.
+    type TcSlim: KernelDecl<Params = TcParams<Self>>;
+    /// `anneal_assign_wgmma_*` for this type.
+    type Wg: KernelDecl<Params = TcParams<Self>>;
+    /// `anneal_assign_wgmma_chunked_*` for this type.
+    type WgChunked: KernelDecl<Params = TcParams<Self>>;
+    /// `anneal_assign_list_*` for this type.
+    type List: KernelDecl<Params = ListParams<Self>>;
+    /// `anneal_absmax_*` for this type.
+    type Absmax: KernelDecl<Params = AbsmaxParams<Self>>;
+    /// `anneal_to_half_*` for this type.
+    type ToHalf: KernelDecl<Params = ToHalfParams<Self>>;
+    /// The kernels of this type, from `all`.
+    fn kernels(all: &TcKernels) -> TypedKernels<'_, Self>;
+}
+
+/// The kernels of one point type.
+#[derive(Debug)]
+pub struct TypedKernels<'a, T: TcPoint> {
+    pub(super) tc: &'a Kernel<T::Tc>,
+    pub(super) tc_slim: &'a Kernel<T::TcSlim>,
+    /// Present where [`wgmma_available`] (and the backend has the module).
+    pub(super) wg: Option<&'a Kernel<T::Wg>>,
+    /// Present with `wg`.
+    pub(super) wg_chunked: Option<&'a Kernel<T::WgChunked>>,
+    pub(super) list: &'a Kernel<T::List>,
+    pub(super) absmax: &'a Kernel<T::Absmax>,
+    pub(super) to_half: &'a Kernel<T::ToHalf>,
+}
+
+impl TcPoint for f32 {
+    type Tc = anneal_assign_tc_f32;
+    type TcSlim = anneal_assign_tc_slim_f32;
+    type Wg = anneal_assign_wgmma_f32;
+    type WgChunked = anneal_assign_wgmma_chunked_f32;
+    type List = anneal_assign_list_f32;
+    type Absmax = anneal_absmax_f32;
+    type ToHalf = anneal_to_half_f32;
+    fn kernels(all: &TcKernels) -> TypedKernels<'_, Self> {
+        TypedKernels {
+            tc: &all.tc_f32,
+            tc_slim: &all.tc_slim_f32,
+            wg: all.wg_f32.as_ref(),
+            wg_chunked: all.wg_chunked_f32.as_ref(),
+            list: &all.list_f32,
+            absmax: &all.absmax_f32,
+            to_half: &all.to_half_f32,
+        }
+    }
+}
+
+impl TcPoint for u16 {
+    type Tc = anneal_assign_tc_f16;
+    type TcSlim = anneal_assign_tc_slim_f16;
+    type Wg = anneal_assign_wgmma_f16;
+    type WgChunked = anneal_assign_wgmma_chunked_f16;
+    type List = anneal_assign_list_f16;
+    type Absmax = anneal_absmax_f16;
+    type ToHalf = anneal_to_half_f16;
+    fn kernels(all: &TcKernels) -> TypedKernels<'_, Self> {
+        TypedKernels {
+            tc: &all.tc_f16,
+            tc_slim: &all.tc_slim_f16,
+            wg: all.wg_f16.as_ref(),
+            wg_chunked: all.wg_chunked_f16.as_ref(),
+            list: &all.list_f16,
+            absmax: &all.absmax_f16,
+            to_half: &all.to_half_f16,
+        }
+    }
+}
+
+/// The kernels, both point types.
+#[derive(Debug)]
+pub struct TcKernels {
+    pub(super) tc_f32: Kernel<anneal_assign_tc_f32>,
+    pub(super) tc_slim_f32: Kernel<anneal_assign_tc_slim_f32>,
+    pub(super) wg_f32: Option<Kernel<anneal_assign_wgmma_f32>>,
+    pub(super) wg_chunked_f32: Option<Kernel<anneal_assign_wgmma_chunked_f32>>,
+    pub(super) list_f32: Kernel<anneal_assign_list_f32>,
+    pub(super) absmax_f32: Kernel<anneal_absmax_f32>,
+    pub(super) to_half_f32: Kernel<anneal_to_half_f32>,
+    pub(super) tc_f16: Kernel<anneal_assign_tc_f16>,
+    pub(super) tc_slim_f16: Kernel<anneal_assign_tc_slim_f16>,
+    pub(super) wg_f16: Option<Kernel<anneal_assign_wgmma_f16>>,
+    pub(super) wg_chunked_f16: Option<Kernel<anneal_assign_wgmma_chunked_f16>>,
+    pub(super) list_f16: Kernel<anneal_assign_list_f16>,
+    pub(super) absmax_f16: Kernel<anneal_absmax_f16>,
+    pub(super) to_half_f16: Kernel<anneal_to_half_f16>,
+    pub(super) list_finish: Kernel<anneal_assign_list_finish>,
+}
