@@ -374,3 +374,55 @@ extern "C" __global__ void __launch_bounds__(kFinishThreads)
     control->has_previous = 1u;
     control->iterations += 1u;
 }
+
+// Maintenance on the device: the new anchors from the old by the host's plan
+// (crates/anneal/src/maintenance.rs), with the host's rounding: __dmul_rn,
+// __dadd_rn and __ddiv_rn keep nvcc from fusing a multiply and an add.
+constexpr int kRowThreads = 128;
+
+extern "C" __global__ void __launch_bounds__(kRowThreads)
+    anneal_apply_rows(const float *old_anchors, uint32_t d, const AnnealRowOp *ops, uint32_t rows,
+                      const float *directions, float *new_anchors) {
+    const uint32_t r = blockIdx.x;
+    if (r >= rows) return;
+    const AnnealRowOp op = ops[r];
+    const float *src = old_anchors + static_cast<size_t>(op.src) * d;
+    float *out = new_anchors + static_cast<size_t>(r) * d;
+    for (uint32_t k = threadIdx.x; k < d; k += kRowThreads) {
+        const double c = static_cast<double>(src[k]);
+        double v = c;
+        if (op.kind == KILN_ANNEAL_ROW_MERGE) {
+            const double o = static_cast<double>(old_anchors[static_cast<size_t>(op.other) * d + k]);
+            v = __ddiv_rn(__dadd_rn(__dmul_rn(c, op.a), __dmul_rn(o, op.b)), __dadd_rn(op.a, op.b));
+        } else if (op.kind == KILN_ANNEAL_ROW_SPLIT_PLUS || op.kind == KILN_ANNEAL_ROW_SPLIT_MINUS) {
+            const double u = static_cast<double>(directions[static_cast<size_t>(op.dir) * d + k]);
+            const double step = __dmul_rn(u, op.a);
+            v = op.kind == KILN_ANNEAL_ROW_SPLIT_PLUS ? __dadd_rn(c, step) : __dsub_rn(c, step);
+        }
+        out[k] = __double2float_rn(v);
+    }
+}
+
+template <typename T>
+__device__ void gather_rows(const T *x, uint32_t n, uint32_t d, const uint32_t *rows, uint32_t m,
+                            float *anchors) {
+    const uint32_t j = blockIdx.x;
+    if (j >= m) return;
+    const uint32_t row = rows[j];
+    if (row >= n) return;  // the host checks: never
+    const T *src = x + static_cast<size_t>(row) * d;
+    float *out = anchors + static_cast<size_t>(j) * d;
+    for (uint32_t k = threadIdx.x; k < d; k += kRowThreads) out[k] = load(src, k);
+}
+
+extern "C" __global__ void __launch_bounds__(kRowThreads)
+    anneal_gather_f32(const float *x, uint32_t n, uint32_t d, const uint32_t *rows, uint32_t m,
+                      float *anchors) {
+    gather_rows(x, n, d, rows, m, anchors);
+}
+
+extern "C" __global__ void __launch_bounds__(kRowThreads)
+    anneal_gather_f16(const uint16_t *x, uint32_t n, uint32_t d, const uint32_t *rows, uint32_t m,
+                      float *anchors) {
+    gather_rows(x, n, d, rows, m, anchors);
+}

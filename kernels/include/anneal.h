@@ -104,6 +104,40 @@ KILN_KERNEL(anneal_update, const double *partial, const uint32_t *members, uint3
 KILN_KERNEL(anneal_finish, const double *sumsq, uint32_t m, uint64_t n, double tol, uint32_t slot,
             AnnealControl *control, double *history);
 
+/* One row of the anchors after a maintenance pass (crates/anneal's
+ * maintenance::Plan), from the anchors before it (`old`, rows of d): */
+typedef struct AnnealRowOp {
+    uint32_t kind;  /* KILN_ANNEAL_ROW_* */
+    uint32_t src;   /* the old row it starts from */
+    uint32_t other; /* MERGE: the old row merged into it */
+    uint32_t dir;   /* SPLIT_*: its row of directions */
+    double a;       /* MERGE: src's weight; SPLIT_*: the direction's scale */
+    double b;       /* MERGE: other's weight */
+} AnnealRowOp;
+KILN_STATIC_ASSERT(sizeof(AnnealRowOp) == 32, "AnnealRowOp is 32 bytes");
+KILN_STATIC_ASSERT(offsetof(AnnealRowOp, a) == 16, "AnnealRowOp.a at 16");
+#define KILN_ANNEAL_ROW_COPY 0u        /* old[src] */
+#define KILN_ANNEAL_ROW_MERGE 1u       /* (old[src] * a + old[other] * b) / (a + b) */
+#define KILN_ANNEAL_ROW_SPLIT_PLUS 2u  /* old[src] + dir_k * a, k the row's dir */
+#define KILN_ANNEAL_ROW_SPLIT_MINUS 3u /* old[src] - dir_k * a */
+
+/* One block per new row r < rows: new_anchors[r] = ops[r] applied to
+ * old_anchors, each value in f64 from the f32 inputs (and the f32
+ * directions, rows of d) with correctly rounded steps in the order the
+ * comments above write them (no fused multiply-add: the host's bits), then
+ * rounded to f32. old_anchors and new_anchors must not overlap. Block: 128
+ * threads. */
+KILN_KERNEL(anneal_apply_rows, const float *old_anchors, uint32_t d, const AnnealRowOp *ops,
+            uint32_t rows, const float *directions, float *new_anchors);
+
+/* anchors[j] = x[rows[j]] (f32, widened from f16), j < m: the initial
+ * anchors, gathered from the points on the device. One block per anchor,
+ * 128 threads. */
+KILN_KERNEL(anneal_gather_f32, const float *x, uint32_t n, uint32_t d, const uint32_t *rows,
+            uint32_t m, float *anchors);
+KILN_KERNEL(anneal_gather_f16, const uint16_t *x, uint32_t n, uint32_t d, const uint32_t *rows,
+            uint32_t m, float *anchors);
+
 /* Every kernel taking a control returns at once when control->done is set,
  * so the outputs stay those of the last iteration run. */
 

@@ -13,21 +13,22 @@ pub type Progress<'a> = &'a mut dyn FnMut(u32, f64, usize);
 /// `set_anchors`) has it counted in the phase that next waits for it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Phases {
-    /// The initial anchors, assembled and set.
+    /// The initial anchors, assembled and set ([`Engine::start`]).
     pub start: std::time::Duration,
     /// [`Engine::run_steps`]: the iterations.
     pub iterations: std::time::Duration,
     /// Calls of [`Engine::run_steps`].
     pub runs: u32,
-    /// Maintenance passes: reading the statistics, the anchors and their
-    /// neighbours, deciding, and setting the new anchors.
+    /// Maintenance passes: reading the statistics and the anchors'
+    /// neighbours, deciding, and moving the anchors as decided.
     pub maintenance: std::time::Duration,
     /// Maintenance passes run (whether or not they changed the anchors).
     pub passes: u32,
-    /// The part of [`Phases::maintenance`] spent reading the statistics,
-    /// the anchors and their neighbours from the engine.
+    /// The part of [`Phases::maintenance`] spent reading the statistics
+    /// and the anchors' neighbours from the engine.
     pub reading: std::time::Duration,
-    /// The part of [`Phases::maintenance`] spent setting the new anchors.
+    /// The part of [`Phases::maintenance`] spent moving the anchors as the
+    /// pass decided ([`Engine::apply_maintenance`]).
     pub setting: std::time::Duration,
     /// Reading the assignments and the anchors at the end.
     pub output: std::time::Duration,
@@ -75,8 +76,7 @@ pub fn run_timed(
     let mut phases = Phases::default();
     let mut m_now = m;
     let started = Instant::now();
-    let initial = engine.initial_anchors(problem)?;
-    engine.set_anchors(&initial, m)?;
+    engine.start(problem)?;
     phases.start = started.elapsed();
     let mut temperature = params.t0;
     let mut previous: Option<f64> = None;
@@ -123,11 +123,9 @@ pub fn run_timed(
         if params.maintain_every > 0 && it % params.maintain_every == 0 && it < params.max_iters {
             let started = Instant::now();
             let stats = engine.stats()?;
-            let anchors = engine.anchors()?;
             let (nn, nn_dist) = engine.anchor_neighbors()?;
             phases.reading += started.elapsed();
-            let input = maintenance::Input {
-                anchors,
+            let input = maintenance::PlanInput {
                 d,
                 stats: &stats,
                 neighbors: &nn,
@@ -137,12 +135,12 @@ pub fn run_timed(
                 iteration: it,
                 max_anchors,
             };
-            if let Some(result) = maintenance::run(input, params) {
-                m_now = result.m;
+            if let Some(plan) = maintenance::plan(input, params) {
+                m_now = plan.m_new();
                 let setting = Instant::now();
-                engine.set_anchors(&result.anchors, result.m)?;
+                engine.apply_maintenance(&plan, d)?;
                 phases.setting += setting.elapsed();
-                maintenance_log.push((it, result.merged, result.split));
+                maintenance_log.push((it, plan.merged, plan.split));
                 previous = None;
             }
             phases.maintenance += started.elapsed();

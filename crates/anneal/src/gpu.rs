@@ -175,9 +175,34 @@ fn combine_shards(
 }
 
 impl Engine for GpuEngine {
+    /// On one GPU, the initial anchors are gathered from the points there
+    /// (the rows [`crate::initial_rows`] names: the host's values, with no
+    /// `m × d` copy through the host); sharded, as [`Engine::start`] does.
+    fn start(&mut self, problem: &Problem<'_>) -> Result<(), AnnealError> {
+        let (n, m) = (problem.n(), problem.m());
+        let rows: Vec<u32> = crate::initial_rows(n, m, problem.params().seed)
+            .into_iter()
+            .map(|r| r as u32)
+            .collect();
+        if self.devices.gather_initial(&rows)? {
+            return Ok(());
+        }
+        let initial = self.initial_anchors(problem)?;
+        self.set_anchors(&initial, m)
+    }
+
     fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError> {
         self.devices.resize(m, Some(anchors))?;
         self.devices.set_anchors(anchors)
+    }
+
+    /// On the device, on every GPU: only the plan crosses to it.
+    fn apply_maintenance(
+        &mut self,
+        plan: &crate::maintenance::Plan,
+        _d: usize,
+    ) -> Result<(), AnnealError> {
+        self.devices.apply_plan(plan)
     }
 
     fn step(&mut self, eta: f32) -> Result<f64, AnnealError> {

@@ -301,7 +301,7 @@ pub const BF16_STAGING: usize = 1 << 24;
 /// sort's keys, values and order, the unresolved list and the list kernel's
 /// packed best, and about 8 bytes of the sort's scratch), the f64 sums of the
 /// pieces of 256 members (`n / 256 + m` of them) and per-anchor buffers on
-/// each.
+/// each (the anchors twice: maintenance writes the new ones beside the old).
 pub fn device_bytes(
     n: usize,
     d: usize,
@@ -324,7 +324,7 @@ pub fn device_bytes(
         .checked_add(copy)?
         .checked_add(pieces.checked_mul(8)?)?;
     let per_point = n.checked_mul(48)?;
-    let per_anchor = a.checked_mul(d.checked_add(8)?)?.checked_mul(16)?;
+    let per_anchor = a.checked_mul(d.checked_add(8)?)?.checked_mul(20)?;
     points
         .checked_add(per_point)?
         .checked_add(per_anchor.checked_mul(gpus.max(1) as u64)?)

@@ -401,8 +401,24 @@ pub trait Engine {
             problem.params().seed,
         ))
     }
+    /// Sets the run's first anchors: [`Engine::initial_anchors`], then
+    /// [`Engine::set_anchors`]; an engine that holds the points may gather
+    /// the same values where they are.
+    fn start(&mut self, problem: &Problem<'_>) -> Result<(), AnnealError> {
+        let initial = self.initial_anchors(problem)?;
+        self.set_anchors(&initial, problem.m())
+    }
     /// Replaces the anchors (`m × d`, `m <= max_anchors`).
     fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError>;
+    /// Moves the anchors (of dimension `d`) as a maintenance pass decided:
+    /// [`maintenance::Plan::apply`] on the host between [`Engine::anchors`]
+    /// and [`Engine::set_anchors`]; an engine may apply the plan where its
+    /// anchors are, with the same bits.
+    fn apply_maintenance(&mut self, plan: &maintenance::Plan, d: usize) -> Result<(), AnnealError> {
+        let anchors = self.anchors()?;
+        let next = plan.apply(&anchors, d);
+        self.set_anchors(&next, plan.m_new())
+    }
     /// Assigns every point, computes the stats, moves the anchors by `eta`;
     /// returns the energy of the assignment.
     fn step(&mut self, eta: f32) -> Result<f64, AnnealError>;

@@ -399,3 +399,77 @@ fn sharded_over_gpus_matches_one_gpu() {
         assert!(many.assignments.iter().all(|&a| (a as usize) < many.m));
     }
 }
+
+/// The GPU engine moves its anchors on the device: the initial anchors
+/// gathered from the points there, a maintenance plan applied by
+/// `anneal_apply_rows`. Both must be the host's bits (`initial_anchors`,
+/// `Plan::apply`), f32 and f16 points, a plan that merges and splits.
+#[test]
+fn anchors_moved_on_the_device_are_the_hosts_bits() {
+    use kiln_anneal::{maintenance, Engine as _};
+    let Some(gpu) = cuda_or_skip() else { return };
+    let (n, d, m) = (5000, 67, 64);
+    let values = kiln_anneal::synthetic_points(n, d, 20, 0.25, 13);
+    let bits: Vec<u16> = values
+        .iter()
+        .map(|v| half::f16::from_f32(*v).to_bits())
+        .collect();
+    for f16 in [false, true] {
+        let points = if f16 {
+            Points::F16(&bits)
+        } else {
+            Points::F32(&values)
+        };
+        let params = Params {
+            seed: 13,
+            merge_frac: 0.5,
+            split_load: 1.2,
+            ..Params::default()
+        };
+        let problem = kiln_anneal::validate(points, n, d, m, &params).unwrap();
+        let mut engine = kiln_anneal::gpu::GpuEngine::new(&gpu, &problem).unwrap();
+        engine.start(&problem).unwrap();
+        let expected = kiln_anneal::initial_anchors(points, n, d, m, params.seed);
+        let to_bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            to_bits(&engine.anchors().unwrap()),
+            to_bits(&expected),
+            "f16 {f16}: gathered initial anchors"
+        );
+        let energy = engine.step(0.5).unwrap();
+        let stats = engine.stats().unwrap();
+        let (nn, nn_dist) = engine.anchor_neighbors().unwrap();
+        let plan = maintenance::plan(
+            maintenance::PlanInput {
+                d,
+                stats: &stats,
+                neighbors: &nn,
+                neighbor_dist: &nn_dist,
+                energy,
+                n,
+                iteration: 1,
+                max_anchors: problem.max_anchors(),
+            },
+            &params,
+        )
+        .expect("the pass changes the anchors");
+        assert!(plan.merged > 0 && plan.split > 0, "f16 {f16}: {plan:?}");
+        let before = engine.anchors().unwrap();
+        engine.apply_maintenance(&plan, d).unwrap();
+        let after = engine.anchors().unwrap();
+        assert_eq!(after.len(), plan.m_new() * d, "f16 {f16}");
+        assert_eq!(
+            to_bits(&after),
+            to_bits(&plan.apply(&before, d)),
+            "f16 {f16}: the plan applied on the device"
+        );
+        println!(
+            "f16 {f16}: {m} -> {} anchors ({} merged, {} split): the host's bits",
+            plan.m_new(),
+            plan.merged,
+            plan.split
+        );
+        // And the iterations go on from them.
+        assert!(engine.step(0.5).unwrap().is_finite());
+    }
+}

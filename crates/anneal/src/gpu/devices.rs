@@ -8,6 +8,7 @@
 use cuda_sys::types::AnnealControl;
 use gpu_core::Backend;
 
+use super::super::maintenance::Plan;
 use super::super::{AnchorStats, AnnealError, Problem, Steps};
 use super::neighbors::Neighbors;
 use super::shard::Shard;
@@ -36,6 +37,11 @@ pub(super) struct Devices {
     /// fault its pages in: all the points' (one process, or rank 0 of
     /// several), else empty.
     output: Vec<u32>,
+    /// The host buffer the anchors are read into at the end (`max_anchors
+    /// × d`), written in the setup for the same reason (at 100K × 4096 ×
+    /// 1024 on the H200, a fresh 16 MiB took 15.6 ms to read into, most of
+    /// it faulting pages in); handed out once, by [`Devices::anchors`].
+    anchors_out: Vec<f32>,
 }
 
 impl Devices {
@@ -67,6 +73,11 @@ impl Devices {
             stats: std::env::var(super::super::assign_tc::STATS_ENV).is_ok_and(|v| v.trim() == "1"),
             // Written, not only allocated (zeroed pages are mapped lazily).
             output: if root { vec![u32::MAX; n] } else { Vec::new() },
+            anchors_out: if root {
+                vec![f32::MAX; max_anchors * d]
+            } else {
+                Vec::new()
+            },
         })
     }
 
@@ -126,6 +137,36 @@ impl Devices {
             shard.set_anchors(anchors, m, d)?;
         }
         Ok(())
+    }
+
+    /// [`crate::Engine::apply_maintenance`] on every shard's device: the
+    /// anchors after `plan`, from the current `m` (which it must start from).
+    pub(super) fn apply_plan(&mut self, plan: &Plan) -> Result<(), AnnealError> {
+        if plan.m != self.m as usize {
+            return Err(AnnealError::internal(format!(
+                "a maintenance plan for {} anchors, not the engine's {}",
+                plan.m, self.m
+            )));
+        }
+        self.resize(plan.m_new(), None)?;
+        let (d, capacity) = (self.d, self.max_anchors);
+        for shard in &mut self.shards {
+            shard.apply_plan(plan, d, capacity)?;
+        }
+        Ok(())
+    }
+
+    /// The initial anchors `rows` (indices of the problem's points) gathered
+    /// on the device, where one shard holds every point; `false` (nothing
+    /// done) otherwise.
+    pub(super) fn gather_initial(&mut self, rows: &[u32]) -> Result<bool, AnnealError> {
+        if self.shards.len() != 1 || self.rows() != self.n {
+            return Ok(false);
+        }
+        self.resize(rows.len(), None)?;
+        let d = self.d;
+        self.shards[0].gather_anchors(rows, d)?;
+        Ok(true)
     }
 
     /// [`crate::Engine::run_steps`]: runs of up to [`RUN`] iterations on
@@ -199,9 +240,17 @@ impl Devices {
         self.shards[0].stats(self.m as usize)
     }
 
-    /// [`crate::Engine::anchors`] (the same on every shard).
-    pub(super) fn anchors(&self) -> Result<Vec<f32>, AnnealError> {
-        self.shards[0].anchors(self.m as usize * self.d())
+    /// [`crate::Engine::anchors`] (the same on every shard): into the
+    /// buffer written in the setup, the first time.
+    pub(super) fn anchors(&mut self) -> Result<Vec<f32>, AnnealError> {
+        let md = self.m as usize * self.d();
+        let mut out = std::mem::take(&mut self.anchors_out);
+        if out.len() < md {
+            out = vec![0.0; md];
+        }
+        self.shards[0].anchors_into(&mut out[..md])?;
+        out.truncate(md);
+        Ok(out)
     }
 
     /// [`crate::Engine::anchor_neighbors`], on the first shard's device.

@@ -326,7 +326,7 @@ impl GpuRank {
     }
 
     /// [`crate::Engine::anchors`] (the same on every rank).
-    pub(crate) fn anchors(&self) -> Result<Vec<f32>, AnnealError> {
+    pub(crate) fn anchors(&mut self) -> Result<Vec<f32>, AnnealError> {
         self.devices.anchors()
     }
 

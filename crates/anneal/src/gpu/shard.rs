@@ -22,6 +22,8 @@ use super::sort::{sort_pairs_u32, sort_scratch_bytes, SortOut};
 use super::upload::{upload_f16, upload_f32};
 use super::{norms_config, RUN};
 
+mod moves;
+
 /// A shard's points and the kernels that read them.
 #[derive(Debug)]
 enum ShardPoints {
@@ -80,6 +82,8 @@ pub(super) struct Shard {
     /// The tensor-core assignment (sm_80+, unless `KILN_ANNEAL_TC=0`); the
     /// SIMT kernel otherwise.
     tc: Option<TcAssign>,
+    /// Maintenance's plans and the initial anchors, applied on the device.
+    moves: moves::Moves,
 }
 
 fn per_anchor(m: u32) -> LaunchConfig {
@@ -182,6 +186,7 @@ impl Shard {
             control: stream.alloc_zeros(1)?,
             history: stream.alloc_zeros(RUN)?,
             scratch: stream.alloc_zeros(scratch_bytes.max(1))?,
+            moves: moves::Moves::new(backend, &stream, max_anchors, d)?,
             stream,
         })
     }
@@ -477,6 +482,13 @@ impl Shard {
     /// The first `md` anchor values.
     pub(super) fn anchors(&self, md: usize) -> Result<Vec<f32>, AnnealError> {
         Ok(self.stream.to_host(&self.anchors.slice(0..md)?)?)
+    }
+
+    /// The first `out.len()` anchor values, into `out`.
+    pub(super) fn anchors_into(&self, out: &mut [f32]) -> Result<(), AnnealError> {
+        let md = out.len();
+        self.stream.copy_to_host(&self.anchors.slice(0..md)?, out)?;
+        Ok(())
     }
 }
 

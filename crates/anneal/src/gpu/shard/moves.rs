@@ -1,0 +1,215 @@
+//! The anchors moved where they are ([`Shard::apply_plan`],
+//! [`Shard::gather_anchors`]): a maintenance pass's plan applied on the
+//! device (`anneal_apply_rows`, into a second anchor buffer that then takes
+//! the first's place) and the initial anchors gathered from the points the
+//! shard holds (`anneal_gather_*`), so that neither pass carries `m × d`
+//! anchors through the host. Both give the host's bits:
+//! [`crate::maintenance::Plan::apply`] and [`crate::initial_anchors`].
+
+use cuda_sys::kernels::{anneal_apply_rows, anneal_gather_f16, anneal_gather_f32};
+use cuda_sys::types::{
+    AnnealRowOp, KILN_ANNEAL_ROW_COPY, KILN_ANNEAL_ROW_MERGE, KILN_ANNEAL_ROW_SPLIT_MINUS,
+    KILN_ANNEAL_ROW_SPLIT_PLUS,
+};
+use gpu_core::{Backend, DeviceBuffer, Kernel};
+
+use super::super::super::maintenance::Plan;
+use super::super::super::AnnealError;
+use super::{per_anchor, Shard, ShardPoints};
+
+/// The kernels and buffers of the moves, allocated with the shard.
+#[derive(Debug)]
+pub(super) struct Moves {
+    apply_rows: Kernel<anneal_apply_rows>,
+    gather_f32: Kernel<anneal_gather_f32>,
+    gather_f16: Kernel<anneal_gather_f16>,
+    /// The anchors after a plan (`max_anchors × d`), swapped in.
+    next: DeviceBuffer<f32>,
+    /// The last plan's ops and directions, or the initial rows: kept until
+    /// the next move, past the kernel that reads them.
+    ops: Option<DeviceBuffer<AnnealRowOp>>,
+    directions: Option<DeviceBuffer<f32>>,
+    rows: Option<DeviceBuffer<u32>>,
+}
+
+impl Moves {
+    pub(super) fn new(
+        backend: &Backend,
+        stream: &gpu_core::Stream,
+        max_anchors: usize,
+        d: usize,
+    ) -> Result<Self, AnnealError> {
+        Ok(Self {
+            apply_rows: backend.kernel()?,
+            gather_f32: backend.kernel()?,
+            gather_f16: backend.kernel()?,
+            next: stream.alloc_zeros(max_anchors * d)?,
+            ops: None,
+            directions: None,
+            rows: None,
+        })
+    }
+}
+
+/// Refuses a plan whose ops would read or write past the buffers: every
+/// index is checked against the plan's own sizes and the shard's capacity.
+fn check_plan(plan: &Plan, d: usize, capacity: usize) -> Result<(), AnnealError> {
+    let bad = |what: &str| Err(AnnealError::internal(format!("maintenance plan: {what}")));
+    if plan.m_new() > capacity || plan.m > capacity {
+        return bad("more anchors than the engine holds");
+    }
+    if plan.directions.len() != plan.split * d {
+        return bad("directions are not split x d values");
+    }
+    for op in &plan.rows {
+        let src_ok = (op.src as usize) < plan.m;
+        let ok = src_ok
+            && match op.kind {
+                KILN_ANNEAL_ROW_COPY => true,
+                KILN_ANNEAL_ROW_MERGE => (op.other as usize) < plan.m,
+                KILN_ANNEAL_ROW_SPLIT_PLUS | KILN_ANNEAL_ROW_SPLIT_MINUS => {
+                    (op.dir as usize) < plan.split
+                }
+                _ => false,
+            };
+        if !ok {
+            return bad("an op reads past the anchors or the directions");
+        }
+    }
+    Ok(())
+}
+
+impl Shard {
+    /// The anchors after `plan` (dimension `d`), computed on the device from
+    /// the current ones, and their norms; `capacity`: the anchors the
+    /// shard holds.
+    pub(in super::super) fn apply_plan(
+        &mut self,
+        plan: &Plan,
+        d: u32,
+        capacity: usize,
+    ) -> Result<(), AnnealError> {
+        check_plan(plan, d as usize, capacity)?;
+        let m_new = plan.m_new() as u32;
+        let ops = self.stream.to_device(&plan.rows)?;
+        // A zero-length buffer is not allocated: one unused value.
+        let directions = if plan.directions.is_empty() {
+            self.stream.alloc_zeros(1)?
+        } else {
+            self.stream.to_device(&plan.directions)?
+        };
+        let moves = &mut self.moves;
+        self.stream.launch(
+            &moves.apply_rows,
+            per_anchor(m_new),
+            (
+                self.anchors.view(),
+                d,
+                ops.view(),
+                m_new,
+                directions.view(),
+                moves.next.view_mut(),
+            ),
+        )?;
+        std::mem::swap(&mut self.anchors, &mut moves.next);
+        moves.ops = Some(ops);
+        moves.directions = Some(directions);
+        self.anchors_changed(m_new, d)
+    }
+
+    /// The anchors `x[rows[j]]` of this shard's points (every row below
+    /// its row count), and their norms.
+    pub(in super::super) fn gather_anchors(
+        &mut self,
+        rows: &[u32],
+        d: u32,
+    ) -> Result<(), AnnealError> {
+        if let Some(&row) = rows.iter().find(|&&r| r >= self.n) {
+            return Err(AnnealError::internal(format!(
+                "initial anchor row {row} past the shard's {} rows",
+                self.n
+            )));
+        }
+        let m = rows.len() as u32;
+        let device_rows = self.stream.to_device(rows)?;
+        let moves = &mut self.moves;
+        let config = per_anchor(m);
+        // The same arguments for either point type.
+        macro_rules! gather {
+            ($kernel:expr, $x:expr) => {
+                self.stream.launch(
+                    $kernel,
+                    config,
+                    (
+                        $x.view(),
+                        self.n,
+                        d,
+                        device_rows.view(),
+                        m,
+                        self.anchors.view_mut(),
+                    ),
+                )?
+            };
+        }
+        match &self.points {
+            ShardPoints::F32(x, _, _) => gather!(&moves.gather_f32, x),
+            ShardPoints::F16(x, _, _) => gather!(&moves.gather_f16, x),
+        }
+        moves.rows = Some(device_rows);
+        self.anchors_changed(m, d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(kind: u32, src: u32, other: u32, dir: u32) -> AnnealRowOp {
+        AnnealRowOp {
+            kind,
+            src,
+            other,
+            dir,
+            a: 1.0,
+            b: 1.0,
+        }
+    }
+
+    #[test]
+    fn a_plan_that_would_read_past_its_buffers_is_refused() {
+        let good = Plan {
+            m: 3,
+            rows: vec![
+                op(KILN_ANNEAL_ROW_MERGE, 0, 2, 0),
+                op(KILN_ANNEAL_ROW_SPLIT_MINUS, 1, 0, 0),
+                op(KILN_ANNEAL_ROW_SPLIT_PLUS, 1, 0, 0),
+            ],
+            directions: vec![0.5; 4],
+            merged: 1,
+            split: 1,
+        };
+        assert!(check_plan(&good, 4, 3).is_ok());
+        let mut bad = Vec::new();
+        for (i, edit) in [
+            op(KILN_ANNEAL_ROW_COPY, 3, 0, 0),
+            op(KILN_ANNEAL_ROW_MERGE, 0, 3, 0),
+            op(KILN_ANNEAL_ROW_SPLIT_PLUS, 0, 0, 1),
+            op(7, 0, 0, 0),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut plan = good.clone();
+            plan.rows[i % 3] = edit;
+            bad.push(plan);
+        }
+        let mut short = good.clone();
+        short.directions.pop();
+        bad.push(short);
+        for plan in &bad {
+            let err = check_plan(plan, 4, 3).unwrap_err().to_string();
+            assert!(err.contains("maintenance plan"), "{err}");
+        }
+        assert!(check_plan(&good, 4, 2).is_err(), "over the capacity");
+    }
+}
