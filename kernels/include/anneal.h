@@ -73,8 +73,10 @@ KILN_KERNEL(anneal_iota, uint32_t n, uint32_t *out);
  * whose pieces[j] <= b < pieces[j + 1] and q = b - pieces[j]:
  * piece_sums[b*d .. b*d+d) = the sum of their points, piece_dist[b] = the
  * sum of their distances, both in f64, members in order. Block: 128 threads;
- * grid: at least pieces[m] (ceil(n / KILN_ANNEAL_PIECE) + m always is), the
- * blocks past it return. */
+ * grid.x: at least pieces[m] (ceil(n / KILN_ANNEAL_PIECE) + m always is), the
+ * blocks past it return; grid.y: any, block (b, y) summing the columns y *
+ * 128 + i (i < 128), then every gridDim.y * 128 on (ceil(d / 128) keeps
+ * enough loads in flight where the pieces are few and d is wide). */
 KILN_KERNEL(anneal_reduce_f32, const float *x, const uint32_t *order, const uint32_t *offsets,
             const uint32_t *pieces, const float *dist, uint32_t m, uint32_t d,
             const AnnealControl *control, double *piece_sums, double *piece_dist);
@@ -85,7 +87,8 @@ KILN_KERNEL(anneal_reduce_f16, const uint16_t *x, const uint32_t *order, const u
 /* The partial statistics of a shard, which all-reduces combine: one block
  * per anchor j < m: members[j] = its member count; partial[j*d .. j*d+d) =
  * the sum of its members' points and sumsq[j] = of their distances, its
- * pieces added in order (f64). Block: 128 threads. */
+ * pieces added in order (f64). Block: 128 threads; grid.y: any, the columns
+ * split as anneal_reduce's. */
 KILN_KERNEL(anneal_combine, const uint32_t *offsets, const uint32_t *pieces,
             const double *piece_sums, const double *piece_dist, uint32_t m, uint32_t d,
             const AnnealControl *control, uint32_t *members, double *partial, double *sumsq);

@@ -302,8 +302,9 @@ impl Shard {
         }
         // Enough blocks for any split of n points over m anchors; those past
         // the pieces there are return at once.
+        // And the columns over grid.y, 128 a block (anneal.h).
         let pieces = LaunchConfig {
-            grid: (n.div_ceil(PIECE) + m, 1, 1),
+            grid: (n.div_ceil(PIECE) + m, d.div_ceil(128).clamp(1, 65_535), 1),
             block: (128, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -317,7 +318,10 @@ impl Shard {
         }
         s.launch(
             &self.combine,
-            per_anchor(m),
+            LaunchConfig {
+                grid: (m.max(1), d.div_ceil(128).clamp(1, 65_535), 1),
+                ..per_anchor(m)
+            },
             (
                 self.offsets.view(),
                 self.pieces.view(),
