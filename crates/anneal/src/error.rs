@@ -153,6 +153,14 @@ pub enum AnnealError {
         /// The energy.
         energy: f64,
     },
+    /// [`crate::Engine::apply_maintenance`] got a plan that does not fit
+    /// the anchors it would move (a plan not made by `maintenance::plan`
+    /// for them).
+    #[error("maintenance plan: {what}; make plans with maintenance::plan from the engine's own statistics")]
+    BadPlan {
+        /// What does not fit.
+        what: &'static str,
+    },
     /// [`crate::Engine::set_anchors`] got more anchors than the engine was
     /// made for.
     #[error("{m} anchors is over the run's maximum of {max}")]

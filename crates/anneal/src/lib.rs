@@ -416,7 +416,7 @@ pub trait Engine {
     /// anchors are, with the same bits.
     fn apply_maintenance(&mut self, plan: &maintenance::Plan, d: usize) -> Result<(), AnnealError> {
         let anchors = self.anchors()?;
-        let next = plan.apply(&anchors, d);
+        let next = plan.apply(&anchors, d)?;
         self.set_anchors(&next, plan.m_new())
     }
     /// Assigns every point, computes the stats, moves the anchors by `eta`;

@@ -24,7 +24,7 @@ use cuda_sys::types::{
     KILN_ANNEAL_ROW_SPLIT_PLUS,
 };
 
-use super::{AnchorStats, Params};
+use super::{AnchorStats, AnnealError, Params};
 use crate::rng::Rng;
 
 /// What a pass decided, without the anchors' values: the decisions read
@@ -52,9 +52,44 @@ impl Plan {
         self.rows.len()
     }
 
-    /// The anchors after the pass, from `anchors` (at least `m × d` values)
-    /// before it: f64 steps from the f32 values, rounded to f32 once.
-    pub fn apply(&self, anchors: &[f32], d: usize) -> Vec<f32> {
+    /// Refuses a plan that would read past `m` anchors of dimension `d`
+    /// (or whose sizes disagree), or write more than `capacity` anchors:
+    /// every op's rows and direction are checked, so neither
+    /// [`Plan::apply`] nor the GPU's `anneal_apply_rows` reads out of bounds.
+    pub fn check(&self, m: usize, d: usize, capacity: usize) -> Result<(), AnnealError> {
+        let bad = |what| Err(AnnealError::BadPlan { what });
+        if self.m != m {
+            return bad("made for another number of anchors");
+        }
+        if self.m_new() > capacity {
+            return bad("more anchors than the engine holds");
+        }
+        if Some(self.directions.len()) != self.split.checked_mul(d) {
+            return bad("the directions are not split x d values");
+        }
+        for op in &self.rows {
+            let ok = (op.src as usize) < m
+                && match op.kind {
+                    KILN_ANNEAL_ROW_COPY => true,
+                    KILN_ANNEAL_ROW_MERGE => (op.other as usize) < m,
+                    KILN_ANNEAL_ROW_SPLIT_PLUS | KILN_ANNEAL_ROW_SPLIT_MINUS => {
+                        (op.dir as usize) < self.split
+                    }
+                    _ => false,
+                };
+            if !ok {
+                return bad("an op reads past the anchors or the directions, or has no kind");
+            }
+        }
+        Ok(())
+    }
+
+    /// The anchors after the pass, from `anchors` (`m × d` values) before
+    /// it: f64 steps from the f32 values, rounded to f32 once; a plan that
+    /// does not fit them ([`Plan::check`]) is an error.
+    pub fn apply(&self, anchors: &[f32], d: usize) -> Result<Vec<f32>, AnnealError> {
+        let m = anchors.len().checked_div(d).unwrap_or(0);
+        self.check(m, d, usize::MAX)?;
         let row = |j: u32| &anchors[j as usize * d..(j as usize + 1) * d];
         let mut out = Vec::with_capacity(self.rows.len() * d);
         for op in &self.rows {
@@ -81,7 +116,7 @@ impl Plan {
                 _ => out.extend_from_slice(src),
             }
         }
-        out
+        Ok(out)
     }
 }
 
@@ -220,7 +255,7 @@ mod tests {
     ) -> Option<(Vec<f32>, usize, usize, usize)> {
         let plan = plan(input, params)?;
         Some((
-            plan.apply(anchors, input.d),
+            plan.apply(anchors, input.d).unwrap(),
             plan.m_new(),
             plan.merged,
             plan.split,
@@ -431,6 +466,65 @@ mod tests {
             changed += usize::from(expected.is_some_and(|r| r.2 > 0 && r.3 > 0));
         }
         assert!(changed > 20, "only {changed} trials both merged and split");
+    }
+
+    #[test]
+    fn a_plan_that_does_not_fit_its_anchors_is_an_error_not_a_panic() {
+        let op = |kind, src, other, dir| AnnealRowOp {
+            kind,
+            src,
+            other,
+            dir,
+            a: 1.0,
+            b: 1.0,
+        };
+        let good = Plan {
+            m: 3,
+            rows: vec![
+                op(KILN_ANNEAL_ROW_MERGE, 0, 2, 0),
+                op(KILN_ANNEAL_ROW_SPLIT_MINUS, 1, 0, 0),
+                op(KILN_ANNEAL_ROW_SPLIT_PLUS, 1, 0, 0),
+            ],
+            directions: vec![0.5; 4],
+            merged: 1,
+            split: 1,
+        };
+        let anchors = vec![1.0f32; 3 * 4];
+        assert_eq!(good.apply(&anchors, 4).unwrap().len(), 3 * 4);
+        assert!(good.check(3, 4, 3).is_ok());
+        let mut bad = Vec::new();
+        for (i, edit) in [
+            op(KILN_ANNEAL_ROW_COPY, 3, 0, 0),
+            op(KILN_ANNEAL_ROW_MERGE, 0, 3, 0),
+            op(KILN_ANNEAL_ROW_SPLIT_PLUS, 0, 0, 1),
+            op(7, 0, 0, 0),
+            op(KILN_ANNEAL_ROW_COPY, u32::MAX, 0, 0),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut plan = good.clone();
+            plan.rows[i % 3] = edit;
+            bad.push(plan);
+        }
+        let mut short = good.clone();
+        short.directions.pop();
+        bad.push(short);
+        let mut huge_split = good.clone();
+        huge_split.split = usize::MAX;
+        bad.push(huge_split);
+        for plan in &bad {
+            let err = plan.apply(&anchors, 4).unwrap_err().to_string();
+            assert!(err.starts_with("maintenance plan: "), "{err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+        // Made for other anchors: fewer rows than the plan reads, or more
+        // new anchors than the engine holds.
+        assert!(good.apply(&anchors[..2 * 4], 4).is_err());
+        assert!(good.apply(&[], 4).is_err());
+        assert!(good.apply(&anchors, 0).is_err());
+        assert!(good.check(3, 4, 2).is_err());
+        assert!(good.check(4, 4, 9).is_err());
     }
 
     fn rng_cap(trial: u32) -> u32 {

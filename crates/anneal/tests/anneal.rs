@@ -460,7 +460,7 @@ fn anchors_moved_on_the_device_are_the_hosts_bits() {
         assert_eq!(after.len(), plan.m_new() * d, "f16 {f16}");
         assert_eq!(
             to_bits(&after),
-            to_bits(&plan.apply(&before, d)),
+            to_bits(&plan.apply(&before, d).unwrap()),
             "f16 {f16}: the plan applied on the device"
         );
         println!(

@@ -142,14 +142,9 @@ impl Devices {
     /// [`crate::Engine::apply_maintenance`] on every shard's device: the
     /// anchors after `plan`, from the current `m` (which it must start from).
     pub(super) fn apply_plan(&mut self, plan: &Plan) -> Result<(), AnnealError> {
-        if plan.m != self.m as usize {
-            return Err(AnnealError::internal(format!(
-                "a maintenance plan for {} anchors, not the engine's {}",
-                plan.m, self.m
-            )));
-        }
-        self.resize(plan.m_new(), None)?;
         let (d, capacity) = (self.d, self.max_anchors);
+        plan.check(self.m as usize, d as usize, capacity)?;
+        self.resize(plan.m_new(), None)?;
         for shard in &mut self.shards {
             shard.apply_plan(plan, d, capacity)?;
         }

@@ -7,10 +7,7 @@
 //! [`crate::maintenance::Plan::apply`] and [`crate::initial_anchors`].
 
 use cuda_sys::kernels::{anneal_apply_rows, anneal_gather_f16, anneal_gather_f32};
-use cuda_sys::types::{
-    AnnealRowOp, KILN_ANNEAL_ROW_COPY, KILN_ANNEAL_ROW_MERGE, KILN_ANNEAL_ROW_SPLIT_MINUS,
-    KILN_ANNEAL_ROW_SPLIT_PLUS,
-};
+use cuda_sys::types::AnnealRowOp;
 use gpu_core::{Backend, DeviceBuffer, Kernel};
 
 use super::super::super::maintenance::Plan;
@@ -51,45 +48,17 @@ impl Moves {
     }
 }
 
-/// Refuses a plan whose ops would read or write past the buffers: every
-/// index is checked against the plan's own sizes and the shard's capacity.
-fn check_plan(plan: &Plan, d: usize, capacity: usize) -> Result<(), AnnealError> {
-    let bad = |what: &str| Err(AnnealError::internal(format!("maintenance plan: {what}")));
-    if plan.m_new() > capacity || plan.m > capacity {
-        return bad("more anchors than the engine holds");
-    }
-    if plan.directions.len() != plan.split * d {
-        return bad("directions are not split x d values");
-    }
-    for op in &plan.rows {
-        let src_ok = (op.src as usize) < plan.m;
-        let ok = src_ok
-            && match op.kind {
-                KILN_ANNEAL_ROW_COPY => true,
-                KILN_ANNEAL_ROW_MERGE => (op.other as usize) < plan.m,
-                KILN_ANNEAL_ROW_SPLIT_PLUS | KILN_ANNEAL_ROW_SPLIT_MINUS => {
-                    (op.dir as usize) < plan.split
-                }
-                _ => false,
-            };
-        if !ok {
-            return bad("an op reads past the anchors or the directions");
-        }
-    }
-    Ok(())
-}
-
 impl Shard {
     /// The anchors after `plan` (dimension `d`), computed on the device from
     /// the current ones, and their norms; `capacity`: the anchors the
-    /// shard holds.
+    /// shard holds. The plan is checked against both ([`Plan::check`]).
     pub(in super::super) fn apply_plan(
         &mut self,
         plan: &Plan,
         d: u32,
         capacity: usize,
     ) -> Result<(), AnnealError> {
-        check_plan(plan, d as usize, capacity)?;
+        plan.check(plan.m, d as usize, capacity)?;
         let m_new = plan.m_new() as u32;
         let ops = self.stream.to_device(&plan.rows)?;
         // A zero-length buffer is not allocated: one unused value.
@@ -157,59 +126,5 @@ impl Shard {
         }
         moves.rows = Some(device_rows);
         self.anchors_changed(m, d)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn op(kind: u32, src: u32, other: u32, dir: u32) -> AnnealRowOp {
-        AnnealRowOp {
-            kind,
-            src,
-            other,
-            dir,
-            a: 1.0,
-            b: 1.0,
-        }
-    }
-
-    #[test]
-    fn a_plan_that_would_read_past_its_buffers_is_refused() {
-        let good = Plan {
-            m: 3,
-            rows: vec![
-                op(KILN_ANNEAL_ROW_MERGE, 0, 2, 0),
-                op(KILN_ANNEAL_ROW_SPLIT_MINUS, 1, 0, 0),
-                op(KILN_ANNEAL_ROW_SPLIT_PLUS, 1, 0, 0),
-            ],
-            directions: vec![0.5; 4],
-            merged: 1,
-            split: 1,
-        };
-        assert!(check_plan(&good, 4, 3).is_ok());
-        let mut bad = Vec::new();
-        for (i, edit) in [
-            op(KILN_ANNEAL_ROW_COPY, 3, 0, 0),
-            op(KILN_ANNEAL_ROW_MERGE, 0, 3, 0),
-            op(KILN_ANNEAL_ROW_SPLIT_PLUS, 0, 0, 1),
-            op(7, 0, 0, 0),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let mut plan = good.clone();
-            plan.rows[i % 3] = edit;
-            bad.push(plan);
-        }
-        let mut short = good.clone();
-        short.directions.pop();
-        bad.push(short);
-        for plan in &bad {
-            let err = check_plan(plan, 4, 3).unwrap_err().to_string();
-            assert!(err.contains("maintenance plan"), "{err}");
-        }
-        assert!(check_plan(&good, 4, 2).is_err(), "over the capacity");
     }
 }
