@@ -379,7 +379,7 @@ KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_f32, float, 128, 3, 5, 0)
 KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_f16, uint16_t, 128, 3, 5, 0)
 
 // The chunked entry points (wide d): the same block, each consumer thread
-// holding the accumulator and the chunks' sum (ptxas spills 260 bytes of
+// holding the accumulator and the chunks' sum (ptxas spills 264 bytes of
 // them; still the fastest of the chunked shapes measured on the H200,
 // docs/bench/2026-11-27-chunked: 2 consumer warpgroups of 6 stages without
 // spills were 8-16% slower at d >= 1536).

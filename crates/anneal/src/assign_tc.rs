@@ -85,7 +85,7 @@
 //!   normal points the points left to the list kernel from 52-62% to
 //!   0.5-0.6% (H200, docs/bench/2026-11-27-chunked: the assignment with
 //!   its list kernels 11-13 times faster, the same bits). Below
-//!   [`CHUNKED_MIN_D`] the plain kernel is faster (the sum spills 260
+//!   [`CHUNKED_MIN_D`] the plain kernel is faster (the sum spills 264
 //!   bytes a thread, and the plain bound already leaves few points).
 //! - **Epilogue, per anchor tile.** The 4 lanes of a quad hold one point row
 //!   (32 anchors each). Each turns its dot products into `A = max(xn + cn -
