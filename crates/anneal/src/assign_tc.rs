@@ -201,7 +201,7 @@ mod kernels;
 mod launch;
 
 pub use kernels::{
-    AbsmaxParams, ListParams, TcKernels, TcParams, TcPoint, ToHalfParams, TypedKernels,
+    AbsmaxParams, ListParams, TcKernels, TcParams, TcPoint, ToHalfParams, TypedKernels, TypedWgmma,
 };
 pub use launch::{padded_dim, TcAssign, TcJob};
 

@@ -82,13 +82,28 @@ pub trait TcPoint: GpuRepr {
 pub struct TypedKernels<'a, T: TcPoint> {
     pub(super) tc: &'a Kernel<T::Tc>,
     pub(super) tc_slim: &'a Kernel<T::TcSlim>,
-    /// Present where [`wgmma_available`] (and the backend has the module).
-    pub(super) wg: Option<&'a Kernel<T::Wg>>,
-    /// Present with `wg`.
-    pub(super) wg_chunked: Option<&'a Kernel<T::WgChunked>>,
+    /// Present where [`super::wgmma_available`] (and the backend has the
+    /// module).
+    pub(super) wg: Option<TypedWgmma<'a, T>>,
     pub(super) list: &'a Kernel<T::List>,
     pub(super) absmax: &'a Kernel<T::Absmax>,
     pub(super) to_half: &'a Kernel<T::ToHalf>,
+}
+
+/// The wgmma kernels of one point type, plain and chunked.
+pub struct TypedWgmma<'a, T: TcPoint> {
+    pub(super) plain: &'a Kernel<T::Wg>,
+    pub(super) chunked: &'a Kernel<T::WgChunked>,
+}
+
+// By hand: a derive would ask the kernel declarations for Debug.
+impl<T: TcPoint> std::fmt::Debug for TypedWgmma<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TypedWgmma")
+            .field("plain", &<T::Wg as KernelDecl>::NAME)
+            .field("chunked", &<T::WgChunked as KernelDecl>::NAME)
+            .finish()
+    }
 }
 
 impl TcPoint for f32 {
@@ -103,8 +118,10 @@ impl TcPoint for f32 {
         TypedKernels {
             tc: &all.tc_f32,
             tc_slim: &all.tc_slim_f32,
-            wg: all.wg_f32.as_ref(),
-            wg_chunked: all.wg_chunked_f32.as_ref(),
+            wg: all.wgmma.as_ref().map(|w| TypedWgmma {
+                plain: &w.f32,
+                chunked: &w.chunked_f32,
+            }),
             list: &all.list_f32,
             absmax: &all.absmax_f32,
             to_half: &all.to_half_f32,
@@ -124,8 +141,10 @@ impl TcPoint for u16 {
         TypedKernels {
             tc: &all.tc_f16,
             tc_slim: &all.tc_slim_f16,
-            wg: all.wg_f16.as_ref(),
-            wg_chunked: all.wg_chunked_f16.as_ref(),
+            wg: all.wgmma.as_ref().map(|w| TypedWgmma {
+                plain: &w.f16,
+                chunked: &w.chunked_f16,
+            }),
             list: &all.list_f16,
             absmax: &all.absmax_f16,
             to_half: &all.to_half_f16,
@@ -133,22 +152,30 @@ impl TcPoint for u16 {
     }
 }
 
+/// The wgmma kernels, both point types, plain and chunked: one module, so
+/// all four or none.
+#[derive(Debug)]
+pub(super) struct WgmmaKernels {
+    pub(super) f32: Kernel<anneal_assign_wgmma_f32>,
+    pub(super) chunked_f32: Kernel<anneal_assign_wgmma_chunked_f32>,
+    pub(super) f16: Kernel<anneal_assign_wgmma_f16>,
+    pub(super) chunked_f16: Kernel<anneal_assign_wgmma_chunked_f16>,
+}
+
 /// The kernels, both point types.
 #[derive(Debug)]
 pub struct TcKernels {
     pub(super) tc_f32: Kernel<anneal_assign_tc_f32>,
     pub(super) tc_slim_f32: Kernel<anneal_assign_tc_slim_f32>,
-    pub(super) wg_f32: Option<Kernel<anneal_assign_wgmma_f32>>,
-    pub(super) wg_chunked_f32: Option<Kernel<anneal_assign_wgmma_chunked_f32>>,
     pub(super) list_f32: Kernel<anneal_assign_list_f32>,
     pub(super) absmax_f32: Kernel<anneal_absmax_f32>,
     pub(super) to_half_f32: Kernel<anneal_to_half_f32>,
     pub(super) tc_f16: Kernel<anneal_assign_tc_f16>,
     pub(super) tc_slim_f16: Kernel<anneal_assign_tc_slim_f16>,
-    pub(super) wg_f16: Option<Kernel<anneal_assign_wgmma_f16>>,
-    pub(super) wg_chunked_f16: Option<Kernel<anneal_assign_wgmma_chunked_f16>>,
     pub(super) list_f16: Kernel<anneal_assign_list_f16>,
     pub(super) absmax_f16: Kernel<anneal_absmax_f16>,
     pub(super) to_half_f16: Kernel<anneal_to_half_f16>,
     pub(super) list_finish: Kernel<anneal_assign_list_finish>,
+    /// Where [`super::wgmma_available`] (and the backend has the module).
+    pub(super) wgmma: Option<WgmmaKernels>,
 }

@@ -12,7 +12,7 @@ use cuda_sys::types::{
 use cuda_sys::{GpuRepr, KernelDecl};
 use gpu_core::{Backend, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream};
 
-use super::kernels::{TcKernels, TcPoint};
+use super::kernels::{TcKernels, TcPoint, WgmmaKernels};
 use super::{
     block_shape, resolve_tile, tc_wanted, tile_from_env, wgmma_available, AnnealError, Tile, ENV,
     TILE_ENV,
@@ -174,27 +174,12 @@ impl TcAssign {
         tc_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SMEM)?;
         tc_slim_f32.reserve_dynamic_shared(KILN_ANNEAL_TC_SLIM_SMEM)?;
         tc_slim_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SLIM_SMEM)?;
-        let here = wgmma_available(device.compute_capability, cuda_sys::modules::ALL);
-        let (wg_f32, wg_f16, wg_chunked_f32, wg_chunked_f16) = if here {
-            (
-                wgmma_kernel(backend)?,
-                wgmma_kernel(backend)?,
-                wgmma_kernel(backend)?,
-                wgmma_kernel(backend)?,
-            )
+        let wgmma = if wgmma_available(device.compute_capability, cuda_sys::modules::ALL) {
+            wgmma_kernels(backend)?
         } else {
-            (None, None, None, None)
+            None
         };
-        let all_here = wg_f32.is_some()
-            && wg_f16.is_some()
-            && wg_chunked_f32.is_some()
-            && wg_chunked_f16.is_some();
-        let (wg_f32, wg_f16, wg_chunked_f32, wg_chunked_f16) = if all_here {
-            (wg_f32, wg_f16, wg_chunked_f32, wg_chunked_f16)
-        } else {
-            (None, None, None, None)
-        };
-        if matches!(tile, Tile::Wgmma | Tile::WgmmaChunked) && !all_here {
+        if matches!(tile, Tile::Wgmma | Tile::WgmmaChunked) && wgmma.is_none() {
             return Err(AnnealError::BadSetting {
                 var: TILE_ENV,
                 value: if tile == Tile::Wgmma {
@@ -211,19 +196,16 @@ impl TcAssign {
             kernels: TcKernels {
                 tc_f32,
                 tc_slim_f32,
-                wg_f32,
-                wg_chunked_f32,
                 list_f32: backend.kernel()?,
                 absmax_f32: backend.kernel()?,
                 to_half_f32: backend.kernel()?,
                 tc_f16,
                 tc_slim_f16,
-                wg_f16,
-                wg_chunked_f16,
                 list_f16: backend.kernel()?,
                 absmax_f16: backend.kernel()?,
                 to_half_f16: backend.kernel()?,
                 list_finish: backend.kernel()?,
+                wgmma,
             },
             unresolved: stream.alloc_zeros(n.max(1))?,
             unresolved_count: stream.alloc_zeros(1)?,
@@ -249,7 +231,7 @@ impl TcAssign {
     /// Whether the wgmma kernel runs here ([`wgmma_available`], and the
     /// backend was handed its module).
     pub fn has_wgmma(&self) -> bool {
-        self.kernels.wg_f32.is_some()
+        self.kernels.wgmma.is_some()
     }
 
     /// The points the last launch left to the list kernel: the first
@@ -438,10 +420,10 @@ impl TcAssign {
             self.unresolved.view_mut(),
             self.unresolved_count.view_mut(),
         );
-        match (chosen, kernels.wg, kernels.wg_chunked) {
-            (Tile::Wgmma, Some(wg), _) => stream.launch(wg, tile, params)?,
-            (Tile::WgmmaChunked, _, Some(wg)) => stream.launch(wg, tile, params)?,
-            (Tile::Slim, _, _) => stream.launch(kernels.tc_slim, tile, params)?,
+        match (chosen, kernels.wg) {
+            (Tile::Wgmma, Some(wg)) => stream.launch(wg.plain, tile, params)?,
+            (Tile::WgmmaChunked, Some(wg)) => stream.launch(wg.chunked, tile, params)?,
+            (Tile::Slim, _) => stream.launch(kernels.tc_slim, tile, params)?,
             _ => stream.launch(kernels.tc, tile, params)?,
         }
         let per_pair = LaunchConfig {
@@ -484,6 +466,25 @@ impl TcAssign {
         )?;
         Ok(())
     }
+}
+
+/// The four wgmma kernels, or `None` where the backend was not handed their
+/// module.
+fn wgmma_kernels(backend: &Backend) -> Result<Option<WgmmaKernels>, AnnealError> {
+    let (Some(f32), Some(chunked_f32), Some(f16), Some(chunked_f16)) = (
+        wgmma_kernel(backend)?,
+        wgmma_kernel(backend)?,
+        wgmma_kernel(backend)?,
+        wgmma_kernel(backend)?,
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(WgmmaKernels {
+        f32,
+        chunked_f32,
+        f16,
+        chunked_f16,
+    }))
 }
 
 /// The wgmma kernel `K` with its shared memory reserved, or `None` where the

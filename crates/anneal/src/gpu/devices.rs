@@ -146,7 +146,7 @@ impl Devices {
         plan.check(self.m as usize, d as usize, capacity)?;
         self.resize(plan.m_new(), None)?;
         for shard in &mut self.shards {
-            shard.apply_plan(plan, d, capacity)?;
+            shard.apply_plan(plan, d)?;
         }
         Ok(())
     }

@@ -86,6 +86,12 @@ pub(super) struct Shard {
     moves: moves::Moves,
 }
 
+/// Blocks over `d` of the statistics' kernels (`anneal_reduce`,
+/// `anneal_combine`): 128 columns each, within grid.y's limit (anneal.h).
+fn column_blocks(d: u32) -> u32 {
+    d.div_ceil(128).clamp(1, 65_535)
+}
+
 fn per_anchor(m: u32) -> LaunchConfig {
     LaunchConfig {
         grid: (m.max(1), 1, 1),
@@ -302,9 +308,9 @@ impl Shard {
         }
         // Enough blocks for any split of n points over m anchors; those past
         // the pieces there are return at once.
-        // And the columns over grid.y, 128 a block (anneal.h).
+        // And the columns over grid.y.
         let pieces = LaunchConfig {
-            grid: (n.div_ceil(PIECE) + m, d.div_ceil(128).clamp(1, 65_535), 1),
+            grid: (n.div_ceil(PIECE) + m, column_blocks(d), 1),
             block: (128, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -319,7 +325,7 @@ impl Shard {
         s.launch(
             &self.combine,
             LaunchConfig {
-                grid: (m.max(1), d.div_ceil(128).clamp(1, 65_535), 1),
+                grid: (m.max(1), column_blocks(d), 1),
                 ..per_anchor(m)
             },
             (

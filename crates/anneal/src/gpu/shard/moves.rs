@@ -50,15 +50,10 @@ impl Moves {
 
 impl Shard {
     /// The anchors after `plan` (dimension `d`), computed on the device from
-    /// the current ones, and their norms; `capacity`: the anchors the
-    /// shard holds. The plan is checked against both ([`Plan::check`]).
-    pub(in super::super) fn apply_plan(
-        &mut self,
-        plan: &Plan,
-        d: u32,
-        capacity: usize,
-    ) -> Result<(), AnnealError> {
-        plan.check(plan.m, d as usize, capacity)?;
+    /// the current ones, and their norms. The caller has checked the plan
+    /// against the engine's anchors ([`Plan::check`], once for every shard:
+    /// `Devices::apply_plan`).
+    pub(in super::super) fn apply_plan(&mut self, plan: &Plan, d: u32) -> Result<(), AnnealError> {
         let m_new = plan.m_new() as u32;
         let ops = self.stream.to_device(&plan.rows)?;
         // A zero-length buffer is not allocated: one unused value.
