@@ -28,7 +28,7 @@
 //!   rows of 80 bytes per stage, so the 8 rows of an `ldmatrix` hit 32
 //!   distinct banks); the pipeline runs over (anchor tile, stage) pairs
 //!   without draining between anchor tiles. 93.5 KiB of dynamic shared
-//!   memory (`KILN_ANNEAL_TC_SMEM`), 241-246 registers: two blocks (8 warps) per
+//!   memory (`KILN_ANNEAL_TC_SMEM`), 227-240 registers: two blocks (8 warps) per
 //!   SM, so one block's epilogue runs beside the other's tensor work.
 //!   Measured on the H100 (BENCHMARKS.md), against 64-anchor tiles: 23% less
 //!   time at d = 768 and 28% at d = 1536, since every anchor tile reads the
@@ -104,8 +104,9 @@
 //!   lower bound is within the final `U` (four anchors at a time, from global
 //!   memory, on the original points and anchors, their norms loaded with
 //!   their rows: one round trip, 1-4% less assignment time on the H200) and
-//!   keeps the least, lowest index on ties. An overflowed point, or one with no bounded anchor, is
-//!   appended to `unresolved` and gets no output from this kernel.
+//!   keeps the least, lowest index on ties. An overflowed point, or one with
+//!   no bounded anchor, is appended to `unresolved` and gets no output from
+//!   this kernel.
 //! - **List kernels.** Every (8 listed points, 64 anchors) pair is one
 //!   block's work (8 warps, 8 anchors each against the 8 points: 64 `F`s per
 //!   lane, the same `F`, so each value loaded serves 8 products where one
