@@ -127,6 +127,52 @@ impl<T: GpuRepr> DeviceBuffer<T> {
         })
     }
 
+    /// Two mutable views, of `..mid` and `mid..`, that one launch can take
+    /// together (the borrow checker holds the buffer for both), or
+    /// [`Error::OutOfBounds`] when `mid` is past the end.
+    pub fn split_at_mut(
+        &mut self,
+        mid: usize,
+    ) -> Result<(DeviceViewMut<'_, T>, DeviceViewMut<'_, T>), Error> {
+        let len = self.len;
+        if mid > len {
+            return Err(Error::OutOfBounds {
+                start: mid,
+                end: len,
+                len,
+            });
+        }
+        let (head, tail) = match &mut self.storage {
+            Storage::Cuda(s) => {
+                // In bytes, within the storage: mid * size <= len * size.
+                let (a, b) = s.try_split_at_mut(mid * std::mem::size_of::<T>()).ok_or(
+                    Error::OutOfBounds {
+                        start: mid,
+                        end: len,
+                        len,
+                    },
+                )?;
+                (ViewMutRef::Cuda(a), ViewMutRef::Cuda(b))
+            }
+            Storage::Host(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (ViewMutRef::Host(a), ViewMutRef::Host(b))
+            }
+        };
+        Ok((
+            DeviceViewMut {
+                inner: head,
+                len: mid,
+                _t: PhantomData,
+            },
+            DeviceViewMut {
+                inner: tail,
+                len: len - mid,
+                _t: PhantomData,
+            },
+        ))
+    }
+
     /// A mutable view of `range`, or [`Error::OutOfBounds`].
     pub fn slice_mut(
         &mut self,

@@ -184,6 +184,43 @@ fn views_are_bounds_checked() {
 }
 
 #[test]
+fn split_halves_go_to_one_launch_and_touch_only_their_range() {
+    for backend in backends() {
+        let stream = backend.default_stream();
+        let kernel = backend.kernel_with_cpu::<add_f32>(add_f32_cpu).unwrap();
+        let ones = stream.to_device(&[1.0f32; 6]).unwrap();
+        let mut out = stream.to_device(&[-1.0f32; 6]).unwrap();
+        assert!(matches!(
+            out.split_at_mut(7),
+            Err(Error::OutOfBounds { start: 7, .. })
+        ));
+        // The head is the output, the tail an input of the same launch.
+        let mut pair = stream
+            .to_device(&[5.0f32, 5.0, 5.0, 0.5, 0.25, 0.125])
+            .unwrap();
+        let (head, mut tail) = pair.split_at_mut(3).unwrap();
+        assert_eq!((head.len(), tail.len()), (3, 3));
+        stream
+            .launch(
+                &kernel,
+                LaunchConfig::for_elements(3, 32),
+                (ones.slice(0..3).unwrap(), tail.as_view(), head, 3),
+            )
+            .unwrap();
+        stream.copy_to_device(&[7.0, 7.0, 7.0], &mut tail).unwrap();
+        let got = stream.to_host(&pair.view()).unwrap();
+        assert_eq!(
+            got,
+            [1.5, 1.25, 1.125, 7.0, 7.0, 7.0],
+            "{:?}",
+            backend.kind()
+        );
+        let (empty, all) = out.split_at_mut(0).unwrap();
+        assert_eq!((empty.len(), all.len()), (0, 6));
+    }
+}
+
+#[test]
 fn zero_length_buffers_work() {
     for backend in backends() {
         let stream = backend.default_stream();
