@@ -128,39 +128,99 @@ __device__ void assign_list_finish(const uint32_t *__restrict__ list,
 }
 
 // ---------------------------------------------------------------------------
-// The f16 copies. sigma is a power of two, so scaling is exact; it puts the
-// points' largest magnitude in [2^12, 2^13), leaving a factor 8 below the f16
-// maximum for anchors (which are weighted means of points, but splits move
-// them a little outside). A tiny maximum clamps sigma at 2^60.
+// The f16 copies, of the inputs relative to r = ref_sum * ref_scale (the
+// points' mean: on data far from the origin the bound then grows with the
+// spread, not with the offset). sigma is a power of two, so scaling is
+// exact; it puts the points' largest centred magnitude in [2^12, 2^13),
+// leaving a factor 8 below the f16 maximum for anchors (which are weighted
+// means of points, but splits move them a little outside). A tiny maximum
+// clamps sigma at 2^60.
+
+constexpr uint32_t kSumThreads = 256;
 
 template <typename T>
-__device__ void absmax(const T *__restrict__ x, uint64_t count, uint32_t *__restrict__ state) {
-    uint32_t best = 0;
-    const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-    for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < count;
-         i += stride)
-        best = max(best, __float_as_uint(fabsf(load(x, i))));
-    for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(kFullMask, best, o));
-    if (threadIdx.x % 32 == 0) atomicMax(&state[0], best);  // order-free: the max is exact
+__device__ void column_sums(const T *__restrict__ x, uint32_t rows, uint32_t d,
+                            float *__restrict__ sums) {
+    const uint32_t k = blockIdx.x * kSumThreads + threadIdx.x;
+    if (k >= d) return;
+    const uint32_t per = (rows + gridDim.y - 1u) / gridDim.y;
+    const uint32_t first = blockIdx.y * per;
+    const uint32_t last = min(rows, first + per);
+    float s = 0.f;
+    for (uint32_t r = first; r < last; ++r) s += load(x, static_cast<size_t>(r) * d + k);
+    if (first < last) atomicAdd(&sums[k], s);  // any order: r only has to be shared
 }
 
+__device__ __forceinline__ float centred(float v, const float *__restrict__ ref_sum,
+                                         float ref_scale, uint32_t k) {
+    return __fsub_rn(v, __fmul_rn(ref_sum[k], ref_scale));
+}
+
+// One warp per row (grid-stride over rows), as to_half reads them.
 template <typename T>
-__device__ void to_half(const T *__restrict__ src, uint32_t rows, uint32_t d, uint32_t dp,
-                        uint32_t *__restrict__ state, uint16_t *__restrict__ dst) {
-    const float sigma = pow2(half_scale_exp(state[0]));
-    const uint64_t total = static_cast<uint64_t>(rows) * dp;
-    const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-    bool overflow = false;
-    for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < total;
-         i += stride) {
-        const uint64_t r = i / dp;
-        const uint32_t k = static_cast<uint32_t>(i - r * dp);
-        const float v = k < d ? load(src, r * d + k) * sigma : 0.f;
-        const __half h = __float2half_rn(v);
-        overflow |= __hisinf(h) != 0;
-        dst[i] = __half_as_ushort(h);
+__device__ void absmax(const T *__restrict__ x, uint32_t rows, uint32_t d,
+                       const float *__restrict__ ref_sum, float ref_scale,
+                       uint32_t *__restrict__ state) {
+    uint32_t best = 0;
+    const uint32_t lane = threadIdx.x % 32;
+    const uint32_t warps = gridDim.x * (blockDim.x / 32);
+    for (uint32_t row = (blockIdx.x * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
+        const size_t base = static_cast<size_t>(row) * d;
+        for (uint32_t k = lane; k < d; k += 32)
+            best = max(best, __float_as_uint(fabsf(centred(load(x, base + k), ref_sum, ref_scale, k))));
     }
-    if (overflow) state[1] = 1u;  // every writer writes 1
+    for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(kFullMask, best, o));
+    if (lane == 0)  // order-free: the max is exact
+        atomicMax(&state[KILN_ANNEAL_TC_STATE_ABSMAX], best);
+}
+
+// One warp per row (grid-stride over rows): the centred copy, and the pair
+// (|x - r|^2 + norms[row] - |x|^2, |x - r|) with both sums in f64, so that
+// the centred norm carries the stored norm's own rounding (anneal_tc.h).
+template <typename T>
+__device__ void to_half(const T *__restrict__ src, const float *__restrict__ norms, uint32_t rows,
+                        uint32_t d, uint32_t dp, const float *__restrict__ ref_sum,
+                        float ref_scale, uint32_t *__restrict__ state,
+                        uint32_t *__restrict__ norm_max, uint16_t *__restrict__ dst,
+                        float *__restrict__ norms_c) {
+    const float sigma = pow2(half_scale_exp(state[KILN_ANNEAL_TC_STATE_ABSMAX]));
+    const uint32_t lane = threadIdx.x % 32;
+    const uint32_t warps = gridDim.x * (blockDim.x / 32);
+    bool overflow = false;
+    uint32_t max_bits = 0;
+    for (uint32_t row = (blockIdx.x * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
+        const size_t base = static_cast<size_t>(row) * d;
+        double own = 0.0, own_c = 0.0;
+        for (uint32_t k = lane; k < dp; k += 32) {
+            float v = 0.f;
+            if (k < d) {
+                const float raw = load(src, base + k);
+                own = fma(static_cast<double>(raw), static_cast<double>(raw), own);
+                v = centred(raw, ref_sum, ref_scale, k);
+                own_c = fma(static_cast<double>(v), static_cast<double>(v), own_c);
+            }
+            const __half h = __float2half_rn(v * sigma);
+            overflow |= __hisinf(h) != 0;
+            dst[static_cast<size_t>(row) * dp + k] = __half_as_ushort(h);
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            own += __shfl_xor_sync(kFullMask, own, o);
+            own_c += __shfl_xor_sync(kFullMask, own_c, o);
+        }
+        if (lane == 0) {
+            const float stored = norms[row];
+            norms_c[2 * static_cast<size_t>(row)] =
+                static_cast<float>(own_c + (static_cast<double>(stored) - own));
+            norms_c[2 * static_cast<size_t>(row) + 1] = static_cast<float>(sqrt(own_c));
+            // NaN (a non-finite input) orders above +inf: the bound is NaN,
+            // and every point goes to the list kernel.
+            const float own32 = static_cast<float>(own);
+            max_bits = max(max_bits, isnan(stored) ? 0x7fc00000u : __float_as_uint(own32));
+        }
+    }
+    if (lane == 0 && max_bits != 0u) atomicMax(norm_max, max_bits);
+    if (__any_sync(kFullMask, overflow) && lane == 0)
+        state[KILN_ANNEAL_TC_STATE_OVERFLOW] = 1u;  // every writer writes 1
 }
 
 // ---------------------------------------------------------------------------
@@ -242,9 +302,11 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
 
 template <int BN, typename T>
 __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ xh,
-                          const float *__restrict__ x_norms, uint32_t n, uint32_t d, uint32_t dp,
+                          const float *__restrict__ x_norms, const float *__restrict__ x_norms_c,
+                          uint32_t n, uint32_t d, uint32_t dp,
                           const float *__restrict__ anchors, const uint16_t *__restrict__ ch,
-                          const float *__restrict__ anchor_norms, uint32_t m, uint32_t flags,
+                          const float *__restrict__ anchor_norms,
+                          const float *__restrict__ anchor_norms_c, uint32_t m, uint32_t flags,
                           const uint32_t *__restrict__ half_state,
                           uint32_t *__restrict__ assign_out, float *__restrict__ dist_out,
                           uint32_t *__restrict__ counts, uint32_t *__restrict__ unresolved,
@@ -255,7 +317,7 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
     const uint32_t p0 = blockIdx.x * kBM;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if (n == 0u) return;
-    if (half_state[1] != 0u) {
+    if (half_state[KILN_ANNEAL_TC_STATE_OVERFLOW] != 0u) {
         // An anchor left the f16 range: the bound does not hold; the list
         // kernel decides every point.
         const uint32_t p = p0 + threadIdx.x;
@@ -272,19 +334,21 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
     const bool exclude_self = (flags & KILN_ANNEAL_EXCLUDE_SELF) != 0;
     // acc * inv2 is the dot product of the unscaled inputs (exact: a power of
     // two, in f32's normal range for |scale exponent| <= 60).
-    const int scale_exp = half_scale_exp(half_state[0]);
+    const int scale_exp = half_scale_exp(half_state[KILN_ANNEAL_TC_STATE_ABSMAX]);
     const float inv2 = pow2(-2 * scale_exp);
     const float neg2inv2 = -2.f * inv2;
     // The subnormal term (assign_tc.rs): 2^-23 sqrt(d) (|x| + |c|) / sigma +
     // d 2^-48 / sigma^2, split into a point part and an anchor part.
     const float sub = 0x1p-23f * sqrtf(static_cast<float>(d)) * pow2(-scale_exp);
     {
+        // s.xn: the centred |x'|^2 the epilogue reads (the refinement reads
+        // the stored |x|^2 from x_norms).
         const uint32_t p = p0 + tid;
-        const float xn = p < n ? x_norms[p] : 0.f;
-        s.xn[tid] = xn;
-        const float xq = sqrtf(xn);
+        s.xn[tid] = p < n ? x_norms_c[2 * static_cast<size_t>(p)] : 0.f;
+        const float xq = p < n ? x_norms_c[2 * static_cast<size_t>(p) + 1] : 0.f;
         s.rx[tid] = 2.f * tc_eps(d) * xq;
-        s.sx[tid] = fmaf(sub, xq, static_cast<float>(d) * 0x1p-48f * inv2);
+        s.sx[tid] = fmaf(sub, xq, static_cast<float>(d) * 0x1p-48f * inv2) +
+                    (p < n ? tc_row_slack(d, x_norms[p], half_state) : 0.f);
     }
 
     const uint32_t ktiles = dp / kBK;
@@ -318,9 +382,9 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
                 // This tile's norms: read by its epilogue, at least one
                 // barrier later; slot reuse is 4 tiles apart.
                 const uint32_t a = tile * kBN + tid;
-                const float cn = a < m ? anchor_norms[a] : 0.f;
-                s.cn[tile % kNormSlots][tid] = cn;
-                s.cq[tile % kNormSlots][tid] = sqrtf(cn);
+                s.cn[tile % kNormSlots][tid] = a < m ? anchor_norms_c[2 * static_cast<size_t>(a)] : 0.f;
+                s.cq[tile % kNormSlots][tid] =
+                    a < m ? anchor_norms_c[2 * static_cast<size_t>(a) + 1] : 0.f;
             }
         }
         cp_async_commit();
@@ -413,7 +477,7 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
     // Refinement, one point at a time per warp (anneal_tc_device.cuh).
     refine_rows(
         [&](int r, int gg) { return warp * 32 + (r / 2) * 16 + (r % 2) * 8 + gg; }, upper, listed,
-        p0, n, x, anchors, anchor_norms, d, flags, s.xn, s.cand_j, s.cand_lb, lane, assign_out,
+        p0, n, x, anchors, anchor_norms, d, flags, x_norms, s.cand_j, s.cand_lb, lane, assign_out,
         dist_out, counts, unresolved, unresolved_count);
 #else
     // No f16 mma.m16n8k16 or cp.async below sm_80: every point goes to the
@@ -421,11 +485,13 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
     (void)x;
     (void)xh;
     (void)x_norms;
+    (void)x_norms_c;
     (void)d;
     (void)dp;
     (void)anchors;
     (void)ch;
     (void)anchor_norms;
+    (void)anchor_norms_c;
     (void)m;
     (void)flags;
     (void)half_state;
@@ -440,28 +506,38 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
 }  // namespace
 
 // The entry points of point type T (float, or uint16_t for f16 bits):
-// anneal_absmax_*, anneal_to_half_*, anneal_assign_tc_*, anneal_assign_list_*;
+// anneal_column_sums_*, anneal_absmax_*, anneal_to_half_*, anneal_assign_tc_*,
+// anneal_assign_list_*;
 // nvcc checks each against its KILN_KERNEL declaration in anneal_tc.h.
 // One tc entry point: BN anchors per anchor tile, `blocks` resident per SM.
 #define KILN_ANNEAL_TC_ENTRY(name, T, BN, blocks)                                              \
     extern "C" __global__ void __launch_bounds__(kThreads, blocks)                             \
-        name(const T *x, const uint16_t *xh, const float *x_norms, uint32_t n, uint32_t d,     \
-             uint32_t dp, const float *anchors, const uint16_t *ch, const float *anchor_norms, \
-             uint32_t m, uint32_t flags, const uint32_t *half_state,                           \
+        name(const T *x, const uint16_t *xh, const float *x_norms, const float *x_norms_c,     \
+             uint32_t n, uint32_t d, uint32_t dp, const float *anchors, const uint16_t *ch,    \
+             const float *anchor_norms, const float *anchor_norms_c, uint32_t m,               \
+             uint32_t flags, const uint32_t *half_state,                                       \
              const AnnealControl *control, uint32_t *assign_out, float *dist,                  \
              uint32_t *counts, uint32_t *unresolved, uint32_t *unresolved_count) {             \
         if (control->done) return; /* whole grid leaves */                                     \
-        assign_tc<BN>(x, xh, x_norms, n, d, dp, anchors, ch, anchor_norms, m, flags,           \
+        assign_tc<BN>(x, xh, x_norms, x_norms_c, n, d, dp, anchors, ch, anchor_norms,          \
+                      anchor_norms_c, m, flags,                                                \
                       half_state, assign_out, dist, counts, unresolved, unresolved_count);     \
     }
 
 #define KILN_ANNEAL_TC_ENTRIES(suffix, T)                                                      \
-    KILN_KERNEL(anneal_absmax_##suffix, const T *x, uint64_t count, uint32_t *half_state) {    \
-        absmax(x, count, half_state);                                                          \
+    extern "C" __global__ void __launch_bounds__(kSumThreads)                                  \
+        anneal_column_sums_##suffix(const T *x, uint32_t rows, uint32_t d, float *sums) {      \
+        column_sums(x, rows, d, sums);                                                         \
     }                                                                                          \
-    KILN_KERNEL(anneal_to_half_##suffix, const T *src, uint32_t rows, uint32_t d, uint32_t dp, \
-                uint32_t *half_state, uint16_t *dst) {                                         \
-        to_half(src, rows, d, dp, half_state, dst);                                            \
+    KILN_KERNEL(anneal_absmax_##suffix, const T *x, uint32_t rows, uint32_t d,                 \
+                const float *ref_sum, float ref_scale, uint32_t *half_state) {                 \
+        absmax(x, rows, d, ref_sum, ref_scale, half_state);                                    \
+    }                                                                                          \
+    KILN_KERNEL(anneal_to_half_##suffix, const T *src, const float *norms, uint32_t rows,      \
+                uint32_t d, uint32_t dp, const float *ref_sum, float ref_scale,                \
+                uint32_t *half_state, uint32_t *norm_max, uint16_t *dst, float *norms_c) {     \
+        to_half(src, norms, rows, d, dp, ref_sum, ref_scale, half_state, norm_max, dst,        \
+                norms_c);                                                                      \
     }                                                                                          \
     KILN_ANNEAL_TC_ENTRY(anneal_assign_tc_##suffix, T, 128, 2)                                 \
     KILN_ANNEAL_TC_ENTRY(anneal_assign_tc_slim_##suffix, T, 64, 3)                             \

@@ -126,10 +126,12 @@ __device__ __forceinline__ void wgmma_bn(float (&d)[BN / 2], uint64_t a, uint64_
 
 template <int BN, int CWG, int STAGES, int CHUNK, typename T>
 __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict__ xh,
-                             const float *__restrict__ x_norms, uint32_t n, uint32_t d,
+                             const float *__restrict__ x_norms,
+                             const float *__restrict__ x_norms_c, uint32_t n, uint32_t d,
                              uint32_t dp, const float *__restrict__ anchors,
                              const uint16_t *__restrict__ ch,
-                             const float *__restrict__ anchor_norms, uint32_t m, uint32_t flags,
+                             const float *__restrict__ anchor_norms,
+                             const float *__restrict__ anchor_norms_c, uint32_t m, uint32_t flags,
                              const uint32_t *__restrict__ half_state,
                              uint32_t *__restrict__ assign_out, float *__restrict__ dist_out,
                              uint32_t *__restrict__ counts, uint32_t *__restrict__ unresolved,
@@ -161,7 +163,7 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
 #ifdef KILN_WGMMA_ON
     constexpr int kNT = BN / 8;  // n8 column groups per accumulator row
     if (n == 0u) return;
-    if (half_state[1] != 0u) {
+    if (half_state[KILN_ANNEAL_TC_STATE_OVERFLOW] != 0u) {
         // An anchor left the f16 range: the list kernel decides every point.
         for (int r = tid; r < kBM; r += blockDim.x)
             if (p0 + r < n) unresolved[atomicAdd(unresolved_count, 1u)] = p0 + r;
@@ -172,17 +174,19 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
     unsigned char *base = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     Shared &s = *reinterpret_cast<Shared *>(base);
     const bool exclude_self = (flags & KILN_ANNEAL_EXCLUDE_SELF) != 0;
-    const int scale_exp = half_scale_exp(half_state[0]);
+    const int scale_exp = half_scale_exp(half_state[KILN_ANNEAL_TC_STATE_ABSMAX]);
     const float inv2 = pow2(-2 * scale_exp);
     const float neg2inv2 = -2.f * inv2;
     const float sub = 0x1p-23f * sqrtf(static_cast<float>(d)) * pow2(-scale_exp);
     for (int r = tid; r < kBM; r += blockDim.x) {
+        // s.xn: the centred |x'|^2 the epilogue reads (the refinement reads
+        // the stored |x|^2 from x_norms).
         const uint32_t p = p0 + r;
-        const float xn = p < n ? x_norms[p] : 0.f;
-        s.xn[r] = xn;
-        const float xq = sqrtf(xn);
+        s.xn[r] = p < n ? x_norms_c[2 * static_cast<size_t>(p)] : 0.f;
+        const float xq = p < n ? x_norms_c[2 * static_cast<size_t>(p) + 1] : 0.f;
         s.rx[r] = 2.f * (CHUNK > 0 ? tc_eps_chunked(d, kChunkSteps) : tc_eps(d)) * xq;
-        s.sx[r] = fmaf(sub, xq, static_cast<float>(d) * 0x1p-48f * inv2);
+        s.sx[r] = fmaf(sub, xq, static_cast<float>(d) * 0x1p-48f * inv2) +
+                  (p < n ? tc_row_slack(d, x_norms[p], half_state) : 0.f);
     }
     if (tid == 0) {
         for (int st = 0; st < STAGES; ++st) {
@@ -232,9 +236,9 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
                 // below; read in the tile's epilogue.
                 for (int c = wtid; c < BN; c += 128) {
                     const uint32_t a = tile * BN + c;
-                    const float cn = a < m ? anchor_norms[a] : 0.f;
-                    s.cn[tile % kNormSlots][c] = cn;
-                    s.cq[tile % kNormSlots][c] = sqrtf(cn);
+                    const size_t at = 2 * static_cast<size_t>(a);
+                    s.cn[tile % kNormSlots][c] = a < m ? anchor_norms_c[at] : 0.f;
+                    s.cq[tile % kNormSlots][c] = a < m ? anchor_norms_c[at + 1] : 0.f;
                 }
             }
             mbar_arrive(smem_addr(&s.full[st]));
@@ -341,12 +345,12 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
 
     // Refinement, one point at a time per warp (anneal_tc_device.cuh).
     refine_rows([&](int h, int gg) { return c * 64 + w * 16 + h * 8 + gg; }, upper, listed, p0,
-                n, x, anchors, anchor_norms, d, flags, s.xn, s.cand_j, s.cand_lb, lane,
+                n, x, anchors, anchor_norms, d, flags, x_norms, s.cand_j, s.cand_lb, lane,
                 assign_out, dist_out, counts, unresolved, unresolved_count);
 #else
     // Not sm_90a: no wgmma; every point goes to the exact list kernel.
-    (void)x; (void)xh; (void)x_norms; (void)d; (void)dp; (void)anchors; (void)ch;
-    (void)anchor_norms; (void)m; (void)flags; (void)half_state; (void)assign_out;
+    (void)x; (void)xh; (void)x_norms; (void)x_norms_c; (void)d; (void)dp; (void)anchors;
+    (void)ch; (void)anchor_norms; (void)anchor_norms_c; (void)m; (void)flags; (void)half_state; (void)assign_out;
     (void)dist_out; (void)counts; (void)dump;
     for (int r = tid; r < kBM; r += blockDim.x)
         if (p0 + r < n) unresolved[atomicAdd(unresolved_count, 1u)] = p0 + r;
@@ -358,13 +362,15 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
 // One entry point: BN anchors per tile, CWG consumer warpgroups, STAGES stages.
 #define KILN_ANNEAL_WGMMA_ENTRY(name, T, BN, CWG, STAGES, CHUNK)                               \
     extern "C" __global__ void __launch_bounds__(128 * (CWG + 1))                           \
-        name(const T *x, const uint16_t *xh, const float *x_norms, uint32_t n, uint32_t d,     \
-             uint32_t dp, const float *anchors, const uint16_t *ch, const float *anchor_norms, \
-             uint32_t m, uint32_t flags, const uint32_t *half_state,                           \
+        name(const T *x, const uint16_t *xh, const float *x_norms, const float *x_norms_c,     \
+             uint32_t n, uint32_t d, uint32_t dp, const float *anchors, const uint16_t *ch,    \
+             const float *anchor_norms, const float *anchor_norms_c, uint32_t m,               \
+             uint32_t flags, const uint32_t *half_state,                                       \
              const AnnealControl *control, uint32_t *assign_out, float *dist,                  \
              uint32_t *counts, uint32_t *unresolved, uint32_t *unresolved_count) {             \
         if (control->done) return;                                                             \
-        assign_wgmma<BN, CWG, STAGES, CHUNK>(x, xh, x_norms, n, d, dp, anchors, ch, anchor_norms, m,  \
+        assign_wgmma<BN, CWG, STAGES, CHUNK>(x, xh, x_norms, x_norms_c, n, d, dp, anchors, ch,  \
+                                      anchor_norms, anchor_norms_c, m,                         \
                                       flags, half_state, assign_out, dist, counts, unresolved, \
                                       unresolved_count, KILN_WGMMA_DUMP_PTR);                  \
     }

@@ -1,23 +1,37 @@
 /* anneal_tc: the anchor assignment of anneal.h on tensor cores, made exact.
  * Same outputs and flags as anneal_assign_f32/f16 (assign, dist, counts;
- * dist = max(|x|^2 + |c|^2 - 2 x.c, 0), ties to the lowest anchor index):
- *   anneal_absmax_*      half_state[0] = max |x| as f32 bits (atomicMax over
- *                        the bits; the caller zeroes it first).
- *   anneal_to_half_*     dst (rows x dp f16, dp = d rounded up to
- *                        KILN_ANNEAL_TC_DP, zeros past d) = src scaled by
- *                        sigma, the power of two that puts half_state[0]
- *                        in [2^12, 2^13); a value whose scaled magnitude
- *                        rounds past the f16 range sets half_state[1].
+ * dist = max(|x|^2 + |c|^2 - 2 x.c, 0), ties to the lowest anchor index).
+ * The f16 copies are of the inputs relative to a reference point r (the
+ * points' mean), r_k = ref_sum[k] * ref_scale, so that the bound stays
+ * tight on data far from the origin; the exact distances use the inputs.
+ * half_state (KILN_ANNEAL_TC_STATE words, see the KILN_ANNEAL_TC_STATE_*
+ * slots) carries the scale, the overflow flag and the largest norms:
+ *   anneal_column_sums_* sums[k] += the column sums of x (the caller zeroes
+ *                        sums; any grid: rows split over grid.y).
+ *   anneal_absmax_*      half_state[ABSMAX] = max |x - r| as f32 bits
+ *                        (atomicMax over the bits; the caller zeroes it).
+ *   anneal_to_half_*     per row (one warp): dst (rows x dp f16, dp = d
+ *                        rounded up to KILN_ANNEAL_TC_DP, zeros past d) =
+ *                        (src - r) scaled by sigma, the power of two that puts
+ *                        half_state[ABSMAX] in [2^12, 2^13); norms_c[2 row] =
+ *                        |src - r|^2 + norms[row] - |src|^2 and
+ *                        norms_c[2 row + 1] = |src - r| (sums in f64, so the
+ *                        stored norm's own rounding carries into the centred
+ *                        one); a value whose scaled magnitude rounds past the
+ *                        f16 range sets half_state[OVERFLOW]; *norm_max = max
+ *                        |src|^2 (f32 bits, atomicMax; the caller zeroes it).
  *   anneal_assign_tc_*   f16 mma.sync (f32 accumulate) on the scaled copies
- *                        xh and ch with a per-pair error bound keeps each
- *                        point's candidates (anchors whose lower bound is
- *                        within the best upper bound), then the exact f32
- *                        distance of each, on the original x and anchors,
- *                        picks the winner. A point with more than
- *                        KILN_ANNEAL_TC_CANDIDATES candidates, or every point
- *                        while half_state[1] is set, is appended to
- *                        `unresolved` (atomicAdd on *unresolved_count, which
- *                        the caller zeroes) and gets no output here.
+ *                        xh and ch with a per-pair error bound (from the
+ *                        centred norms x_norms_c, anchor_norms_c and the
+ *                        largest norms) keeps each point's candidates (anchors whose
+ *                        lower bound is within the best upper bound; the
+ *                        centred norms are anneal_to_half_*'s pairs), then
+ *                        the exact f32 distance of each, on the original x
+ *                        and anchors, picks the winner. A point with more
+ *                        than KILN_ANNEAL_TC_CANDIDATES candidates, or every
+ *                        point while half_state[OVERFLOW] is set, is appended
+ *                        to `unresolved` (atomicAdd on *unresolved_count,
+ *                        which the caller zeroes) and gets no output here.
  *   anneal_assign_list_* the exact f32 distances of the points listed in
  *                        list[0..*list_count) to every anchor, spread over
  *                        the grid by (8 points, 64 anchors): best[i] (zeroed by
@@ -56,38 +70,57 @@
 #define KILN_ANNEAL_TC_SLIM_SMEM 73216u
 /* The f16 copies' row length is d rounded up to a multiple of this. */
 #define KILN_ANNEAL_TC_DP 32u
+/* half_state's words: the points' scale (max |x - r| bits), the points'
+ * largest |x|^2, the anchors' overflow flag, the anchors' largest |c|^2 (f32
+ * bits). The points' words are written once per run, the anchors' (from
+ * OVERFLOW on) every assignment. */
+#define KILN_ANNEAL_TC_STATE_ABSMAX 0u
+#define KILN_ANNEAL_TC_STATE_POINT_NORM_MAX 1u
+#define KILN_ANNEAL_TC_STATE_OVERFLOW 2u
+#define KILN_ANNEAL_TC_STATE_ANCHOR_NORM_MAX 3u
+#define KILN_ANNEAL_TC_STATE 4u
 /* Block of anneal_assign_list_* (8 warps, 8 anchors each, per (8 points, 64
  * anchors) pair, grid-stride over the pairs: any grid). */
 #define KILN_ANNEAL_LIST_THREADS 256u
 
-KILN_KERNEL(anneal_absmax_f32, const float *x, uint64_t count, uint32_t *half_state);
-KILN_KERNEL(anneal_absmax_f16, const uint16_t *x, uint64_t count, uint32_t *half_state);
-KILN_KERNEL(anneal_to_half_f32, const float *src, uint32_t rows, uint32_t d, uint32_t dp,
-            uint32_t *half_state, uint16_t *dst);
-KILN_KERNEL(anneal_to_half_f16, const uint16_t *src, uint32_t rows, uint32_t d, uint32_t dp,
-            uint32_t *half_state, uint16_t *dst);
+KILN_KERNEL(anneal_column_sums_f32, const float *x, uint32_t rows, uint32_t d, float *sums);
+KILN_KERNEL(anneal_column_sums_f16, const uint16_t *x, uint32_t rows, uint32_t d, float *sums);
+KILN_KERNEL(anneal_absmax_f32, const float *x, uint32_t rows, uint32_t d, const float *ref_sum,
+            float ref_scale, uint32_t *half_state);
+KILN_KERNEL(anneal_absmax_f16, const uint16_t *x, uint32_t rows, uint32_t d,
+            const float *ref_sum, float ref_scale, uint32_t *half_state);
+KILN_KERNEL(anneal_to_half_f32, const float *src, const float *norms, uint32_t rows, uint32_t d,
+            uint32_t dp, const float *ref_sum, float ref_scale, uint32_t *half_state,
+            uint32_t *norm_max, uint16_t *dst, float *norms_c);
+KILN_KERNEL(anneal_to_half_f16, const uint16_t *src, const float *norms, uint32_t rows,
+            uint32_t d, uint32_t dp, const float *ref_sum, float ref_scale,
+            uint32_t *half_state, uint32_t *norm_max, uint16_t *dst, float *norms_c);
 
 KILN_KERNEL(anneal_assign_tc_f32, const float *x, const uint16_t *xh, const float *x_norms,
-            uint32_t n, uint32_t d, uint32_t dp, const float *anchors, const uint16_t *ch,
-            const float *anchor_norms, uint32_t m, uint32_t flags, const uint32_t *half_state,
+            const float *x_norms_c, uint32_t n, uint32_t d, uint32_t dp, const float *anchors,
+            const uint16_t *ch, const float *anchor_norms, const float *anchor_norms_c,
+            uint32_t m, uint32_t flags, const uint32_t *half_state,
             const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts,
             uint32_t *unresolved, uint32_t *unresolved_count);
 KILN_KERNEL(anneal_assign_tc_f16, const uint16_t *x, const uint16_t *xh, const float *x_norms,
-            uint32_t n, uint32_t d, uint32_t dp, const float *anchors, const uint16_t *ch,
-            const float *anchor_norms, uint32_t m, uint32_t flags, const uint32_t *half_state,
+            const float *x_norms_c, uint32_t n, uint32_t d, uint32_t dp, const float *anchors,
+            const uint16_t *ch, const float *anchor_norms, const float *anchor_norms_c,
+            uint32_t m, uint32_t flags, const uint32_t *half_state,
             const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts,
             uint32_t *unresolved, uint32_t *unresolved_count);
 
 KILN_KERNEL(anneal_assign_tc_slim_f32, const float *x, const uint16_t *xh, const float *x_norms,
-            uint32_t n, uint32_t d, uint32_t dp, const float *anchors, const uint16_t *ch,
-            const float *anchor_norms, uint32_t m, uint32_t flags, const uint32_t *half_state,
+            const float *x_norms_c, uint32_t n, uint32_t d, uint32_t dp, const float *anchors,
+            const uint16_t *ch, const float *anchor_norms, const float *anchor_norms_c,
+            uint32_t m, uint32_t flags, const uint32_t *half_state,
             const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts,
             uint32_t *unresolved, uint32_t *unresolved_count);
-KILN_KERNEL(anneal_assign_tc_slim_f16, const uint16_t *x, const uint16_t *xh,
-            const float *x_norms, uint32_t n, uint32_t d, uint32_t dp, const float *anchors,
-            const uint16_t *ch, const float *anchor_norms, uint32_t m, uint32_t flags,
-            const uint32_t *half_state, const AnnealControl *control, uint32_t *assign,
-            float *dist, uint32_t *counts, uint32_t *unresolved, uint32_t *unresolved_count);
+KILN_KERNEL(anneal_assign_tc_slim_f16, const uint16_t *x, const uint16_t *xh, const float *x_norms,
+            const float *x_norms_c, uint32_t n, uint32_t d, uint32_t dp, const float *anchors,
+            const uint16_t *ch, const float *anchor_norms, const float *anchor_norms_c,
+            uint32_t m, uint32_t flags, const uint32_t *half_state,
+            const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts,
+            uint32_t *unresolved, uint32_t *unresolved_count);
 KILN_KERNEL(anneal_assign_list_f32, const float *x, const float *x_norms, uint32_t d,
             const float *anchors, const float *anchor_norms, uint32_t m, uint32_t flags,
             const AnnealControl *control, const uint32_t *list, const uint32_t *list_count,

@@ -18,7 +18,7 @@ inline constexpr float kInf = __builtin_huge_valf();
 inline constexpr uint32_t kNone = 0xffffffffu;
 inline constexpr uint32_t kK = KILN_ANNEAL_TC_CANDIDATES;
 inline constexpr uint32_t kOverflow = kK + 1;  // a row's list length once it overflowed
-// f32 slack of the norms' combination (see assign_tc.rs): 2^-20 (|x|^2 + |c|^2).
+// f32 slack of the centred norms' combination (see assign_tc.rs): 2^-20 (|x'|^2 + |c'|^2).
 inline constexpr float kCombineSlack = 0x1p-20f;
 // sigma's exponent is clamped to +-60: a tiny maximum clamps sigma at 2^60.
 inline constexpr int kMaxScaleExp = 60;
@@ -68,13 +68,13 @@ __device__ __forceinline__ int half_scale_exp(uint32_t absmax_bits) {
 
 __device__ __forceinline__ float pow2(int e) { return __int_as_float((e + 127) << 23); }
 
-// The bound's eps(d) (assign_tc.rs derives it): f16 rounding of both inputs,
-// ceil(d/16) tensor-core accumulation steps (mma.m16n8k16 and
-// wgmma.m64nNk16 both add 16 products per step), the f32 refinement's own
-// rounding, each taken twice.
+// The bound's eps(d) on the centred f16 copies (assign_tc.rs derives it):
+// f16 rounding of both inputs and ceil(d/16) tensor-core accumulation steps
+// (mma.m16n8k16 and wgmma.m64nNk16 both add 16 products per step), each taken
+// twice. The exact distance's own rounding is in tc_row_slack.
 __device__ __forceinline__ float tc_eps(uint32_t d) {
     const float steps = static_cast<float>(d / 16u + (d % 16u != 0u));
-    return 0x1p-9f + steps * 0x1p-16f + (static_cast<float>(d) + 8.f) * 0x1p-23f;
+    return 0x1p-9f + steps * 0x1p-16f;
 }
 
 // eps(d) of a kernel that sums its tensor-core products in chunks of
@@ -82,15 +82,30 @@ __device__ __forceinline__ float tc_eps(uint32_t d) {
 // the chunks' sums in f32 (anneal_wgmma.cu's chunked entry points; the bound
 // is derived in assign_tc.rs): f16 rounding of both inputs taken 1.25 times,
 // min(steps, chunk_steps) accumulation steps taken 4 times (each chunk's
-// steps add at most 2^-18 of that chunk's magnitudes), the f32 refinement
-// taken twice, and the chunks' f32 additions (at most 2^-24 of all the
-// magnitudes each) taken 4 times.
+// steps add at most 2^-18 of that chunk's magnitudes), and the chunks' f32
+// additions (at most 2^-24 of all the magnitudes each) taken 4 times.
 __device__ __forceinline__ float tc_eps_chunked(uint32_t d, uint32_t chunk_steps) {
     const uint32_t steps = d / 16u + (d % 16u != 0u);
     const uint32_t chunks = (steps + chunk_steps - 1u) / chunk_steps;
     const uint32_t within = steps < chunk_steps ? steps : chunk_steps;
     return 0x1p-10f + 0x1p-12f + static_cast<float>(within) * 0x1p-16f +
-           (static_cast<float>(d) + 8.f) * 0x1p-23f + static_cast<float>(chunks) * 0x1p-22f;
+           static_cast<float>(chunks) * 0x1p-22f;
+}
+
+// The f32 additions of one exact distance: ceil(d/32) fmaf per lane, then 5
+// butterfly adds (anneal_tc.h).
+__device__ __forceinline__ float tc_sum_terms(uint32_t d) {
+    return static_cast<float>(d / 32u + (d % 32u != 0u) + 5u);
+}
+
+// The part of the bound that the exact distance F adds for a point of stored
+// norm xn (assign_tc.rs): F's f32 dot product (tc_sum_terms u of |x| |c|,
+// doubled by the -2) and its two roundings, with |c| at the anchors' largest
+// (half_state[ANCHOR_NORM_MAX]), taken twice.
+__device__ __forceinline__ float tc_row_slack(uint32_t d, float xn, const uint32_t *half_state) {
+    const float cn_max = __uint_as_float(half_state[KILN_ANNEAL_TC_STATE_ANCHOR_NORM_MAX]);
+    const float dot = tc_sum_terms(d) * 0x1p-22f * sqrtf(xn) * sqrtf(cn_max);
+    return fmaf(6.f * 0x1p-24f, xn + cn_max, dot);
 }
 
 // Keeps the entries of one point's list whose lower bound is still within u.
@@ -274,7 +289,8 @@ __device__ __forceinline__ void refine_point(const T *__restrict__ x,
     }
 }
 
-// The refinement of every point a warp owns: lane 4 gg of the warp holds,
+// The refinement of every point a warp owns (x_norms: the stored |x|^2 of
+// every point, which the exact distance reads): lane 4 gg of the warp holds,
 // in upper[r] and listed[r], the final upper bound and list length of the
 // block row row_of(r, gg), for r < R and gg < 8; each row's point (p0 +
 // row, when below n) goes through refine_point, one at a time.
@@ -282,7 +298,8 @@ template <int R, typename T, typename RowOf>
 __device__ __forceinline__ void refine_rows(
     RowOf row_of, const float (&upper)[R], const uint32_t (&listed)[R], uint32_t p0, uint32_t n,
     const T *__restrict__ x, const float *__restrict__ anchors,
-    const float *__restrict__ anchor_norms, uint32_t d, uint32_t flags, const float *xn,
+    const float *__restrict__ anchor_norms, uint32_t d, uint32_t flags,
+    const float *__restrict__ x_norms,
     const uint32_t (*cand_j)[kK], const float (*cand_lb)[kK], uint32_t lane,
     uint32_t *__restrict__ assign_out, float *__restrict__ dist_out,
     uint32_t *__restrict__ counts, uint32_t *__restrict__ unresolved,
@@ -296,7 +313,7 @@ __device__ __forceinline__ void refine_rows(
             const float u = __shfl_sync(kFullMask, upper[r], 4 * gg);
             const uint32_t count = __shfl_sync(kFullMask, listed[r], 4 * gg);
             if (p >= n) continue;  // uniform over the warp
-            refine_point(x, anchors, anchor_norms, d, flags, p, xn[row], cand_j[row],
+            refine_point(x, anchors, anchor_norms, d, flags, p, x_norms[p], cand_j[row],
                          cand_lb[row], count, u, lane, assign_out, dist_out, counts, unresolved,
                          unresolved_count);
         }

@@ -29,24 +29,28 @@
 #define KILN_ANNEAL_WGMMA_CHUNK_DIMS 256u
 
 KILN_KERNEL(anneal_assign_wgmma_f32, const float *x, const uint16_t *xh, const float *x_norms,
-            uint32_t n, uint32_t d, uint32_t dp, const float *anchors, const uint16_t *ch,
-            const float *anchor_norms, uint32_t m, uint32_t flags, const uint32_t *half_state,
+            const float *x_norms_c, uint32_t n, uint32_t d, uint32_t dp, const float *anchors,
+            const uint16_t *ch, const float *anchor_norms, const float *anchor_norms_c,
+            uint32_t m, uint32_t flags, const uint32_t *half_state,
             const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts,
             uint32_t *unresolved, uint32_t *unresolved_count);
 KILN_KERNEL(anneal_assign_wgmma_f16, const uint16_t *x, const uint16_t *xh, const float *x_norms,
-            uint32_t n, uint32_t d, uint32_t dp, const float *anchors, const uint16_t *ch,
-            const float *anchor_norms, uint32_t m, uint32_t flags, const uint32_t *half_state,
+            const float *x_norms_c, uint32_t n, uint32_t d, uint32_t dp, const float *anchors,
+            const uint16_t *ch, const float *anchor_norms, const float *anchor_norms_c,
+            uint32_t m, uint32_t flags, const uint32_t *half_state,
             const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts,
             uint32_t *unresolved, uint32_t *unresolved_count);
-KILN_KERNEL(anneal_assign_wgmma_chunked_f32, const float *x, const uint16_t *xh,
-            const float *x_norms, uint32_t n, uint32_t d, uint32_t dp, const float *anchors,
-            const uint16_t *ch, const float *anchor_norms, uint32_t m, uint32_t flags,
-            const uint32_t *half_state, const AnnealControl *control, uint32_t *assign,
-            float *dist, uint32_t *counts, uint32_t *unresolved, uint32_t *unresolved_count);
-KILN_KERNEL(anneal_assign_wgmma_chunked_f16, const uint16_t *x, const uint16_t *xh,
-            const float *x_norms, uint32_t n, uint32_t d, uint32_t dp, const float *anchors,
-            const uint16_t *ch, const float *anchor_norms, uint32_t m, uint32_t flags,
-            const uint32_t *half_state, const AnnealControl *control, uint32_t *assign,
-            float *dist, uint32_t *counts, uint32_t *unresolved, uint32_t *unresolved_count);
+KILN_KERNEL(anneal_assign_wgmma_chunked_f32, const float *x, const uint16_t *xh, const float *x_norms,
+            const float *x_norms_c, uint32_t n, uint32_t d, uint32_t dp, const float *anchors,
+            const uint16_t *ch, const float *anchor_norms, const float *anchor_norms_c,
+            uint32_t m, uint32_t flags, const uint32_t *half_state,
+            const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts,
+            uint32_t *unresolved, uint32_t *unresolved_count);
+KILN_KERNEL(anneal_assign_wgmma_chunked_f16, const uint16_t *x, const uint16_t *xh, const float *x_norms,
+            const float *x_norms_c, uint32_t n, uint32_t d, uint32_t dp, const float *anchors,
+            const uint16_t *ch, const float *anchor_norms, const float *anchor_norms_c,
+            uint32_t m, uint32_t flags, const uint32_t *half_state,
+            const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts,
+            uint32_t *unresolved, uint32_t *unresolved_count);
 
 #endif

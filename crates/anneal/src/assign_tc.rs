@@ -12,10 +12,11 @@
 //!
 //! # Design
 //! - **f16 copies.** [`TcAssign::prepare_points`] makes, once per run, a
-//!   copy of the points scaled by `σ` and rounded to f16 (`anneal_to_half_*`),
+//!   copy of the points less their mean (**Centring**, below), scaled by
+//!   `σ` and rounded to f16 (`anneal_to_half_*`),
 //!   rows padded with zeros to `dp = ⌈d/32⌉·32` halves; every launch makes the
 //!   same copy of the anchors. `σ` is the power of two that puts the points'
-//!   largest magnitude in `[2^12, 2^13)` (`anneal_absmax_*`, an atomic max of
+//!   largest centred magnitude in `[2^12, 2^13)` (`anneal_absmax_*`, an atomic max of
 //!   the bits: the same on every run), so scaling is exact and f16's range
 //!   has a factor 8 to spare for anchors; an anchor that still leaves it sets
 //!   a flag that sends every point to the list kernel (exact, slow, correct).
@@ -28,7 +29,7 @@
 //!   rows of 80 bytes per stage, so the 8 rows of an `ldmatrix` hit 32
 //!   distinct banks); the pipeline runs over (anchor tile, stage) pairs
 //!   without draining between anchor tiles. 93.5 KiB of dynamic shared
-//!   memory (`KILN_ANNEAL_TC_SMEM`), 227-240 registers: two blocks (8 warps) per
+//!   memory (`KILN_ANNEAL_TC_SMEM`), 220-221 registers: two blocks (8 warps) per
 //!   SM, so one block's epilogue runs beside the other's tensor work.
 //!   Measured on the H100 (BENCHMARKS.md), against 64-anchor tiles: 23% less
 //!   time at d = 768 and 28% at d = 1536, since every anchor tile reads the
@@ -37,7 +38,7 @@
 //!   at d = 768, 6% less at d = 1536 and 10% less at 1M × 768 × 4096, 3%
 //!   more at d = 384.
 //! - **Slim tile.** `anneal_assign_tc_slim_*` is the same kernel with
-//!   64-anchor tiles (`KILN_ANNEAL_TC_SLIM_SMEM`, 71.5 KiB; 154 registers):
+//!   64-anchor tiles (`KILN_ANNEAL_TC_SLIM_SMEM`, 71.5 KiB; 140 registers):
 //!   three blocks (12 warps) per SM instead of two. Where the epilogue's
 //!   FP32 work bounds the kernel (small `d`: at 1M × 128 × 2048 the 128-anchor
 //!   kernel issues in 42% of its slots with 2 warps per scheduler, ncu on the
@@ -122,37 +123,57 @@
 //!   work, still exact.
 //!
 //! # The bound
-//! With `u = 2^-24`, `S = ⌈d/16⌉` mma steps and `P = Σ_k |x_k c_k| ≤ |x| |c|`,
-//! against the exact dot product `s` of the inputs:
+//! **Centring.** The f16 copies hold `x' = fl(x - r)` and `c' = fl(c - r)`
+//! for one reference point `r` (the points' mean, `anneal_column_sums_*`;
+//! any `r` keeps the bound, the mean keeps it tight). Distances do not
+//! change under a shift, so on points far from the origin (real embeddings
+//! share one direction) the f16 term grows with the spread `|x'| |c'|`, not
+//! with `|x| |c|`: at an offset of 8 in every dimension and unit spread that
+//! is 65 times smaller. The exact distance `F` stays on the original inputs
+//! and stored norms, so the outputs are the reference's bits whatever `r` is.
+//! `anneal_to_half_*` makes, per row, the pair `(xn'', |x'|)` with `xn'' =
+//! |x'|^2 + (xn - |x|^2)`, both sums in f64, rounded once to f32: the stored
+//! norm's own rounding (`xn` against the true `|x|^2`, which `F` carries)
+//! rides along, so it cancels against `F`'s as it did before centring.
+//! `A = fl(xn'' + cn'') - 2 dot'` then approximates `G = xn + cn - 2 x·c`.
+//!
+//! With `u = 2^-24`, `S = ⌈d/16⌉` mma steps, `T = ⌈d/32⌉ + 5` (the f32
+//! additions behind one exact dot product: `⌈d/32⌉` fmaf per lane and 5
+//! butterfly adds) and `P' = Σ_k |x'_k c'_k| ≤ |x'| |c'|`:
 //! 1. Rounding a scaled value to f16 is off by at most `2^-11` of it while it
 //!    is a normal f16, and by at most `2^-25` (half the subnormal spacing)
-//!    below; so the products are off by at most `(2^-10 + 2^-22) P` plus
+//!    below; so the products are off by at most `(2^-10 + 2^-22) P'` plus
 //!    `2^-25 √d (|x̃| + |c̃|) + d 2^-50` in scaled units (Cauchy-Schwarz on
-//!    `Σ|x̃_k|`), i.e. `2^-25 √d (|x| + |c|) / σ + d 2^-50 / σ²` unscaled.
-//!    f16 points are copied exactly unless the scale pushes them subnormal.
+//!    `Σ|x̃_k|`), i.e. `2^-25 √d (|x'| + |c'|) / σ + d 2^-50 / σ²` unscaled.
 //! 2. f16 products are exact in f32; each mma step adds 16 of them to the
 //!    accumulator with significands aligned to the largest and truncated
 //!    (Fasi et al. 2021 for A100, Khattak & Mikaitis 2025 for H100): at most
 //!    17 terms each off by `< 2^-23` of the largest, `≤ 2^-18` of the
-//!    magnitudes summed so far per step, so `≤ S · 2^-18 · P` (first order)
+//!    magnitudes summed so far per step, so `≤ S · 2^-18 · P'` (first order)
 //!    over the chain.
-//! 3. `F`'s f32 dot product (`⌈d/32⌉` fmaf per lane, then 5 adds) is off by
-//!    `≤ (d + 8) u P`.
-//! 4. `xn + cn - 2·dot` costs two f32 roundings in `A` and in `F`, each
-//!    `≤ 3u (xn + cn)` since `2|dot| ≤ xn + cn`; the clamp at 0 is
-//!    1-Lipschitz and never widens the gap.
+//! 3. `A` against `G`: two f32 roundings (`≤ 3u (xn'' + cn'')`, since
+//!    `2|dot'| ≤ xn' + cn'`), the pairs' rounding to f32 (`u` each) and the
+//!    centring's roundings (`|x' - c'|^2` against `|x - c|^2`: `≤ 4u (xn' +
+//!    cn')`): `8u (xn'' + cn'')`.
+//! 4. `G` against `F`: `F`'s f32 dot product is off by `≤ T u |x| |c|`,
+//!    doubled by the `-2`, and its two roundings by `≤ 3u (xn + cn)`. The
+//!    clamp at 0 is 1-Lipschitz and never widens the gap.
 //!
-//! So `|A - F| ≤ 2 [(2^-10 + 2^-22) + S · 2^-18 + (d + 8) u] P + 6u (xn + cn)`
-//! plus twice the subnormal term. The kernel uses [`eps`]`(d) = 2^-9 + S ·
-//! 2^-16 + (d + 8) · 2^-23` and [`error_bound`] `e = 2 eps(d) √xn √cn +
-//! 2^-20 (xn + cn) + 2^-23 √d (√xn + √cn) / σ + d 2^-48 / σ²`: about twice
-//! the input term and the refinement term, four times the accumulation model
-//! (whose hardware details are the least documented), 2.7 times the
-//! combination term and 4 times the subnormal term. The margin absorbs the
-//! f32 error of the norms (`√xn` stands for `|x|`), of `e` itself, and of
+//! The kernel takes every term twice: [`eps`]`(d) = 2^-9 + S · 2^-16` (the
+//! accumulation model, whose hardware details are the least documented, 4
+//! times) and [`error_bound`] `e = 2 eps(d) |x'| |c'| + 2^-20 (xn'' +
+//! cn'') + 2^-23 √d (|x'| + |c'|) / σ + d 2^-48 / σ² + row`, with the
+//! point's [`row_slack`] `row = T 2^-22 √xn √cn_max + 6u (xn + cn_max)`,
+//! where `cn_max` is the anchors' largest `|c|^2`: one value per point,
+//! computed once, so the epilogue's instructions per pair are those of the
+//! uncentred bound. The margin absorbs the f32 error of `e` itself and of
 //! rounding `A ± e`. f16 keeps the 11 significant bits TF32 keeps, so the
 //! bound, and the candidates it admits, are those of a TF32 kernel at twice
-//! the tensor throughput.
+//! the tensor throughput. (Before centring, `F`'s dot product was bounded
+//! by `(d + 8) u P`; `T u P` is the bound of the summation order that
+//! `anneal_tc.h` pins.) Measured on an H200 (BENCHMARKS.md, 2026-11-29): at
+//! an offset of 8 the list kernel's share falls from 99.9% to 0.00% at 1M ×
+//! 128 × 2048.
 //!
 //! **Chunked.** A chunk of `C = 16` steps (256 of `d`) starts from zero, so
 //! model 2 bounds its accumulation by `C · 2^-18 · P_c` (`P_c` its share of
@@ -162,16 +183,16 @@
 //! term 1.25 times (`2^-10 + 2^-12`: the term is exact to first order, and
 //! the f32 errors of the norms, of `e` and of `A ± e` that the margin must
 //! absorb are below `2^-20` of it), the accumulation term 4 times (`C ·
-//! 2^-16`, `C = min(S, 16)`), the refinement term twice, as above, and the
-//! chunks' additions 4 times (`⌈S / C⌉ · 2^-22`).
+//! 2^-16`, `C = min(S, 16)`) and the chunks' additions 4 times (`⌈S / C⌉ ·
+//! 2^-22`); the rest of `e` is the plain kernel's.
 //!
 //! Why it is exact: if `e ≥ |A - F|` for every pair, the minimizer `j*` of
 //! `F` has `A* - e* ≤ F* ≤ F(j_U) ≤ A(j_U) + e(j_U) = U` for whichever anchor
 //! `j_U` set `U`, so `j*` passes every test against every `U` seen (they only
 //! decrease); its entry is never dropped; the least `F` over the survivors
-//! is the least over all anchors. For `d = 128`, `eps ≈ 1.04 · 2^-9`:
-//! anchors whose approximate distance is within `≈ 0.008 |x| |c|` of the best
-//! are refined.
+//! is the least over all anchors. For `d = 128`, `eps ≈ 1.06 · 2^-9`:
+//! anchors whose approximate distance is within `≈ 0.008 |x'| |c'|` of the
+//! best are refined.
 //!
 //! # Speed
 //! Measured figures are in BENCHMARKS.md (the embedding grid and the seed
@@ -218,9 +239,10 @@ mod kernels;
 mod launch;
 
 pub use kernels::{
-    AbsmaxParams, ListParams, TcKernels, TcParams, TcPoint, ToHalfParams, TypedKernels, TypedWgmma,
+    AbsmaxParams, ColumnSumsParams, ListParams, TcKernels, TcParams, TcPoint, ToHalfParams,
+    TypedKernels, TypedWgmma,
 };
-pub use launch::{padded_dim, TcAssign, TcJob};
+pub use launch::{padded_dim, Reference, TcAssign, TcJob};
 
 /// The environment variable that turns the tensor-core path off (`0`).
 pub const ENV: &str = "KILN_ANNEAL_TC";
@@ -370,11 +392,13 @@ pub fn tc_wanted(arch: u32, env: Option<&str>) -> bool {
     arch >= MIN_ARCH && !off
 }
 
-/// `eps(d)` of the bound (module docs), as `anneal_tc.cu`'s `tc_eps`
-/// computes it in f32.
+/// `eps(d)` of the bound on the centred f16 copies (module docs), as
+/// `anneal_tc_device.cuh`'s `tc_eps` computes it in f32: the f16 input term
+/// and the accumulation term, each taken twice. The exact distance's own
+/// rounding is in [`row_slack`].
 pub fn eps(d: u32) -> f32 {
     let steps = (d / 16 + u32::from(!d.is_multiple_of(16))) as f32;
-    2f32.powi(-9) + steps * 2f32.powi(-16) + (d as f32 + 8.0) * 2f32.powi(-23)
+    2f32.powi(-9) + steps * 2f32.powi(-16)
 }
 
 /// `eps` of the chunked wgmma kernel (module docs, **Chunked**), as
@@ -388,17 +412,32 @@ pub fn eps_chunked(d: u32) -> f32 {
     2f32.powi(-10)
         + 2f32.powi(-12)
         + within as f32 * 2f32.powi(-16)
-        + (d as f32 + 8.0) * 2f32.powi(-23)
         + chunks as f32 * 2f32.powi(-22)
 }
 
-/// The bound `e` on `|A - F|` for a point of squared norm `xn` and an anchor
-/// of squared norm `cn`, as the kernel computes it (module docs), without
-/// the subnormal term (which the scale makes negligible for inputs in f16's
-/// normal range).
-pub fn error_bound(d: u32, xn: f32, cn: f32) -> f32 {
-    let rx = 2.0 * eps(d) * xn.sqrt();
-    rx.mul_add(cn.sqrt(), (xn + cn) * 2f32.powi(-20))
+/// The f32 additions behind one exact distance: `⌈d/32⌉` fmaf per lane,
+/// then 5 butterfly adds (`tc_sum_terms`).
+pub fn sum_terms(d: u32) -> f32 {
+    (d.div_ceil(32) + 5) as f32
+}
+
+/// The part of the bound that the exact distance adds for a point of stored
+/// norm `xn`, with `cn_max` the anchors' largest `|c|^2` (`tc_row_slack`):
+/// `F`'s dot product and its two roundings, taken twice.
+pub fn row_slack(d: u32, xn: f32, cn_max: f32) -> f32 {
+    let dot = sum_terms(d) * 2f32.powi(-22) * xn.sqrt() * cn_max.sqrt();
+    (6.0 * 2f32.powi(-24)).mul_add(xn + cn_max, dot)
+}
+
+/// The bound `e` on `|A - F|` as the kernel computes it (module docs), for
+/// a point and an anchor given as the pairs `anneal_to_half_*` makes (the
+/// centred squared norm with the stored norm's rounding, the centred norm),
+/// with `eps` from [`eps`] or [`eps_chunked`] and the point's
+/// [`row_slack`]; without the subnormal term (which the scale makes
+/// negligible for inputs in f16's normal range).
+pub fn error_bound(eps: f32, (xn_c, xq): (f32, f32), (cn_c, cq): (f32, f32), row: f32) -> f32 {
+    let rx = 2.0 * eps * xq;
+    rx.mul_add(cq, (xn_c + cn_c).mul_add(2f32.powi(-20), row))
 }
 
 /// The exact f32 distance both kernels compute, bit for bit: lane `l` of 32

@@ -297,7 +297,7 @@ pub const BF16_STAGING: usize = 1 << 24;
 /// Bytes of device memory the GPU engine allocates over all its GPUs: the
 /// points (f16 as they are, f32 and bf16 as f32, bf16 through a bounded
 /// staging buffer) and their f16 copy (the tensor-core assignment's, `d`
-/// rounded up to 32), per-point state (norm, assignment, distance, the
+/// rounded up to 32), per-point state (norm, two centred norms, assignment, distance, the
 /// sort's keys, values and order, the unresolved list and the list kernel's
 /// packed best, and about 8 bytes of the sort's scratch), the f64 sums of the
 /// pieces of 256 members (`n / 256 + m` of them) and per-anchor buffers on
@@ -323,7 +323,7 @@ pub fn device_bytes(
     let points = points
         .checked_add(copy)?
         .checked_add(pieces.checked_mul(8)?)?;
-    let per_point = n.checked_mul(48)?;
+    let per_point = n.checked_mul(56)?;
     let per_anchor = a.checked_mul(d.checked_add(8)?)?.checked_mul(20)?;
     points
         .checked_add(per_point)?

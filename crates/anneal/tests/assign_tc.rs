@@ -21,7 +21,7 @@ use cuda_sys::types::{
     KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF, KILN_ANNEAL_LIST_THREADS,
 };
 use gpu_core::{Backend, Kernel, LaunchConfig};
-use kiln_anneal::assign_tc::{self, TcAssign};
+use kiln_anneal::assign_tc::{self, Reference, TcAssign};
 use kiln_anneal::Rng;
 use tc_harness::*;
 
@@ -237,7 +237,7 @@ fn near_ties_go_through_refinement_and_the_list_kernel() {
     };
     let stream = backend.default_stream();
     let case = clustered(&[4, 12, 2, 6, 9, 5, 14, 3], 5000, 64, 21);
-    let unresolved = run_and_check(&backend, &stream, &case);
+    let unresolved = run_and_check_from(&backend, &stream, &case, Reference::Origin);
     assert!(
         unresolved > 0 && (unresolved as usize) < case.n,
         "{}: expected some but not all points unresolved, got {unresolved}",
@@ -247,16 +247,17 @@ fn near_ties_go_through_refinement_and_the_list_kernel() {
     let mut f16 = case.clone();
     f16.name.push_str(", f16");
     f16.x = Values::f16(&case.x.to_f32());
+    run_and_check_from(&backend, &stream, &f16, Reference::Origin);
     run_and_check(&backend, &stream, &f16);
     let wide = clustered(&[3, 11, 6], 2000, 130, 22);
-    let unresolved = run_and_check(&backend, &stream, &wide);
+    let unresolved = run_and_check_from(&backend, &stream, &wide, Reference::Origin);
     assert!(unresolved > 0 && (unresolved as usize) < wide.n);
 }
 
 /// Points at one far-off center; per 64-anchor tile, six anchors at squared
 /// distance about 20 (tile 0), then 10 (tile 1), then 0.5 (tile 2), the rest
-/// far away. Each tile's six are candidates together (the bound's window is
-/// ~4.8 wide here), and each tile's lowers the upper bound below the lower
+/// far away. Taken relative to the origin, each tile's six are candidates
+/// together (the bound's window is ~4.8 wide here), and each tile's lowers the upper bound below the lower
 /// bounds of the previous tile's: eighteen candidates in all, never more than
 /// twelve at once, so only a list that prunes when full resolves every point.
 #[test]
@@ -294,7 +295,7 @@ fn a_full_list_is_pruned_as_the_bound_tightens() {
         flags: COUNT,
         pad: 0,
     };
-    let unresolved = run_and_check(&backend, &stream, &case);
+    let unresolved = run_and_check_from(&backend, &stream, &case, Reference::Origin);
     assert_eq!(
         unresolved, 0,
         "{}: pruning should keep every list within 8",
@@ -308,9 +309,10 @@ fn every_point_overflowing_goes_through_the_list_kernel() {
         return;
     };
     let stream = backend.default_stream();
-    // One cluster of 16 anchors: every point has more than 8 candidates.
+    // One cluster of 16 anchors: relative to the origin, every point has
+    // more than 8 candidates.
     let case = clustered(&[16], 3000, 96, 23);
-    let unresolved = run_and_check(&backend, &stream, &case);
+    let unresolved = run_and_check_from(&backend, &stream, &case, Reference::Origin);
     assert_eq!(unresolved as usize, case.n, "{}", case.name);
 }
 
@@ -327,6 +329,7 @@ fn one_tc_assign_serves_launch_after_launch() {
     let mut tc = TcAssign::new(&backend, &stream, 2000, 32, 40)
         .unwrap()
         .unwrap();
+    tc.set_reference(Reference::Origin);
     for case in [&first, &second] {
         let got = run_tc(&backend, &stream, &mut tc, case);
         let simt = run_simt(&backend, &stream, case);
@@ -360,6 +363,115 @@ fn one_tc_assign_serves_launch_after_launch() {
 
 /// The list kernels alone over every point equal the reference bit for bit
 /// (they are the whole path below sm_80).
+/// The data users have (issue 39), each `n` points with `m` anchors taken
+/// as a k-means run has them (points of the data, or the clusters' centres):
+/// every dimension offset by one shared mean (embeddings share a
+/// direction), scaled by 1e3 and by 1e-3, unit vectors in clusters, a few
+/// dominant directions, and near-ties far from the origin (every point
+/// halfway between two anchors). Every tc kernel gives the reference's bits
+/// on each; centred on the points' mean, the bound leaves at most 1% of the
+/// points to the list kernel (the near-ties aside, which are candidates by
+/// design), where taken relative to the origin it leaves most of the offset
+/// points.
+#[test]
+fn tc_is_exact_and_tight_on_every_kind_of_data() {
+    let Some(backend) = tc_device_or_skip() else {
+        return;
+    };
+    let stream = backend.default_stream();
+    let (n, d, m) = (4000usize, 128usize, 256usize);
+    let mut rng = Rng::new(61);
+    let spread = rng.f32s(n * d);
+    let sampled = |x: &[f32]| -> Vec<f32> {
+        (0..m)
+            .flat_map(|j| x[j * (n / m) * d..(j * (n / m) + 1) * d].iter().copied())
+            .collect()
+    };
+    let mean: Vec<f32> = (0..d).map(|_| 8.0 + rng.next_f32()).collect();
+    let offset: Vec<f32> = spread
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v + mean[i % d])
+        .collect();
+    let scaled = |by: f32| spread.iter().map(|v| v * by).collect::<Vec<f32>>();
+    let unit = |v: &mut [f32]| {
+        let length = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|a| *a /= length);
+    };
+    let mut centres = rng.f32s(m * d);
+    centres.chunks_mut(d).for_each(unit);
+    let mut clustered = Vec::with_capacity(n * d);
+    for i in 0..n {
+        let c = &centres[(i % m) * d..(i % m + 1) * d];
+        let mut row: Vec<f32> = c.iter().map(|v| v + 0.02 * rng.next_f32()).collect();
+        unit(&mut row);
+        clustered.extend(row);
+    }
+    let directions = rng.f32s(4 * d);
+    let mut anisotropic = spread.clone();
+    for (i, row) in anisotropic.chunks_mut(d).enumerate() {
+        let weights = [(i % 7) as f32 - 3.0, rng.next_f32() * 10.0, 4.0, -6.0];
+        for (w, dir) in weights.iter().zip(directions.chunks(d)) {
+            row.iter_mut().zip(dir).for_each(|(v, u)| *v += w * u);
+        }
+    }
+    let kinds: Vec<(&str, Vec<f32>, Vec<f32>)> = vec![
+        ("offset 8", offset.clone(), sampled(&offset)),
+        ("scaled 1e3", scaled(1e3), sampled(&scaled(1e3))),
+        ("scaled 1e-3", scaled(1e-3), sampled(&scaled(1e-3))),
+        ("unit clusters", clustered, centres),
+        ("anisotropic", anisotropic.clone(), sampled(&anisotropic)),
+    ];
+    for (name, x, anchors) in kinds {
+        let case = Case {
+            name: name.into(),
+            x: Values::F32(x),
+            n,
+            d,
+            anchors,
+            m,
+            flags: COUNT,
+            pad: 0,
+        };
+        let listed = run_and_check(&backend, &stream, &case);
+        assert!(
+            listed as usize * 100 <= n,
+            "{name}: {listed} of {n} points left to the list kernel"
+        );
+        if name == "offset 8" {
+            let origin = run_and_check_from(&backend, &stream, &case, Reference::Origin);
+            assert!(
+                origin as usize > n / 2,
+                "{name}: relative to the origin only {origin} of {n} listed"
+            );
+        }
+    }
+    // Near-ties far from the origin: point i sits halfway between anchors
+    // 2j and 2j + 1 (j = i mod m / 2), which differ by +-w from it.
+    let mut anchors = Vec::with_capacity(m * d);
+    let mut x = Vec::with_capacity(n * d);
+    let halves: Vec<Vec<f32>> = (0..m / 2).map(|_| rng.f32s(d)).collect();
+    for (j, w) in halves.iter().enumerate() {
+        let base = &offset[j * d..(j + 1) * d];
+        anchors.extend(base.iter().zip(w).map(|(b, w)| b + 0.25 * w));
+        anchors.extend(base.iter().zip(w).map(|(b, w)| b - 0.25 * w));
+    }
+    for i in 0..n {
+        x.extend_from_slice(&offset[(i % (m / 2)) * d..(i % (m / 2) + 1) * d]);
+    }
+    let ties = Case {
+        name: "near-ties at offset 8".into(),
+        x: Values::F32(x),
+        n,
+        d,
+        anchors,
+        m,
+        flags: COUNT,
+        pad: 0,
+    };
+    run_and_check(&backend, &stream, &ties);
+}
+
 #[test]
 fn list_kernel_alone_is_exact() {
     let Some(backend) = tc_device_or_skip() else {

@@ -7,7 +7,7 @@ use cuda_sys::kernels::{
     anneal_assign_list_finish, anneal_assign_tc_f16, anneal_assign_tc_f32,
     anneal_assign_tc_slim_f16, anneal_assign_tc_slim_f32, anneal_assign_wgmma_chunked_f16,
     anneal_assign_wgmma_chunked_f32, anneal_assign_wgmma_f16, anneal_assign_wgmma_f32,
-    anneal_to_half_f16, anneal_to_half_f32,
+    anneal_column_sums_f16, anneal_column_sums_f32, anneal_to_half_f16, anneal_to_half_f32,
 };
 use cuda_sys::types::AnnealControl;
 use cuda_sys::{GpuRepr, KernelDecl};
@@ -18,11 +18,13 @@ pub type TcParams<T> = (
     *const T,
     *const u16,
     *const f32,
+    *const f32,
     u32,
     u32,
     u32,
     *const f32,
     *const u16,
+    *const f32,
     *const f32,
     u32,
     u32,
@@ -35,11 +37,26 @@ pub type TcParams<T> = (
     *mut u32,
 );
 
+/// Parameter tuple of `anneal_column_sums_*` for points of type `T`.
+pub type ColumnSumsParams<T> = (*const T, u32, u32, *mut f32);
+
 /// Parameter tuple of `anneal_absmax_*` for points of type `T`.
-pub type AbsmaxParams<T> = (*const T, u64, *mut u32);
+pub type AbsmaxParams<T> = (*const T, u32, u32, *const f32, f32, *mut u32);
 
 /// Parameter tuple of `anneal_to_half_*` for values of type `T`.
-pub type ToHalfParams<T> = (*const T, u32, u32, u32, *mut u32, *mut u16);
+pub type ToHalfParams<T> = (
+    *const T,
+    *const f32,
+    u32,
+    u32,
+    u32,
+    *const f32,
+    f32,
+    *mut u32,
+    *mut u32,
+    *mut u16,
+    *mut f32,
+);
 
 /// Parameter tuple of `anneal_assign_list_*` for points of type `T`.
 pub type ListParams<T> = (
@@ -69,6 +86,8 @@ pub trait TcPoint: GpuRepr {
     type WgChunked: KernelDecl<Params = TcParams<Self>>;
     /// `anneal_assign_list_*` for this type.
     type List: KernelDecl<Params = ListParams<Self>>;
+    /// `anneal_column_sums_*` for this type.
+    type ColumnSums: KernelDecl<Params = ColumnSumsParams<Self>>;
     /// `anneal_absmax_*` for this type.
     type Absmax: KernelDecl<Params = AbsmaxParams<Self>>;
     /// `anneal_to_half_*` for this type.
@@ -86,6 +105,7 @@ pub struct TypedKernels<'a, T: TcPoint> {
     /// module).
     pub(super) wg: Option<TypedWgmma<'a, T>>,
     pub(super) list: &'a Kernel<T::List>,
+    pub(super) column_sums: &'a Kernel<T::ColumnSums>,
     pub(super) absmax: &'a Kernel<T::Absmax>,
     pub(super) to_half: &'a Kernel<T::ToHalf>,
 }
@@ -112,6 +132,7 @@ impl TcPoint for f32 {
     type Wg = anneal_assign_wgmma_f32;
     type WgChunked = anneal_assign_wgmma_chunked_f32;
     type List = anneal_assign_list_f32;
+    type ColumnSums = anneal_column_sums_f32;
     type Absmax = anneal_absmax_f32;
     type ToHalf = anneal_to_half_f32;
     fn kernels(all: &TcKernels) -> TypedKernels<'_, Self> {
@@ -123,6 +144,7 @@ impl TcPoint for f32 {
                 chunked: &w.chunked_f32,
             }),
             list: &all.list_f32,
+            column_sums: &all.column_sums_f32,
             absmax: &all.absmax_f32,
             to_half: &all.to_half_f32,
         }
@@ -135,6 +157,7 @@ impl TcPoint for u16 {
     type Wg = anneal_assign_wgmma_f16;
     type WgChunked = anneal_assign_wgmma_chunked_f16;
     type List = anneal_assign_list_f16;
+    type ColumnSums = anneal_column_sums_f16;
     type Absmax = anneal_absmax_f16;
     type ToHalf = anneal_to_half_f16;
     fn kernels(all: &TcKernels) -> TypedKernels<'_, Self> {
@@ -146,6 +169,7 @@ impl TcPoint for u16 {
                 chunked: &w.chunked_f16,
             }),
             list: &all.list_f16,
+            column_sums: &all.column_sums_f16,
             absmax: &all.absmax_f16,
             to_half: &all.to_half_f16,
         }
@@ -168,11 +192,13 @@ pub struct TcKernels {
     pub(super) tc_f32: Kernel<anneal_assign_tc_f32>,
     pub(super) tc_slim_f32: Kernel<anneal_assign_tc_slim_f32>,
     pub(super) list_f32: Kernel<anneal_assign_list_f32>,
+    pub(super) column_sums_f32: Kernel<anneal_column_sums_f32>,
     pub(super) absmax_f32: Kernel<anneal_absmax_f32>,
     pub(super) to_half_f32: Kernel<anneal_to_half_f32>,
     pub(super) tc_f16: Kernel<anneal_assign_tc_f16>,
     pub(super) tc_slim_f16: Kernel<anneal_assign_tc_slim_f16>,
     pub(super) list_f16: Kernel<anneal_assign_list_f16>,
+    pub(super) column_sums_f16: Kernel<anneal_column_sums_f16>,
     pub(super) absmax_f16: Kernel<anneal_absmax_f16>,
     pub(super) to_half_f16: Kernel<anneal_to_half_f16>,
     pub(super) list_finish: Kernel<anneal_assign_list_finish>,

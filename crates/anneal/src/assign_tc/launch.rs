@@ -7,7 +7,9 @@ use cuda_sys::kernels::{
 };
 use cuda_sys::types::{
     AnnealControl, KILN_ANNEAL_COUNT, KILN_ANNEAL_LIST_THREADS, KILN_ANNEAL_TC_DP,
-    KILN_ANNEAL_TC_SLIM_SMEM, KILN_ANNEAL_TC_SMEM, KILN_ANNEAL_WGMMA_SMEM,
+    KILN_ANNEAL_TC_SLIM_SMEM, KILN_ANNEAL_TC_SMEM, KILN_ANNEAL_TC_STATE,
+    KILN_ANNEAL_TC_STATE_ANCHOR_NORM_MAX, KILN_ANNEAL_TC_STATE_OVERFLOW,
+    KILN_ANNEAL_TC_STATE_POINT_NORM_MAX, KILN_ANNEAL_WGMMA_SMEM,
 };
 use cuda_sys::{GpuRepr, KernelDecl};
 use gpu_core::{Backend, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream};
@@ -22,14 +24,33 @@ use super::{
 /// since the number of listed points is known only on the device.
 const LIST_BLOCKS_PER_SM: u32 = 8;
 
+/// Threads of `anneal_column_sums_*`'s blocks (anneal_tc.cu).
+const COLUMN_SUM_THREADS: u32 = 256;
+
 /// The points [`TcAssign::prepare_points`] converted: their device address,
-/// values and shape.
+/// values and shape, and the address of their norms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Prepared {
     address: u64,
     len: usize,
     n: u32,
     d: u32,
+    norms: u64,
+}
+
+/// The reference point the f16 copies are taken relative to (the parent
+/// module's **Centring**): every choice gives the reference's bits; only the
+/// bound's width, and so the share of points left to the list kernel,
+/// depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reference {
+    /// The points' mean (the default): the bound grows with the points'
+    /// spread, not with their distance from the origin.
+    #[default]
+    Mean,
+    /// The origin: the copies are the inputs themselves, and the bound grows
+    /// with `|x| |c|` (for comparison, and for tests that need a wide bound).
+    Origin,
 }
 
 /// The tensor-core assignment's kernels and buffers, made once per run.
@@ -44,11 +65,24 @@ pub struct TcAssign {
     /// and complemented (anneal_tc.h).
     best: DeviceBuffer<u64>,
     list_grid: u32,
-    /// The scaled f16 copy of the points, `n × dp`.
+    /// The scaled f16 copy of the points less the reference point, `n × dp`.
     xh: DeviceBuffer<u16>,
-    /// The scaled f16 copy of the anchors, `max_anchors × dp`.
+    /// The scaled f16 copy of the anchors less the reference point,
+    /// `max_anchors × dp`.
     ch: DeviceBuffer<u16>,
-    /// `[max |x| as f32 bits, anchors left the f16 range]` (anneal_tc.h).
+    /// The points' column sums: the reference point is `ref_sum / n`.
+    ref_sum: DeviceBuffer<f32>,
+    /// `1 / n` of the prepared points, as the kernels scale `ref_sum` (0
+    /// with [`Reference::Origin`]).
+    ref_scale: f32,
+    /// What the copies are taken relative to ([`TcAssign::set_reference`]).
+    reference: Reference,
+    /// Per point, then per anchor, the pair `(|x - r|^2` with the stored
+    /// norm's rounding, `|x - r|)` (`anneal_to_half_*`).
+    x_norms_c: DeviceBuffer<f32>,
+    anchor_norms_c: DeviceBuffer<f32>,
+    /// The scale, the overflow flag and the largest norms
+    /// (`KILN_ANNEAL_TC_STATE` words, anneal_tc.h).
     half_state: DeviceBuffer<u32>,
     /// The dimension the copies were made for.
     d: u32,
@@ -136,6 +170,17 @@ pub fn padded_dim(d: u32) -> u32 {
     d.div_ceil(KILN_ANNEAL_TC_DP).max(1) * KILN_ANNEAL_TC_DP
 }
 
+/// `anneal_absmax_*`'s and `anneal_to_half_*`'s launch for `rows` rows: one
+/// warp per row, 8 rows
+/// per block of 256 threads, at most 8 blocks per SM (grid-stride).
+fn rows_config(rows: u32, sms: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: (grid_for(u64::from(rows), 8, sms, 8), 1, 1),
+        block: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// A grid of `blocks_per_sm` blocks per SM at most, enough for `work` items
 /// of `per_block` each.
 fn grid_for(work: u64, per_block: u64, sms: u32, blocks_per_sm: u32) -> u32 {
@@ -197,11 +242,13 @@ impl TcAssign {
                 tc_f32,
                 tc_slim_f32,
                 list_f32: backend.kernel()?,
+                column_sums_f32: backend.kernel()?,
                 absmax_f32: backend.kernel()?,
                 to_half_f32: backend.kernel()?,
                 tc_f16,
                 tc_slim_f16,
                 list_f16: backend.kernel()?,
+                column_sums_f16: backend.kernel()?,
                 absmax_f16: backend.kernel()?,
                 to_half_f16: backend.kernel()?,
                 list_finish: backend.kernel()?,
@@ -213,7 +260,12 @@ impl TcAssign {
             list_grid,
             xh: stream.alloc_zeros(n.max(1) * dp)?,
             ch: stream.alloc_zeros(max_anchors.max(1) * dp)?,
-            half_state: stream.alloc_zeros(2)?,
+            ref_sum: stream.alloc_zeros(d.max(1))?,
+            ref_scale: 0.0,
+            reference: Reference::Mean,
+            x_norms_c: stream.alloc_zeros(2 * n.max(1))?,
+            anchor_norms_c: stream.alloc_zeros(2 * max_anchors.max(1))?,
+            half_state: stream.alloc_zeros(KILN_ANNEAL_TC_STATE as usize)?,
             d: d32,
             sms: device.sm_count,
             tile,
@@ -226,6 +278,12 @@ impl TcAssign {
     /// Auto); every kernel gives the same bits.
     pub fn set_tile(&mut self, tile: Tile) {
         self.tile = tile;
+    }
+
+    /// Sets the reference point of the next [`Self::prepare_points`] (and so
+    /// of the launches on those points); [`Reference::Mean`] by default.
+    pub fn set_reference(&mut self, reference: Reference) {
+        self.reference = reference;
     }
 
     /// Whether the wgmma kernel runs here ([`wgmma_available`], and the
@@ -245,13 +303,16 @@ impl TcAssign {
         &self.unresolved_count
     }
 
-    /// Makes the scaled f16 copy of `x` (`n × d`) that every later
-    /// [`Self::launch`] on these points reads: once per run, since the
-    /// points do not change. Enqueued on `stream`, no synchronization.
+    /// Makes the scaled f16 copy of `x` (`n × d`, with `x_norms` its
+    /// `|x_i|^2` as the launches get them) less the points' mean, which
+    /// every later [`Self::launch`] on these points reads: once per run,
+    /// since the points do not change. Enqueued on `stream`, no
+    /// synchronization.
     pub fn prepare_points<T: TcPoint>(
         &mut self,
         stream: &Stream,
         x: DeviceView<'_, T>,
+        x_norms: DeviceView<'_, f32>,
         n: u32,
         d: u32,
     ) -> Result<(), AnnealError> {
@@ -272,29 +333,69 @@ impl TcAssign {
                 needed: values,
             });
         }
+        if x_norms.len() < n as usize {
+            return Err(AnnealError::ShortBuffer {
+                what: "the points' norms",
+                len: x_norms.len(),
+                needed: n as usize,
+            });
+        }
         let sms = self.sms;
         let kernels = T::kernels(&self.kernels);
         stream.memset_zeros(&mut self.half_state.view_mut())?;
-        let elementwise = |work: u64| LaunchConfig {
-            grid: (grid_for(work, 256 * 8, sms, 8), 1, 1),
-            block: (256, 1, 1),
-            shared_mem_bytes: 0,
+        stream.memset_zeros(&mut self.ref_sum.view_mut())?;
+        // The reference point: the mean, with rows split over grid.y so that
+        // the grid fills the device (any r keeps the bound; the mean keeps
+        // it tight).
+        self.ref_scale = match self.reference {
+            Reference::Mean if n > 0 => 1.0 / n as f32,
+            Reference::Mean | Reference::Origin => 0.0,
         };
+        if self.ref_scale != 0.0 {
+            let column_blocks = d.div_ceil(COLUMN_SUM_THREADS).max(1);
+            let row_blocks = (sms.max(1) * 8)
+                .div_ceil(column_blocks)
+                .clamp(1, n.div_ceil(64).max(1));
+            stream.launch(
+                kernels.column_sums,
+                LaunchConfig {
+                    grid: (column_blocks, row_blocks, 1),
+                    block: (COLUMN_SUM_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                },
+                (x.slice(..)?, n, d, self.ref_sum.view_mut()),
+            )?;
+        }
         stream.launch(
             kernels.absmax,
-            elementwise(values as u64),
-            (x.slice(..)?, values as u64, self.half_state.view_mut()),
-        )?;
-        stream.launch(
-            kernels.to_half,
-            elementwise(u64::from(n) * u64::from(dp)),
+            rows_config(n, sms),
             (
                 x.slice(..)?,
                 n,
                 d,
-                dp,
+                self.ref_sum.view(),
+                self.ref_scale,
                 self.half_state.view_mut(),
+            ),
+        )?;
+        let (mut scale, mut norm_max) = self
+            .half_state
+            .split_at_mut(KILN_ANNEAL_TC_STATE_POINT_NORM_MAX as usize)?;
+        stream.launch(
+            kernels.to_half,
+            rows_config(n, sms),
+            (
+                x.slice(..)?,
+                x_norms.slice(..)?,
+                n,
+                d,
+                dp,
+                self.ref_sum.view(),
+                self.ref_scale,
+                scale.reborrow(),
+                norm_max.slice_mut(..1)?,
                 self.xh.view_mut(),
+                self.x_norms_c.view_mut(),
             ),
         )?;
         self.prepared = Some(Prepared {
@@ -302,6 +403,7 @@ impl TcAssign {
             len: x.len(),
             n,
             d,
+            norms: x_norms.raw_device_ptr(stream).unwrap_or(0),
         });
         Ok(())
     }
@@ -364,6 +466,7 @@ impl TcAssign {
             len: x.len(),
             n,
             d,
+            norms: x_norms.raw_device_ptr(stream).unwrap_or(0),
         };
         if self.prepared != Some(points) {
             return Err(AnnealError::NotPrepared { n, d });
@@ -371,26 +474,30 @@ impl TcAssign {
         let sms = self.sms;
         let kernels = T::kernels(&self.kernels);
         stream.memset_zeros(&mut self.unresolved_count.view_mut())?;
-        // The anchors' copy, and its overflow flag (half_state[1]) afresh.
-        stream.memset_zeros(&mut self.half_state.slice_mut(1..2)?)?;
+        // The anchors' copy, and its overflow flag and largest norm afresh.
+        stream.memset_zeros(
+            &mut self
+                .half_state
+                .slice_mut(KILN_ANNEAL_TC_STATE_OVERFLOW as usize..)?,
+        )?;
+        let (mut scale, mut norm_max) = self
+            .half_state
+            .split_at_mut(KILN_ANNEAL_TC_STATE_ANCHOR_NORM_MAX as usize)?;
         stream.launch(
             &self.kernels.to_half_f32,
-            LaunchConfig {
-                grid: (
-                    grid_for(u64::from(m) * u64::from(dp), 256 * 8, sms, 8),
-                    1,
-                    1,
-                ),
-                block: (256, 1, 1),
-                shared_mem_bytes: 0,
-            },
+            rows_config(m, sms),
             (
                 anchors.slice(..)?,
+                anchor_norms.slice(..)?,
                 m,
                 d,
                 dp,
-                self.half_state.view_mut(),
+                self.ref_sum.view(),
+                self.ref_scale,
+                scale.reborrow(),
+                norm_max.reborrow(),
                 self.ch.view_mut(),
+                self.anchor_norms_c.view_mut(),
             ),
         )?;
         let chosen = resolve_tile(self.tile, kernels.wg.is_some(), n, d, sms);
@@ -404,12 +511,14 @@ impl TcAssign {
             x.slice(..)?,
             self.xh.view(),
             x_norms.slice(..)?,
+            self.x_norms_c.view(),
             n,
             d,
             dp,
             anchors.slice(..)?,
             self.ch.view(),
             anchor_norms.slice(..)?,
+            self.anchor_norms_c.view(),
             m,
             flags,
             self.half_state.view(),

@@ -41,10 +41,12 @@ enum Buffer {
 /// Bytes of device memory the encode's chunk assigner for chunks of `rows` points
 /// of dimension `d` and `m` anchors allocates: two chunk buffers (f16 as
 /// they are, f32 and bf16 as f32) and, for bf16, the staging buffer; the
-/// tensor-core copy of one chunk (`d` rounded up to 32, f16); per point of
-/// one chunk its norm, assignment, distance, unresolved entry and the list
-/// kernel's packed best (24 bytes); the anchors, their norms, counts and
-/// f16 copy. `None` when the figure overflows.
+/// tensor-core copy of one chunk (`d` rounded up to 32, f16) and its
+/// reference point (`d` f32); per point of one chunk its norm, centred norms
+/// (two f32), assignment, distance, unresolved entry and the list kernel's
+/// packed best (32 bytes); the anchors, their norms, centred norms, counts
+/// and f16 copy.
+/// `None` when the figure overflows.
 pub fn chunk_device_bytes(rows: usize, d: usize, m: usize, dtype: Dtype) -> Option<u64> {
     let (n, d, m) = (rows as u64, d as u64, m as u64);
     let values = n.checked_mul(d)?;
@@ -56,9 +58,9 @@ pub fn chunk_device_bytes(rows: usize, d: usize, m: usize, dtype: Dtype) -> Opti
             .checked_add(values.min(BF16_STAGING as u64) * 2)?,
     };
     let dp = d.div_ceil(32).max(1) * 32;
-    let copy = n.checked_mul(dp)?.checked_mul(2)?;
-    let per_point = n.checked_mul(24)?;
-    let anchors = m.checked_mul(d.checked_mul(4)?.checked_add(dp * 2 + 8)?)?;
+    let copy = n.checked_mul(dp)?.checked_mul(2)?.checked_add(d * 4)?;
+    let per_point = n.checked_mul(32)?;
+    let anchors = m.checked_mul(d.checked_mul(4)?.checked_add(dp * 2 + 16)?)?;
     buffers
         .checked_add(copy)?
         .checked_add(per_point)?
@@ -256,7 +258,7 @@ impl ChunkAssigner {
                 let out = self.point_norms.slice_mut(..rows)?;
                 s.launch(&self.norms_f32, norms, (x.clone(), n, d, out))?;
                 if let Some(tc) = &mut self.tc {
-                    tc.prepare_points(s, x.clone(), n, d)?;
+                    tc.prepare_points(s, x.clone(), self.point_norms.slice(..rows)?, n, d)?;
                 }
                 AssignPoints::F32(x, &self.assign_f32)
             }
@@ -265,7 +267,7 @@ impl ChunkAssigner {
                 let out = self.point_norms.slice_mut(..rows)?;
                 s.launch(&self.norms_f16, norms, (x.clone(), n, d, out))?;
                 if let Some(tc) = &mut self.tc {
-                    tc.prepare_points(s, x.clone(), n, d)?;
+                    tc.prepare_points(s, x.clone(), self.point_norms.slice(..rows)?, n, d)?;
                 }
                 AssignPoints::F16(x, &self.assign_f16)
             }
@@ -323,15 +325,15 @@ mod tests {
         let dp = 64;
         for (dtype, stored) in [(Dtype::F32, 4), (Dtype::F16, 2), (Dtype::BF16, 4)] {
             let fixed = chunk_device_bytes(0, 37, 131, dtype).unwrap();
-            assert_eq!(fixed, m * (d * 4 + dp * 2 + 8), "{dtype:?}");
+            assert_eq!(fixed, m * (d * 4 + dp * 2 + 16) + d * 4, "{dtype:?}");
             let grown = chunk_device_bytes(1000, 37, 131, dtype).unwrap() - fixed;
             let staging = if dtype == Dtype::BF16 {
                 rows * d * 2
             } else {
                 0
             };
-            // Two buffers, the f16 copy, 24 bytes a point.
-            let per_chunk = 2 * rows * d * stored + staging + rows * dp * 2 + rows * 24;
+            // Two buffers, the f16 copy, 32 bytes a point.
+            let per_chunk = 2 * rows * d * stored + staging + rows * dp * 2 + rows * 32;
             assert_eq!(grown, per_chunk, "{dtype:?}");
         }
         // bf16's staging stops growing at its bound.

@@ -65,7 +65,7 @@ impl Neighbors {
         } = on;
         if let Some(tc) = &mut self.tc {
             let anchors = anchors.slice(0..md)?;
-            tc.prepare_points(stream, anchors.clone(), m, d)?;
+            tc.prepare_points(stream, anchors.clone(), norms.slice(0..m as usize)?, m, d)?;
             tc.launch(
                 stream,
                 TcJob {

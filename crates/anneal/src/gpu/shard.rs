@@ -150,10 +150,10 @@ impl Shard {
         let mut tc = TcAssign::new(backend, &stream, n, d, max_anchors)?;
         match (&mut tc, &points) {
             (Some(tc), ShardPoints::F32(x, _, _)) => {
-                tc.prepare_points(&stream, x.view(), n32, d32)?
+                tc.prepare_points(&stream, x.view(), point_norms.view(), n32, d32)?
             }
             (Some(tc), ShardPoints::F16(x, _, _)) => {
-                tc.prepare_points(&stream, x.view(), n32, d32)?
+                tc.prepare_points(&stream, x.view(), point_norms.view(), n32, d32)?
             }
             (None, _) => {}
         }

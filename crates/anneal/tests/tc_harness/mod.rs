@@ -7,7 +7,7 @@ use cuda_sys::kernels::{anneal_assign_f16, anneal_assign_f32};
 use cuda_sys::types::{AnnealControl, KILN_ANNEAL_COUNT as COUNT};
 use cuda_sys::{GpuRepr, KernelDecl};
 use gpu_core::{Backend, DeviceBuffer, DeviceView, Kernel, LaunchConfig, Stream};
-use kiln_anneal::assign_tc::{self, TcAssign, TcJob, TcPoint, Tile};
+use kiln_anneal::assign_tc::{self, Reference, TcAssign, TcJob, TcPoint, Tile};
 use kiln_anneal::Points;
 use kiln_anneal::Rng;
 
@@ -164,8 +164,14 @@ pub(crate) fn tc_on<T: TcPoint + Default>(
     x: &[T],
 ) -> Output {
     let mut dev = upload(stream, case, x);
-    tc.prepare_points(stream, points(&dev.x, case), case.n as u32, case.d as u32)
-        .unwrap();
+    tc.prepare_points(
+        stream,
+        points(&dev.x, case),
+        dev.x_norms.slice(..case.n).unwrap(),
+        case.n as u32,
+        case.d as u32,
+    )
+    .unwrap();
     let job = TcJob {
         x: points(&dev.x, case),
         x_norms: dev.x_norms.slice(..case.n).unwrap(),
@@ -356,8 +362,19 @@ pub(crate) fn check(case: &Case, tc: &Output, simt: &Output) -> u32 {
 /// Runs `case` with each tc kernel here (mma.sync with 128 and with 64
 /// anchors per tile, and the wgmma kernels, plain and chunked, where the
 /// device runs them: each must give the reference's bits) and checks each;
-/// the unresolved count of the 128-anchor tile.
+/// the unresolved count of the 128-anchor tile. The copies are centred on
+/// the points' mean, as in a run.
 pub(crate) fn run_and_check(backend: &Backend, stream: &Stream, case: &Case) -> u32 {
+    run_and_check_from(backend, stream, case, Reference::Mean)
+}
+
+/// [`run_and_check`] with the f16 copies taken relative to `reference`.
+pub(crate) fn run_and_check_from(
+    backend: &Backend,
+    stream: &Stream,
+    case: &Case,
+    reference: Reference,
+) -> u32 {
     let simt = run_simt(backend, stream, case);
     let mut unresolved = Vec::new();
     for tile in [Tile::Wide, Tile::Slim, Tile::Wgmma, Tile::WgmmaChunked] {
@@ -368,14 +385,16 @@ pub(crate) fn run_and_check(backend: &Backend, stream: &Stream, case: &Case) -> 
             continue;
         }
         tc.set_tile(tile);
+        tc.set_reference(reference);
         let got = run_tc(backend, stream, &mut tc, case);
         unresolved.push(check(case, &got, &simt));
     }
     unresolved[0]
 }
 
-/// Tight clusters of anchors far from the origin: the bound (which scales
-/// with |x| |c|) is much wider than the gaps inside a cluster, so every
+/// Tight clusters of anchors far from the origin: taken relative to the
+/// origin ([`Reference::Origin`]), the bound (which then scales with |x|
+/// |c|) is much wider than the gaps inside a cluster, so every
 /// anchor of a point's cluster is a candidate. Clusters of 2 to 6 anchors
 /// (one with an exact duplicate) go through refinement; clusters of 9 to 14
 /// overflow into the list kernel.
