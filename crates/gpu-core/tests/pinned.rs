@@ -333,6 +333,10 @@ fn a_file_mapped_read_only_registers_and_copies_to_the_device() {
         let mut on_device = stream.alloc_zeros::<u8>(bytes.len()).unwrap();
         match stream.register_host(&map[..]) {
             Ok(registered) => {
+                println!(
+                    "{kind:?}: registered, read-only: {}",
+                    registered.is_read_only()
+                );
                 stream
                     .copy_to_device_async(&registered, &mut on_device)
                     .unwrap()
@@ -432,4 +436,18 @@ fn host_memory_of_another_backend_is_refused() {
         .copy_to_host_async(&on_cpu, &mut gpu_pinned)
         .unwrap_err();
     assert!(matches!(err, Error::BackendMismatch { .. }), "{err}");
+
+    // Joined to a stream of another backend: refused, after waiting, so the
+    // copy is complete when the buffers are free again.
+    let values = ramp(BIG, 2.0);
+    let staging = pinned_from(&gpu, &values);
+    let mut big = gpu.alloc_zeros::<f32>(BIG).unwrap();
+    let err = gpu
+        .copy_to_device_async(&staging, &mut big)
+        .unwrap()
+        .join(&cpu)
+        .unwrap_err();
+    assert!(matches!(err, Error::BackendMismatch { .. }), "{err}");
+    drop(staging);
+    assert!(gpu.to_host(&big.view()).unwrap() == values);
 }
