@@ -15,7 +15,7 @@
 use std::ffi::{c_int, c_void};
 use std::ops::Range;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::driver::{
     result, sys, CudaContext, CudaEvent, CudaFunction, CudaStream, CudaView, CudaViewMut,
@@ -228,11 +228,24 @@ pub(crate) fn copy_dtoh<T: GpuRepr>(
 /// the event, recorded again after it, covers every earlier copy too, on any
 /// stream.
 #[derive(Debug)]
-struct LastUse(CudaEvent);
+struct LastUse {
+    event: CudaEvent,
+    /// Held from the wait to the record: two threads copying from one buffer
+    /// (`&self` is enough for a source) must not both wait for the same
+    /// record, or the second record would not cover the first copy.
+    order: Mutex<()>,
+}
 
 impl LastUse {
     fn new(ctx: &Arc<CudaContext>) -> Result<Self, DriverError> {
-        ctx.new_event(None).map(Self)
+        Ok(Self {
+            event: ctx.new_event(None)?,
+            order: Mutex::new(()),
+        })
+    }
+
+    fn context(&self) -> &Arc<CudaContext> {
+        self.event.context()
     }
 
     /// Enqueues `copy` on `stream` after every earlier use and records the
@@ -243,12 +256,13 @@ impl LastUse {
         stream: &CudaStream,
         copy: impl FnOnce() -> Result<(), DriverError>,
     ) -> Result<(), DriverError> {
-        if !Arc::ptr_eq(self.0.context(), stream.context()) {
+        if !Arc::ptr_eq(self.context(), stream.context()) {
             return Err(refuse(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT));
         }
-        stream.wait(&self.0)?;
+        let _order = self.order.lock().unwrap_or_else(PoisonError::into_inner);
+        stream.wait(&self.event)?;
         copy()?;
-        self.0.record(stream).or_else(|e| {
+        self.event.record(stream).or_else(|e| {
             stream.synchronize()?;
             Err(e)
         })
@@ -256,7 +270,7 @@ impl LastUse {
 
     /// Blocks until every copy that used the memory is done.
     fn wait(&self) -> Result<(), DriverError> {
-        self.0.synchronize()
+        self.event.synchronize()
     }
 }
 
@@ -447,7 +461,7 @@ impl<T> Drop for PinnedHost<T> {
     fn drop(&mut self) {
         // Before `alloc` is freed: no copy may still use the memory. An error
         // is kept by the context for its next call.
-        let ctx = self.last_use.0.context();
+        let ctx = self.last_use.context();
         ctx.record_err(self.last_use.wait());
     }
 }
@@ -528,7 +542,7 @@ impl<T> Drop for Registration<'_, T> {
             return;
         };
         // Errors are kept by the context for its next call.
-        let ctx = last_use.0.context();
+        let ctx = last_use.context();
         ctx.record_err(last_use.wait());
         ctx.record_err(ctx.bind_to_thread());
         // SAFETY: the pointer is the one registered in `new` (the slice is
