@@ -217,6 +217,36 @@ fn a_guard_dropped_without_wait_still_leaves_correct_data() {
 }
 
 #[test]
+fn a_leaked_guard_still_leaves_correct_data() {
+    let values = ramp(BIG, 7.0);
+    for backend in backends() {
+        let kind = backend.kind();
+        let stream = backend.new_stream().unwrap();
+        let mut staging = pinned_from(&stream, &values);
+        let mut on_device = stream.alloc_zeros::<f32>(BIG).unwrap();
+        // `mem::forget` is safe: the borrows end, the copy may still run.
+        std::mem::forget(
+            stream
+                .copy_to_device_async(&staging, &mut on_device)
+                .unwrap(),
+        );
+        // Waits for the copy before it hands out the memory to overwrite.
+        staging.as_mut_slice().unwrap().fill(0.0);
+        let mut back = stream.alloc_pinned::<f32>(BIG).unwrap();
+        std::mem::forget(stream.copy_to_host_async(&on_device, &mut back).unwrap());
+        // Waits for the copy before it hands out what it wrote.
+        assert!(back.as_slice().unwrap() == values, "{kind:?}");
+        // Freed only after the copy it was leaked with (none left here).
+        std::mem::forget(stream.copy_to_device_async(&back, &mut on_device).unwrap());
+        drop(back);
+        assert!(
+            stream.to_host(&on_device.view()).unwrap() == values,
+            "{kind:?}"
+        );
+    }
+}
+
+#[test]
 fn a_copy_joined_to_another_stream_orders_its_kernel_and_copies() {
     let x = ramp(BIG, 1.0);
     let doubled: Vec<f32> = x.iter().map(|v| v + v).collect();
