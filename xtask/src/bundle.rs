@@ -117,6 +117,7 @@ const SANITIZED: &[&str] = &[
     "gpu-core__gpu",
     "gpu-core__backends",
     "gpu-core__interop",
+    "gpu-core__pinned",
     "apps__gpu_agreement",
     "apps__batch",
     "anneal__anneal",

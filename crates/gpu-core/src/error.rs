@@ -326,6 +326,36 @@ pub enum Error {
         /// `size_of::<T>()`.
         elem_size: usize,
     },
+    /// Page-locked host memory could not be allocated
+    /// (`Stream::alloc_pinned`); ordinary memory may still be there.
+    #[error(
+        "allocating {bytes} bytes of page-locked host memory failed ({source}); allocate less, or copy from ordinary memory with `Stream::copy_to_device`"
+    )]
+    PinnedAlloc {
+        /// Bytes requested.
+        bytes: usize,
+        /// The driver's error.
+        source: DriverError,
+    },
+    /// The driver refused to page-lock the caller's memory
+    /// (`Stream::register_host`): already registered (or allocated
+    /// page-locked), pages it cannot lock, read-only pages on a device
+    /// without read-only registration, or no registration support at all.
+    /// Nothing is registered; the memory can still be copied from with
+    /// `Stream::copy_to_device`.
+    #[error(
+        "registering {bytes} bytes of host memory as page-locked{} failed ({source}); copy from it with `Stream::copy_to_device` instead",
+        if *read_only { " (read-only)" } else { "" }
+    )]
+    HostRegister {
+        /// Bytes of the caller's slice.
+        bytes: usize,
+        /// Whether it was registered read-only (`CU_MEMHOSTREGISTER_READ_ONLY`,
+        /// where the device supports it).
+        read_only: bool,
+        /// The driver's error.
+        source: DriverError,
+    },
     /// Source and destination lengths differ; nothing was copied.
     #[error(
         "{op}: source has {src} elements but destination {dst}; nothing was copied, make the lengths equal"

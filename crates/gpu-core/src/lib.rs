@@ -5,6 +5,8 @@
 //!   whose arguments are typed by the kernel's C declaration;
 //! - the CPU backend offers the same buffer and launch API over host memory,
 //!   with kernel bodies written in Rust ([`Backend::kernel_with_cpu`]);
+//! - page-locked host memory ([`PinnedBuffer`], [`HostRegistration`]) and
+//!   asynchronous copies guarded by [`InFlight`];
 //! - [`Devices`] opens one backend per GPU, and [`Collective`] all-reduces
 //!   buffers across them through NCCL, loaded at run time.
 //!
@@ -33,7 +35,9 @@
 //! code promises the C parameter types) or, launched by name, promised by
 //! the caller of the `unsafe fn` [`Args::new`] and checked for count and
 //! size; host memory is read back only as [`GpuRepr`] types, valid for every
-//! bit pattern.
+//! bit pattern; page-locked host memory that asynchronous copies use is
+//! owned or borrowed by `ffi`'s own types, which wait for the last copy
+//! before the host reads, writes, frees or unregisters it.
 //!
 //! # From your own crate
 //! Depend on gpu-core, and on `cuda-build` as a build-dependency to compile
@@ -82,6 +86,47 @@
 //! let args = (Scale { a: 2.0, n: 3 }, y.view_mut());
 //! stream.launch(&kernel, LaunchConfig::for_elements(3, 256), args)?;
 //! assert_eq!(stream.to_host(&y.view())?, [2.0, 4.0, 6.0]);
+//! # Ok::<(), gpu_core::Error>(())
+//! ```
+//!
+//! # Page-locked memory and asynchronous copies
+//! [`Stream::alloc_pinned`] allocates a [`PinnedBuffer`] in page-locked host
+//! memory, and [`Stream::register_host`] page-locks memory you already have
+//! (a `Vec`, a memory-mapped file's pages) for as long as the
+//! [`HostRegistration`] borrows it. [`Stream::copy_to_device_async`] and
+//! [`Stream::copy_to_host_async`] enqueue a copy and return at once, with an
+//! [`InFlight`] guard that borrows both sides until it is waited for or
+//! joined to another stream (dropping it waits), so the host goes on while
+//! the device copies. On the CPU backend the buffer is a `Vec`, the
+//! registration does nothing, and the copy is done when the call returns.
+//! ```
+//! use gpu_core::Backend;
+//!
+//! // `Backend::auto(modules::ALL)` in a real crate: CUDA where it can run.
+//! let backend = Backend::cpu();
+//! let upload = backend.new_stream()?;
+//! let compute = backend.new_stream()?;
+//! let mut staging = upload.alloc_pinned::<f32>(4)?;
+//! staging.as_mut_slice()?.copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
+//! let mut on_device = upload.alloc_zeros::<f32>(4)?;
+//! // Both buffers stay borrowed until the copy is joined: later work on
+//! // `compute` runs after it, and `staging` waits for it before it is
+//! // written again.
+//! upload
+//!     .copy_to_device_async(&staging, &mut on_device)?
+//!     .join(&compute)?;
+//! let mut back = compute.alloc_pinned::<f32>(4)?;
+//! compute.copy_to_host_async(&on_device, &mut back)?.wait()?;
+//! assert_eq!(back.as_slice()?, [1.0, 2.0, 3.0, 4.0]);
+//!
+//! // Memory you already have (a `Vec`, a memory-mapped file), page-locked
+//! // for as long as the registration borrows it: a sub-range of it here.
+//! let data = vec![5.0f32, 6.0, 7.0, 8.0, 9.0];
+//! let registered = upload.register_host(&data)?;
+//! upload
+//!     .copy_to_device_async(registered.slice(1..)?, &mut on_device)?
+//!     .wait()?;
+//! assert_eq!(upload.to_host(&on_device.view())?, [6.0, 7.0, 8.0, 9.0]);
 //! # Ok::<(), gpu_core::Error>(())
 //! ```
 //!
@@ -134,6 +179,7 @@ mod launch;
 mod memory;
 mod module;
 mod multi;
+mod pinned;
 mod ranks;
 mod stream;
 #[cfg(feature = "testing")]
@@ -156,5 +202,6 @@ pub use launch::{
 };
 pub use memory::{DeviceBuffer, DeviceView, DeviceViewMut};
 pub use multi::{nccl_available, nccl_version, Collective, CollectiveElem, Devices, GpuCount};
+pub use pinned::{HostRegistration, InFlight, PinnedBuffer, PinnedView, PinnedViewMut};
 pub use ranks::{nccl_unique_id, AbortHandle, RankCollective, RankGroup, NCCL_ID_BYTES};
 pub use stream::{Event, Stream};

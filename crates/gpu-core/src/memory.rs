@@ -37,7 +37,7 @@ pub(crate) fn check_repr<T: GpuRepr>() -> Result<(), Error> {
     Ok(())
 }
 
-fn resolve(range: impl RangeBounds<usize>, len: usize) -> Result<Range<usize>, Error> {
+pub(crate) fn resolve(range: impl RangeBounds<usize>, len: usize) -> Result<Range<usize>, Error> {
     let start = match range.start_bound() {
         Bound::Included(&s) => s,
         Bound::Excluded(&s) => s.saturating_add(1),

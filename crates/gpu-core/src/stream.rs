@@ -38,7 +38,7 @@ fn oom_or(op: &'static str, bytes: usize) -> impl FnOnce(cudarc::driver::DriverE
     }
 }
 
-fn length_check(op: &'static str, src: usize, dst: usize) -> Result<(), Error> {
+pub(crate) fn length_check(op: &'static str, src: usize, dst: usize) -> Result<(), Error> {
     if src == dst {
         Ok(())
     } else {
@@ -46,10 +46,10 @@ fn length_check(op: &'static str, src: usize, dst: usize) -> Result<(), Error> {
     }
 }
 
-const HOST_ON_CUDA: Error = Error::BackendMismatch {
+pub(crate) const HOST_ON_CUDA: Error = Error::BackendMismatch {
     what: "host memory used on a cuda stream",
 };
-const CUDA_ON_HOST: Error = Error::BackendMismatch {
+pub(crate) const CUDA_ON_HOST: Error = Error::BackendMismatch {
     what: "device memory used on the cpu backend",
 };
 
@@ -435,6 +435,14 @@ impl Event {
         match &self.inner {
             EventInner::Cuda(e) => e.synchronize().map_err(driver("cuEventSynchronize")),
             EventInner::Host(_) => Ok(()),
+        }
+    }
+
+    /// Blocks until the work before the event is done, for a `Drop`: an
+    /// error is kept by the context and returned by its next call.
+    pub(crate) fn synchronize_in_drop(&self) {
+        if let EventInner::Cuda(e) = &self.inner {
+            e.context().record_err(e.synchronize());
         }
     }
 

@@ -1,7 +1,7 @@
 //! Shared by the integration tests: a tiny kernel as hand-written PTX (so that
 //! GPU tests launch real code even when built without a toolkit), its typed
-//! declaration and CPU body, and the backends to run on (the skip helper is
-//! `gpu_core::testing`).
+//! declaration and CPU body, the backends to run on (the skip helper is
+//! `gpu_core::testing`), and a read-only file mapping.
 #![allow(dead_code, non_camel_case_types)]
 
 use gpu_core::{Backend, FatbinImage, KernelDecl, LaunchConfig};
@@ -134,6 +134,14 @@ pub(crate) fn add_f32_cpu(config: &LaunchConfig, (a, b, c, n): (&[f32], &[f32], 
 /// test is skipped (a failure under `KILN_REQUIRE_GPU`).
 pub(crate) fn cuda_or_skip() -> Option<Backend> {
     gpu_core::testing::cuda_backend(&[&TEST_MODULE])
+}
+
+/// A file of the test's own mapped read-only (`PROT_READ`): pages the
+/// driver can page-lock only as read-only (`tests/pinned.rs`).
+pub(crate) fn map_read_only(file: &std::fs::File) -> memmap2::Mmap {
+    // SAFETY: the tests map files they wrote themselves, and nothing writes
+    // or truncates them while they are mapped.
+    unsafe { memmap2::Mmap::map(file) }.unwrap()
 }
 
 /// Every backend present on this machine: the CPU always, CUDA when it runs.
