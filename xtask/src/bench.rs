@@ -80,29 +80,12 @@ fn options(root: &Path, args: &BenchArgs) -> Result<Options> {
         apps: args.apps.clone(),
         torch,
         kmeans_anchors: args.kmeans_anchors.clone(),
-        kinds: kinds(args.kinds.as_deref(), args.quick)?,
+        kinds: points::chosen(args.kinds.as_deref(), args.quick)
+            .map_err(|why| usage_error!("`--kinds`: {why}"))?,
         out,
         quick: args.quick,
         plot_only: args.plot_only,
     })
-}
-
-/// `--kinds` read, each kind once; its default without it.
-fn kinds(names: Option<&[String]>, quick: bool) -> Result<Vec<Kind>> {
-    let Some(names) = names else {
-        return Ok(Kind::defaults(quick));
-    };
-    let mut kinds = Vec::new();
-    for name in names {
-        let kind: Kind = name
-            .trim()
-            .parse()
-            .map_err(|why| usage_error!("`--kinds`: {why}"))?;
-        if !kinds.contains(&kind) {
-            kinds.push(kind);
-        }
-    }
-    Ok(kinds)
 }
 
 /// Runs the command.
@@ -390,7 +373,7 @@ mod tests {
     use super::*;
 
     use crate::cli::{Cli, Command as Sub};
-    use clap::Parser as _;
+    use clap::{CommandFactory as _, Parser as _};
 
     const NO_WORKSPACE: &str = "/nonexistent-workspace";
 
@@ -444,21 +427,16 @@ mod tests {
     }
 
     #[test]
-    fn kinds_default_by_quick_and_are_read_in_order_once() {
+    fn kinds_are_read_and_a_bad_one_is_a_usage_error() {
         let kinds = |v: &[&str]| {
             let mut argv = vec!["--kmeans-anchors", "k.py"];
             argv.extend(v);
             options(Path::new(NO_WORKSPACE), &bench_args(&argv)).map(|o| o.kinds)
         };
-        assert_eq!(kinds(&[]).unwrap(), points::ALL);
         assert_eq!(kinds(&["--quick"]).unwrap(), [Kind::Normal, Kind::Offset]);
         assert_eq!(
-            kinds(&["--kinds", "clustered,scaled-down", "--kinds=clustered"]).unwrap(),
+            kinds(&["--kinds", "clustered,scaled-down"]).unwrap(),
             [Kind::Clustered, Kind::ScaledDown]
-        );
-        assert_eq!(
-            kinds(&["--quick", "--kinds", "anisotropic"]).unwrap(),
-            [Kind::Anisotropic]
         );
         // A bad kind: one line naming the valid ones, and exit 2.
         let err = kinds(&["--kinds", "normal,gaussian"]).unwrap_err();
@@ -467,6 +445,17 @@ mod tests {
             "`--kinds`: unknown kind `gaussian`; the kinds are normal, offset, scaled-up, scaled-down, clustered, anisotropic"
         );
         assert!(err.downcast_ref::<crate::cli::UsageError>().is_some());
+        // cli.rs names the kinds in `--help` by hand (it cannot import
+        // bench's type without an import circle): every one, no other.
+        let help = crate::cli::Cli::command()
+            .find_subcommand("bench")
+            .and_then(|b| b.get_arguments().find(|a| a.get_id() == "kinds"))
+            .and_then(|a| a.get_help())
+            .map(ToString::to_string)
+            .unwrap();
+        let listed = help.split_once(": ").unwrap().1.split_once(" (").unwrap().0;
+        let names: Vec<&str> = points::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(listed, names.join(", "), "{help}");
     }
 
     #[test]

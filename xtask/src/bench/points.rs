@@ -95,6 +95,22 @@ impl Kind {
     }
 }
 
+/// `--kinds`' names read, each kind once, in the order given; without
+/// them, [`Kind::defaults`].
+pub(crate) fn chosen(names: Option<&[String]>, quick: bool) -> Result<Vec<Kind>, String> {
+    let Some(names) = names else {
+        return Ok(Kind::defaults(quick));
+    };
+    let mut kinds = Vec::new();
+    for name in names {
+        let kind: Kind = name.trim().parse()?;
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    Ok(kinds)
+}
+
 impl FromStr for Kind {
     type Err = String;
 

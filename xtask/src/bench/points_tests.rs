@@ -67,6 +67,22 @@ fn kinds_parse_by_name_and_a_bad_one_names_them_all() {
 }
 
 #[test]
+fn chosen_kinds_keep_their_order_once_and_default_by_quick() {
+    let names = |v: &[&str]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+    assert_eq!(chosen(None, false).unwrap(), ALL);
+    assert_eq!(chosen(None, true).unwrap(), [Kind::Normal, Kind::Offset]);
+    let given = names(&["clustered", " scaled-down", "clustered"]);
+    for quick in [false, true] {
+        assert_eq!(
+            chosen(Some(&given), quick).unwrap(),
+            [Kind::Clustered, Kind::ScaledDown]
+        );
+    }
+    let err = chosen(Some(&names(&["normal", "gaussian"])), false).unwrap_err();
+    assert!(err.starts_with("unknown kind `gaussian`"), "{err}");
+}
+
+#[test]
 fn every_kind_is_deterministic_and_differs_from_the_others() {
     for kind in ALL {
         assert_eq!(sample(kind, 50, 7), sample(kind, 50, 7), "{kind:?}");
