@@ -64,6 +64,22 @@ fn kinds_parse_by_name_and_a_bad_one_names_them_all() {
     );
     assert_eq!(Kind::defaults(true), [Kind::Normal, Kind::Offset]);
     assert_eq!(Kind::defaults(false), ALL);
+    // The table's descriptions say the constants the points are made with.
+    let says = |kind: Kind, what: &[String]| {
+        let text = kind.description();
+        assert!(what.iter().all(|w| text.contains(w.as_str())), "{text}");
+    };
+    says(Kind::Offset, &[format!("N({OFFSET_MEAN}, 1)")]);
+    says(Kind::ScaledUp, &[format!("{SCALE_UP:e}")]);
+    says(Kind::ScaledDown, &[format!("{SCALE_DOWN:e}")]);
+    says(
+        Kind::Clustered,
+        &[format!("{CENTRES} "), format!("{CLUSTER_NOISE}/sqrt(d)")],
+    );
+    says(
+        Kind::Anisotropic,
+        &[format!("{DOMINANT} "), format!("scale {DOMINANT_SCALE} ")],
+    );
 }
 
 #[test]
