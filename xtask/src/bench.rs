@@ -14,6 +14,7 @@ mod kmeans;
 mod kmeans_run;
 mod labels;
 mod plot;
+mod points;
 mod report;
 mod torch;
 
@@ -25,6 +26,7 @@ use anyhow::{bail, Context, Result};
 use crate::cli::{usage_error, BenchArgs};
 use crate::output::{self, write_atomic};
 use kiln_bench_schema::Report as AppsReport;
+use points::Kind;
 use report::BenchFile;
 use torch::TorchFigures;
 
@@ -50,13 +52,16 @@ struct Options {
     apps: Option<PathBuf>,
     torch: Torch,
     kmeans_anchors: Option<PathBuf>,
+    /// The points' kinds for `--kmeans-anchors`, each once, in the order given.
+    kinds: Vec<Kind>,
     out: PathBuf,
     quick: bool,
     plot_only: bool,
 }
 
-/// The options of one run; clap has already refused conflicting flags.
-fn options(root: &Path, args: &BenchArgs) -> Options {
+/// The options of one run; clap has already refused conflicting flags, and
+/// an unknown kind is refused here.
+fn options(root: &Path, args: &BenchArgs) -> Result<Options> {
     let torch = match (&args.torch_json, &args.torch_script) {
         (Some(json), _) => Torch::Json(json.clone()),
         (None, Some(script)) => Torch::Script(script.clone()),
@@ -71,19 +76,21 @@ fn options(root: &Path, args: &BenchArgs) -> Options {
             PathBuf::from("bench")
         }
     });
-    Options {
+    Ok(Options {
         apps: args.apps.clone(),
         torch,
         kmeans_anchors: args.kmeans_anchors.clone(),
+        kinds: points::chosen(args.kinds.as_deref(), args.quick)
+            .map_err(|why| usage_error!("`--kinds`: {why}"))?,
         out,
         quick: args.quick,
         plot_only: args.plot_only,
-    }
+    })
 }
 
 /// Runs the command.
 pub(crate) fn run(root: &Path, args: &BenchArgs, argv: &[String]) -> Result<()> {
-    let opts = options(root, args);
+    let opts = options(root, args)?;
     if opts.plot_only {
         return plot_only(&opts.out);
     }
@@ -150,14 +157,14 @@ pub(crate) fn run(root: &Path, args: &BenchArgs, argv: &[String]) -> Result<()> 
 
     // After apps bench, so a failing anchor costs none of kiln's figures.
     let kmeans = match &opts.kmeans_anchors {
-        None => None,
+        None => Vec::new(),
         Some(script) => {
-            let plan = kmeans_run::Plan::new(&apps, script, opts.quick);
+            let plan = kmeans_run::Plan::new(&apps, script, opts.quick, opts.kinds.clone());
             match kmeans_run::run(&plan) {
-                Ok(table) => Some(table),
+                Ok(tables) => tables,
                 Err(e) => {
                     println!("bench: k-means anchors not compared: {e:#}");
-                    None
+                    Vec::new()
                 }
             }
         }
@@ -207,17 +214,15 @@ fn write_outputs(bench: &BenchFile, out: &Path) -> Result<Vec<PathBuf>> {
     write_atomic(&svg_path, svg.as_bytes())?;
     let mut written = vec![json_path, svg_path];
     let md_path = out.join(KMEANS_MD);
-    match &bench.kmeans {
-        Some(table) => {
-            let md = kmeans::render_markdown(table);
-            print!("{md}");
-            write_atomic(&md_path, md.as_bytes())?;
-            written.push(md_path);
-        }
+    if !bench.kmeans.is_empty() {
+        let md = kmeans::render_markdown(&bench.kmeans);
+        print!("{md}");
+        write_atomic(&md_path, md.as_bytes())?;
+        written.push(md_path);
+    } else if md_path.exists() {
         // An older kmeans.md would read as this run's.
-        None if md_path.exists() => std::fs::remove_file(&md_path)
-            .with_context(|| format!("cannot remove the stale {}", md_path.display()))?,
-        None => {}
+        std::fs::remove_file(&md_path)
+            .with_context(|| format!("cannot remove the stale {}", md_path.display()))?;
     }
     Ok(written)
 }
@@ -368,7 +373,7 @@ mod tests {
     use super::*;
 
     use crate::cli::{Cli, Command as Sub};
-    use clap::Parser as _;
+    use clap::{CommandFactory as _, Parser as _};
 
     const NO_WORKSPACE: &str = "/nonexistent-workspace";
 
@@ -403,7 +408,7 @@ mod tests {
             "--kmeans-anchors",
             "a/kmeans_anchors.py",
         ]);
-        let o = options(Path::new(NO_WORKSPACE), &args);
+        let o = options(Path::new(NO_WORKSPACE), &args).unwrap();
         assert_eq!(o.apps.as_deref(), Some(Path::new("bin/apps")));
         assert_eq!(o.torch, Torch::Script("t.py".into()));
         assert_eq!(
@@ -411,12 +416,46 @@ mod tests {
             Some(Path::new("a/kmeans_anchors.py"))
         );
         assert_eq!(
-            options(Path::new(NO_WORKSPACE), &bench_args(&[])).kmeans_anchors,
+            options(Path::new(NO_WORKSPACE), &bench_args(&[]))
+                .unwrap()
+                .kmeans_anchors,
             None
         );
         assert!(o.quick && !o.plot_only);
         // Outside a workspace the default folder is in the current directory.
         assert_eq!(o.out, Path::new("bench"));
+    }
+
+    #[test]
+    fn kinds_are_read_and_a_bad_one_is_a_usage_error() {
+        let kinds = |v: &[&str]| {
+            let mut argv = vec!["--kmeans-anchors", "k.py"];
+            argv.extend(v);
+            options(Path::new(NO_WORKSPACE), &bench_args(&argv)).map(|o| o.kinds)
+        };
+        assert_eq!(kinds(&["--quick"]).unwrap(), [Kind::Normal, Kind::Offset]);
+        assert_eq!(
+            kinds(&["--kinds", "clustered,scaled-down"]).unwrap(),
+            [Kind::Clustered, Kind::ScaledDown]
+        );
+        // A bad kind: one line naming the valid ones, and exit 2.
+        let err = kinds(&["--kinds", "normal,gaussian"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`--kinds`: unknown kind `gaussian`; the kinds are normal, offset, scaled-up, scaled-down, clustered, anisotropic"
+        );
+        assert!(err.downcast_ref::<crate::cli::UsageError>().is_some());
+        // cli.rs names the kinds in `--help` by hand (it cannot import
+        // bench's type without an import circle): every one, no other.
+        let help = crate::cli::Cli::command()
+            .find_subcommand("bench")
+            .and_then(|b| b.get_arguments().find(|a| a.get_id() == "kinds"))
+            .and_then(|a| a.get_help())
+            .map(ToString::to_string)
+            .unwrap();
+        let listed = help.split_once(": ").unwrap().1.split_once(" (").unwrap().0;
+        let names: Vec<&str> = points::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(listed, names.join(", "), "{help}");
     }
 
     #[test]
@@ -553,21 +592,23 @@ mod tests {
         let dir = tmp.path();
         let mut bench = report::fixture();
         let shape = kmeans::Shape::new(10_000, 128, 256, 10);
-        bench.kmeans = Some(kmeans::table(
+        bench.kmeans = vec![kmeans::table(
+            Kind::Offset,
             &[shape],
             &[kmeans::Kiln::Runs(vec![2.0])],
             Err("no script"),
-        ));
+        )];
         let written = write_outputs(&bench, dir).unwrap();
         assert!(written.contains(&dir.join(KMEANS_MD)));
         let md = std::fs::read_to_string(dir.join(KMEANS_MD)).unwrap();
         assert!(md.contains("| 10000x128x256_it10 | 2.00 |"), "{md}");
+        assert!(md.contains("## offset: "), "{md}");
         let back = std::fs::read_to_string(dir.join(BENCH_JSON)).unwrap();
         assert_eq!(report::parse_bench(&back).unwrap(), bench);
         std::fs::remove_file(dir.join(KMEANS_MD)).unwrap();
         plot_only(dir).unwrap();
         assert_eq!(std::fs::read_to_string(dir.join(KMEANS_MD)).unwrap(), md);
-        bench.kmeans = None;
+        bench.kmeans = Vec::new();
         write_outputs(&bench, dir).unwrap();
         assert!(!dir.join(KMEANS_MD).exists());
     }

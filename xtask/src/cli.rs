@@ -144,6 +144,16 @@ pub(crate) struct BenchArgs {
     /// on the same points; writes kmeans.md.
     #[arg(long, value_name = "FILE", conflicts_with = "plot_only")]
     pub(crate) kmeans_anchors: Option<PathBuf>,
+    /// The points' kinds for --kmeans-anchors, comma-separated: normal,
+    /// offset, scaled-up, scaled-down, clustered, anisotropic (default: all;
+    /// with --quick, normal,offset).
+    #[arg(
+        long,
+        value_name = "KIND,...",
+        value_delimiter = ',',
+        requires = "kmeans_anchors"
+    )]
+    pub(crate) kinds: Option<Vec<String>>,
     /// Output folder (default: target/bench in the workspace, else ./bench).
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
@@ -248,6 +258,7 @@ mod tests {
             &["bench", "--plot-only", "--apps", "x"],
             &["bench", "--plot-only", "--kmeans-anchors", "k.py"],
             &["bench", "--kmeans-anchors"],
+            &["bench", "--kinds", "normal"],
             &["bench", "--bogus"],
             &["ptx-audit", "--json"],
             &["ptx-audit", "--jsn", "x"],
@@ -297,6 +308,8 @@ mod tests {
             "--apps",
             "--torch-json",
             "--torch-script",
+            "--kmeans-anchors",
+            "--kinds",
             "--out",
             "--quick",
             "--plot-only",

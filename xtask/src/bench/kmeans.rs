@@ -1,7 +1,7 @@
 //! kiln's anneal beside the five k-means anchors of `kmeans_anchors.py`
 //! (issue 28's Benchmarks): the shapes, the anchor script's JSON read
-//! strictly, and the table (times, kiln over the best anchor, the fraction
-//! of the dense FP16 peak). Pure: no files, no processes.
+//! strictly, and one table per data kind (times, kiln over the best anchor,
+//! the fraction of the dense FP16 peak). Pure: no files, no processes.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::labels::times_label;
+use super::points::Kind;
 
 /// Dense FP16 tensor peak of an H100 or H200 SXM (the same on both), TFLOP/s.
 pub(crate) const FP16_PEAK_TFLOPS: f64 = 989.0;
@@ -63,8 +64,10 @@ impl Shape {
     }
 }
 
-/// Issue 28's shapes, 10 iterations each, and the small one for 30.
-pub(crate) const SHAPES: [Shape; 9] = [
+/// Issue 28's shapes, 10 iterations each, and the small one for 30; then
+/// issue 39's: narrow points by the million, a `d` that is no multiple of
+/// 16, `k` above 10K.
+pub(crate) const SHAPES: [Shape; 12] = [
     Shape::new(10_000, 128, 256, 10),
     Shape::new(10_000, 128, 256, 30),
     Shape::new(1_000_000, 128, 2048, 10),
@@ -74,12 +77,16 @@ pub(crate) const SHAPES: [Shape; 9] = [
     Shape::new(1_000_000, 768, 4096, 10),
     Shape::new(100_000, 4096, 1024, 10),
     Shape::new(50_000, 2048, 256, 10),
+    Shape::new(2_000_000, 64, 2048, 10),
+    Shape::new(100_000, 200, 1024, 10),
+    Shape::new(200_000, 128, 16384, 10),
 ];
 
-/// `--quick`: the small shapes only (seconds, not minutes).
+/// `--quick`: the small shapes only (seconds, not minutes), with the `d`
+/// that is no multiple of 16.
 pub(crate) fn shapes(quick: bool) -> Vec<Shape> {
     if quick {
-        SHAPES[..2].iter().chain(&SHAPES[3..4]).copied().collect()
+        [0, 1, 3, 10].iter().map(|i| SHAPES[*i]).collect()
     } else {
         SHAPES.to_vec()
     }
@@ -201,12 +208,22 @@ pub(crate) struct KmeansRow {
     /// `2·n·d·k·iters` over the run's time, as a fraction of 989 TFLOP/s.
     pub(crate) kiln_fp16_peak: Option<f64>,
     pub(crate) flash_f16_fp16_peak: Option<f64>,
+    /// The share of the points the tensor-core kernel left to the list
+    /// kernel. Absent: `apps anneal` prints it only with
+    /// `KILN_ANNEAL_TC_STATS=1`, which waits on every assignment, so a timed
+    /// run has none.
+    #[serde(default)]
+    pub(crate) kiln_list_share: Option<f64>,
 }
 
-/// The comparison as `bench.json` keeps it.
+/// The comparison on one kind of points, as `bench.json` keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct KmeansTable {
+    /// The points' distribution (absent in a bench.json from before kinds:
+    /// those were normal).
+    #[serde(default)]
+    pub(crate) kind: Kind,
     /// The anchors' device and PyTorch, as the script printed them.
     pub(crate) anchor_device: Option<String>,
     pub(crate) anchor_torch: Option<String>,
@@ -234,8 +251,10 @@ fn peak(shape: &Shape, ms: Option<f64>) -> Option<f64> {
     Some(shape.flops() / (ms * 1e-3) / (FP16_PEAK_TFLOPS * 1e12))
 }
 
-/// The rows from kiln's runs and the anchors' output (`Err`: why none).
+/// The rows from kiln's runs and the anchors' output (`Err`: why none) on
+/// `kind`'s points.
 pub(crate) fn table(
+    kind: Kind,
     shapes: &[Shape],
     kiln: &[Kiln],
     anchors: std::result::Result<&AnchorOutput, &str>,
@@ -285,6 +304,7 @@ pub(crate) fn table(
                 },
                 kiln_fp16_peak: peak(shape, kiln_ms),
                 flash_f16_fp16_peak: peak(shape, flash_f16),
+                kiln_list_share: None,
                 anchors: cells,
             }
         })
@@ -294,6 +314,7 @@ pub(crate) fn table(
         Err(why) => (None, None, Some(why.to_string())),
     };
     KmeansTable {
+        kind,
         anchor_device,
         anchor_torch,
         anchors_skipped,
@@ -313,23 +334,66 @@ fn percent(f: Option<f64>) -> String {
     f.map_or("-".into(), |f| format!("{:.1}%", f * 100.0))
 }
 
-/// The table as markdown (`kmeans.md`), notes under it.
-pub(crate) fn render_markdown(t: &KmeansTable) -> String {
+/// Every kind's table as markdown (`kmeans.md`): with more than one kind,
+/// kiln over the best anchor by shape and kind first, then a section per
+/// kind, its notes under it.
+pub(crate) fn render_markdown(tables: &[KmeansTable]) -> String {
     let mut out = String::from("# kiln's anneal against the k-means anchors\n\n");
-    if let Some(device) = &t.anchor_device {
-        let torch = t.anchor_torch.as_deref().unwrap_or("?");
-        let _ = writeln!(out, "Anchors on {device} (PyTorch {torch}).");
-    }
     let _ = writeln!(
         out,
-        "Times in ms for the whole run after setup, the same points (`x_N_D.npy`, standard normal f32) for kiln and the anchors. \
+        "Times in ms for the whole run after setup, the same points (`KIND/x_N_D.npy`, f32) for kiln and the anchors. \
          `kiln / best`: the best anchor's time over kiln's (above 1x, kiln is faster). \
          `% peak`: 2·n·d·k per iteration over the run's time, of the dense FP16 peak ({FP16_PEAK_TFLOPS} TFLOP/s). \
-         cdist TF32 is the weak anchor.\n"
+         cdist TF32 is the weak anchor. \
+         `list share`: the points the tensor-core kernel left to the list kernel \
+         (`-`: `apps anneal` prints it only under `KILN_ANNEAL_TC_STATS=1`, not in a timed run).\n"
     );
+    if tables.len() > 1 {
+        render_summary(&mut out, tables);
+    }
+    for t in tables {
+        render_kind(&mut out, t);
+    }
+    out.truncate(out.trim_end().len());
+    out.push('\n');
+    out
+}
+
+/// kiln over the best anchor, a row per shape and a column per kind.
+fn render_summary(out: &mut String, tables: &[KmeansTable]) {
+    let _ = writeln!(out, "## kiln / best anchor, by kind\n");
+    let mut head = vec!["shape n x d x k, iterations"];
+    head.extend(tables.iter().map(|t| t.kind.name()));
+    let _ = writeln!(out, "| {} |", head.join(" | "));
+    let _ = writeln!(out, "|{}", " --- |".repeat(head.len()));
+    for (i, r) in tables[0].rows.iter().enumerate() {
+        let mut cells = vec![r.shape.clone()];
+        cells.extend(tables.iter().map(|t| {
+            t.rows
+                .get(i)
+                .and_then(|r| r.kiln_speed_over_best)
+                .map_or("-".into(), times_label)
+        }));
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    out.push('\n');
+}
+
+/// One kind's section: its table, then its notes.
+fn render_kind(out: &mut String, t: &KmeansTable) {
+    let _ = writeln!(out, "## {}: {}\n", t.kind.name(), t.kind.description());
+    if let Some(device) = &t.anchor_device {
+        let torch = t.anchor_torch.as_deref().unwrap_or("?");
+        let _ = writeln!(out, "Anchors on {device} (PyTorch {torch}).\n");
+    }
     let mut head = vec!["shape n x d x k, iterations", "kiln"];
     head.extend(MODE_HEADS);
-    head.extend(["kiln / best", "kiln % peak", "Flash f16 % peak"]);
+    head.extend([
+        "kiln / best",
+        "kiln % peak",
+        "Flash f16 % peak",
+        "list share",
+    ]);
     let _ = writeln!(out, "| {} |", head.join(" | "));
     let _ = writeln!(out, "|{}", " --- |".repeat(head.len()));
     let mut notes = Vec::new();
@@ -353,6 +417,7 @@ pub(crate) fn render_markdown(t: &KmeansTable) -> String {
         });
         cells.push(percent(r.kiln_fp16_peak));
         cells.push(percent(r.flash_f16_fp16_peak));
+        cells.push(percent(r.kiln_list_share));
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }
     if let Some(why) = &t.anchors_skipped {
@@ -360,11 +425,31 @@ pub(crate) fn render_markdown(t: &KmeansTable) -> String {
     }
     if !notes.is_empty() {
         out.push('\n');
-        for n in notes {
-            let _ = writeln!(out, "- {n}");
-        }
     }
-    out
+    for n in notes {
+        let _ = writeln!(out, "- {n}");
+    }
+    out.push('\n');
+}
+
+/// `bench.json`'s `kmeans`: a list of kinds' tables, or the one table (of
+/// normal points) a bench.json from before kinds holds.
+pub(crate) fn one_or_many<'de, D>(
+    deserializer: D,
+) -> std::result::Result<Vec<KmeansTable>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::de::Error as _;
+    // Through a value, so that a bad table's error names its field (an
+    // untagged enum says only that no variant matched).
+    let value = serde_json::Value::deserialize(deserializer)?;
+    match value {
+        serde_json::Value::Null => Ok(Vec::new()),
+        serde_json::Value::Array(_) => serde_json::from_value(value),
+        _ => serde_json::from_value(value).map(|t| vec![t]),
+    }
+    .map_err(D::Error::custom)
 }
 
 #[cfg(test)]

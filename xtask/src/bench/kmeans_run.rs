@@ -1,21 +1,21 @@
-//! `--kmeans-anchors`: writes the shapes' points once as `x_N_D.npy`, runs
-//! kiln's anneal on each a few times and `kmeans_anchors.py` once over all
-//! of them on the same files, and returns the table. Every failure of one
-//! part (kiln on a shape, the script, flash-kmeans) is a line in the table,
-//! never the end of the bench; only the points not being written is.
+//! `--kmeans-anchors`: for each data kind, writes the shapes' points once as
+//! `KIND/x_N_D.npy`, runs kiln's anneal on each a few times and
+//! `kmeans_anchors.py` once over all of them on the same files, and returns
+//! one table per kind. Every failure of one part (a kind's points, kiln on a
+//! shape, the script, flash-kmeans) is a line in the table, never the end of
+//! the bench; only the points' folder not being made is.
 
 use std::ffi::OsString;
-use std::io::{BufWriter, Read as _};
-use std::path::{Path, PathBuf};
+use std::io::Read as _;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use rand_distr::{Distribution as _, StandardNormal};
-use rand_xorshift::XorShiftRng;
 use wait_timeout::ChildExt as _;
 
 use super::kmeans::{self, Kiln, KmeansTable, Shape};
+use super::points::{self, points_path, Kind};
 
 /// How one comparison runs; tests swap the interpreter and shorten limits.
 pub(crate) struct Plan<'a> {
@@ -24,6 +24,9 @@ pub(crate) struct Plan<'a> {
     /// `python3` (a test's fake interpreter runs the script its own way).
     pub(crate) python: OsString,
     pub(crate) shapes: Vec<Shape>,
+    /// Each kind is written, measured and removed before the next, so the
+    /// disk holds one kind's points at a time.
+    pub(crate) kinds: Vec<Kind>,
     /// kiln runs per shape (their median is the figure).
     pub(crate) reps: usize,
     /// One `apps anneal` run; past it the run is killed and noted.
@@ -33,12 +36,13 @@ pub(crate) struct Plan<'a> {
 }
 
 impl<'a> Plan<'a> {
-    pub(crate) fn new(apps: &'a Path, script: &'a Path, quick: bool) -> Self {
+    pub(crate) fn new(apps: &'a Path, script: &'a Path, quick: bool, kinds: Vec<Kind>) -> Self {
         Self {
             apps,
             script,
             python: "python3".into(),
             shapes: kmeans::shapes(quick),
+            kinds,
             reps: if quick { 1 } else { 3 },
             kiln_limit: Duration::from_secs(600),
             script_limit: Duration::from_secs(3600),
@@ -46,62 +50,53 @@ impl<'a> Plan<'a> {
     }
 }
 
-/// Runs the comparison; `Err` only when the points cannot be written.
-pub(crate) fn run(plan: &Plan<'_>) -> Result<KmeansTable> {
+/// Runs the comparison, one table per kind; `Err` only when the points'
+/// folder cannot be made.
+pub(crate) fn run(plan: &Plan<'_>) -> Result<Vec<KmeansTable>> {
     let dir = tempfile::Builder::new()
         .prefix("kiln-bench-points")
         .tempdir()
         .context("cannot make a folder for the benchmark points")?;
-    write_points(dir.path(), &plan.shapes)?;
+    Ok(plan
+        .kinds
+        .iter()
+        .map(|kind| run_kind(plan, dir.path(), *kind))
+        .collect())
+}
+
+/// One kind: its points written, kiln and the script run on them, the
+/// points removed.
+fn run_kind(plan: &Plan<'_>, dir: &Path, kind: Kind) -> KmeansTable {
+    println!("bench: k-means on {} points", kind.name());
+    let sizes: Vec<(u64, u64)> = plan.shapes.iter().map(|s| (s.n, s.d)).collect();
+    let kind_dir = match points::write_points(dir, kind, &sizes) {
+        Ok(kind_dir) => kind_dir,
+        Err(e) => {
+            let why = format!("{} points not written: {e:#}", kind.name());
+            println!("bench: {why}");
+            let kiln = vec![Kiln::Failed(why.clone()); plan.shapes.len()];
+            let _ = std::fs::remove_dir_all(dir.join(kind.name()));
+            return kmeans::table(kind, &plan.shapes, &kiln, Err(&why));
+        }
+    };
     let kiln: Vec<Kiln> = plan
         .shapes
         .iter()
-        .map(|s| run_kiln(plan, dir.path(), s))
+        .map(|s| run_kiln(plan, &kind_dir, s))
         .collect();
-    let anchors = run_script(plan, dir.path());
+    let anchors = run_script(plan, &kind_dir);
     if let Err(why) = &anchors {
-        println!("bench: k-means anchors: {why}");
+        println!("bench: k-means anchors on {}: {why}", kind.name());
     }
-    Ok(kmeans::table(
+    if let Err(e) = std::fs::remove_dir_all(&kind_dir) {
+        println!("bench: cannot remove {}: {e}", kind_dir.display());
+    }
+    kmeans::table(
+        kind,
         &plan.shapes,
         &kiln,
         anchors.as_ref().map_err(String::as_str),
-    ))
-}
-
-/// `DIR/x_N_D.npy`: `n × d` standard normal f32, seeded by the shape, each
-/// `(n, d)` once, streamed to disk.
-pub(crate) fn write_points(dir: &Path, shapes: &[Shape]) -> Result<()> {
-    use npyz::WriterBuilder as _;
-    use rand_core::SeedableRng as _;
-    let mut done = Vec::new();
-    for s in shapes {
-        if done.contains(&(s.n, s.d)) {
-            continue;
-        }
-        done.push((s.n, s.d));
-        let path = points_path(dir, s);
-        println!("bench: writing {} ({} x {} f32)", path.display(), s.n, s.d);
-        let file = std::fs::File::create(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        let mut writer = npyz::WriteOptions::<f32>::new()
-            .default_dtype()
-            .shape(&[s.n, s.d])
-            .writer(BufWriter::new(file))
-            .begin_nd()
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        let mut rng = XorShiftRng::seed_from_u64(s.n ^ (s.d << 40) ^ 0x6b69_6c6e);
-        let values = (0..s.n * s.d).map(|_| -> f32 { StandardNormal.sample(&mut rng) });
-        writer
-            .extend(values)
-            .and_then(|()| writer.finish())
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(())
-}
-
-fn points_path(dir: &Path, s: &Shape) -> PathBuf {
-    dir.join(format!("x_{}_{}.npy", s.n, s.d))
+    )
 }
 
 /// A command's stdout and exit, killed past `limit`; stderr streams through.
@@ -137,7 +132,7 @@ fn run_kiln(plan: &Plan<'_>, dir: &Path, s: &Shape) -> Kiln {
         let mut cmd = Command::new(plan.apps);
         cmd.arg("anneal")
             .arg("--npy")
-            .arg(points_path(dir, s))
+            .arg(points_path(dir, s.n, s.d))
             .args(["--m", &s.k.to_string(), "--iters", &s.iters.to_string()])
             .args(["--tol", "0", "--backend", "cuda"]);
         let outcome = output_within(&mut cmd, plan.kiln_limit).and_then(|(text, status)| {

@@ -1,10 +1,12 @@
 //! The comparison with `apps` and the anchor script played by shell
 //! scripts (`sh` as the interpreter), on tiny shapes: the arguments they
-//! get, the same points for both, and every way they can fail.
+//! get, the same points for both on every kind, and every way they can
+//! fail.
 
 use super::*;
 
 use std::os::unix::fs::PermissionsExt as _;
+use std::path::PathBuf;
 
 const TINY: Shape = Shape::new(4, 3, 2, 10);
 
@@ -39,11 +41,17 @@ echo "}"
 "#;
 
 fn plan<'a>(apps: &'a Path, script: &'a Path) -> Plan<'a> {
-    let mut plan = Plan::new(apps, script, true);
+    let mut plan = Plan::new(apps, script, true, vec![Kind::Normal]);
     plan.python = "sh".into();
     plan.shapes = vec![TINY];
     plan.reps = 3;
     plan
+}
+
+/// The one table of a plan of one kind.
+fn one(mut tables: Vec<KmeansTable>) -> KmeansTable {
+    assert_eq!(tables.len(), 1);
+    tables.pop().unwrap()
 }
 
 const RUN_LINE: &str = "echo 'whole run 9.0 ms (setup 1.0 ms, iterations 7.5 ms)'";
@@ -64,42 +72,13 @@ fn run_times_are_read_from_the_whole_run_line() {
 }
 
 #[test]
-fn points_are_seeded_standard_normal_and_written_once_per_n_d() {
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let shapes = [TINY, Shape::new(4, 3, 5, 30), Shape::new(2000, 8, 2, 10)];
-    write_points(a.path(), &shapes).unwrap();
-    write_points(b.path(), &shapes).unwrap();
-    assert_eq!(std::fs::read_dir(a.path()).unwrap().count(), 2);
-    let read = |dir: &Path| {
-        let npy =
-            npyz::NpyFile::new(std::fs::File::open(dir.join("x_2000_8.npy")).unwrap()).unwrap();
-        assert_eq!(npy.shape(), [2000, 8]);
-        npy.into_vec::<f32>().unwrap()
-    };
-    let v = read(a.path());
-    assert_eq!(v, read(b.path()), "the same seed gives the same points");
-    let mean = v.iter().map(|x| f64::from(*x)).sum::<f64>() / v.len() as f64;
-    let var = v
-        .iter()
-        .map(|x| (f64::from(*x) - mean).powi(2))
-        .sum::<f64>()
-        / v.len() as f64;
-    assert!(
-        mean.abs() < 0.05 && (var - 1.0).abs() < 0.05,
-        "{mean} {var}"
-    );
-    // An unwritable folder is an error, not a panic.
-    assert!(write_points(Path::new("/nonexistent-dir"), &shapes).is_err());
-}
-
-#[test]
 fn a_run_compares_kiln_with_the_script_on_the_same_points() {
     let tmp = tempfile::tempdir().unwrap();
     let apps = fake_apps(tmp.path(), RUN_LINE);
     let script = tmp.path().join("kmeans_anchors.py");
     std::fs::write(&script, GOOD_SCRIPT).unwrap();
     std::fs::create_dir(tmp.path().join("flash-kmeans")).unwrap();
-    let t = run(&plan(&apps, &script)).unwrap();
+    let t = one(run(&plan(&apps, &script)).unwrap());
     assert_eq!(t.anchors_skipped, None);
     assert_eq!(t.anchor_device.as_deref(), Some("fake"));
     let r = &t.rows[0];
@@ -117,7 +96,7 @@ fn without_flash_kmeans_its_modes_say_not_run() {
     let apps = fake_apps(tmp.path(), RUN_LINE);
     let script = tmp.path().join("kmeans_anchors.py");
     std::fs::write(&script, GOOD_SCRIPT).unwrap();
-    let t = run(&plan(&apps, &script)).unwrap();
+    let t = one(run(&plan(&apps, &script)).unwrap());
     let r = &t.rows[0];
     assert_eq!(r.anchors[0].ms, Some(8.0));
     for c in &r.anchors[3..] {
@@ -142,7 +121,7 @@ fn a_hostile_script_is_one_line_and_kiln_stays() {
         std::fs::write(&script, body).unwrap();
         let mut plan = plan(&apps, &script);
         plan.script_limit = Duration::from_millis(300);
-        let t = run(&plan).unwrap();
+        let t = one(run(&plan).unwrap());
         let why = t.anchors_skipped.unwrap_or_default();
         assert!(why.contains(want), "{body}: {why}");
         assert_eq!(t.rows[0].kiln_ms, Some(7.5), "{body}");
@@ -151,12 +130,12 @@ fn a_hostile_script_is_one_line_and_kiln_stays() {
     let tmp = tempfile::tempdir().unwrap();
     let apps = fake_apps(tmp.path(), RUN_LINE);
     let missing = tmp.path().join("kmeans_anchors.py");
-    let t = run(&plan(&apps, &missing)).unwrap();
+    let t = one(run(&plan(&apps, &missing)).unwrap());
     assert!(t.anchors_skipped.unwrap().contains("no such file"));
     std::fs::write(&missing, GOOD_SCRIPT).unwrap();
     let mut p = plan(&apps, &missing);
     p.python = "/nonexistent/python3".into();
-    let t = run(&p).unwrap();
+    let t = one(run(&p).unwrap());
     assert!(t.anchors_skipped.unwrap().contains("/nonexistent/python3"));
 }
 
@@ -176,7 +155,7 @@ fn a_hostile_apps_is_a_note_on_its_shape() {
         std::fs::write(&script, GOOD_SCRIPT).unwrap();
         let mut plan = plan(&apps, &script);
         plan.kiln_limit = Duration::from_millis(300);
-        let t = run(&plan).unwrap();
+        let t = one(run(&plan).unwrap());
         let r = &t.rows[0];
         assert_eq!(r.kiln_ms, None, "{line}");
         assert!(
@@ -196,7 +175,7 @@ fn concurrent_runs_do_not_share_points() {
     std::fs::write(&script, GOOD_SCRIPT).unwrap();
     std::thread::scope(|s| {
         let runs: Vec<_> = (0..2)
-            .map(|_| s.spawn(|| run(&plan(&apps, &script)).unwrap()))
+            .map(|_| s.spawn(|| one(run(&plan(&apps, &script)).unwrap())))
             .collect();
         for r in runs {
             let t = r.join().unwrap();
@@ -204,4 +183,55 @@ fn concurrent_runs_do_not_share_points() {
             assert_eq!(t.anchors_skipped, None);
         }
     });
+}
+
+/// Each kind is its own folder, `--npy DIR/KIND` for the script and
+/// `DIR/KIND/x_N_D.npy` for kiln, the same file for both; a kind's points
+/// are gone before the next kind's are written.
+#[test]
+fn every_kind_runs_kiln_and_the_script_on_its_own_points() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let apps = fake_apps(
+        tmp.path(),
+        &format!(
+            "echo \"kiln $3 $(cksum < \"$3\")\" >> {}\n{RUN_LINE}",
+            log.display()
+        ),
+    );
+    let script = tmp.path().join("kmeans_anchors.py");
+    std::fs::write(
+        &script,
+        format!(
+            "echo \"script $3/x_4_3.npy $(cksum < \"$3/x_4_3.npy\") $(ls \"$3/..\" | tr '\\n' ' ')\" >> {}\n{GOOD_SCRIPT}",
+            log.display()
+        ),
+    )
+    .unwrap();
+    let mut plan = plan(&apps, &script);
+    plan.kinds = vec![Kind::Clustered, Kind::Normal, Kind::Offset];
+    plan.reps = 1;
+    let tables = run(&plan).unwrap();
+    let kinds: Vec<Kind> = tables.iter().map(|t| t.kind).collect();
+    assert_eq!(kinds, plan.kinds);
+    assert!(tables.iter().all(|t| t.rows[0].kiln_ms == Some(7.5)));
+    assert!(tables.iter().all(|t| t.anchors_skipped.is_none()));
+    let log = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<Vec<&str>> = log.lines().map(|l| l.split(' ').collect()).collect();
+    assert_eq!(lines.len(), 6, "{log}");
+    let mut sums = Vec::new();
+    for (pair, kind) in lines.chunks(2).zip(&plan.kinds) {
+        let (kiln, script) = (&pair[0], &pair[1]);
+        assert_eq!((kiln[0], script[0]), ("kiln", "script"), "{log}");
+        let want = format!("/{}/x_4_3.npy", kind.name());
+        assert!(kiln[1].ends_with(&want), "{log}");
+        // The same file, the same bytes, for kiln and the script.
+        assert_eq!(kiln[1..4], script[1..4], "{log}");
+        // Only this kind's folder is there.
+        assert_eq!(script[4..], [kind.name(), ""], "{log}");
+        sums.push(kiln[2]);
+    }
+    sums.sort_unstable();
+    sums.dedup();
+    assert_eq!(sums.len(), 3, "each kind its own points: {log}");
 }

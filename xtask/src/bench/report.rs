@@ -30,9 +30,14 @@ pub(crate) struct BenchFile {
     pub(crate) torch: Option<TorchFigures>,
     /// Why there are no PyTorch figures, when there are none.
     pub(crate) torch_skipped: Option<String>,
-    /// kiln's anneal against `kmeans_anchors.py`, when `--kmeans-anchors` ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) kmeans: Option<super::kmeans::KmeansTable>,
+    /// kiln's anneal against `kmeans_anchors.py`, a table per data kind,
+    /// when `--kmeans-anchors` ran.
+    #[serde(
+        default,
+        deserialize_with = "super::kmeans::one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub(crate) kmeans: Vec<super::kmeans::KmeansTable>,
     /// Derived from `apps` and `torch`; recomputed whenever the file is read.
     #[serde(default)]
     pub(crate) comparisons: Comparisons,
@@ -199,7 +204,7 @@ pub(crate) fn merge(
         apps,
         torch,
         torch_skipped,
-        kmeans: None,
+        kmeans: Vec::new(),
         comparisons,
     }
 }
