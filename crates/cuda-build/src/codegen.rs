@@ -37,6 +37,11 @@
 //! promises that every bit pattern read back from the GPU is valid, which a
 //! Rust enum breaks.
 //!
+//! What libclang reads is checked first: every file of the include graph
+//! is a regular file of bounded size (`inputs`), and a trial parse runs in
+//! a child bounded in memory and time (`child`); its first error (`file:
+//! line: message`) is the error codegen returns.
+//!
 //! The rule for prototypes in the include dir: `KILN_KERNEL` makes a kernel;
 //! one written with `KILN_HOST_API` (directly, or through a macro whose
 //! definition uses it) a host function; a `__device__` one is device code
@@ -46,8 +51,10 @@
 //! static-library module defines it.
 
 mod assemble;
+mod child;
 mod decl;
 mod includes;
+mod inputs;
 mod scan;
 mod source_decls;
 mod source_templates;
@@ -222,14 +229,15 @@ impl Codegen {
     /// with the warnings.
     pub fn generate(&self) -> Result<Generated, Error> {
         let headers = list_headers(&self.include_dir)?;
-        let wrapper: String = std::iter::once(PRELUDE.to_string())
-            .chain(headers.iter().map(|h| {
-                format!(
-                    "#include \"{}\"\n",
-                    h.file_name().unwrap_or_default().to_string_lossy()
-                )
-            }))
-            .collect();
+        let wrapper: String = std::iter::once(Ok(PRELUDE.to_string()))
+            .chain(
+                headers
+                    .iter()
+                    .map(|h| include_line(Path::new(h.file_name().unwrap_or_default()))),
+            )
+            .collect::<Result<_, _>>()
+            .map_err(codegen_error)?;
+        let _libclang = child::libclang();
         let libclang = scan::load_libclang().map_err(|e| {
             codegen_error(format!(
                 "cannot load libclang ({e}); set LIBCLANG_PATH to the directory holding libclang.so"
@@ -238,6 +246,12 @@ impl Codegen {
         let toolkit = self.toolkit.clone().or_else(includes::discovered_toolkit);
         let (language, includes) = self.clang_args(toolkit.as_deref(), &libclang);
         let args = [language.clone(), includes.clone()].concat();
+        inputs::check_include_graph(&headers, &args).map_err(codegen_error)?;
+        let shown = format!("the headers of {}", self.include_dir.display());
+        child::trial(&shown, || {
+            source_walk::check_text(WRAPPER, &wrapper, &args, &shown)
+        })
+        .map_err(codegen_error)?;
         let raw = self.bindgen(&wrapper, &args).map_err(|e| {
             let hint = if toolkit.is_none() && e.contains("file not found") {
                 " (no CUDA toolkit was found for its headers: set CUDA_PATH or call Codegen::toolkit)"
@@ -372,6 +386,20 @@ impl Codegen {
             .generate()
             .map(|bindings| bindings.to_string())
             .map_err(|e| e.to_string())
+    }
+}
+
+/// The `#include` line of `path`: quoted, or in `<>` when the path holds a
+/// `"` (no escape works inside an include's name); a path with both, or a
+/// line break, cannot be included and is refused.
+fn include_line(path: &Path) -> Result<String, String> {
+    match path.to_str().filter(|t| !t.contains(['\n', '\r'])) {
+        Some(t) if !t.contains('"') => Ok(format!("#include \"{t}\"\n")),
+        Some(t) if !t.contains('>') => Ok(format!("#include <{t}>\n")),
+        _ => Err(format!(
+            "{} cannot be named in an #include (it holds both `\"` and `>`, a line break, or bytes that are not UTF-8); rename it",
+            path.display()
+        )),
     }
 }
 
