@@ -22,7 +22,9 @@
 //!   cudarc passes them by value (optionally behind one of its Cargo
 //!   features, [`Codegen::cudarc_feature`]);
 //! - `kernels`: one marker type per `KILN_KERNEL(name, ...)` declaration,
-//!   implementing `KernelDecl` with the C parameter types;
+//!   implementing `KernelDecl` with the C parameter types; the marker is
+//!   named after the kernel, with a trailing `_` where that name would
+//!   shadow one in scope (`ALL`, a primitive type, a keyword, a header type);
 //! - `host`: the prototypes written with `KILN_HOST_API` (host functions of
 //!   static-library modules).
 //!
