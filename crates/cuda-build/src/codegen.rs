@@ -240,27 +240,29 @@ impl Codegen {
             .collect::<Result<_, _>>()
             .map_err(codegen_error)?;
         let _libclang = child::libclang();
-        let libclang = scan::load_libclang().map_err(|e| {
-            codegen_error(format!(
-                "cannot load libclang ({e}); set LIBCLANG_PATH to the directory holding libclang.so"
-            ))
-        })?;
+        let libclang = scan::load_libclang().map_err(|reason| Error::Libclang { reason })?;
         let toolkit = self.toolkit.clone().or_else(includes::discovered_toolkit);
         let (language, includes) = self.clang_args(toolkit.as_deref(), &libclang);
         let args = [language.clone(), includes.clone()].concat();
         inputs::check_include_graph(&headers, &args).map_err(codegen_error)?;
         let shown = format!("the headers of {}", self.include_dir.display());
+        let hint = |e: String| {
+            if toolkit.is_none() && e.contains("file not found") {
+                codegen_error(format!("{e} (no CUDA toolkit was found for its headers: set CUDA_PATH or call Codegen::toolkit)"))
+            } else {
+                codegen_error(e)
+            }
+        };
         child::trial(&shown, || {
             source_walk::check_text(WRAPPER, &wrapper, &args, &shown)
         })
-        .map_err(codegen_error)?;
+        .map_err(hint)?;
+        // clang's diagnostics, one a line: the first is the one to read.
         let raw = self.bindgen(&wrapper, &args).map_err(|e| {
-            let hint = if toolkit.is_none() && e.contains("file not found") {
-                " (no CUDA toolkit was found for its headers: set CUDA_PATH or call Codegen::toolkit)"
-            } else {
-                ""
-            };
-            codegen_error(format!("bindgen failed: {e}{hint}"))
+            hint(format!(
+                "bindgen failed: {}",
+                e.lines().next().unwrap_or_default()
+            ))
         })?;
         let mut file = syn::parse_file(&raw)
             .map_err(|e| codegen_error(format!("bindgen output does not parse: {e}")))?;
