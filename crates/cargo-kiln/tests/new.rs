@@ -626,4 +626,18 @@ fn an_empty_private_folder_keeps_its_mode() {
     let mode = std::fs::metadata(&private).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o700);
     assert!(private.join("src/bindings.rs").is_file());
+    // A shared folder: setgid and group-writable stay.
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o2770)).unwrap();
+    kiln_new([
+        OsStr::new("saxpy-lab"),
+        OsStr::new("--path"),
+        shared.as_os_str(),
+        OsStr::new("--kiln-path"),
+        kiln_root().as_os_str(),
+    ])
+    .success();
+    let mode = std::fs::metadata(&shared).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o2770);
 }
