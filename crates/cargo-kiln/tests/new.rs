@@ -606,38 +606,27 @@ fn an_os_error_is_printed_once() {
     assert_eq!(error.matches("(os error").count(), 1, "{error}");
 }
 
-/// The regression: an empty 0700 folder came back 0755.
+/// The regression: an empty 0700 folder came back 0755 (and a shared
+/// setgid folder lost its bits).
 #[cfg(unix)]
 #[test]
 fn an_empty_private_folder_keeps_its_mode() {
     use std::os::unix::fs::PermissionsExt as _;
     let tmp = tempfile::tempdir().unwrap();
-    let private = tmp.path().join("private");
-    std::fs::create_dir(&private).unwrap();
-    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
-    kiln_new([
-        OsStr::new("saxpy-lab"),
-        OsStr::new("--path"),
-        private.as_os_str(),
-        OsStr::new("--kiln-path"),
-        kiln_root().as_os_str(),
-    ])
-    .success();
-    let mode = std::fs::metadata(&private).unwrap().permissions().mode() & 0o7777;
-    assert_eq!(mode, 0o700);
-    assert!(private.join("src/bindings.rs").is_file());
-    // A shared folder: setgid and group-writable stay.
-    let shared = tmp.path().join("shared");
-    std::fs::create_dir(&shared).unwrap();
-    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o2770)).unwrap();
-    kiln_new([
-        OsStr::new("saxpy-lab"),
-        OsStr::new("--path"),
-        shared.as_os_str(),
-        OsStr::new("--kiln-path"),
-        kiln_root().as_os_str(),
-    ])
-    .success();
-    let mode = std::fs::metadata(&shared).unwrap().permissions().mode() & 0o7777;
-    assert_eq!(mode, 0o2770);
+    for (name, mode) in [("private", 0o700), ("shared", 0o2770)] {
+        let folder = tmp.path().join(name);
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(mode)).unwrap();
+        kiln_new([
+            OsStr::new("saxpy-lab"),
+            OsStr::new("--path"),
+            folder.as_os_str(),
+            OsStr::new("--kiln-path"),
+            kiln_root().as_os_str(),
+        ])
+        .success();
+        let kept = std::fs::metadata(&folder).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(kept, mode, "{name}");
+        assert!(folder.join("src/bindings.rs").is_file());
+    }
 }
