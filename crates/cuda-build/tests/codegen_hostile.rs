@@ -32,6 +32,18 @@ fn header(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).unwrap();
 }
 
+/// A FIFO at `path` (no writer ever opens it).
+fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(made.unwrap().success(), "mkfifo {}", path.display());
+}
+
+/// A kernels folder of one module, `k`, whose source `k.cu` is `text`.
+fn one_module(kernels: &Path, text: &str) {
+    header(kernels, "kiln.toml", "[modules.k]\nsources = [\"k.cu\"]\n");
+    header(kernels, "k.cu", text);
+}
+
 /// The regression: codegen blocked for ever opening a FIFO a header
 /// includes (and `/dev/stdin`).
 #[cfg(unix)]
@@ -45,11 +57,7 @@ fn an_include_of_a_fifo_is_refused_naming_it() {
         "#include \"kiln.h\"\n#include \"../pipe.h\"\nKILN_KERNEL(k, float *x);\n",
     );
     let fifo = tmp.path().join("pipe.h");
-    assert!(std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&fifo);
     let Some(result) = generate(&include, None) else {
         return;
     };
@@ -63,6 +71,38 @@ fn an_include_of_a_fifo_is_refused_naming_it() {
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// The same for a `.cu` source read with `sources` (its include of a FIFO),
+/// and a header's include of `/dev/stdin`.
+#[cfg(unix)]
+#[test]
+fn a_source_including_a_fifo_and_a_header_including_stdin_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kernels = tmp.path().join("kernels");
+    one_module(
+        &kernels,
+        "#include \"pipe.cuh\"\nextern \"C\" __global__ void k(float *x) {}\n",
+    );
+    let fifo = kernels.join("pipe.cuh");
+    mkfifo(&fifo);
+    let Some(result) = generate(&kernels, Some(&kernels)) else {
+        return;
+    };
+    let err = result.unwrap_err();
+    assert_eq!(
+        err,
+        "codegen: pipe.cuh (included from k.cu:1) is a FIFO; codegen reads only regular files of at most 16 MiB: include the header itself"
+    );
+    let include = tmp.path().join("include");
+    header(&include, "k.h", "#include \"/dev/stdin\"\n");
+    if std::fs::metadata("/dev/stdin").is_ok_and(|m| !m.is_file()) {
+        let err = generate(&include, None).unwrap().unwrap_err();
+        assert!(
+            err.starts_with("codegen: /dev/stdin (included from "),
+            "{err}"
+        );
+    }
 }
 
 /// The regression: a macro that doubles its argument forty times took the
@@ -115,10 +155,8 @@ fn a_syntax_error_is_reported_at_its_line() {
 fn a_source_under_a_folder_with_a_quote_in_its_name_is_read() {
     let tmp = tempfile::tempdir().unwrap();
     let kernels = tmp.path().join("we\"ird");
-    header(&kernels, "kiln.toml", "[modules.k]\nsources = [\"k.cu\"]\n");
-    header(
+    one_module(
         &kernels,
-        "k.cu",
         "extern \"C\" __global__ void weird_kernel(float *x) {}\n",
     );
     let Some(result) = generate(&kernels, Some(&kernels)) else {
