@@ -440,6 +440,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn include_lines_spell_any_path_the_preprocessor_can_take() {
+        assert_eq!(
+            include_line(Path::new("/a/we\"ird/k.cu")),
+            Ok("#include </a/we\"ird/k.cu>\n".into())
+        );
+        assert_eq!(
+            include_line(Path::new("a>b.h")),
+            Ok("#include \"a>b.h\"\n".into())
+        );
+        assert_eq!(
+            include_line(Path::new("a\">b.h")),
+            Err("a\">b.h cannot be named in an #include (it holds both `\"` and `>`, a line break, or bytes that are not UTF-8); rename it".into())
+        );
+        assert!(include_line(Path::new("a\nb.h")).is_err());
+    }
+
+    #[test]
     fn prelude_marks_are_the_ones_the_walk_reads() {
         for mark in [scan::DEVICE_MARK, scan::GLOBAL_MARK] {
             assert!(PRELUDE.contains(&format!("annotate(\"{mark}\")")), "{mark}");
