@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use cuda_build::codegen::{write_if_changed, Codegen};
 
@@ -111,10 +111,7 @@ pub fn run(project: &Project, args: &CodegenArgs) -> Result<()> {
     if let Some(toolkit) = project.discovery().toolkit {
         codegen = codegen.toolkit(toolkit.root);
     }
-    let generated = codegen.generate().with_context(|| {
-        "generating bindings failed (bindgen loads libclang: `cargo kiln toolkit install` \
-         installs one, or set LIBCLANG_PATH)"
-    })?;
+    let generated = codegen.generate().map_err(explain)?;
     for warning in &generated.warnings {
         eprintln!("cargo kiln codegen: warning: {warning}");
     }
@@ -136,6 +133,18 @@ pub fn run(project: &Project, args: &CodegenArgs) -> Result<()> {
         println!("{shown} is up to date");
     }
     Ok(())
+}
+
+/// A codegen error as the user reads it: libclang's first diagnostic (or
+/// whatever failed) as it is; the advice to install libclang only when it
+/// could not be loaded.
+fn explain(e: cuda_build::Error) -> anyhow::Error {
+    match e {
+        cuda_build::Error::Libclang { .. } => {
+            anyhow::anyhow!("{e}, or run `cargo kiln toolkit install` (it installs one)")
+        }
+        other => other.into(),
+    }
 }
 
 /// bindgen loads libclang at run time: unless the user chose one, the one
@@ -167,6 +176,26 @@ mod tests {
             sources: None,
             check: false,
         }
+    }
+
+    /// The regression: every codegen error, a syntax error in the user's
+    /// header too, began with advice to install libclang.
+    #[test]
+    fn only_a_missing_libclang_gets_the_install_advice() {
+        let syntax = cuda_build::Error::Codegen {
+            message: "kernels/include/k.h:3: unknown type name 'flaot'".into(),
+        };
+        assert_eq!(
+            format!("{:#}", explain(syntax)),
+            "codegen: kernels/include/k.h:3: unknown type name 'flaot'"
+        );
+        let missing = cuda_build::Error::Libclang {
+            reason: "no libclang.so in /x".into(),
+        };
+        assert_eq!(
+            format!("{:#}", explain(missing)),
+            "codegen: cannot load libclang (no libclang.so in /x); set LIBCLANG_PATH to the directory holding libclang.so, or run `cargo kiln toolkit install` (it installs one)"
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! with a CUDA toolkit as written. The crate is written into a temp dir beside
 //! its destination and renamed into place, so a failure leaves nothing behind.
 
+mod graph;
 mod name;
 mod source;
 pub mod template;
@@ -55,12 +56,32 @@ pub enum Error {
         dest: PathBuf,
     },
     /// `--kiln-path` is not a kiln checkout.
-    #[error("{} is not a kiln checkout (no {}); pass the folder that holds kiln's `crates/`", root.display(), missing.display())]
+    #[error("{} is not a kiln checkout ({} is not the manifest of {package}); pass the folder that holds kiln's `crates/`", root.display(), missing.display())]
     NotAKilnCheckout {
         /// The folder given.
         root: PathBuf,
-        /// The file that should be there.
+        /// The manifest that should be there.
         missing: PathBuf,
+        /// The package it should name.
+        package: String,
+    },
+    /// The name is a crate's in the new crate's dependency graph.
+    #[error("the crate name `{name}` is taken by {by} in the new crate's dependency graph, so it would not build; choose another")]
+    NameInGraph {
+        /// The name given.
+        name: String,
+        /// The crate that takes it, and what brings it in.
+        by: String,
+    },
+    /// `--kiln-git` or `--kiln-rev` holds what Cargo cannot take.
+    #[error("{flag} {value:?} holds {found:?}; pass a URL (or rev) without whitespace or control characters")]
+    BadGitValue {
+        /// `--kiln-git` or `--kiln-rev`.
+        flag: &'static str,
+        /// The value given.
+        value: String,
+        /// The first character refused.
+        found: char,
     },
     /// No flag names kiln's source and none could be learned.
     #[error(
@@ -75,8 +96,9 @@ pub enum Error {
     /// `--kiln-git` is empty.
     #[error("--kiln-git is empty; pass the URL of kiln's git repository")]
     EmptyGitUrl,
-    /// Reading or writing a file failed.
-    #[error("{}: {source}", path.display())]
+    /// Reading or writing a file failed (the OS error is the source, shown
+    /// once after the path).
+    #[error("{}", path.display())]
     Io {
         /// The file or folder.
         path: PathBuf,
@@ -126,6 +148,10 @@ fn kiln_source(args: &NewArgs) -> Result<KilnSource, Error> {
         if url.trim().is_empty() {
             return Err(Error::EmptyGitUrl);
         }
+        check_git_value("--kiln-git", url)?;
+        if let Some(rev) = &args.kiln_rev {
+            check_git_value("--kiln-rev", rev)?;
+        }
         return Ok(KilnSource::Git {
             url: url.clone(),
             rev: args.kiln_rev.clone(),
@@ -143,24 +169,49 @@ fn kiln_source(args: &NewArgs) -> Result<KilnSource, Error> {
     }
 }
 
+/// A URL or rev Cargo.toml can hold and Cargo can fetch: no whitespace or
+/// control characters (a newline would end the TOML string's line).
+fn check_git_value(flag: &'static str, value: &str) -> Result<(), Error> {
+    match value.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        Some(found) => Err(Error::BadGitValue {
+            flag,
+            value: value.to_owned(),
+            found,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Refuses `name` when a crate of the new crate's graph has it.
+fn check_graph(name: &str, source: &KilnSource) -> Result<(), Error> {
+    let checkout = match source {
+        KilnSource::Path(root) => Some(root.clone()),
+        // The checkout this program came from, when it is still there.
+        KilnSource::Git { .. } => {
+            Some(source::build_checkout()).filter(|root| graph::check_checkout(root).is_ok())
+        }
+    };
+    let names = graph::names(source, checkout.as_deref());
+    match names.get(&name.replace('-', "_")) {
+        Some(by) => Err(Error::NameInGraph {
+            name: name.to_owned(),
+            by: by.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The absolute root of the kiln checkout at `root`, checked to hold the
 /// crates the new crate depends on.
 fn kiln_checkout(root: &Path) -> Result<PathBuf, Error> {
-    for krate in ["gpu-core", "cuda-build"] {
-        let manifest = root.join("crates").join(krate).join("Cargo.toml");
-        if !manifest.is_file() {
-            return Err(Error::NotAKilnCheckout {
-                root: root.to_owned(),
-                missing: manifest,
-            });
-        }
-    }
+    graph::check_checkout(root)?;
     io(root, std::path::absolute(root))
 }
 
 /// Writes crate `name` (validated) depending on kiln through `source` into
 /// `dest`, which must not exist or be an empty folder.
 pub fn create(name: &str, source: &KilnSource, dest: &Path) -> Result<Created, Error> {
+    check_graph(name, source)?;
     check_destination(dest)?;
     let dest = io(dest, std::path::absolute(dest))?;
     let parent = dest.parent().unwrap_or(Path::new("/"));
@@ -177,12 +228,29 @@ pub fn create(name: &str, source: &KilnSource, dest: &Path) -> Result<Created, E
     let staged = staging.path().join(name);
     io(&staged, std::fs::create_dir(&staged))?;
     let files = write_files(name, source, &staged)?;
-    if dest.is_dir() {
-        // Checked empty above; rename does not replace a folder everywhere.
+    if let Ok(old) = std::fs::symlink_metadata(&dest) {
+        // The empty folder given (checked above) keeps its mode and group.
+        keep_mode_and_group(&old, &staged)?;
+        // rename does not replace a folder everywhere.
         io(&dest, std::fs::remove_dir(&dest))?;
     }
     io(&dest, std::fs::rename(&staged, &dest))?;
     Ok(Created { dir: dest, files })
+}
+
+/// Gives `dir` the permissions and group of `old`: a group the user is not
+/// in cannot be given, and then the new folder's own group stays.
+fn keep_mode_and_group(old: &std::fs::Metadata, dir: &Path) -> Result<(), Error> {
+    io(dir, std::fs::set_permissions(dir, old.permissions()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        match std::os::unix::fs::chown(dir, None, Some(old.gid())) {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {}
+            other => io(dir, other)?,
+        }
+    }
+    Ok(())
 }
 
 fn check_destination(dest: &Path) -> Result<(), Error> {

@@ -522,3 +522,111 @@ fn a_new_crate_passes_fmt_clippy_and_tests_cpu_only_and_with_the_toolkit_and_eve
         "cargo clean left the store"
     );
 }
+
+/// The regression: `new half` and `new kiln-abi` made crates that could not
+/// build (a crate of the graph has the name); the graph is read from the
+/// template and kiln's manifests.
+#[test]
+fn a_name_in_the_new_crates_graph_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, by) in [
+        ("half", "`half` (the template)"),
+        ("kiln-abi", "`kiln-abi` (a dependency of kiln-gpu-core)"),
+        ("kiln_gpu_core", "`kiln-gpu-core` (the template)"),
+    ] {
+        let error = one_line_error(kiln_new([
+            OsStr::new(name),
+            OsStr::new("--path"),
+            tmp.path().join("x").as_os_str(),
+            OsStr::new("--kiln-path"),
+            kiln_root().as_os_str(),
+        ]));
+        assert_eq!(
+            error,
+            format!("error: the crate name `{name}` is taken by {by} in the new crate's dependency graph, so it would not build; choose another")
+        );
+    }
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
+
+/// The regression: a folder with files at the right paths but not kiln's
+/// manifests was taken for a checkout.
+#[test]
+fn a_kiln_path_whose_manifests_are_not_kilns_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = tmp.path().join("fake");
+    for dir in ["gpu-core", "cuda-build"] {
+        std::fs::create_dir_all(fake.join("crates").join(dir)).unwrap();
+        std::fs::write(
+            fake.join("crates").join(dir).join("Cargo.toml"),
+            "garbage [",
+        )
+        .unwrap();
+    }
+    let error = one_line_error(kiln_new([
+        OsStr::new("saxpy-lab"),
+        OsStr::new("--path"),
+        tmp.path().join("saxpy-lab").as_os_str(),
+        OsStr::new("--kiln-path"),
+        fake.as_os_str(),
+    ]));
+    assert!(error.contains("is not a kiln checkout"), "{error}");
+    assert!(!tmp.path().join("saxpy-lab").exists());
+}
+
+/// The regression: `--kiln-git` with a newline was written into Cargo.toml.
+#[test]
+fn a_git_url_with_a_newline_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let error = one_line_error(kiln_new([
+        "saxpy-lab",
+        "--path",
+        tmp.path().join("saxpy-lab").to_str().unwrap(),
+        "--kiln-git",
+        "https://h.example/kiln\n[patch]",
+    ]));
+    assert_eq!(
+        error,
+        "error: --kiln-git \"https://h.example/kiln\\n[patch]\" holds '\\n'; pass a URL (or rev) without whitespace or control characters"
+    );
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
+
+/// The regression: `new --path /proc/x` printed the OS error twice.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_os_error_is_printed_once() {
+    let error = one_line_error(kiln_new([
+        OsStr::new("saxpy-lab"),
+        OsStr::new("--path"),
+        OsStr::new("/proc/kiln-new-test/x"),
+        OsStr::new("--kiln-path"),
+        kiln_root().as_os_str(),
+    ]));
+    assert_eq!(error.matches("(os error").count(), 1, "{error}");
+}
+
+/// The regression: an empty 0700 folder came back 0755 (and a shared
+/// setgid folder lost its bits).
+#[cfg(unix)]
+#[test]
+fn an_empty_private_folder_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, mode) in [("private", 0o700), ("shared", 0o2770)] {
+        let folder = tmp.path().join(name);
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(mode)).unwrap();
+        kiln_new([
+            OsStr::new("saxpy-lab"),
+            OsStr::new("--path"),
+            folder.as_os_str(),
+            OsStr::new("--kiln-path"),
+            kiln_root().as_os_str(),
+        ])
+        .success();
+        let kept = std::fs::metadata(&folder).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(kept, mode, "{name}");
+        assert!(folder.join("src/bindings.rs").is_file());
+    }
+}

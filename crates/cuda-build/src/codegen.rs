@@ -22,7 +22,9 @@
 //!   cudarc passes them by value (optionally behind one of its Cargo
 //!   features, [`Codegen::cudarc_feature`]);
 //! - `kernels`: one marker type per `KILN_KERNEL(name, ...)` declaration,
-//!   implementing `KernelDecl` with the C parameter types;
+//!   implementing `KernelDecl` with the C parameter types; the marker is
+//!   named after the kernel, with a trailing `_` where that name would
+//!   shadow one in scope (`ALL`, a primitive type, a keyword, a header type);
 //! - `host`: the prototypes written with `KILN_HOST_API` (host functions of
 //!   static-library modules).
 //!
@@ -37,6 +39,11 @@
 //! promises that every bit pattern read back from the GPU is valid, which a
 //! Rust enum breaks.
 //!
+//! What libclang reads is checked first: every file of the include graph
+//! is a regular file of bounded size (`inputs`), and a trial parse runs in
+//! a child bounded in memory and time (`child`); its first error (`file:
+//! line: message`) is the error codegen returns.
+//!
 //! The rule for prototypes in the include dir: `KILN_KERNEL` makes a kernel;
 //! one written with `KILN_HOST_API` (directly, or through a macro whose
 //! definition uses it) a host function; a `__device__` one is device code
@@ -46,8 +53,10 @@
 //! static-library module defines it.
 
 mod assemble;
+mod child;
 mod decl;
 mod includes;
+mod inputs;
 mod scan;
 mod source_decls;
 mod source_templates;
@@ -222,29 +231,38 @@ impl Codegen {
     /// with the warnings.
     pub fn generate(&self) -> Result<Generated, Error> {
         let headers = list_headers(&self.include_dir)?;
-        let wrapper: String = std::iter::once(PRELUDE.to_string())
-            .chain(headers.iter().map(|h| {
-                format!(
-                    "#include \"{}\"\n",
-                    h.file_name().unwrap_or_default().to_string_lossy()
-                )
-            }))
-            .collect();
-        let libclang = scan::load_libclang().map_err(|e| {
-            codegen_error(format!(
-                "cannot load libclang ({e}); set LIBCLANG_PATH to the directory holding libclang.so"
-            ))
-        })?;
+        let wrapper: String = std::iter::once(Ok(PRELUDE.to_string()))
+            .chain(
+                headers
+                    .iter()
+                    .map(|h| include_line(Path::new(h.file_name().unwrap_or_default()))),
+            )
+            .collect::<Result<_, _>>()
+            .map_err(codegen_error)?;
+        let _libclang = child::libclang();
+        let libclang = scan::load_libclang().map_err(|reason| Error::Libclang { reason })?;
         let toolkit = self.toolkit.clone().or_else(includes::discovered_toolkit);
         let (language, includes) = self.clang_args(toolkit.as_deref(), &libclang);
         let args = [language.clone(), includes.clone()].concat();
-        let raw = self.bindgen(&wrapper, &args).map_err(|e| {
-            let hint = if toolkit.is_none() && e.contains("file not found") {
-                " (no CUDA toolkit was found for its headers: set CUDA_PATH or call Codegen::toolkit)"
+        inputs::check_include_graph(&headers, &args).map_err(codegen_error)?;
+        let shown = format!("the headers of {}", self.include_dir.display());
+        let hint = |e: String| {
+            if toolkit.is_none() && e.contains("file not found") {
+                codegen_error(format!("{e} (no CUDA toolkit was found for its headers: set CUDA_PATH or call Codegen::toolkit)"))
             } else {
-                ""
-            };
-            codegen_error(format!("bindgen failed: {e}{hint}"))
+                codegen_error(e)
+            }
+        };
+        child::trial(&shown, || {
+            source_walk::check_text(WRAPPER, &wrapper, &args, &shown)
+        })
+        .map_err(hint)?;
+        // clang's diagnostics, one a line: the first is the one to read.
+        let raw = self.bindgen(&wrapper, &args).map_err(|e| {
+            hint(format!(
+                "bindgen failed: {}",
+                e.lines().next().unwrap_or_default()
+            ))
         })?;
         let mut file = syn::parse_file(&raw)
             .map_err(|e| codegen_error(format!("bindgen output does not parse: {e}")))?;
@@ -375,6 +393,20 @@ impl Codegen {
     }
 }
 
+/// The `#include` line of `path`: quoted, or in `<>` when the path holds a
+/// `"` (no escape works inside an include's name); a path with both, or a
+/// line break, cannot be included and is refused.
+fn include_line(path: &Path) -> Result<String, String> {
+    match path.to_str().filter(|t| !t.contains(['\n', '\r'])) {
+        Some(t) if !t.contains('"') => Ok(format!("#include \"{t}\"\n")),
+        Some(t) if !t.contains('>') => Ok(format!("#include <{t}>\n")),
+        _ => Err(format!(
+            "{} cannot be named in an #include (it holds both `\"` and `>`, a line break, or bytes that are not UTF-8); rename it",
+            path.display()
+        )),
+    }
+}
+
 fn codegen_error(message: String) -> Error {
     Error::Codegen { message }
 }
@@ -406,6 +438,23 @@ pub fn write_if_changed(path: &Path, text: &str) -> Result<bool, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn include_lines_spell_any_path_the_preprocessor_can_take() {
+        assert_eq!(
+            include_line(Path::new("/a/we\"ird/k.cu")),
+            Ok("#include </a/we\"ird/k.cu>\n".into())
+        );
+        assert_eq!(
+            include_line(Path::new("a>b.h")),
+            Ok("#include \"a>b.h\"\n".into())
+        );
+        assert_eq!(
+            include_line(Path::new("a\">b.h")),
+            Err("a\">b.h cannot be named in an #include (it holds both `\"` and `>`, a line break, or bytes that are not UTF-8); rename it".into())
+        );
+        assert!(include_line(Path::new("a\nb.h")).is_err());
+    }
 
     #[test]
     fn prelude_marks_are_the_ones_the_walk_reads() {

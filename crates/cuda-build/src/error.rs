@@ -182,6 +182,12 @@ pub enum Error {
         /// Which file, which headers, and the command that regenerates.
         message: String,
     },
+    /// Codegen could not load libclang (bindgen and the walk need it).
+    #[error("codegen: cannot load libclang ({reason}); set LIBCLANG_PATH to the directory holding libclang.so")]
+    Libclang {
+        /// Why loading failed.
+        reason: String,
+    },
     /// Generating bindings failed.
     #[error("codegen: {message}")]
     Codegen {

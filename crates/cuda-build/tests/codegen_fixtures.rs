@@ -20,12 +20,13 @@ use std::process::Command;
 use cuda_build::codegen::{Codegen, Generated};
 
 /// The fixtures, by dir name.
-const FIXTURES: [&str; 5] = [
+const FIXTURES: [&str; 6] = [
     "dtypes",
     "by_value",
     "plain_prototype",
     "toolkit_enum",
     "fp16_only",
+    "names",
 ];
 
 mod codegen_support;
@@ -175,6 +176,34 @@ fn a_header_including_only_cuda_fp16_binds_half_as_half_f16() {
     );
 }
 
+/// The regression: kernels named `ALL`, `f32`, `usize`, `match` or like a
+/// struct of the header got markers of that name, and the bindings did not
+/// compile (`generated_code_compiles` compiles these). Each marker that
+/// would shadow a name in scope takes a trailing `_`; `NAME` stays the
+/// symbol.
+#[test]
+fn kernels_named_like_items_in_scope_get_distinct_markers() {
+    let Some(generated) = generate("names") else {
+        return;
+    };
+    assert_eq!(generated.warnings, Vec::<String>::new());
+    let text = generated.text;
+    for (marker, symbol) in [
+        ("ALL_", "ALL"),
+        ("f32_", "f32"),
+        ("usize_", "usize"),
+        ("match_", "match"),
+        ("fixture_window_", "fixture_window"),
+        ("uses_window", "uses_window"),
+    ] {
+        assert!(
+            text.contains(&format!("pub struct {marker};"))
+                && text.contains(&format!("const NAME: &'static str = \"{symbol}\";")),
+            "no marker `{marker}` for `{symbol}` in:\n{text}"
+        );
+    }
+}
+
 /// Not a snapshot: the enumerators follow the toolkit's version.
 #[test]
 fn enum_from_a_toolkit_header_by_value() {
@@ -236,7 +265,7 @@ fn generated_code_compiles() {
     write(
         &krate.join("src/lib.rs"),
         &format!(
-            "#[path = {:?}]\npub mod abi;\n{local_impls}\npub mod dtypes;\npub mod by_value;\npub mod plain_prototype;\npub mod toolkit_enum;\npub mod sources_tree;\n{TYPE_CHECKS}",
+            "#[path = {:?}]\npub mod abi;\n{local_impls}\npub mod dtypes;\npub mod by_value;\npub mod plain_prototype;\npub mod toolkit_enum;\npub mod sources_tree;\npub mod names;\n{TYPE_CHECKS}",
             abi.canonicalize().unwrap()
         ),
     );
@@ -351,6 +380,17 @@ pub fn checks() {
         (p.0, p.1)
     };
     assert_eq!(plain_prototype::kernels::ALL.len(), 1);
+    // Markers renamed off the names they would shadow; the parameters keep
+    // the primitive and the header's types.
+    assert_eq!(names::kernels::ALL.len(), 6);
+    let _: (*const f32, *mut f32) = params::<names::kernels::f32_>((core::ptr::null(), core::ptr::null_mut()));
+    let _: (*mut u8,) = params::<names::kernels::usize_>((core::ptr::null_mut(),));
+    let window = names::types::fixture_window { start: 0, len: 1 };
+    let _: (*mut f32, names::types::fixture_window) =
+        params::<names::kernels::fixture_window_>((core::ptr::null_mut(), window));
+    let _: (names::types::fixture_window, *mut f32) =
+        params::<names::kernels::uses_window>((window, core::ptr::null_mut()));
+    let _ = (names::kernels::ALL_, names::kernels::match_);
     // From the sources: a template instantiation, a macro family member with
     // nullable pointers, a C++ kernel taking a header's struct by value.
     use sources_tree::kernels::{fixture_fill_window, scale_uint32_t, uneg_f16};

@@ -80,6 +80,10 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
         "`jobserver::Client::from_env` (cargo's jobserver fds)",
     ),
     (
+        "crates/cuda-build/src/codegen/child.rs",
+        "codegen's trial parse in a forked child (fork, setrlimit, poll, waitpid)",
+    ),
+    (
         "crates/cuda-build/src/codegen/scan.rs",
         "codegen's libclang walk (clang-sys FFI): macro-expansion locations bindgen does not expose",
     ),

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use quote::ToTokens;
 use syn::visit_mut::VisitMut;
 
-use super::decl::{kernel_decl, Decl};
+use super::decl::{kernel_decl, marker_name, Decl};
 use super::scan::{Layout, Role, Scan};
 use super::sources::Sources;
 use super::{codegen_error, Cudarc, HALF_TYPES, KERNEL_PREFIX};
@@ -46,10 +46,12 @@ pub(super) fn assemble(
 ) -> Result<(String, Vec<String>), Error> {
     let mut types = String::new();
     let mut kernels = String::new();
-    let mut kernel_names: Vec<String> = Vec::new();
+    // (symbol, marker) of each kernel.
+    let mut kernel_names: Vec<(String, String)> = Vec::new();
     let mut host = String::new();
     let mut warnings = Vec::new();
     let mut structs: Vec<&syn::ItemStruct> = Vec::new();
+    let reserved = reserved_names(file, abi);
     for item in &file.items {
         match item {
             syn::Item::ForeignMod(foreign) => {
@@ -63,9 +65,10 @@ pub(super) fn assemble(
                     match (name.strip_prefix(KERNEL_PREFIX), prototype) {
                         (Some(kernel), Some(p)) if p.role == Role::Kernel => {
                             let (names, types) = foreign_params(func);
-                            let decl = Decl { rust: kernel, name: kernel, shown: kernel, origin: &p.header };
+                            let rust = marker_name(kernel, &reserved);
+                            let decl = Decl { rust: &rust, name: kernel, shown: kernel, origin: &p.header };
                             kernels.push_str(&kernel_decl(&decl, &names, &types, &p.param_sizes, abi));
-                            kernel_names.push(kernel.to_string());
+                            kernel_names.push((kernel.to_string(), rust));
                         }
                         (_, Some(p)) if p.role == Role::HostApi => {
                             let _ = writeln!(host, "extern \"C\" {{ {} }}", without_link_name(func));
@@ -133,14 +136,15 @@ pub(super) fn assemble(
         ""
     };
     if let Some(sources) = sources {
-        let added = super::source_decls::source_decls(sources, &kernel_names, &plain, abi)?;
+        let added =
+            super::source_decls::source_decls(sources, &kernel_names, &plain, &reserved, abi)?;
         kernels.push_str(&added.text);
         kernel_names.extend(added.rust_names);
         warnings.extend(added.warnings);
     }
     let infos: Vec<String> = kernel_names
         .iter()
-        .map(|k| format!("{abi}::KernelInfo::of::<{k}>()"))
+        .map(|(_, k)| format!("{abi}::KernelInfo::of::<{k}>()"))
         .collect();
     let _ = write!(
         kernels,
@@ -336,6 +340,27 @@ fn enum_impls(name: &str, layout: Layout, abi: &str) -> String {
          impl {abi}::AbiParam for {name} {{ type Kind = {abi}::param_kind::ByValue<{name}>; }}\n",
         format!("enum `{name}` has size {size} and alignment {align} in C")
     )
+}
+
+/// The names a marker must not take besides the ones [`marker_name`]
+/// knows: the types bindgen made (`kernels` imports them all) and the first
+/// segment of a relative ABI path.
+fn reserved_names(file: &syn::File, abi: &str) -> HashSet<String> {
+    let mut names: HashSet<String> = file
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            syn::Item::Struct(s) => Some(s.ident.to_string()),
+            syn::Item::Enum(e) => Some(e.ident.to_string()),
+            syn::Item::Union(u) => Some(u.ident.to_string()),
+            syn::Item::Type(t) => Some(t.ident.to_string()),
+            _ => None,
+        })
+        .collect();
+    if let Some(first) = abi.split("::").next().filter(|s| !s.is_empty()) {
+        names.insert(first.to_string());
+    }
+    names
 }
 
 #[cfg(test)]

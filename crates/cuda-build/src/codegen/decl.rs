@@ -3,7 +3,31 @@
 //! of its `usize`/`isize` parameters. Written for the headers' kernels
 //! ([`assemble`](super::assemble)) and the sources' ([`source_decls`](super::source_decls)) alike.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
+
+/// Rust's primitive types: a marker of one of these names would stand for
+/// it in every parameter list of `kernels`.
+const PRIMITIVES: [&str; 17] = [
+    "bool", "char", "str", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64",
+    "i128", "isize", "f32", "f64",
+];
+
+/// The Rust name of a marker for a kernel whose name made an identifier is
+/// `name`: `name` itself unless it is a keyword, a primitive type, `ALL`
+/// (the list of kernels) or one of `taken` (the types `kernels` imports, the
+/// first segment of the ABI path), then with `_` added until it is none.
+pub(super) fn marker_name(name: &str, taken: &HashSet<String>) -> String {
+    let mut rust = name.to_string();
+    while rust == "ALL"
+        || PRIMITIVES.contains(&rust.as_str())
+        || taken.contains(&rust)
+        || syn::parse_str::<syn::Ident>(&rust).is_err()
+    {
+        rust.push('_');
+    }
+    rust
+}
 
 /// What a marker is called and says: its Rust name, the kernel's symbol,
 /// the kernel as its docs name it, and the header (or source) that declares
@@ -66,4 +90,28 @@ pub(super) fn kernel_decl(
         quoted.join(", "),
         layout.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_marker_never_shadows_a_name_in_scope() {
+        let taken: HashSet<String> = ["fixture_window", "gpu_core"].map(String::from).into();
+        for (name, rust) in [
+            ("ALL", "ALL_"),
+            ("f32", "f32_"),
+            ("str", "str_"),
+            ("match", "match_"),
+            ("self", "self_"),
+            ("fixture_window", "fixture_window_"),
+            ("gpu_core", "gpu_core_"),
+            ("affine_f32", "affine_f32"),
+        ] {
+            assert_eq!(marker_name(name, &taken), rust, "{name}");
+        }
+        let taken: HashSet<String> = ["f32_".to_string()].into();
+        assert_eq!(marker_name("f32", &taken), "f32__");
+    }
 }

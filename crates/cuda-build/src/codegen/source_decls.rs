@@ -8,24 +8,27 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::codegen_error;
-use super::decl::{kernel_decl, Decl};
+use super::decl::{kernel_decl, marker_name, Decl};
 use super::sources::Sources;
 use crate::error::Error;
 
 /// The markers, their Rust names and the warnings.
 pub(super) struct Added {
     pub(super) text: String,
-    pub(super) rust_names: Vec<String>,
+    /// (symbol, marker) of each.
+    pub(super) rust_names: Vec<(String, String)>,
     pub(super) warnings: Vec<String>,
 }
 
 /// Markers for `sources`' kernels; `header_kernels` are the headers'
-/// markers (each named after its kernel), `bound` the struct and enum names
-/// the headers bind as plain data.
+/// (symbol, marker) pairs, `bound` the struct and enum names the headers
+/// bind as plain data, `reserved` the names a marker must not take
+/// ([`marker_name`]).
 pub(super) fn source_decls(
     sources: &Sources,
-    header_kernels: &[String],
+    header_kernels: &[(String, String)],
     bound: &HashSet<String>,
+    reserved: &HashSet<String>,
     abi: &str,
 ) -> Result<Added, Error> {
     let mut added = Added {
@@ -37,11 +40,11 @@ pub(super) fn source_decls(
     // Rust name -> where it came from, for the collision error.
     let mut taken: BTreeMap<String, String> = header_kernels
         .iter()
-        .map(|k| (k.clone(), format!("`{k}` (a header's KILN_KERNEL)")))
+        .map(|(k, rust)| (rust.clone(), format!("`{k}` (a header's KILN_KERNEL)")))
         .collect();
     for kernel in &sources.kernels {
         let d = &kernel.defined;
-        if header_kernels.contains(&d.symbol) {
+        if header_kernels.iter().any(|(symbol, _)| *symbol == d.symbol) {
             continue; // declared by a header: that marker is the one
         }
         let site = format!("{}:{}", kernel.shown, d.line);
@@ -63,7 +66,7 @@ pub(super) fn source_decls(
             ));
             continue;
         }
-        let rust = rust_name(&d.source_name);
+        let rust = marker_name(&rust_name(&d.source_name), reserved);
         let this = format!("`{}` ({site})", d.source_name);
         if let Some(other) = taken.get(&rust) {
             return Err(codegen_error(format!(
@@ -81,7 +84,7 @@ pub(super) fn source_decls(
         added
             .text
             .push_str(&kernel_decl(&decl, &names, &types, &d.sizes, abi));
-        added.rust_names.push(rust);
+        added.rust_names.push((d.symbol.clone(), rust));
     }
     Ok(added)
 }

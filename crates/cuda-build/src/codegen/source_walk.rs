@@ -91,11 +91,35 @@ fn parse(
     let cstr = |bytes: &[u8]| {
         CString::new(bytes).map_err(|_| format!("{} holds a NUL byte", source.display()))
     };
-    let main_text = format!("{prelude}#include \"{}\"\n", source.display());
-    let main_name = cstr(MAIN.as_bytes())?;
-    let main_text = cstr(main_text.as_bytes())?;
+    let main_text = format!("{prelude}{}", super::include_line(source)?);
     let source_name = cstr(source.as_os_str().as_bytes())?;
     let replaced = replaced.map(cstr).transpose()?;
+    let extra: Vec<(&CString, &CString)> = replaced.iter().map(|t| (&source_name, t)).collect();
+    let tu = parse_text(
+        MAIN,
+        &main_text,
+        &extra,
+        args,
+        &source.display().to_string(),
+    )?;
+    if replaced.is_some() {
+        return Ok(tu);
+    }
+    first_error(&tu).map_or(Ok(tu), Err)
+}
+
+/// Parses `main_text` as the file `main_name`, `extra` (name, text)
+/// standing for files on disk; `shown` names the input in an error.
+fn parse_text(
+    main_name: &str,
+    main_text: &str,
+    extra: &[(&CString, &CString)],
+    args: &[String],
+    shown: &str,
+) -> Result<Tu, String> {
+    let cstr = |bytes: &[u8]| CString::new(bytes).map_err(|_| format!("{shown} holds a NUL byte"));
+    let main_name = cstr(main_name.as_bytes())?;
+    let main_text = cstr(main_text.as_bytes())?;
     let c_args: Vec<CString> = args
         .iter()
         .map(|a| cstr(a.as_bytes()))
@@ -106,13 +130,11 @@ fn parse(
         Contents: main_text.as_ptr(),
         Length: main_text.as_bytes().len() as std::os::raw::c_ulong,
     }];
-    if let Some(text) = &replaced {
-        unsaved.push(CXUnsavedFile {
-            Filename: source_name.as_ptr(),
-            Contents: text.as_ptr(),
-            Length: text.as_bytes().len() as std::os::raw::c_ulong,
-        });
-    }
+    unsaved.extend(extra.iter().map(|(name, text)| CXUnsavedFile {
+        Filename: name.as_ptr(),
+        Contents: text.as_ptr(),
+        Length: text.as_bytes().len() as std::os::raw::c_ulong,
+    }));
     // SAFETY: libclang is loaded (`generate` loads it first); 0, 0 asks for
     // no PCH exclusion and no diagnostics printing.
     let index = unsafe { clang_createIndex(0, 0) };
@@ -137,16 +159,33 @@ fn parse(
     if code != CXError_Success || tu.is_null() {
         // SAFETY: the index was created above and is not used again.
         unsafe { clang_disposeIndex(index) };
+        if code == CXError_Crashed {
+            return Err(super::child::crashed(shown));
+        }
         return Err(format!(
-            "{}: libclang could not parse it (error {code})",
-            source.display()
+            "{shown}: libclang could not parse it (error {code})"
         ));
     }
-    let tu = Tu { index, tu };
-    if replaced.is_some() {
-        return Ok(tu);
-    }
-    first_error(&tu).map_or(Ok(tu), Err)
+    Ok(Tu { index, tu })
+}
+
+/// Parses the headers' wrapper (`main_text`, named `main_name`) as bindgen
+/// will: `Err(file:line: message)` of the first error outside the system
+/// headers, as clang gives it.
+pub(super) fn check_text(
+    main_name: &str,
+    main_text: &str,
+    args: &[String],
+    shown: &str,
+) -> Result<(), String> {
+    let tu = parse_text(main_name, main_text, &[], args, shown)?;
+    first_error(&tu).map_or(Ok(()), Err)
+}
+
+/// Parses `source` as [`walk`] does: `Err(file:line: message)` of its
+/// first error.
+pub(super) fn check_source(source: &Path, prelude: &str, args: &[String]) -> Result<(), String> {
+    parse(source, prelude, None, args).map(drop)
 }
 
 /// The first error outside the system headers, as `file:line: message`.

@@ -87,7 +87,12 @@ pub(super) fn scan_sources(
         );
         module_args.extend(includes.iter().cloned());
         for source in &module.sources {
-            let walked = walk(source, &prelude, &module_args).map_err(|e| {
+            super::inputs::check_include_graph(std::slice::from_ref(source), &module_args)
+                .map_err(|e| shorten(&e, &kernels_dir))?;
+            let trial = || super::source_walk::check_source(source, &prelude, &module_args);
+            let walked = super::child::trial(&source.display().to_string(), trial)
+                .and_then(|()| walk(source, &prelude, &module_args))
+                .map_err(|e| {
                 format!(
                     "cannot read the kernels of [modules.{}]: {}; fix the source (codegen reads it as C++, with its module's defines and include dirs)",
                     module.name,
