@@ -29,9 +29,10 @@
 //! # The store
 //! `KILN_CACHE_DIR` (default: the user's cache dir, `$XDG_CACHE_HOME/kiln`
 //! on Linux), bounded by `KILN_CACHE_MAX` (default 2G; least recently used
-//! entries go first), off with `KILN_CACHE=off`. These names are the same for
-//! every crate built with cuda-build, whatever its env prefix: the store is
-//! one per user. Every file is written to a temp file beside it and renamed
+//! entries go first, and only the cache's own: regular files of its naming,
+//! found without following a link, see `cache/evict.rs`), off with
+//! `KILN_CACHE=off`. These names are the same for every crate built with
+//! cuda-build, whatever its env prefix: the store is one per user. Every file is written to a temp file beside it and renamed
 //! into place, so concurrent builds read whole entries or none; a store that
 //! cannot be written only costs the next build its hit.
 //!
@@ -352,37 +353,14 @@ impl Cache {
     }
 
     /// After a build that stored something: removes the least recently used
-    /// entries until the store is within its bound.
+    /// entries until the store is within its bound. Only the cache's own
+    /// entries count and go (see [`evict::own_entries`]): a shared store
+    /// may hold links and files planted by anyone who can write it.
     pub(crate) fn evict(&self) {
         if self.stored.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let mut entries = Vec::new();
-        let Ok(shards) = std::fs::read_dir(self.root.join("entries")) else {
-            return;
-        };
-        for shard in shards.flatten() {
-            for entry in std::fs::read_dir(shard.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                if let Ok(meta) = entry.metadata() {
-                    let used = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-                    entries.push((used, meta.len(), entry.path()));
-                }
-            }
-        }
-        let mut total: u64 = entries.iter().map(|(_, len, _)| len).sum();
-        entries.sort();
-        for (_, len, path) in entries {
-            if total <= self.max_bytes {
-                break;
-            }
-            if std::fs::remove_file(&path).is_ok() {
-                total -= len;
-            }
-        }
+        evict::to_bound(&self.root, self.max_bytes);
     }
 }
 
@@ -421,5 +399,6 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
     Ok(())
 }
 
+mod evict;
 #[cfg(test)]
 mod tests;
