@@ -13,8 +13,8 @@ use anyhow::{bail, Context, Result};
 
 use super::pins::{normalise_name, split_pin};
 use super::{
-    hidden, nvcc_release, sibling, verify, Installed, Pins, Place, Record, CUDA_LINK,
-    LIBCLANG_LINK, RECORD_FILE,
+    hidden, kiln_made, mark, nvcc_release, sibling, verify, Installed, Pins, Place, Record,
+    CUDA_LINK, LIBCLANG_LINK, RECORD_FILE,
 };
 use crate::error::usage_error;
 
@@ -37,6 +37,8 @@ pub(super) fn install(place: &Place) -> Result<()> {
     let _lock = InstallLock::acquire(
         &sibling(dir, "lock").context("the toolkit dir has no name; pass another --dir")?,
     )?;
+    // Everything refused before anything is removed.
+    check_replaceable(dir)?;
     remove_stale(dir)?;
     let why = match up_to_date(dir, &pins) {
         Ok(release) => {
@@ -48,7 +50,6 @@ pub(super) fn install(place: &Place) -> Result<()> {
         }
         Err(why) => why,
     };
-    check_replaceable(dir)?;
     stop_on_interrupt();
     println!(
         "toolkit: {why}; installing CUDA {} into {shown}",
@@ -223,24 +224,32 @@ pub(super) fn check_interrupted() -> Result<()> {
 }
 
 /// Removes what an interrupted install left beside DIR (the caller holds
-/// the lock, so no install is using them).
-fn remove_stale(dir: &Path) -> Result<()> {
-    for suffix in ["partial", "old"] {
-        let Some(path) = sibling(dir, suffix) else {
-            continue;
-        };
-        if path.exists() || path.is_symlink() {
-            std::fs::remove_dir_all(&path).with_context(|| {
-                format!(
-                    "cannot remove the stale {}; remove it by hand",
-                    path.display()
-                )
-            })?;
-            println!(
-                "toolkit: removed {}, left by an interrupted install",
+/// the lock, so no install is using them): only folders kiln marked; one
+/// of those names that kiln did not write stops the install before
+/// anything is removed.
+pub(super) fn remove_stale(dir: &Path) -> Result<()> {
+    let stale: Vec<PathBuf> = ["partial", "old"]
+        .into_iter()
+        .filter_map(|suffix| sibling(dir, suffix))
+        .filter(|path| std::fs::symlink_metadata(path).is_ok())
+        .collect();
+    if let Some(foreign) = stale.iter().find(|path| !kiln_made(path)) {
+        return Err(usage_error!(
+            "{} is in the way of the install and was not written by kiln; move it aside or pass another --dir",
+            foreign.display()
+        ));
+    }
+    for path in stale {
+        std::fs::remove_dir_all(&path).with_context(|| {
+            format!(
+                "cannot remove the stale {}; remove it by hand",
                 path.display()
-            );
-        }
+            )
+        })?;
+        println!(
+            "toolkit: removed {}, left by an interrupted install",
+            path.display()
+        );
     }
     Ok(())
 }
@@ -278,22 +287,22 @@ impl InstallLock {
     }
 }
 
-/// An install replaces DIR wholesale, so DIR must be absent, empty, or an
-/// earlier install (it has a record): never someone's directory passed as
-/// `--dir` by mistake.
-fn check_replaceable(dir: &Path) -> Result<()> {
-    if !dir.exists() && !dir.is_symlink() {
+/// An install replaces DIR wholesale, so DIR must be absent, an empty
+/// folder, or a folder kiln made (its mark, or an earlier install's whole
+/// record): never someone's directory passed as `--dir` by mistake, nor
+/// one that merely looks like an install.
+pub(super) fn check_replaceable(dir: &Path) -> Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
         return Ok(());
-    }
-    let empty = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none());
-    // An install whose record was lost still has its venv and cuda link.
-    let ours = dir.join("venv").is_dir() && dir.join(CUDA_LINK).is_symlink();
-    if empty || ours || dir.join(RECORD_FILE).is_file() {
+    };
+    let empty = meta.is_dir() && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none());
+    if empty || kiln_made(dir) {
         return Ok(());
     }
     Err(usage_error!(
-        "{} exists and is not a toolkit install (no {RECORD_FILE}); remove it or pass another --dir",
-        dir.display()
+        "{} exists and is not a toolkit install kiln made (no {} of kiln's); remove it or pass another --dir",
+        dir.display(),
+        super::MARK_FILE
     ))
 }
 
@@ -438,17 +447,21 @@ pub(super) struct StagingDir {
 }
 
 impl StagingDir {
-    /// Creates `path`, first removing what an interrupted run left there.
+    /// Creates `path` (the caller removed what an interrupted install left
+    /// there) and marks it as kiln's first.
     pub(super) fn create(path: PathBuf) -> Result<Self> {
-        if path.exists() {
-            std::fs::remove_dir_all(&path)
-                .with_context(|| format!("cannot remove the leftover {}", path.display()))?;
-        }
-        std::fs::create_dir(&path).with_context(|| format!("cannot create {}", path.display()))?;
-        Ok(Self {
+        std::fs::create_dir(&path).with_context(|| {
+            format!(
+                "cannot create {}; if it exists, move it aside",
+                path.display()
+            )
+        })?;
+        let staging = Self {
             path,
             committed: false,
-        })
+        };
+        mark(&staging.path)?;
+        Ok(staging)
     }
 
     pub(super) fn path(&self) -> &Path {
@@ -456,22 +469,32 @@ impl StagingDir {
     }
 
     /// Renames the staging dir to `dir`, replacing an old install (moved to
-    /// `old` first, since rename cannot replace a non-empty dir).
+    /// `old` first, since rename cannot replace a non-empty dir; `dir` was
+    /// checked to be kiln's or empty, and `old` absent, under the lock).
     pub(super) fn commit(mut self, dir: &Path, old: &Path) -> Result<()> {
-        if old.exists() {
-            std::fs::remove_dir_all(old)
-                .with_context(|| format!("cannot remove {}", old.display()))?;
+        if std::fs::symlink_metadata(old).is_ok() {
+            bail!(
+                "{} appeared during the install; move it aside and install again",
+                old.display()
+            );
         }
-        if dir.exists() || dir.is_symlink() {
+        if std::fs::symlink_metadata(dir).is_ok() {
             std::fs::rename(dir, old)
                 .with_context(|| format!("cannot move the old install {} aside", dir.display()))?;
         }
         std::fs::rename(&self.path, dir)
             .with_context(|| format!("cannot move {} to {}", self.path.display(), dir.display()))?;
         self.committed = true;
-        if old.exists() {
+        if kiln_made(old) {
             std::fs::remove_dir_all(old)
                 .with_context(|| format!("cannot remove the old install at {}", old.display()))?;
+        } else if std::fs::symlink_metadata(old).is_ok() && std::fs::remove_dir(old).is_err() {
+            // DIR was an empty folder when checked; something was put in
+            // it since: left for its owner.
+            println!(
+                "toolkit: {} was not empty any more; left as it is",
+                old.display()
+            );
         }
         Ok(())
     }
@@ -559,7 +582,26 @@ mod tests {
         let err = check_replaceable(base).unwrap_err().to_string();
         assert!(err.contains("is not a toolkit install"), "{err}");
         std::fs::write(base.join(RECORD_FILE), "").unwrap();
+        assert!(
+            check_replaceable(base).is_err(),
+            "an empty record is no install's"
+        );
+        mark(base).unwrap();
         assert!(check_replaceable(base).is_ok(), "earlier install");
+        // A link to a marked folder, or a mark that is a link or a FIFO, is
+        // not kiln's mark (and a FIFO never blocks the check).
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(base, &link).unwrap();
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join("x"), "").unwrap();
+        let mark_path = other.path().join(super::super::MARK_FILE);
+        std::os::unix::fs::symlink(base.join(super::super::MARK_FILE), &mark_path).unwrap();
+        assert!(check_replaceable(other.path()).is_err(), "a linked mark");
+        std::fs::remove_file(&mark_path).unwrap();
+        let status = Command::new("mkfifo").arg(&mark_path).status().unwrap();
+        assert!(status.success());
+        assert!(check_replaceable(other.path()).is_err(), "a FIFO mark");
+        assert!(check_replaceable(&link).is_err(), "a link to an install");
     }
 
     #[test]
@@ -600,13 +642,84 @@ mod tests {
         let dir = tmp.path().join("cuda-toolkit");
         let partial = tmp.path().join(".cuda-toolkit.partial");
         let old = tmp.path().join(".cuda-toolkit.old");
+        // What an interrupted install leaves: folders kiln marked.
+        let staged = StagingDir::create(partial.clone()).unwrap();
         std::fs::create_dir_all(partial.join("venv/lib")).unwrap();
         std::fs::write(partial.join("venv/lib/big.so"), "x").unwrap();
-        std::fs::create_dir_all(&old).unwrap();
+        std::mem::forget(staged);
+        std::mem::forget(StagingDir::create(old.clone()).unwrap());
         remove_stale(&dir).unwrap();
         assert!(!partial.exists() && !old.exists());
         // Nothing to remove is fine too.
         remove_stale(&dir).unwrap();
+    }
+
+    /// A place for `dir`, as `--dir DIR` makes it.
+    fn given(dir: &Path) -> Place {
+        Place {
+            dir: dir.to_path_buf(),
+            is_default: false,
+            touch: Vec::new(),
+            default_link: None,
+        }
+    }
+
+    /// Issue 41: a folder that merely looks like an install (a `venv/` and
+    /// a `cuda` link, a file named `kiln-toolkit.toml`) is refused in one
+    /// line, before anything beside it is removed, and every file in it
+    /// and beside it is byte-identical after.
+    #[test]
+    fn a_look_alike_install_is_refused_and_nothing_is_removed() {
+        use kiln_output::testing::snapshot;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("work");
+        std::fs::create_dir_all(dir.join("venv")).unwrap();
+        std::os::unix::fs::symlink("venv", dir.join(CUDA_LINK)).unwrap();
+        std::fs::write(dir.join("train.py"), "print('mine')\n").unwrap();
+        // The user's own folders named as an install's leftovers.
+        for sibling in [".work.old", ".work.partial"] {
+            std::fs::create_dir(tmp.path().join(sibling)).unwrap();
+            std::fs::write(tmp.path().join(sibling).join("notes.md"), sibling).unwrap();
+        }
+        let before = snapshot(tmp.path());
+        let err = format!("{:#}", install(&given(&dir)).unwrap_err());
+        assert!(err.contains("not a toolkit install"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+        std::fs::write(dir.join(RECORD_FILE), "name = 'my own config'\n").unwrap();
+        let with_record = snapshot(tmp.path());
+        let err = format!("{:#}", install(&given(&dir)).unwrap_err());
+        assert!(err.contains("not a toolkit install"), "{err}");
+        let lock = (".work.lock".to_string(), Vec::new());
+        let mut after = snapshot(tmp.path());
+        after.retain(|e| *e != lock);
+        let mut expected = with_record;
+        expected.retain(|e| *e != lock);
+        assert_eq!(after, expected, "every file byte-identical");
+        assert!(before.iter().all(|e| expected.contains(e) || *e == lock));
+    }
+
+    /// Issue 41: a user's `.NAME.old` or `.NAME.partial` beside an absent
+    /// DIR is not taken for an interrupted install's: the install stops
+    /// before it runs anything, naming it, and it is left as it was.
+    #[test]
+    fn a_users_old_and_partial_beside_dir_survive() {
+        use kiln_output::testing::snapshot;
+        for sibling in [".cuda.old", ".cuda.partial"] {
+            let tmp = tempfile::tempdir().unwrap();
+            let path = tmp.path().join(sibling);
+            std::fs::create_dir(&path).unwrap();
+            std::fs::write(path.join("data.bin"), "user data").unwrap();
+            let before = snapshot(&path);
+            let err = format!(
+                "{:#}",
+                install(&given(&tmp.path().join("cuda"))).unwrap_err()
+            );
+            assert!(
+                err.contains(sibling) && err.contains("not written by kiln"),
+                "{err}"
+            );
+            assert_eq!(snapshot(&path), before, "{sibling} left as it was");
+        }
     }
 
     #[test]
