@@ -4,7 +4,9 @@
 //! and every file kiln wrote there) with nothing else in it; anything else
 //! is refused in one line before the run, nothing touched. The new output
 //! is made beside DIR in a hidden folder (`.<DIR>.kiln-new-*`, which proves
-//! the parent writable before a long run) and swapped into place by one
+//! the parent writable before a long run; made with DIR's mode and group,
+//! or the umask and a setgid parent's group where DIR is new, and what is
+//! written in it fitted to that at commit) and swapped into place by one
 //! `renameat2(RENAME_EXCHANGE)` (two renames where the filesystem lacks
 //! it), so DIR holds the whole old output or the whole new one at every
 //! instant; the old one is then removed file by file from its marker's
@@ -18,6 +20,7 @@ mod fsops;
 mod inspect;
 mod leftovers;
 mod marker;
+mod modes;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -121,6 +124,7 @@ impl Output {
         }
         let staging = tempfile::Builder::new()
             .prefix(&leftovers::new_prefix(&name))
+            .permissions(modes::new_folder())
             .tempdir_in(&parent)
             .map_err(|error| Error::Unwritable {
                 dir: parent.clone(),
@@ -140,11 +144,15 @@ impl Output {
                 return Err(e);
             }
         };
-        // tempfile makes it private; an output is read by others too.
-        let _ = fs::set_permissions(
-            &staging,
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        );
+        // Made as mkdir makes a folder (the umask, a setgid parent's
+        // group); where DIR exists, as DIR is.
+        let existing = fs::symlink_metadata(&dir).ok().filter(fs::Metadata::is_dir);
+        if let Some(existing) = existing {
+            if let Err(e) = modes::take_folder(&staging, &existing) {
+                let _ = fs::remove_dir(&staging);
+                return Err(e);
+            }
+        }
         drop(parent_lock);
         Ok(Self {
             dir,
@@ -226,8 +234,11 @@ impl Output {
     fn swap(&self, staging: &Path) -> Result<Option<Vec<String>>, Error> {
         let dir = &self.dir;
         let files = fsops::list_and_sync(staging)?;
+        // The old output (if any) is at DIR until the swap.
+        modes::fit(staging, &files, Some(dir.as_path()))?;
         let marker = marker::Marker::new(self.spec.tool, self.spec.kind, files);
         marker::write(staging, &marker)?;
+        modes::fit(staging, &[MARKER.to_string()], None)?;
         fsops::sync_dir(staging)?;
         if self.stops(Step::Marked) {
             return Ok(None);
