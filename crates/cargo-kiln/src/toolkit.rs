@@ -169,10 +169,9 @@ impl Record {
 /// Runs `root/bin/nvcc --version` and returns its `release` line.
 fn nvcc_release(root: &Path) -> Result<String> {
     let nvcc = root.join("bin").join("nvcc");
-    let out = Command::new(&nvcc)
-        .arg("--version")
-        .output()
-        .with_context(|| format!("cannot run {}", nvcc.display()))?;
+    let limit = cuda_build::toolkit::probe_timeout(&cuda_build::toolkit::ProcessEnv)?;
+    let out = cuda_build::toolkit::output_within(Command::new(&nvcc).arg("--version"), limit)
+        .with_context(|| format!("cannot run `{} --version`", nvcc.display()))?;
     if !out.status.success() {
         bail!(
             "`{} --version` failed: {}",

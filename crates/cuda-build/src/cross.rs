@@ -321,8 +321,21 @@ fn cxx_beside(linker: &Path) -> Option<PathBuf> {
 /// an aarch64 target would write x86 objects that fail only at the link).
 /// A compiler that cannot say (`-dumpmachine` fails) is taken as named.
 fn check_machine(target: &str, (compiler, origin): &(PathBuf, String)) -> Result<(), Error> {
-    let Ok(output) = Command::new(compiler).arg("-dumpmachine").output() else {
-        return Ok(());
+    let output = crate::toolkit::output_within(
+        Command::new(compiler).arg("-dumpmachine"),
+        crate::probe::process_limit(),
+    );
+    let output = match output {
+        Ok(output) => output,
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            return Err(Error::CrossCompiler {
+                target: target.to_string(),
+                compiler: compiler.display().to_string(),
+                origin: origin.clone(),
+                problem: format!("`{} -dumpmachine` {e}", compiler.display()),
+            })
+        }
+        Err(_) => return Ok(()),
     };
     let machine = String::from_utf8_lossy(&output.stdout).trim().to_string();
     if !output.status.success() || machine.is_empty() {

@@ -18,9 +18,11 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use crate::arch::SupportedArchs;
 use crate::error::Error;
+pub use crate::probe::{output_within, probe_timeout, DEFAULT_PROBE_TIMEOUT, PROBE_TIMEOUT_VAR};
 
 /// Environment variables discovery reads; a build script declares each with
 /// `cargo::rerun-if-env-changed`.
@@ -31,6 +33,7 @@ pub(crate) const DISCOVERY_ENV_VARS: &[&str] = &[
     "CUDA_ROOT",
     "PATH",
     STORE_VAR,
+    PROBE_TIMEOUT_VAR,
 ];
 
 /// Moves the user's toolkit store (default: `kiln/toolkits` in the
@@ -153,12 +156,18 @@ pub struct Toolkit {
 
 impl Toolkit {
     /// Inspects a toolkit root, as discovery does for each candidate.
-    pub(crate) fn at(root: &Path, found_by: &str) -> Result<Self, ProbeOutcome> {
+    /// `nvcc --version` may run for `limit`.
+    pub(crate) fn at(root: &Path, found_by: &str, limit: Duration) -> Result<Self, ProbeOutcome> {
         let nvcc = root.join("bin").join("nvcc");
-        Self::with_nvcc(root, &nvcc, found_by)
+        Self::with_nvcc(root, &nvcc, found_by, limit)
     }
 
-    fn with_nvcc(root: &Path, nvcc: &Path, found_by: &str) -> Result<Self, ProbeOutcome> {
+    fn with_nvcc(
+        root: &Path,
+        nvcc: &Path,
+        found_by: &str,
+        limit: Duration,
+    ) -> Result<Self, ProbeOutcome> {
         if !root.is_dir() {
             return Err(ProbeOutcome::Missing(root.to_path_buf()));
         }
@@ -168,14 +177,15 @@ impl Toolkit {
         if !root.join("include").join("cuda_runtime.h").is_file() {
             return Err(ProbeOutcome::NoHeaders(root.to_path_buf()));
         }
-        let output =
-            Command::new(nvcc)
-                .arg("--version")
-                .output()
-                .map_err(|e| ProbeOutcome::NvccFailed {
-                    nvcc: nvcc.to_path_buf(),
-                    reason: e.to_string(),
-                })?;
+        let output = output_within(Command::new(nvcc).arg("--version"), limit).map_err(|e| {
+            ProbeOutcome::NvccFailed {
+                nvcc: nvcc.to_path_buf(),
+                reason: match e.kind() {
+                    std::io::ErrorKind::TimedOut => format!("`{} --version` {e}", nvcc.display()),
+                    _ => e.to_string(),
+                },
+            }
+        })?;
         let text = String::from_utf8_lossy(&output.stdout);
         let version = ToolkitVersion::parse_nvcc_version(&text)
             .filter(|_| output.status.success())
@@ -215,13 +225,14 @@ impl Toolkit {
     /// `--list-gpu-arch`).
     pub fn supported_archs(&self) -> Result<SupportedArchs, Error> {
         let list = |flag: &str| -> Result<String, Error> {
-            let output = Command::new(&self.nvcc)
-                .arg(flag)
-                .output()
-                .map_err(|source| Error::Spawn {
-                    program: self.nvcc.clone(),
-                    source,
-                })?;
+            let output = output_within(
+                Command::new(&self.nvcc).arg(flag),
+                crate::probe::process_limit(),
+            )
+            .map_err(|source| Error::Spawn {
+                program: self.nvcc.clone(),
+                source,
+            })?;
             if !output.status.success() {
                 return Err(Error::ToolFailed {
                     command: format!("{} {flag}", self.nvcc.display()),
@@ -349,15 +360,18 @@ impl Discovery {
 pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]) -> Discovery {
     let mut probes = Vec::new();
     let mut toolkit = None;
-    let mut consider = |place: &str, result: Result<Toolkit, ProbeOutcome>| {
-        let outcome = match (&toolkit, result) {
-            (Some(_), _) => ProbeOutcome::NotReached,
-            (None, Ok(found)) => {
+    // An invalid limit is refused by the build before it discovers.
+    let limit = probe_timeout(env).unwrap_or(DEFAULT_PROBE_TIMEOUT);
+    // Looked at only until a toolkit is taken: no nvcc runs after that.
+    let mut consider = |place: &str, probe: &dyn Fn() -> Result<Toolkit, ProbeOutcome>| {
+        let outcome = match (&toolkit, toolkit.is_none().then(probe)) {
+            (Some(_), _) | (None, None) => ProbeOutcome::NotReached,
+            (None, Some(Ok(found))) => {
                 let outcome = ProbeOutcome::Found(found.root.clone());
                 toolkit = Some(found);
                 outcome
             }
-            (None, Err(outcome)) => outcome,
+            (None, Some(Err(outcome))) => outcome,
         };
         probes.push(Probe {
             place: place.to_string(),
@@ -366,13 +380,15 @@ pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]
     };
 
     match env.var_os("NVCC").filter(|v| !v.is_empty()) {
-        None => consider("NVCC", Err(ProbeOutcome::NotSet)),
-        Some(nvcc) => consider("NVCC", nvcc_as_given(env, &PathBuf::from(nvcc), candidates)),
+        None => consider("NVCC", &|| Err(ProbeOutcome::NotSet)),
+        Some(nvcc) => consider("NVCC", &|| {
+            nvcc_as_given(env, &PathBuf::from(&nvcc), candidates, limit)
+        }),
     }
     for var in ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"] {
         match env.var_os(var).filter(|v| !v.is_empty()) {
-            None => consider(var, Err(ProbeOutcome::NotSet)),
-            Some(root) => consider(var, Toolkit::at(Path::new(&root), var)),
+            None => consider(var, &|| Err(ProbeOutcome::NotSet)),
+            Some(root) => consider(var, &|| Toolkit::at(Path::new(&root), var, limit)),
         }
     }
     let on_path = env.var_os("PATH").and_then(|path| {
@@ -381,7 +397,7 @@ pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]
             .find(|nvcc| nvcc.is_file())
     });
     match on_path {
-        None => consider("PATH", Err(ProbeOutcome::NotOnPath)),
+        None => consider("PATH", &|| Err(ProbeOutcome::NotOnPath)),
         Some(nvcc) => {
             // nvcc on PATH may be a symlink into the toolkit (/usr/bin/nvcc).
             let real = std::fs::canonicalize(&nvcc).unwrap_or(nvcc);
@@ -389,11 +405,11 @@ pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]
                 .parent()
                 .and_then(Path::parent)
                 .unwrap_or(Path::new("/"));
-            consider("PATH", Toolkit::with_nvcc(root, &real, "PATH"));
+            consider("PATH", &|| Toolkit::with_nvcc(root, &real, "PATH", limit));
         }
     }
     for (label, root) in candidates {
-        consider(label, Toolkit::at(root, label));
+        consider(label, &|| Toolkit::at(root, label, limit));
     }
     // Named by the variable when it is set, so that a wrong value is warned
     // about like any other (`misconfigured`).
@@ -402,11 +418,13 @@ pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]
         None => "user store",
     };
     match store_default(env) {
-        None => consider(store_place, Err(ProbeOutcome::NotSet)),
-        Some(default) => consider(store_place, Toolkit::at(&default.join("cuda"), store_place)),
+        None => consider(store_place, &|| Err(ProbeOutcome::NotSet)),
+        Some(default) => consider(store_place, &|| {
+            Toolkit::at(&default.join("cuda"), store_place, limit)
+        }),
     }
     for root in ["/usr/local/cuda", "/opt/cuda"] {
-        consider(root, Toolkit::at(Path::new(root), root));
+        consider(root, &|| Toolkit::at(Path::new(root), root, limit));
     }
     Discovery { probes, toolkit }
 }
@@ -417,6 +435,7 @@ fn nvcc_as_given<E: EnvSource + ?Sized>(
     env: &E,
     given: &Path,
     candidates: &[(String, PathBuf)],
+    limit: Duration,
 ) -> Result<Toolkit, ProbeOutcome> {
     let program = if given.components().count() == 1 && !given.is_file() {
         env.var_os("PATH")
@@ -450,7 +469,7 @@ fn nvcc_as_given<E: EnvSource + ?Sized>(
         .chain(fixed)
         .find(|root| has_headers(root))
         .ok_or_else(|| ProbeOutcome::NoToolkitRoot(given.to_path_buf()))?;
-    Toolkit::with_nvcc(&root, &program, "NVCC").map_err(|outcome| match outcome {
+    Toolkit::with_nvcc(&root, &program, "NVCC", limit).map_err(|outcome| match outcome {
         ProbeOutcome::NvccFailed { reason, .. } => ProbeOutcome::NvccFailed {
             nvcc: given.to_path_buf(),
             reason,
@@ -596,6 +615,12 @@ mod tests {
     /// A fake toolkit whose nvcc prints a CUDA release, in `root`.
     #[cfg(unix)]
     fn fake_toolkit(root: &Path) {
+        fake_toolkit_after(root, "");
+    }
+
+    /// A fake toolkit whose nvcc runs `first`, then prints a CUDA release.
+    #[cfg(unix)]
+    fn fake_toolkit_after(root: &Path, first: &str) {
         use std::os::unix::fs::PermissionsExt;
         std::fs::create_dir_all(root.join("bin")).unwrap();
         std::fs::create_dir_all(root.join("include")).unwrap();
@@ -603,7 +628,7 @@ mod tests {
         let nvcc = root.join("bin/nvcc");
         std::fs::write(
             &nvcc,
-            "#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n",
+            format!("#!/bin/sh\n{first}\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n"),
         )
         .unwrap();
         std::fs::set_permissions(&nvcc, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -632,6 +657,51 @@ mod tests {
         fake_toolkit(&local);
         let d = discover(env, &[("project-local".into(), local.clone())]);
         assert_eq!(d.toolkit.unwrap().root, local);
+    }
+
+    /// Issue 41: a toolkit whose nvcc hangs (here: answers only after 30s)
+    /// is given up after `KILN_PROBE_TIMEOUT` seconds, named with the
+    /// variable, instead of hanging `doctor` and every plain build.
+    #[test]
+    #[cfg(unix)]
+    fn a_hanging_nvcc_is_given_up_after_the_probe_timeout() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("cuda");
+        fake_toolkit_after(&root, "sleep 30");
+        let env: &[(&str, &str)] = &[
+            ("CUDA_PATH", root.to_str().unwrap()),
+            ("PATH", ""),
+            (PROBE_TIMEOUT_VAR, "1"),
+        ];
+        let d = discover(env, &[]);
+        assert_eq!(d.toolkit, None, "{d:?}");
+        let probe = d.probes.iter().find(|p| p.place == "CUDA_PATH").unwrap();
+        let text = probe.to_string();
+        assert!(
+            text.contains("did not finish within 1s") && text.contains(PROBE_TIMEOUT_VAR),
+            "{text}"
+        );
+        assert!(d.misconfigured().any(|p| p.place == "CUDA_PATH"));
+    }
+
+    /// Issue 41: the probe timeout is a whole number of seconds within a
+    /// bound (no overflow of an instant), else one line naming it.
+    #[test]
+    fn the_probe_timeout_is_checked() {
+        let limit = |v: &str| {
+            let env: &[(&str, &str)] = &[(PROBE_TIMEOUT_VAR, v)];
+            probe_timeout(env)
+        };
+        assert_eq!(limit("").unwrap(), DEFAULT_PROBE_TIMEOUT);
+        assert_eq!(limit(" 5 ").unwrap(), Duration::from_secs(5));
+        for bad in ["0", "-1", "1.5", "ten", "18446744073709551615", "86401"] {
+            let err = limit(bad).unwrap_err().to_string();
+            assert!(
+                err.starts_with(&format!("{PROBE_TIMEOUT_VAR}={bad}:")),
+                "{err}"
+            );
+            assert!(!err.contains('\n'), "{err}");
+        }
     }
 
     #[test]
