@@ -263,12 +263,27 @@ pub(super) struct InstallLock {
 
 impl InstallLock {
     pub(super) fn acquire(path: &Path) -> Result<Self> {
-        let file = std::fs::File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .with_context(|| format!("cannot open the lock file {}", path.display()))?;
+        use rustix::fs::{Mode, OFlags, CWD};
+        // Never through a symlink, never waiting on a FIFO: a lock file
+        // planted as either is refused.
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let file = rustix::fs::openat(CWD, path, flags, Mode::from_raw_mode(0o644))
+            .map(std::fs::File::from)
+            .map_err(std::io::Error::from)
+            .and_then(|file| {
+                if file.metadata()?.is_file() {
+                    Ok(file)
+                } else {
+                    Err(std::io::Error::other("it is not a regular file"))
+                }
+            })
+            .with_context(|| {
+                format!(
+                    "cannot open the lock file {} (remove it if it is not a file kiln made)",
+                    path.display()
+                )
+            })?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -732,6 +747,25 @@ mod tests {
             // Dropped without commit: what an error return does.
         }
         assert!(!partial.exists());
+    }
+
+    /// Issue 41: a FIFO or a symlink planted as `.NAME.lock` never blocks
+    /// the install nor leads it to create or open a file elsewhere: one
+    /// line naming the lock file, and what the link points at stays absent.
+    #[test]
+    fn a_fifo_or_link_as_the_lock_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join(".cuda.lock");
+        let status = Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(status.success());
+        let err = format!("{:#}", InstallLock::acquire(&fifo).unwrap_err());
+        assert!(err.contains(".cuda.lock") && !err.contains('\n'), "{err}");
+        let link = tmp.path().join(".other.lock");
+        let elsewhere = tmp.path().join("elsewhere");
+        std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+        let err = format!("{:#}", InstallLock::acquire(&link).unwrap_err());
+        assert!(err.contains(".other.lock") && !err.contains('\n'), "{err}");
+        assert!(!elsewhere.exists(), "nothing created through the link");
     }
 
     #[test]
