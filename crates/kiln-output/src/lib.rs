@@ -30,6 +30,8 @@ use std::path::{Path, PathBuf};
 
 pub use error::Error;
 pub use marker::MARKER;
+#[cfg(test)]
+use marker::STAGING;
 
 use error::io_error;
 use inspect::State;
@@ -145,13 +147,15 @@ impl Output {
             }
         };
         // Made as mkdir makes a folder (the umask, a setgid parent's
-        // group); where DIR exists, as DIR is.
+        // group); where DIR exists, as DIR is. Marked as kiln's first, so a
+        // later run removes it only if it carries the mark.
         let existing = fs::symlink_metadata(&dir).ok().filter(fs::Metadata::is_dir);
-        if let Some(existing) = existing {
-            if let Err(e) = modes::take_folder(&staging, &existing) {
-                let _ = fs::remove_dir(&staging);
-                return Err(e);
-            }
+        let made = existing
+            .map_or(Ok(()), |existing| modes::take_folder(&staging, &existing))
+            .and_then(|()| marker::write_staging(&staging));
+        if let Err(e) = made {
+            let _ = fs::remove_dir_all(&staging);
+            return Err(e);
         }
         drop(parent_lock);
         Ok(Self {
@@ -167,6 +171,13 @@ impl Output {
             #[cfg(test)]
             exchange: true,
         })
+    }
+
+    /// The staging folder left as a kill while it is filled leaves it: its
+    /// lock released, never removed.
+    #[cfg(test)]
+    pub(crate) fn killed(mut self) -> PathBuf {
+        self.staging.take().expect("present until committed")
     }
 
     /// The folder to fill: the new output, beside DIR until committed.
@@ -233,6 +244,9 @@ impl Output {
     /// The commit's steps; `None` where a test stopped them.
     fn swap(&self, staging: &Path) -> Result<Option<Vec<String>>, Error> {
         let dir = &self.dir;
+        // From here the marker, once written, proves the folder kiln's; a
+        // kill before it leaves a folder that is kept, never removed.
+        marker::remove_staging(staging)?;
         let files = fsops::list_and_sync(staging)?;
         // The old output (if any) is at DIR until the swap.
         modes::fit(staging, &files, Some(dir.as_path()))?;

@@ -441,10 +441,10 @@ fn a_partial_leftover_is_removed_and_reported_unless_its_run_lives() {
     assert!(staging.is_dir());
     drop(next);
     // A run killed while filling its staging folder left no lock.
-    let other = root.path().join(".out.kiln-new-abc123");
-    fs::create_dir_all(other.join("bin")).unwrap();
-    fs::write(other.join("bin/half"), "x").unwrap();
-    symlink(root.path().join("precious"), other.join("link")).unwrap();
+    let killed = Output::prepare(&dir, spec(true), &[]).unwrap();
+    fill(&killed, &[("bin/half", "x")]);
+    symlink(root.path().join("precious"), killed.path().join("link")).unwrap();
+    let other = killed.killed();
     fs::write(root.path().join("precious"), "mine").unwrap();
     let out = Output::prepare(&dir, spec(true), &[]).unwrap();
     let notes = out.notes().join("\n");
@@ -460,6 +460,32 @@ fn a_partial_leftover_is_removed_and_reported_unless_its_run_lives() {
     fill(&out, C);
     out.commit().unwrap();
     assert_eq!(content(&dir), expected(C));
+}
+
+/// Issue 41: a user's folder named as a staging folder would be
+/// (`.out.kiln-new-notes`) is not taken for a killed run's: only a folder
+/// carrying the staging mark kiln writes first is removed; this one is
+/// kept, byte-identical, with a note.
+#[test]
+fn a_users_folder_named_like_a_staging_folder_is_kept() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("out");
+    write(&dir, spec(true), A).unwrap();
+    let notes_dir = root.path().join(".out.kiln-new-notes");
+    fs::create_dir(&notes_dir).unwrap();
+    fs::write(notes_dir.join("todo.md"), "mine").unwrap();
+    // A staging mark that is a link to a real one is no mark.
+    let real = Output::prepare(&root.path().join("other"), spec(true), &[]).unwrap();
+    symlink(real.path().join(STAGING), notes_dir.join(STAGING)).unwrap();
+    let before = tree(&notes_dir);
+    let notes = write(&dir, spec(true), B);
+    let out = Output::prepare(&dir, spec(true), &[]).unwrap();
+    let text = out.notes().join("\n");
+    assert!(text.contains("kept, remove it yourself"), "{text}");
+    drop(out);
+    drop(real);
+    assert_eq!(tree(&notes_dir), before, "{notes:?}");
+    assert_eq!(content(&dir), expected(B));
 }
 
 #[test]
