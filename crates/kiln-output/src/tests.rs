@@ -681,3 +681,33 @@ fn a_new_output_takes_the_umask_and_the_parents_setgid_group() {
     assert_eq!((mode(&dir), gid(&dir)), (0o2700, group));
     assert_eq!(gid(&dir.join("run.sh")), group);
 }
+
+/// Issue 41: an output name of the longest a folder may have (255 bytes)
+/// is written, replaced, and its killed run's staging folder found, though
+/// `.NAME.kiln-new-*` would be too long a name: the names beside it are
+/// shortened, and stay the same for the same name.
+#[test]
+fn an_output_name_of_the_longest_length_is_written_and_its_leftovers_found() {
+    let root = tempfile::tempdir().unwrap();
+    let name = "é".repeat(100) + &"a".repeat(55);
+    assert_eq!(name.len(), 255);
+    let dir = root.path().join(&name);
+    write(&dir, spec(true), A).unwrap();
+    write(&dir, spec(true), B).unwrap();
+    assert_eq!(content(&dir), expected(B));
+    assert_eq!(beside(&dir), std::slice::from_ref(&name));
+    let killed = Output::prepare(&dir, spec(true), &[]).unwrap();
+    fill(&killed, C);
+    let staging = killed.killed();
+    let out = Output::prepare(&dir, spec(true), &[]).unwrap();
+    assert!(
+        out.notes().join("\n").starts_with("removed "),
+        "{:?}",
+        out.notes()
+    );
+    assert!(!staging.exists());
+    fill(&out, C);
+    out.commit().unwrap();
+    assert_eq!(content(&dir), expected(C));
+    assert_eq!(beside(&dir), [name]);
+}
