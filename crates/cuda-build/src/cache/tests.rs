@@ -331,6 +331,17 @@ fn a_fifo_in_the_index_never_blocks() {
     assert!(stored.lookup().is_some(), "the index restored");
 }
 
+/// A temp dir holding an out dir and a folder of the builder's own files.
+fn builder_folders() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let own = tmp.path().join("builder-files");
+    for dir in [&out, &own] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    (tmp, out, own)
+}
+
 /// Issue 41: eviction in a shared store never follows a symlink (a shard
 /// that is a link to a folder, a link to a folder or a file inside a
 /// shard) and removes only files of the cache's own naming: what a link
@@ -339,12 +350,7 @@ fn a_fifo_in_the_index_never_blocks() {
 #[test]
 fn eviction_never_follows_a_link_nor_removes_what_it_did_not_write() {
     use std::os::unix::fs::symlink;
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("out");
-    let own = tmp.path().join("builder-files");
-    for dir in [&out, &own] {
-        std::fs::create_dir_all(dir).unwrap();
-    }
+    let (tmp, out, own) = builder_folders();
     let victims = [own.join("main.rs"), own.join("notes.txt")];
     for (i, victim) in victims.iter().enumerate() {
         std::fs::write(victim, format!("the builder's own file {i}")).unwrap();
@@ -406,4 +412,34 @@ fn eviction_never_follows_a_link_nor_removes_what_it_did_not_write() {
             );
         }
     }
+}
+
+/// Issue 41: a shard of a shared store planted as a link to a folder of
+/// the builder's is never written through: the store misses, and the
+/// folder it leads to stays as it was.
+#[cfg(unix)]
+#[test]
+fn a_store_never_writes_through_a_linked_folder() {
+    use std::os::unix::fs::symlink;
+    let (tmp, out, own) = builder_folders();
+    let cache = Cache::new(tmp.path().join("store"), DEFAULT_MAX, &toolkit(88), &out);
+    let object = out.join("o");
+    std::fs::write(&object, "object").unwrap();
+    let args = vec![OsString::from("-lib")];
+    let key = cache
+        .inputs_key(
+            &cache.base_key("link", &args, Path::new("")),
+            std::slice::from_ref(&object),
+        )
+        .unwrap();
+    let shard = cache.entry_path(&key).parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(shard.parent().unwrap()).unwrap();
+    symlink(&own, &shard).unwrap();
+    cache.store_link(&args, std::slice::from_ref(&object), b"image", "");
+    assert_eq!(
+        std::fs::read_dir(&own).unwrap().count(),
+        0,
+        "nothing written through the link"
+    );
+    assert!(cache.lookup_link(&args, &[object], any).is_none());
 }
