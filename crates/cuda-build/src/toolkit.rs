@@ -242,11 +242,24 @@ impl Toolkit {
             }
             Ok(String::from_utf8_lossy(&output.stdout).into_owned())
         };
-        Ok(SupportedArchs::from_nvcc_lists(
+        let supported = SupportedArchs::from_nvcc_lists(
             &format!("{}.{}", self.version.major, self.version.minor),
             &list("--list-gpu-code")?,
             &list("--list-gpu-arch")?,
-        ))
+        );
+        // An empty list would fail later as if the crate's arch spec asked
+        // for something this toolkit lacks.
+        let empty = [
+            ("--list-gpu-code", supported.sass.is_empty()),
+            ("--list-gpu-arch", supported.ptx.is_empty()),
+        ];
+        if let Some((flag, _)) = empty.iter().find(|(_, empty)| *empty) {
+            return Err(Error::NoArchs {
+                command: format!("{} {flag}", self.nvcc.display()),
+                found_by: self.found_by.clone(),
+            });
+        }
+        Ok(supported)
     }
 }
 
@@ -657,6 +670,28 @@ mod tests {
         fake_toolkit(&local);
         let d = discover(env, &[("project-local".into(), local.clone())]);
         assert_eq!(d.toolkit.unwrap().root, local);
+    }
+
+    /// Issue 41: a toolkit whose nvcc lists no archs is the toolkit's
+    /// fault, said so with the nvcc and the place that found it, never
+    /// blamed on the crate's arch spec or `kiln.toml`.
+    #[test]
+    #[cfg(unix)]
+    fn a_toolkit_listing_no_archs_is_named_as_the_fault() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("cuda");
+        fake_toolkit(&root);
+        let env: &[(&str, &str)] = &[("CUDA_PATH", root.to_str().unwrap()), ("PATH", "")];
+        let toolkit = discover(env, &[]).toolkit.expect("the fake toolkit");
+        let err = toolkit.supported_archs().unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("{} --list-gpu-code", toolkit.nvcc.display()))
+                && err.contains("found by CUDA_PATH")
+                && err.contains("listed no archs")
+                && !err.contains("kiln.toml")
+                && !err.contains('\n'),
+            "{err}"
+        );
     }
 
     /// Issue 41: a toolkit whose nvcc hangs (here: answers only after 30s)
