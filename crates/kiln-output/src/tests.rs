@@ -711,3 +711,16 @@ fn an_output_name_of_the_longest_length_is_written_and_its_leftovers_found() {
     assert_eq!(content(&dir), expected(C));
     assert_eq!(beside(&dir), [name]);
 }
+
+/// Issue 41: a mount point (here `/proc`) is refused before the run, in
+/// one line saying why, instead of failing at the swap after the whole run
+/// (a mount point cannot be renamed).
+#[test]
+fn a_mount_point_is_refused_before_the_run() {
+    let err = Output::prepare(Path::new("/proc"), spec(true), &[]).unwrap_err();
+    let text = one_line(&err);
+    assert!(
+        text.starts_with("/proc: is a mount point") && text.contains("a folder inside it"),
+        "{text}"
+    );
+}
