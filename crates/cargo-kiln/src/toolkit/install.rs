@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -199,9 +199,16 @@ fn up_to_date(dir: &Path, pins: &Pins) -> Result<String, String> {
 /// SIGTERM).
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// The pip running now (0: none), the leader of a process group of its
+/// own, stopped with all it started by the signal handler: a SIGTERM sent
+/// to the install alone (`timeout`, `kill`) would never reach it, and pip
+/// would go on downloading for minutes.
+static PIP: AtomicU32 = AtomicU32::new(0);
+
 /// Turns Ctrl-C and SIGTERM into an error at the next step, so the staging
-/// dir is dropped (removed) on the way out instead of left behind. pip and
-/// python, in the same process group, get the signal too and fail their step.
+/// dir is dropped (removed) on the way out instead of left behind. python
+/// (venv), in the same process group, gets a Ctrl-C too; pip, in a group of
+/// its own, is sent SIGTERM by the handler, on a Ctrl-C or a SIGTERM alike.
 pub(super) fn stop_on_interrupt() {
     // Fails only if a handler is already set: then it is this one.
     // No "second signal exits at once": `timeout` and shells deliver one
@@ -212,6 +219,13 @@ pub(super) fn stop_on_interrupt() {
             eprintln!(
                 "toolkit: interrupted; stopping after this step and removing the partial install"
             );
+        }
+        let pip = PIP.load(Ordering::SeqCst);
+        if let Some(pid) = i32::try_from(pip)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::TERM);
         }
     });
 }
@@ -358,7 +372,8 @@ fn pip_install(venv: &Path, requirements: &[&str]) -> Result<()> {
 pub(super) fn pip_install_with(venv: &Path, extra: &[&str], requirements: &[&str]) -> Result<()> {
     // `python -m pip`, not `bin/pip`: pip's script hard-codes the staging
     // path in its shebang.
-    let mut child = Command::new(venv.join("bin").join("python"))
+    let mut command = Command::new(venv.join("bin").join("python"));
+    command
         .args([
             "-m",
             "pip",
@@ -371,9 +386,11 @@ pub(super) fn pip_install_with(venv: &Path, extra: &[&str], requirements: &[&str
         ])
         .args(extra)
         .args(requirements)
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("cannot run the venv's python")?;
+        .stderr(Stdio::piped());
+    // Its own group, so that the handler stops it and what it started.
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command.spawn().context("cannot run the venv's python")?;
+    PIP.store(child.id(), Ordering::SeqCst);
     // Echo stderr live while keeping it, to name the failing package.
     let mut stderr_text = String::new();
     if let Some(stderr) = child.stderr.take() {
@@ -383,7 +400,9 @@ pub(super) fn pip_install_with(venv: &Path, extra: &[&str], requirements: &[&str
             stderr_text.push('\n');
         }
     }
-    let status = child.wait().context("cannot wait for pip")?;
+    let status = child.wait();
+    PIP.store(0, Ordering::SeqCst);
+    let status = status.context("cannot wait for pip")?;
     if status.success() {
         return Ok(());
     }
