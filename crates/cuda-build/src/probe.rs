@@ -9,7 +9,6 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::toolkit::EnvSource;
 
 /// How long a probe may run, in seconds.
 pub const PROBE_TIMEOUT_VAR: &str = "KILN_PROBE_TIMEOUT";
@@ -20,10 +19,11 @@ pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(60);
 /// deadline).
 const MAX_PROBE_SECONDS: u64 = 86_400;
 
-/// The probe limit `env` sets ([`PROBE_TIMEOUT_VAR`], whole seconds from 1
-/// to a day), or the default; one line naming the variable otherwise.
-pub fn probe_timeout<E: EnvSource + ?Sized>(env: &E) -> Result<Duration, Error> {
-    let Some(value) = env.var_os(PROBE_TIMEOUT_VAR) else {
+/// The probe limit `value` of [`PROBE_TIMEOUT_VAR`] sets (whole seconds
+/// from 1 to a day), or the default where it is unset or empty; one line
+/// naming the variable otherwise.
+pub(crate) fn limit_from(value: Option<std::ffi::OsString>) -> Result<Duration, Error> {
+    let Some(value) = value else {
         return Ok(DEFAULT_PROBE_TIMEOUT);
     };
     let text = value.to_string_lossy();
@@ -47,7 +47,7 @@ pub fn probe_timeout<E: EnvSource + ?Sized>(env: &E) -> Result<Duration, Error> 
 /// The limit of the process environment, the default where it is not
 /// valid (the build refuses an invalid one before it probes).
 pub(crate) fn process_limit() -> Duration {
-    probe_timeout(&crate::toolkit::ProcessEnv).unwrap_or(DEFAULT_PROBE_TIMEOUT)
+    limit_from(std::env::var_os(PROBE_TIMEOUT_VAR)).unwrap_or(DEFAULT_PROBE_TIMEOUT)
 }
 
 /// Runs `command` (no stdin, stdout and stderr captured) for at most

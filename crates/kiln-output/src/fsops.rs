@@ -14,8 +14,8 @@ use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, CWD};
 use rustix::io::Errno;
 
 use crate::error::{io_error, Error};
-use crate::leftovers;
 use crate::marker::{self, MARKER, REMOVING};
+use crate::names;
 
 /// Whether `e` says the filesystem (or kernel) lacks a `renameat2` flag.
 fn unsupported(e: Errno) -> bool {
@@ -55,7 +55,7 @@ pub(crate) fn old_name(parent: &Path, name: &std::ffi::OsStr) -> PathBuf {
     loop {
         let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
         hasher.write_u32(std::process::id());
-        let mut file = OsString::from(leftovers::old_prefix(name));
+        let mut file = OsString::from(names::old_prefix(name));
         file.push(format!("{:012x}", hasher.finish() & 0xffff_ffff_ffff));
         let path = parent.join(file);
         if fs::symlink_metadata(&path).is_err() {

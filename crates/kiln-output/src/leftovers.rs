@@ -16,39 +16,8 @@ use crate::error::{io_error, Error};
 use crate::fsops;
 use crate::inspect;
 use crate::marker;
+use crate::names::{new_prefix, old_prefix};
 use crate::Spec;
-
-/// The prefix of a new output's staging folder beside `name`.
-pub(crate) fn new_prefix(name: &OsStr) -> String {
-    format!(".{}.kiln-new-", stem(name))
-}
-
-/// The prefix of an old output moved aside from `name`.
-pub(crate) fn old_prefix(name: &OsStr) -> String {
-    format!(".{}.kiln-old-", stem(name))
-}
-
-/// The longest stem that leaves room in a file name (255 bytes) for the
-/// dot and the longest suffix (`.kiln-old-` and 12 hex digits).
-const STEM_MAX: usize = 255 - 1 - 22;
-
-/// `name` as the names beside it carry it: whole where they fit, else its
-/// start and a hash of all of it (`~` and 16 hex digits), so that an
-/// output named as long as a folder may be still has its own.
-fn stem(name: &OsStr) -> String {
-    use std::hash::{Hash as _, Hasher as _};
-    let whole = name.to_string_lossy();
-    if whole.len() <= STEM_MAX {
-        return whole.into_owned();
-    }
-    let mut hasher = std::hash::DefaultHasher::new();
-    name.hash(&mut hasher);
-    let mut end = STEM_MAX - 17;
-    while !whole.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}~{:016x}", &whole[..end], hasher.finish())
-}
 
 /// What a leftover holds.
 #[derive(Debug, PartialEq, Eq)]

@@ -21,6 +21,7 @@ mod inspect;
 mod leftovers;
 mod marker;
 mod modes;
+mod names;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -125,7 +126,7 @@ impl Output {
             inspect::check_removable(&dir, files)?;
         }
         let staging = tempfile::Builder::new()
-            .prefix(&leftovers::new_prefix(&name))
+            .prefix(&names::new_prefix(&name))
             .permissions(modes::new_folder())
             .tempdir_in(&parent)
             .map_err(|error| Error::Unwritable {
