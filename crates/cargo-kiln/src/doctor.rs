@@ -189,6 +189,8 @@ fn toolkit_problems(discovery: Option<&Discovery>, install_dir: &Path) -> Vec<St
 
 /// Looks at the machine and the subject's kernels dir.
 pub fn gather(subject: &Subject) -> Result<Findings> {
+    // A bad limit is refused, not taken as the default without a word.
+    let probe_limit = cuda_build::toolkit::probe_timeout(&cuda_build::toolkit::ProcessEnv)?;
     let off_by = turned_off(subject.env_prefix.as_deref());
     let discovery = off_by
         .is_none()
@@ -240,7 +242,7 @@ pub fn gather(subject: &Subject) -> Result<Findings> {
         discovery,
         supported,
         libclang: find_libclang(&subject.toolkit_dir),
-        gpus: query_gpus(),
+        gpus: query_gpus(probe_limit),
         spec,
         modules,
         problems,
@@ -277,14 +279,18 @@ pub(crate) fn find_libclang(toolkit_dir: &Path) -> Result<PathBuf, String> {
     })
 }
 
-fn query_gpus() -> Result<Vec<String>, String> {
-    let output = Command::new("nvidia-smi")
-        .args([
+fn query_gpus(limit: std::time::Duration) -> Result<Vec<String>, String> {
+    let output = cuda_build::toolkit::output_within(
+        Command::new("nvidia-smi").args([
             "--query-gpu=name,compute_cap,memory.total,driver_version",
             "--format=csv,noheader",
-        ])
-        .output()
-        .map_err(|_| "no nvidia-smi: no NVIDIA driver on this machine".to_string())?;
+        ]),
+        limit,
+    )
+    .map_err(|e| match e.kind() {
+        std::io::ErrorKind::TimedOut => format!("nvidia-smi {e}"),
+        _ => "no nvidia-smi: no NVIDIA driver on this machine".to_string(),
+    })?;
     if !output.status.success() {
         return Err(format!(
             "nvidia-smi failed: {}",

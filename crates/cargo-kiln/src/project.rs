@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use cargo_metadata::Message;
@@ -40,6 +41,61 @@ pub struct Project {
     pub build_script: Option<PathBuf>,
 }
 
+/// `cargo metadata --no-deps` of `manifest_path` by `cargo`, for at most
+/// `limit`; a failure is one line in cargo's words: its `error:` line and
+/// the last cause it gives (never a backtrace's last line).
+fn read_metadata(
+    cargo: &std::ffi::OsStr,
+    manifest_path: &Path,
+    limit: Duration,
+) -> Result<cargo_metadata::Metadata> {
+    let mut command = cargo_metadata::MetadataCommand::new()
+        .cargo_path(cargo)
+        .manifest_path(manifest_path)
+        .no_deps()
+        .cargo_command();
+    let failed = |why: String| {
+        usage_error!(
+            "cannot read {} with cargo metadata: {why}",
+            manifest_path.display()
+        )
+    };
+    let output = cuda_build::toolkit::output_within(&mut command, limit)
+        .map_err(|e| failed(format!("`{}` {e}", Path::new(cargo).display())))?;
+    if !output.status.success() {
+        return Err(failed(cargo_error(&String::from_utf8_lossy(
+            &output.stderr,
+        ))));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let json = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_default();
+    cargo_metadata::MetadataCommand::parse(json).map_err(|e| failed(e.to_string()))
+}
+
+/// Cargo's error as one line: its first `error:` line, and the last line
+/// under its last `Caused by:` (the root cause); the whole first line where
+/// it printed no `error:`.
+fn cargo_error(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().map(str::trim).collect();
+    let Some(error) = lines.iter().find_map(|l| l.strip_prefix("error:")) else {
+        return lines.iter().find(|l| !l.is_empty()).map_or_else(
+            || "it failed and printed nothing".to_string(),
+            |l| l.to_string(),
+        );
+    };
+    let cause = lines
+        .iter()
+        .rposition(|l| *l == "Caused by:")
+        .and_then(|at| lines[at + 1..].iter().take_while(|l| !l.is_empty()).last());
+    match cause {
+        Some(cause) => format!("{} ({cause})", error.trim()),
+        None => error.trim().to_string(),
+    }
+}
+
 impl Project {
     /// The crate of `manifest_path`, or of the nearest `Cargo.toml` above
     /// the current directory.
@@ -56,17 +112,9 @@ impl Project {
             }
             None => nearest_manifest()?,
         };
-        let metadata = cargo_metadata::MetadataCommand::new()
-            .manifest_path(&manifest_path)
-            .no_deps()
-            .exec()
-            .map_err(|e| {
-                usage_error!(
-                    "cannot read {} with cargo metadata: {}",
-                    manifest_path.display(),
-                    e.to_string().lines().last().unwrap_or_default().trim()
-                )
-            })?;
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let limit = cuda_build::toolkit::probe_timeout(&ProcessEnv)?;
+        let metadata = read_metadata(&cargo, &manifest_path, limit)?;
         let canonical = manifest_path.canonicalize()?;
         let package = metadata
             .packages
@@ -347,6 +395,47 @@ mod tests {
             cuda_build::manifest::file_name("KT"),
             "kt-manifest.toml",
             "cuda-build's naming, which prefix_of inverts"
+        );
+    }
+
+    /// A fake cargo at `dir/cargo` running `body`.
+    fn fake_cargo(dir: &Path, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt as _;
+        let cargo = dir.join("cargo");
+        std::fs::write(&cargo, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
+        cargo
+    }
+
+    /// Issue 41: a `cargo metadata` that fails says cargo's own error line
+    /// and its cause, never the last line of a backtrace ("13: <unknown>");
+    /// one that hangs is given up after the probe limit, naming it.
+    #[test]
+    fn a_failing_or_hanging_cargo_metadata_is_one_line_with_cargos_words() {
+        let tmp = tempfile::tempdir().unwrap();
+        let manifest = tmp.path().join("Cargo.toml");
+        std::fs::write(&manifest, "[package\n").unwrap();
+        let cargo = fake_cargo(
+            tmp.path(),
+            "cat >&2 <<'EOF'\nerror: failed to parse manifest at `/w/Cargo.toml`\n\nCaused by:\n  TOML parse error at line 1, column 9\n\nstack backtrace:\n  12: main\n  13: <unknown>\nEOF\nexit 101",
+        );
+        let err = read_metadata(cargo.as_os_str(), &manifest, Duration::from_secs(60))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("failed to parse manifest at `/w/Cargo.toml`")
+                && err.contains("TOML parse error at line 1, column 9")
+                && !err.contains("<unknown>")
+                && !err.contains('\n'),
+            "{err}"
+        );
+        let cargo = fake_cargo(tmp.path(), "sleep 30");
+        let err = read_metadata(cargo.as_os_str(), &manifest, Duration::from_secs(1))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("did not finish within 1s") && err.contains("KILN_PROBE_TIMEOUT"),
+            "{err}"
         );
     }
 

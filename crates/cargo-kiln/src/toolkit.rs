@@ -6,7 +6,9 @@
 //!
 //! Layout of DIR (the contract with cuda-build's discovery):
 //! `cuda` -> the toolkit root inside the venv, `libclang` -> the dir holding
-//! libclang.so, `kiln-toolkit.toml` records what was installed.
+//! libclang.so, `kiln-toolkit.toml` records what was installed, and
+//! `.kiln-toolkit-install` is kiln's mark: only a folder carrying it (or an
+//! earlier install's whole record) is ever replaced or removed.
 
 mod install;
 mod pins;
@@ -26,6 +28,13 @@ pub use verify::{missing_essentials, verify, ESSENTIAL};
 
 /// The record written into DIR after a successful install.
 const RECORD_FILE: &str = "kiln-toolkit.toml";
+/// kiln's mark on a folder it made (DIR, `.NAME.partial`, `.NAME.old`):
+/// written first into every staging folder, so an install, a partial one
+/// or a replaced one carries it, and a user's folder never does.
+const MARK_FILE: &str = ".kiln-toolkit-install";
+/// The mark's whole content.
+const MARK_TEXT: &str =
+    "written by `cargo kiln toolkit install`: kiln replaces or removes this folder\n";
 /// DIR's link to the toolkit root.
 const CUDA_LINK: &str = "cuda";
 /// DIR's link to the folder holding libclang.so.
@@ -160,10 +169,9 @@ impl Record {
 /// Runs `root/bin/nvcc --version` and returns its `release` line.
 fn nvcc_release(root: &Path) -> Result<String> {
     let nvcc = root.join("bin").join("nvcc");
-    let out = Command::new(&nvcc)
-        .arg("--version")
-        .output()
-        .with_context(|| format!("cannot run {}", nvcc.display()))?;
+    let limit = cuda_build::toolkit::probe_timeout(&cuda_build::toolkit::ProcessEnv)?;
+    let out = cuda_build::toolkit::output_within(Command::new(&nvcc).arg("--version"), limit)
+        .with_context(|| format!("cannot run `{} --version`", nvcc.display()))?;
     if !out.status.success() {
         bail!(
             "`{} --version` failed: {}",
@@ -176,6 +184,49 @@ fn nvcc_release(root: &Path) -> Result<String> {
         .find(|l| l.contains("release"))
         .map(|l| l.trim().to_string())
         .with_context(|| format!("`{} --version` printed no release line", nvcc.display()))
+}
+
+/// Whether kiln made the folder at `path`: a folder (not a link) holding
+/// kiln's mark, or an install's whole record from before the mark.
+fn kiln_made(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+        && (read_regular(&path.join(MARK_FILE), MARK_TEXT.len() as u64)
+            .is_some_and(|text| text == MARK_TEXT)
+            || written_in::<Record>(path, RECORD_FILE)
+            || target::written_in(path))
+}
+
+/// Whether `dir` holds a whole record `file` as an install writes it
+/// (kiln's header and every field of `T`), as a regular file: installs made
+/// before the mark are still recognised; a user's file of that name is not.
+fn written_in<T: serde::de::DeserializeOwned>(dir: &Path, file: &str) -> bool {
+    read_regular(&dir.join(file), 1 << 20).is_some_and(|text| {
+        text.starts_with("# Written by `cargo kiln toolkit install")
+            && toml::from_str::<T>(&text).is_ok()
+    })
+}
+
+/// Writes kiln's mark into the folder `dir` that it just created.
+fn mark(dir: &Path) -> Result<()> {
+    std::fs::write(dir.join(MARK_FILE), MARK_TEXT)
+        .with_context(|| format!("cannot write {MARK_FILE} in {}", dir.display()))
+}
+
+/// The text of the regular file at `path` of at most `bound` bytes, opened
+/// without following a symlink or waiting on a FIFO; `None` for anything
+/// else.
+fn read_regular(path: &Path, bound: u64) -> Option<String> {
+    use rustix::fs::{Mode, OFlags, CWD};
+    use std::io::Read as _;
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = std::fs::File::from(rustix::fs::openat(CWD, path, flags, Mode::empty()).ok()?);
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > bound {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(bound + 1).read_to_string(&mut text).ok()?;
+    (text.len() as u64 <= bound).then_some(text)
 }
 
 /// `.NAME.SUFFIX`: a sibling of DIR that cannot be mistaken for it.

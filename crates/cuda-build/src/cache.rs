@@ -29,11 +29,14 @@
 //! # The store
 //! `KILN_CACHE_DIR` (default: the user's cache dir, `$XDG_CACHE_HOME/kiln`
 //! on Linux), bounded by `KILN_CACHE_MAX` (default 2G; least recently used
-//! entries go first), off with `KILN_CACHE=off`. These names are the same for
-//! every crate built with cuda-build, whatever its env prefix: the store is
-//! one per user. Every file is written to a temp file beside it and renamed
-//! into place, so concurrent builds read whole entries or none; a store that
-//! cannot be written only costs the next build its hit.
+//! entries go first, and only the cache's own: regular files of its naming,
+//! found without following a link, see `cache/evict.rs`), off with
+//! `KILN_CACHE=off`. These names are the same for every crate built with
+//! cuda-build, whatever its env prefix: the store is one per user. Every
+//! file is written to a temp file beside it and renamed into place (never
+//! through a link planted among the store's folders), so concurrent builds
+//! read whole entries or none; a store that cannot be written only costs
+//! the next build its hit.
 //!
 //! # What a read trusts
 //! Nothing it did not check: every entry starts with the SHA-256 of its key
@@ -317,7 +320,7 @@ impl Cache {
         content.extend_from_slice(output);
         let mut bytes = entry_digest(key, &content).to_vec();
         bytes.extend_from_slice(&content);
-        write_atomically(&self.entry_path(key), &bytes)?;
+        self.store_file(&self.entry_path(key), &bytes)?;
         self.stored.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -348,41 +351,47 @@ impl Cache {
             .iter()
             .map(|set| set.iter().map(|p| format!("{}\n", p.display())).collect())
             .collect();
-        write_atomically(&self.index_path(base), text.join("\n").as_bytes())
+        self.store_file(&self.index_path(base), text.join("\n").as_bytes())
+    }
+
+    /// Writes `bytes` at `path` in the store, only where every folder from
+    /// the store's root down to it is a folder and not a link: a shared
+    /// store may hold links planted by anyone who can write it, and a
+    /// build never writes through one.
+    fn store_file(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        let dir = path.parent().unwrap_or(&self.root);
+        std::fs::create_dir_all(dir)?;
+        let below = dir
+            .strip_prefix(&self.root)
+            .map_err(std::io::Error::other)?;
+        // The layout's folder and each below it; above it is the user's
+        // setting (`KILN_CACHE_DIR` may be a link they made).
+        let mut here = self.root.clone();
+        let mut folders = vec![here.clone()];
+        for part in below.components() {
+            here.push(part);
+            folders.push(here.clone());
+        }
+        if !folders
+            .iter()
+            .all(|f| std::fs::symlink_metadata(f).is_ok_and(|m| m.is_dir()))
+        {
+            return Err(std::io::Error::other(
+                "a link or file in the store's folders",
+            ));
+        }
+        write_atomically(path, bytes)
     }
 
     /// After a build that stored something: removes the least recently used
-    /// entries until the store is within its bound.
+    /// entries until the store is within its bound. Only the cache's own
+    /// entries count and go (see `cache/evict.rs`): a shared store
+    /// may hold links and files planted by anyone who can write it.
     pub(crate) fn evict(&self) {
         if self.stored.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let mut entries = Vec::new();
-        let Ok(shards) = std::fs::read_dir(self.root.join("entries")) else {
-            return;
-        };
-        for shard in shards.flatten() {
-            for entry in std::fs::read_dir(shard.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                if let Ok(meta) = entry.metadata() {
-                    let used = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-                    entries.push((used, meta.len(), entry.path()));
-                }
-            }
-        }
-        let mut total: u64 = entries.iter().map(|(_, len, _)| len).sum();
-        entries.sort();
-        for (_, len, path) in entries {
-            if total <= self.max_bytes {
-                break;
-            }
-            if std::fs::remove_file(&path).is_ok() {
-                total -= len;
-            }
-        }
+        evict::to_bound(&self.root, self.max_bytes);
     }
 }
 
@@ -421,5 +430,6 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
     Ok(())
 }
 
+mod evict;
 #[cfg(test)]
 mod tests;

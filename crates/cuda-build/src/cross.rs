@@ -318,14 +318,34 @@ fn cxx_beside(linker: &Path) -> Option<PathBuf> {
 }
 
 /// Refuses a compiler that says it builds for another CPU (`g++` named for
-/// an aarch64 target would write x86 objects that fail only at the link).
-/// A compiler that cannot say (`-dumpmachine` fails) is taken as named.
+/// an aarch64 target would write x86 objects that fail only at the link),
+/// and one that fails to say (`/bin/false`: it would fail later, in nvcc,
+/// without the variable that named it). One that answers nothing is taken
+/// as named.
 fn check_machine(target: &str, (compiler, origin): &(PathBuf, String)) -> Result<(), Error> {
-    let Ok(output) = Command::new(compiler).arg("-dumpmachine").output() else {
-        return Ok(());
+    // The variable to set: the one that named it, else the target's own.
+    let var = if origin.contains(' ') {
+        format!("CUDAHOSTCXX_{}", target.replace('-', "_"))
+    } else {
+        origin.clone()
     };
+    let refuse = |problem: String| Error::CrossCompiler {
+        target: target.to_string(),
+        compiler: compiler.display().to_string(),
+        origin: origin.clone(),
+        problem: format!("{problem}; set {var} to a C++ compiler for {target}"),
+    };
+    let asked = format!("`{} -dumpmachine`", compiler.display());
+    let output = crate::toolkit::output_within(
+        Command::new(compiler).arg("-dumpmachine"),
+        crate::probe::process_limit(),
+    )
+    .map_err(|e| refuse(format!("{asked}: {e}")))?;
+    if !output.status.success() {
+        return Err(refuse(format!("{asked} failed ({})", output.status)));
+    }
     let machine = String::from_utf8_lossy(&output.stdout).trim().to_string();
-    if !output.status.success() || machine.is_empty() {
+    if machine.is_empty() {
         return Ok(());
     }
     let cpu = |triple: &str| match triple.split('-').next().unwrap_or_default() {

@@ -67,6 +67,18 @@ pub enum Error {
         /// What it printed on stderr.
         stderr: String,
     },
+    /// The toolkit's nvcc lists no archs it compiles for: the toolkit is
+    /// damaged or its nvcc is not NVIDIA's.
+    #[error(
+        "`{command}` listed no archs (the toolkit found by {found_by}); repair that toolkit \
+         or point CUDA_PATH or NVCC at another"
+    )]
+    NoArchs {
+        /// The command line.
+        command: String,
+        /// Which place of the search order found the toolkit.
+        found_by: String,
+    },
     /// nvcc failed on a module. The first line carries nvcc's first
     /// diagnostic; the whole output and the command follow.
     #[error("nvcc failed on module `{module}`: {first_diagnostic}\n{output}\ncommand: {command}")]

@@ -232,6 +232,7 @@ impl KernelBuild {
         let switched_off = settings::switch(&vars.switch)? == Some(false);
         let require = settings::switch(&vars.require)? == Some(true);
         settings::switch(cache::SWITCH_VAR)?;
+        crate::toolkit::probe_timeout(&ProcessEnv)?;
         let discovery = (!switched_off).then(|| discover(&ProcessEnv, &self.candidates));
         for probe in discovery.iter().flat_map(Discovery::misconfigured) {
             cargo.push(format!("cargo::warning={probe}: ignored, looking further"));
@@ -563,10 +564,11 @@ fn names(archs: &[Arch], name: fn(Arch) -> String) -> Vec<String> {
 
 /// The GPUs' archs on this machine, for `native`.
 fn probe_native_archs() -> Result<Vec<Arch>, String> {
-    let output = Command::new("nvidia-smi")
-        .args(["--query-gpu=compute_cap", "--format=csv,noheader"])
-        .output()
-        .map_err(|e| format!("cannot run nvidia-smi: {e}"))?;
+    let output = crate::toolkit::output_within(
+        Command::new("nvidia-smi").args(["--query-gpu=compute_cap", "--format=csv,noheader"]),
+        crate::probe::process_limit(),
+    )
+    .map_err(|e| format!("cannot run nvidia-smi: {e}"))?;
     if !output.status.success() {
         return Err(format!("nvidia-smi failed ({})", output.status));
     }

@@ -65,6 +65,7 @@ mod modules;
 mod nvcc;
 mod parallel;
 pub mod prebuilt;
+mod probe;
 mod regular;
 pub mod resources;
 mod settings;

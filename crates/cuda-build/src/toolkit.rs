@@ -18,9 +18,11 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use crate::arch::SupportedArchs;
 use crate::error::Error;
+pub use crate::probe::{output_within, DEFAULT_PROBE_TIMEOUT, PROBE_TIMEOUT_VAR};
 
 /// Environment variables discovery reads; a build script declares each with
 /// `cargo::rerun-if-env-changed`.
@@ -31,6 +33,7 @@ pub(crate) const DISCOVERY_ENV_VARS: &[&str] = &[
     "CUDA_ROOT",
     "PATH",
     STORE_VAR,
+    PROBE_TIMEOUT_VAR,
 ];
 
 /// Moves the user's toolkit store (default: `kiln/toolkits` in the
@@ -96,6 +99,12 @@ impl EnvSource for [(&str, &str)] {
     }
 }
 
+/// The probe limit `env` sets ([`PROBE_TIMEOUT_VAR`], whole seconds from 1
+/// to a day), or the default; one line naming the variable otherwise.
+pub fn probe_timeout<E: EnvSource + ?Sized>(env: &E) -> Result<Duration, Error> {
+    crate::probe::limit_from(env.var_os(PROBE_TIMEOUT_VAR))
+}
+
 /// A toolkit version from `nvcc --version` (`release 13.0, V13.0.88`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ToolkitVersion {
@@ -153,12 +162,18 @@ pub struct Toolkit {
 
 impl Toolkit {
     /// Inspects a toolkit root, as discovery does for each candidate.
-    pub(crate) fn at(root: &Path, found_by: &str) -> Result<Self, ProbeOutcome> {
+    /// `nvcc --version` may run for `limit`.
+    pub(crate) fn at(root: &Path, found_by: &str, limit: Duration) -> Result<Self, ProbeOutcome> {
         let nvcc = root.join("bin").join("nvcc");
-        Self::with_nvcc(root, &nvcc, found_by)
+        Self::with_nvcc(root, &nvcc, found_by, limit)
     }
 
-    fn with_nvcc(root: &Path, nvcc: &Path, found_by: &str) -> Result<Self, ProbeOutcome> {
+    fn with_nvcc(
+        root: &Path,
+        nvcc: &Path,
+        found_by: &str,
+        limit: Duration,
+    ) -> Result<Self, ProbeOutcome> {
         if !root.is_dir() {
             return Err(ProbeOutcome::Missing(root.to_path_buf()));
         }
@@ -168,14 +183,15 @@ impl Toolkit {
         if !root.join("include").join("cuda_runtime.h").is_file() {
             return Err(ProbeOutcome::NoHeaders(root.to_path_buf()));
         }
-        let output =
-            Command::new(nvcc)
-                .arg("--version")
-                .output()
-                .map_err(|e| ProbeOutcome::NvccFailed {
-                    nvcc: nvcc.to_path_buf(),
-                    reason: e.to_string(),
-                })?;
+        let output = output_within(Command::new(nvcc).arg("--version"), limit).map_err(|e| {
+            ProbeOutcome::NvccFailed {
+                nvcc: nvcc.to_path_buf(),
+                reason: match e.kind() {
+                    std::io::ErrorKind::TimedOut => format!("`{} --version` {e}", nvcc.display()),
+                    _ => e.to_string(),
+                },
+            }
+        })?;
         let text = String::from_utf8_lossy(&output.stdout);
         let version = ToolkitVersion::parse_nvcc_version(&text)
             .filter(|_| output.status.success())
@@ -215,13 +231,14 @@ impl Toolkit {
     /// `--list-gpu-arch`).
     pub fn supported_archs(&self) -> Result<SupportedArchs, Error> {
         let list = |flag: &str| -> Result<String, Error> {
-            let output = Command::new(&self.nvcc)
-                .arg(flag)
-                .output()
-                .map_err(|source| Error::Spawn {
-                    program: self.nvcc.clone(),
-                    source,
-                })?;
+            let output = output_within(
+                Command::new(&self.nvcc).arg(flag),
+                crate::probe::process_limit(),
+            )
+            .map_err(|source| Error::Spawn {
+                program: self.nvcc.clone(),
+                source,
+            })?;
             if !output.status.success() {
                 return Err(Error::ToolFailed {
                     command: format!("{} {flag}", self.nvcc.display()),
@@ -231,11 +248,24 @@ impl Toolkit {
             }
             Ok(String::from_utf8_lossy(&output.stdout).into_owned())
         };
-        Ok(SupportedArchs::from_nvcc_lists(
+        let supported = SupportedArchs::from_nvcc_lists(
             &format!("{}.{}", self.version.major, self.version.minor),
             &list("--list-gpu-code")?,
             &list("--list-gpu-arch")?,
-        ))
+        );
+        // An empty list would fail later as if the crate's arch spec asked
+        // for something this toolkit lacks.
+        let empty = [
+            ("--list-gpu-code", supported.sass.is_empty()),
+            ("--list-gpu-arch", supported.ptx.is_empty()),
+        ];
+        if let Some((flag, _)) = empty.iter().find(|(_, empty)| *empty) {
+            return Err(Error::NoArchs {
+                command: format!("{} {flag}", self.nvcc.display()),
+                found_by: self.found_by.clone(),
+            });
+        }
+        Ok(supported)
     }
 }
 
@@ -349,15 +379,18 @@ impl Discovery {
 pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]) -> Discovery {
     let mut probes = Vec::new();
     let mut toolkit = None;
-    let mut consider = |place: &str, result: Result<Toolkit, ProbeOutcome>| {
-        let outcome = match (&toolkit, result) {
-            (Some(_), _) => ProbeOutcome::NotReached,
-            (None, Ok(found)) => {
+    // An invalid limit is refused by the build before it discovers.
+    let limit = probe_timeout(env).unwrap_or(DEFAULT_PROBE_TIMEOUT);
+    // Looked at only until a toolkit is taken: no nvcc runs after that.
+    let mut consider = |place: &str, probe: &dyn Fn() -> Result<Toolkit, ProbeOutcome>| {
+        let outcome = match (&toolkit, toolkit.is_none().then(probe)) {
+            (Some(_), _) | (None, None) => ProbeOutcome::NotReached,
+            (None, Some(Ok(found))) => {
                 let outcome = ProbeOutcome::Found(found.root.clone());
                 toolkit = Some(found);
                 outcome
             }
-            (None, Err(outcome)) => outcome,
+            (None, Some(Err(outcome))) => outcome,
         };
         probes.push(Probe {
             place: place.to_string(),
@@ -366,13 +399,15 @@ pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]
     };
 
     match env.var_os("NVCC").filter(|v| !v.is_empty()) {
-        None => consider("NVCC", Err(ProbeOutcome::NotSet)),
-        Some(nvcc) => consider("NVCC", nvcc_as_given(env, &PathBuf::from(nvcc), candidates)),
+        None => consider("NVCC", &|| Err(ProbeOutcome::NotSet)),
+        Some(nvcc) => consider("NVCC", &|| {
+            nvcc_as_given(env, &PathBuf::from(&nvcc), candidates, limit)
+        }),
     }
     for var in ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"] {
         match env.var_os(var).filter(|v| !v.is_empty()) {
-            None => consider(var, Err(ProbeOutcome::NotSet)),
-            Some(root) => consider(var, Toolkit::at(Path::new(&root), var)),
+            None => consider(var, &|| Err(ProbeOutcome::NotSet)),
+            Some(root) => consider(var, &|| Toolkit::at(Path::new(&root), var, limit)),
         }
     }
     let on_path = env.var_os("PATH").and_then(|path| {
@@ -381,7 +416,7 @@ pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]
             .find(|nvcc| nvcc.is_file())
     });
     match on_path {
-        None => consider("PATH", Err(ProbeOutcome::NotOnPath)),
+        None => consider("PATH", &|| Err(ProbeOutcome::NotOnPath)),
         Some(nvcc) => {
             // nvcc on PATH may be a symlink into the toolkit (/usr/bin/nvcc).
             let real = std::fs::canonicalize(&nvcc).unwrap_or(nvcc);
@@ -389,11 +424,11 @@ pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]
                 .parent()
                 .and_then(Path::parent)
                 .unwrap_or(Path::new("/"));
-            consider("PATH", Toolkit::with_nvcc(root, &real, "PATH"));
+            consider("PATH", &|| Toolkit::with_nvcc(root, &real, "PATH", limit));
         }
     }
     for (label, root) in candidates {
-        consider(label, Toolkit::at(root, label));
+        consider(label, &|| Toolkit::at(root, label, limit));
     }
     // Named by the variable when it is set, so that a wrong value is warned
     // about like any other (`misconfigured`).
@@ -402,11 +437,13 @@ pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]
         None => "user store",
     };
     match store_default(env) {
-        None => consider(store_place, Err(ProbeOutcome::NotSet)),
-        Some(default) => consider(store_place, Toolkit::at(&default.join("cuda"), store_place)),
+        None => consider(store_place, &|| Err(ProbeOutcome::NotSet)),
+        Some(default) => consider(store_place, &|| {
+            Toolkit::at(&default.join("cuda"), store_place, limit)
+        }),
     }
     for root in ["/usr/local/cuda", "/opt/cuda"] {
-        consider(root, Toolkit::at(Path::new(root), root));
+        consider(root, &|| Toolkit::at(Path::new(root), root, limit));
     }
     Discovery { probes, toolkit }
 }
@@ -417,6 +454,7 @@ fn nvcc_as_given<E: EnvSource + ?Sized>(
     env: &E,
     given: &Path,
     candidates: &[(String, PathBuf)],
+    limit: Duration,
 ) -> Result<Toolkit, ProbeOutcome> {
     let program = if given.components().count() == 1 && !given.is_file() {
         env.var_os("PATH")
@@ -450,7 +488,7 @@ fn nvcc_as_given<E: EnvSource + ?Sized>(
         .chain(fixed)
         .find(|root| has_headers(root))
         .ok_or_else(|| ProbeOutcome::NoToolkitRoot(given.to_path_buf()))?;
-    Toolkit::with_nvcc(&root, &program, "NVCC").map_err(|outcome| match outcome {
+    Toolkit::with_nvcc(&root, &program, "NVCC", limit).map_err(|outcome| match outcome {
         ProbeOutcome::NvccFailed { reason, .. } => ProbeOutcome::NvccFailed {
             nvcc: given.to_path_buf(),
             reason,
@@ -460,190 +498,4 @@ fn nvcc_as_given<E: EnvSource + ?Sized>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn version_parses_nvcc_output() {
-        let text = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n";
-        let v = ToolkitVersion::parse_nvcc_version(text).unwrap();
-        assert_eq!(
-            v,
-            ToolkitVersion {
-                major: 13,
-                minor: 0,
-                patch: 88
-            }
-        );
-        assert_eq!(v.to_string(), "13.0.88");
-        let old =
-            ToolkitVersion::parse_nvcc_version("Cuda compilation tools, release 12.4, V12.4.131")
-                .unwrap();
-        assert_eq!(
-            old,
-            ToolkitVersion {
-                major: 12,
-                minor: 4,
-                patch: 131
-            }
-        );
-        assert_eq!(ToolkitVersion::parse_nvcc_version("garbage"), None);
-    }
-
-    #[test]
-    fn empty_environment_reports_every_place() {
-        let env: &[(&str, &str)] = &[("PATH", "/nonexistent-kiln-test")];
-        let d = discover(
-            env,
-            &[("project-local".into(), "/nonexistent-kiln-tk".into())],
-        );
-        let places: Vec<&str> = d.probes.iter().map(|p| p.place.as_str()).collect();
-        assert_eq!(
-            places,
-            [
-                "NVCC",
-                "CUDA_PATH",
-                "CUDA_HOME",
-                "CUDA_ROOT",
-                "PATH",
-                "project-local",
-                "user store",
-                "/usr/local/cuda",
-                "/opt/cuda"
-            ]
-        );
-        assert_eq!(d.probes[6].to_string(), "user store (not set)");
-        assert_eq!(d.probes[0].outcome, ProbeOutcome::NotSet);
-        assert_eq!(
-            d.probes[5].to_string(),
-            "project-local=/nonexistent-kiln-tk (does not exist)"
-        );
-        if d.toolkit.is_none() {
-            assert!(d
-                .looked_at()
-                .starts_with("NVCC (not set), CUDA_PATH (not set)"));
-        }
-    }
-
-    #[test]
-    fn a_dir_without_nvcc_or_headers_is_reported_as_such() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().to_path_buf();
-        std::fs::create_dir_all(dir.join("bin")).unwrap();
-        let root = dir.to_str().unwrap();
-        let env: &[(&str, &str)] = &[("CUDA_PATH", root), ("PATH", "")];
-        let d = discover(env, &[]);
-        assert_eq!(d.probes[1].outcome, ProbeOutcome::NoNvcc(dir.clone()));
-        assert_eq!(d.misconfigured().count(), 1);
-        std::fs::write(dir.join("bin/nvcc"), "").unwrap();
-        let d = discover(env, &[]);
-        assert_eq!(d.probes[1].outcome, ProbeOutcome::NoHeaders(dir.clone()));
-    }
-
-    #[test]
-    fn nvcc_may_be_any_executable_beside_no_toolkit() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
-        let toolkit = dir.join("toolkit");
-        std::fs::create_dir_all(toolkit.join("include")).unwrap();
-        std::fs::write(toolkit.join("include/cuda_runtime.h"), "").unwrap();
-        let wrapper = dir.join("elsewhere/log-nvcc");
-        std::fs::create_dir_all(wrapper.parent().unwrap()).unwrap();
-        std::fs::write(&wrapper, "").unwrap();
-        let given = wrapper.to_str().unwrap();
-        let root = toolkit.to_str().unwrap();
-
-        // No root beside it and none named: the probe says which path was given.
-        let env: &[(&str, &str)] = &[("NVCC", given), ("PATH", "")];
-        let probe = discover(env, &[]).probes[0].to_string();
-        assert_eq!(
-            probe,
-            format!("NVCC={given} (no toolkit root with include/cuda_runtime.h beside it; set CUDA_PATH to the toolkit it uses)")
-        );
-        // With CUDA_PATH naming the root, the wrapper itself is run (and here,
-        // being empty, fails `--version`, which the probe says naming it).
-        let env: &[(&str, &str)] = &[("NVCC", given), ("CUDA_PATH", root), ("PATH", "")];
-        let probe = discover(env, &[]).probes[0].to_string();
-        assert!(probe.starts_with(&format!("NVCC={given} (")), "{probe}");
-    }
-
-    #[test]
-    fn nvcc_bin_false_is_reported_as_given() {
-        if !Path::new("/bin/false").is_file() {
-            println!("skipped: no /bin/false on this system");
-            return;
-        }
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
-        std::fs::create_dir_all(dir.join("include")).unwrap();
-        std::fs::write(dir.join("include/cuda_runtime.h"), "").unwrap();
-        let env: &[(&str, &str)] = &[
-            ("NVCC", "/bin/false"),
-            ("CUDA_PATH", dir.to_str().unwrap()),
-            ("PATH", ""),
-        ];
-        let d = discover(env, &[]);
-        let probe = d.probes[0].to_string();
-        assert!(
-            probe.starts_with(
-                "NVCC=/bin/false (`/bin/false --version` printed no CUDA release; exit status: 1)"
-            ),
-            "{probe}"
-        );
-        assert!(d.misconfigured().any(|p| p.place == "NVCC"));
-    }
-
-    /// A fake toolkit whose nvcc prints a CUDA release, in `root`.
-    #[cfg(unix)]
-    fn fake_toolkit(root: &Path) {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::create_dir_all(root.join("bin")).unwrap();
-        std::fs::create_dir_all(root.join("include")).unwrap();
-        std::fs::write(root.join("include/cuda_runtime.h"), "").unwrap();
-        let nvcc = root.join("bin/nvcc");
-        std::fs::write(
-            &nvcc,
-            "#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&nvcc, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-
-    #[test]
-    #[cfg(unix)]
-    fn the_user_store_default_is_taken_after_the_callers_candidates() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = tmp.path().join("store");
-        fake_toolkit(&store.join("cuda-13.0.88/cuda"));
-        let env_store = store.to_str().unwrap();
-        let env: &[(&str, &str)] = &[("PATH", ""), (STORE_VAR, env_store)];
-        // No `default` link yet: the store is looked at and not taken.
-        let d = discover(env, &[]);
-        assert!(d.toolkit.is_none() || d.toolkit.as_ref().unwrap().found_by != STORE_VAR);
-        assert!(d.misconfigured().any(|p| p.place == STORE_VAR), "{d:?}");
-        std::os::unix::fs::symlink("cuda-13.0.88", store.join(STORE_DEFAULT)).unwrap();
-        let d = discover(env, &[]);
-        assert_eq!(d.misconfigured().count(), 0);
-        let taken = d.toolkit.expect("the store's default is taken");
-        assert_eq!(taken.found_by, STORE_VAR);
-        assert_eq!(taken.root, store.join("default/cuda"));
-        // A candidate of the caller's comes first.
-        let local = tmp.path().join("local");
-        fake_toolkit(&local);
-        let d = discover(env, &[("project-local".into(), local.clone())]);
-        assert_eq!(d.toolkit.unwrap().root, local);
-    }
-
-    #[test]
-    fn the_store_is_the_variable_else_the_data_dir() {
-        let env: &[(&str, &str)] = &[(STORE_VAR, "/s")];
-        assert_eq!(user_store(env), Some(PathBuf::from("/s")));
-        let env: &[(&str, &str)] = &[(STORE_VAR, "")];
-        assert_eq!(user_store(env), None, "a table has no data dir");
-        if let Some(data) = dirs::data_local_dir() {
-            if std::env::var_os(STORE_VAR).is_none() {
-                assert_eq!(user_store(&ProcessEnv), Some(data.join("kiln/toolkits")));
-            }
-        }
-    }
-}
+mod tests;

@@ -143,6 +143,7 @@ fn first_build_runs_every_step_once_with_pinned_command_lines() {
         own,
         [
             "cargo::rerun-if-env-changed=KILN_TOOLKIT_HOME",
+            "cargo::rerun-if-env-changed=KILN_PROBE_TIMEOUT",
             "cargo::rerun-if-env-changed=KILN_CACHE",
             "cargo::rerun-if-env-changed=KILN_CACHE_DIR",
             "cargo::rerun-if-env-changed=KILN_CACHE_MAX"

@@ -32,6 +32,17 @@ pub enum Error {
         /// `"a file"`, `"a symlink"`.
         what: &'static str,
     },
+    /// The folder is a mount point: an output is put in place by renaming
+    /// folders, which cannot move one.
+    #[error(
+        "{}: is a mount point, which kiln cannot put an output in place of (it \
+         renames folders); give a folder inside it",
+        dir.display()
+    )]
+    MountPoint {
+        /// The folder.
+        dir: PathBuf,
+    },
     /// The folder holds something kiln did not write, and no marker.
     #[error(
         "{}: holds {shown}, which kiln did not write; give a new or empty folder \

@@ -15,6 +15,7 @@ use rustix::io::Errno;
 
 use crate::error::{io_error, Error};
 use crate::marker::{self, MARKER, REMOVING};
+use crate::names;
 
 /// Whether `e` says the filesystem (or kernel) lacks a `renameat2` flag.
 fn unsupported(e: Errno) -> bool {
@@ -54,12 +55,8 @@ pub(crate) fn old_name(parent: &Path, name: &std::ffi::OsStr) -> PathBuf {
     loop {
         let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
         hasher.write_u32(std::process::id());
-        let mut file = OsString::from(".");
-        file.push(name);
-        file.push(format!(
-            ".kiln-old-{:012x}",
-            hasher.finish() & 0xffff_ffff_ffff
-        ));
+        let mut file = OsString::from(names::old_prefix(name));
+        file.push(format!("{:012x}", hasher.finish() & 0xffff_ffff_ffff));
         let path = parent.join(file);
         if fs::symlink_metadata(&path).is_err() {
             return path;

@@ -22,6 +22,26 @@ pub(crate) enum State {
     Owned(Vec<String>),
 }
 
+/// Whether the folder `dir` is a mount point: the kernel says so (statx's
+/// mount root), else, where it cannot, it is on another device than its
+/// parent (a bind mount of the same device is then not seen).
+fn is_mount_point(dir: &Path, meta: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use rustix::fs::{AtFlags, StatxAttributes, StatxFlags, CWD};
+        let flags = AtFlags::NO_AUTOMOUNT | AtFlags::SYMLINK_NOFOLLOW;
+        if let Ok(st) = rustix::fs::statx(CWD, dir, flags, StatxFlags::empty()) {
+            if st.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT) {
+                return st.stx_attributes.contains(StatxAttributes::MOUNT_ROOT);
+            }
+        }
+    }
+    dir.parent()
+        .and_then(|parent| fs::metadata(parent).ok())
+        .is_some_and(|parent| parent.dev() != meta.dev())
+}
+
 /// What `dir` holds, or why it may not be written.
 pub(crate) fn state(dir: &Path, spec: &Spec) -> Result<State, Error> {
     let meta = match fs::symlink_metadata(dir) {
@@ -38,6 +58,11 @@ pub(crate) fn state(dir: &Path, spec: &Spec) -> Result<State, Error> {
     }
     if !meta.is_dir() {
         return Err(not_a_folder("a file"));
+    }
+    if is_mount_point(dir, &meta) {
+        return Err(Error::MountPoint {
+            dir: dir.to_path_buf(),
+        });
     }
     let names = entries(dir)?;
     if names.is_empty() {

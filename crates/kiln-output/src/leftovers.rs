@@ -5,7 +5,8 @@
 //! alone. Where the output folder is missing, the newest complete new
 //! output is moved into place; complete leftovers are otherwise removed
 //! through their markers, a staging folder without one (its run died
-//! before it was complete) whole; each is reported.
+//! before it was complete) whole where it carries kiln's staging mark
+//! (never by its name alone), else kept; each is reported.
 
 use std::ffi::OsStr;
 use std::fs;
@@ -15,17 +16,8 @@ use crate::error::{io_error, Error};
 use crate::fsops;
 use crate::inspect;
 use crate::marker;
+use crate::names::{new_prefix, old_prefix};
 use crate::Spec;
-
-/// The prefix of a new output's staging folder beside `name`.
-pub(crate) fn new_prefix(name: &OsStr) -> String {
-    format!(".{}.kiln-new-", name.to_string_lossy())
-}
-
-/// The prefix of an old output moved aside from `name`.
-fn old_prefix(name: &OsStr) -> String {
-    format!(".{}.kiln-old-", name.to_string_lossy())
-}
 
 /// What a leftover holds.
 #[derive(Debug, PartialEq, Eq)]
@@ -124,10 +116,11 @@ pub(crate) fn recover(
                 continue;
             }
             Held::Whole(files) | Held::Removing(files) => files,
-            // A staging folder no live run holds: made by kiln under a name
-            // of kiln's and filled by that run alone (removing it follows
-            // no symlink).
-            Held::Unmarked if leftover.new => {
+            // A staging folder no live run holds, carrying the mark kiln
+            // writes first: made by kiln and filled by that run alone
+            // (removing it follows no symlink). The name alone proves
+            // nothing: a user's folder may be named so.
+            Held::Unmarked if leftover.new && marker::has_staging(&leftover.path) => {
                 fs::remove_dir_all(&leftover.path).map_err(io_error("removing", &leftover.path))?;
                 notes.push(format!(
                     "removed {shown}, a partial output of {} that an interrupted run left beside it",

@@ -4,7 +4,9 @@
 //! and every file kiln wrote there) with nothing else in it; anything else
 //! is refused in one line before the run, nothing touched. The new output
 //! is made beside DIR in a hidden folder (`.<DIR>.kiln-new-*`, which proves
-//! the parent writable before a long run) and swapped into place by one
+//! the parent writable before a long run; made with DIR's mode and group,
+//! or the umask and a setgid parent's group where DIR is new, and what is
+//! written in it fitted to that at commit) and swapped into place by one
 //! `renameat2(RENAME_EXCHANGE)` (two renames where the filesystem lacks
 //! it), so DIR holds the whole old output or the whole new one at every
 //! instant; the old one is then removed file by file from its marker's
@@ -18,6 +20,8 @@ mod fsops;
 mod inspect;
 mod leftovers;
 mod marker;
+mod modes;
+mod names;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -27,6 +31,8 @@ use std::path::{Path, PathBuf};
 
 pub use error::Error;
 pub use marker::MARKER;
+#[cfg(test)]
+use marker::STAGING;
 
 use error::io_error;
 use inspect::State;
@@ -120,7 +126,8 @@ impl Output {
             inspect::check_removable(&dir, files)?;
         }
         let staging = tempfile::Builder::new()
-            .prefix(&leftovers::new_prefix(&name))
+            .prefix(&names::new_prefix(&name))
+            .permissions(modes::new_folder())
             .tempdir_in(&parent)
             .map_err(|error| Error::Unwritable {
                 dir: parent.clone(),
@@ -140,11 +147,17 @@ impl Output {
                 return Err(e);
             }
         };
-        // tempfile makes it private; an output is read by others too.
-        let _ = fs::set_permissions(
-            &staging,
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        );
+        // Made as mkdir makes a folder (the umask, a setgid parent's
+        // group); where DIR exists, as DIR is. Marked as kiln's first, so a
+        // later run removes it only if it carries the mark.
+        let existing = fs::symlink_metadata(&dir).ok().filter(fs::Metadata::is_dir);
+        let made = existing
+            .map_or(Ok(()), |existing| modes::take_folder(&staging, &existing))
+            .and_then(|()| marker::write_staging(&staging));
+        if let Err(e) = made {
+            let _ = fs::remove_dir_all(&staging);
+            return Err(e);
+        }
         drop(parent_lock);
         Ok(Self {
             dir,
@@ -159,6 +172,13 @@ impl Output {
             #[cfg(test)]
             exchange: true,
         })
+    }
+
+    /// The staging folder left as a kill while it is filled leaves it: its
+    /// lock released, never removed.
+    #[cfg(test)]
+    pub(crate) fn killed(mut self) -> PathBuf {
+        self.staging.take().expect("present until committed")
     }
 
     /// The folder to fill: the new output, beside DIR until committed.
@@ -225,9 +245,15 @@ impl Output {
     /// The commit's steps; `None` where a test stopped them.
     fn swap(&self, staging: &Path) -> Result<Option<Vec<String>>, Error> {
         let dir = &self.dir;
+        // From here the marker, once written, proves the folder kiln's; a
+        // kill before it leaves a folder that is kept, never removed.
+        marker::remove_staging(staging)?;
         let files = fsops::list_and_sync(staging)?;
+        // The old output (if any) is at DIR until the swap.
+        modes::fit(staging, &files, Some(dir.as_path()))?;
         let marker = marker::Marker::new(self.spec.tool, self.spec.kind, files);
         marker::write(staging, &marker)?;
+        modes::fit(staging, &[MARKER.to_string()], None)?;
         fsops::sync_dir(staging)?;
         if self.stops(Step::Marked) {
             return Ok(None);

@@ -16,6 +16,13 @@ pub const MARKER: &str = ".kiln-output.toml";
 /// The marker's name while its folder is being removed: a folder with it
 /// is never put back in place, only its removal finished.
 pub(crate) const REMOVING: &str = ".kiln-output.removing.toml";
+/// The mark of a staging folder kiln made, written into it first and
+/// removed just before its marker is written: a folder named as a staging
+/// folder without it is not kiln's to remove.
+pub(crate) const STAGING: &str = ".kiln-output.staging";
+/// The staging mark's whole content.
+pub(crate) const STAGING_TEXT: &str =
+    "kiln made this folder for a new output; a later run removes it if its run died\n";
 /// The marker's `format`.
 const FORMAT: u32 = 1;
 /// The largest marker read (a million listed files fit).
@@ -109,12 +116,51 @@ pub(crate) fn write(dir: &Path, marker: &Marker) -> Result<(), Error> {
     write().map_err(io_error("writing the output marker", &path))
 }
 
+/// Marks `dir`, a staging folder kiln just made, as kiln's.
+pub(crate) fn write_staging(dir: &Path) -> Result<(), Error> {
+    let path = dir.join(STAGING);
+    fs::File::create_new(&path)
+        .and_then(|mut file| file.write_all(STAGING_TEXT.as_bytes()))
+        .map_err(io_error("marking the staging folder", &path))
+}
+
+/// Removes the staging mark of `dir` before its marker is written.
+pub(crate) fn remove_staging(dir: &Path) -> Result<(), Error> {
+    let path = dir.join(STAGING);
+    match fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(io_error("unmarking the staging folder", &path)(e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Whether `dir` carries kiln's staging mark: a regular file (opened
+/// without following a symlink or waiting on a FIFO) of exactly its text.
+pub(crate) fn has_staging(dir: &Path) -> bool {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read as _;
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::openat(rustix::fs::CWD, dir.join(STAGING), flags, Mode::empty())
+    else {
+        return false;
+    };
+    let file = fs::File::from(fd);
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut text = String::new();
+    let bound = STAGING_TEXT.len() as u64 + 1;
+    file.take(bound).read_to_string(&mut text).is_ok() && text == STAGING_TEXT
+}
+
 /// Whether `path` names a file inside a folder: relative, `/`-separated
 /// plain names (no `.`, `..`, empty part or NUL), and not the marker.
 pub(crate) fn valid_path(path: &str) -> bool {
     !path.is_empty()
         && path != MARKER
         && path != REMOVING
+        && path != STAGING
         && path
             .split('/')
             .all(|part| !part.is_empty() && part != "." && part != ".." && !part.contains('\0'))

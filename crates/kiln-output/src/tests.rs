@@ -441,10 +441,10 @@ fn a_partial_leftover_is_removed_and_reported_unless_its_run_lives() {
     assert!(staging.is_dir());
     drop(next);
     // A run killed while filling its staging folder left no lock.
-    let other = root.path().join(".out.kiln-new-abc123");
-    fs::create_dir_all(other.join("bin")).unwrap();
-    fs::write(other.join("bin/half"), "x").unwrap();
-    symlink(root.path().join("precious"), other.join("link")).unwrap();
+    let killed = Output::prepare(&dir, spec(true), &[]).unwrap();
+    fill(&killed, &[("bin/half", "x")]);
+    symlink(root.path().join("precious"), killed.path().join("link")).unwrap();
+    let other = killed.killed();
     fs::write(root.path().join("precious"), "mine").unwrap();
     let out = Output::prepare(&dir, spec(true), &[]).unwrap();
     let notes = out.notes().join("\n");
@@ -460,6 +460,32 @@ fn a_partial_leftover_is_removed_and_reported_unless_its_run_lives() {
     fill(&out, C);
     out.commit().unwrap();
     assert_eq!(content(&dir), expected(C));
+}
+
+/// Issue 41: a user's folder named as a staging folder would be
+/// (`.out.kiln-new-notes`) is not taken for a killed run's: only a folder
+/// carrying the staging mark kiln writes first is removed; this one is
+/// kept, byte-identical, with a note.
+#[test]
+fn a_users_folder_named_like_a_staging_folder_is_kept() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("out");
+    write(&dir, spec(true), A).unwrap();
+    let notes_dir = root.path().join(".out.kiln-new-notes");
+    fs::create_dir(&notes_dir).unwrap();
+    fs::write(notes_dir.join("todo.md"), "mine").unwrap();
+    // A staging mark that is a link to a real one is no mark.
+    let real = Output::prepare(&root.path().join("other"), spec(true), &[]).unwrap();
+    symlink(real.path().join(STAGING), notes_dir.join(STAGING)).unwrap();
+    let before = tree(&notes_dir);
+    let notes = write(&dir, spec(true), B);
+    let out = Output::prepare(&dir, spec(true), &[]).unwrap();
+    let text = out.notes().join("\n");
+    assert!(text.contains("kept, remove it yourself"), "{text}");
+    drop(out);
+    drop(real);
+    assert_eq!(tree(&notes_dir), before, "{notes:?}");
+    assert_eq!(content(&dir), expected(B));
 }
 
 #[test]
@@ -555,3 +581,48 @@ fn an_output_written_before_markers_is_adopted_by_its_kind() {
     let err = write(&dir, legacy, B).unwrap_err();
     assert!(one_line(&err).contains("holds `mine`"), "{err}");
 }
+
+/// Issue 41: an output name of the longest a folder may have (255 bytes)
+/// is written, replaced, and its killed run's staging folder found, though
+/// `.NAME.kiln-new-*` would be too long a name: the names beside it are
+/// shortened, and stay the same for the same name.
+#[test]
+fn an_output_name_of_the_longest_length_is_written_and_its_leftovers_found() {
+    let root = tempfile::tempdir().unwrap();
+    let name = "é".repeat(100) + &"a".repeat(55);
+    assert_eq!(name.len(), 255);
+    let dir = root.path().join(&name);
+    write(&dir, spec(true), A).unwrap();
+    write(&dir, spec(true), B).unwrap();
+    assert_eq!(content(&dir), expected(B));
+    assert_eq!(beside(&dir), std::slice::from_ref(&name));
+    let killed = Output::prepare(&dir, spec(true), &[]).unwrap();
+    fill(&killed, C);
+    let staging = killed.killed();
+    let out = Output::prepare(&dir, spec(true), &[]).unwrap();
+    assert!(
+        out.notes().join("\n").starts_with("removed "),
+        "{:?}",
+        out.notes()
+    );
+    assert!(!staging.exists());
+    fill(&out, C);
+    out.commit().unwrap();
+    assert_eq!(content(&dir), expected(C));
+    assert_eq!(beside(&dir), [name]);
+}
+
+/// Issue 41: a mount point (here `/proc`) is refused before the run, in
+/// one line saying why, instead of failing at the swap after the whole run
+/// (a mount point cannot be renamed).
+#[test]
+fn a_mount_point_is_refused_before_the_run() {
+    let err = Output::prepare(Path::new("/proc"), spec(true), &[]).unwrap_err();
+    let text = one_line(&err);
+    assert!(
+        text.starts_with("/proc: is a mount point") && text.contains("a folder inside it"),
+        "{text}"
+    );
+}
+
+mod modes;

@@ -6,15 +6,15 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
 use super::pins::{normalise_name, split_pin};
 use super::{
-    hidden, nvcc_release, sibling, verify, Installed, Pins, Place, Record, CUDA_LINK,
-    LIBCLANG_LINK, RECORD_FILE,
+    hidden, kiln_made, mark, nvcc_release, sibling, verify, Installed, Pins, Place, Record,
+    CUDA_LINK, LIBCLANG_LINK, RECORD_FILE,
 };
 use crate::error::usage_error;
 
@@ -37,6 +37,8 @@ pub(super) fn install(place: &Place) -> Result<()> {
     let _lock = InstallLock::acquire(
         &sibling(dir, "lock").context("the toolkit dir has no name; pass another --dir")?,
     )?;
+    // Everything refused before anything is removed.
+    check_replaceable(dir)?;
     remove_stale(dir)?;
     let why = match up_to_date(dir, &pins) {
         Ok(release) => {
@@ -48,7 +50,6 @@ pub(super) fn install(place: &Place) -> Result<()> {
         }
         Err(why) => why,
     };
-    check_replaceable(dir)?;
     stop_on_interrupt();
     println!(
         "toolkit: {why}; installing CUDA {} into {shown}",
@@ -198,9 +199,16 @@ fn up_to_date(dir: &Path, pins: &Pins) -> Result<String, String> {
 /// SIGTERM).
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// The pip running now (0: none), the leader of a process group of its
+/// own, stopped with all it started by the signal handler: a SIGTERM sent
+/// to the install alone (`timeout`, `kill`) would never reach it, and pip
+/// would go on downloading for minutes.
+static PIP: AtomicU32 = AtomicU32::new(0);
+
 /// Turns Ctrl-C and SIGTERM into an error at the next step, so the staging
-/// dir is dropped (removed) on the way out instead of left behind. pip and
-/// python, in the same process group, get the signal too and fail their step.
+/// dir is dropped (removed) on the way out instead of left behind. python
+/// (venv), in the same process group, gets a Ctrl-C too; pip, in a group of
+/// its own, is sent SIGTERM by the handler, on a Ctrl-C or a SIGTERM alike.
 pub(super) fn stop_on_interrupt() {
     // Fails only if a handler is already set: then it is this one.
     // No "second signal exits at once": `timeout` and shells deliver one
@@ -211,6 +219,13 @@ pub(super) fn stop_on_interrupt() {
             eprintln!(
                 "toolkit: interrupted; stopping after this step and removing the partial install"
             );
+        }
+        let pip = PIP.load(Ordering::SeqCst);
+        if let Some(pid) = i32::try_from(pip)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::TERM);
         }
     });
 }
@@ -223,24 +238,32 @@ pub(super) fn check_interrupted() -> Result<()> {
 }
 
 /// Removes what an interrupted install left beside DIR (the caller holds
-/// the lock, so no install is using them).
-fn remove_stale(dir: &Path) -> Result<()> {
-    for suffix in ["partial", "old"] {
-        let Some(path) = sibling(dir, suffix) else {
-            continue;
-        };
-        if path.exists() || path.is_symlink() {
-            std::fs::remove_dir_all(&path).with_context(|| {
-                format!(
-                    "cannot remove the stale {}; remove it by hand",
-                    path.display()
-                )
-            })?;
-            println!(
-                "toolkit: removed {}, left by an interrupted install",
+/// the lock, so no install is using them): only folders kiln marked; one
+/// of those names that kiln did not write stops the install before
+/// anything is removed.
+pub(super) fn remove_stale(dir: &Path) -> Result<()> {
+    let stale: Vec<PathBuf> = ["partial", "old"]
+        .into_iter()
+        .filter_map(|suffix| sibling(dir, suffix))
+        .filter(|path| std::fs::symlink_metadata(path).is_ok())
+        .collect();
+    if let Some(foreign) = stale.iter().find(|path| !kiln_made(path)) {
+        return Err(usage_error!(
+            "{} is in the way of the install and was not written by kiln; move it aside or pass another --dir",
+            foreign.display()
+        ));
+    }
+    for path in stale {
+        std::fs::remove_dir_all(&path).with_context(|| {
+            format!(
+                "cannot remove the stale {}; remove it by hand",
                 path.display()
-            );
-        }
+            )
+        })?;
+        println!(
+            "toolkit: removed {}, left by an interrupted install",
+            path.display()
+        );
     }
     Ok(())
 }
@@ -254,12 +277,27 @@ pub(super) struct InstallLock {
 
 impl InstallLock {
     pub(super) fn acquire(path: &Path) -> Result<Self> {
-        let file = std::fs::File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .with_context(|| format!("cannot open the lock file {}", path.display()))?;
+        use rustix::fs::{Mode, OFlags, CWD};
+        // Never through a symlink, never waiting on a FIFO: a lock file
+        // planted as either is refused.
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let file = rustix::fs::openat(CWD, path, flags, Mode::from_raw_mode(0o644))
+            .map(std::fs::File::from)
+            .map_err(std::io::Error::from)
+            .and_then(|file| {
+                if file.metadata()?.is_file() {
+                    Ok(file)
+                } else {
+                    Err(std::io::Error::other("it is not a regular file"))
+                }
+            })
+            .with_context(|| {
+                format!(
+                    "cannot open the lock file {} (remove it if it is not a file kiln made)",
+                    path.display()
+                )
+            })?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -278,22 +316,22 @@ impl InstallLock {
     }
 }
 
-/// An install replaces DIR wholesale, so DIR must be absent, empty, or an
-/// earlier install (it has a record): never someone's directory passed as
-/// `--dir` by mistake.
-fn check_replaceable(dir: &Path) -> Result<()> {
-    if !dir.exists() && !dir.is_symlink() {
+/// An install replaces DIR wholesale, so DIR must be absent, an empty
+/// folder, or a folder kiln made (its mark, or an earlier install's whole
+/// record): never someone's directory passed as `--dir` by mistake, nor
+/// one that merely looks like an install.
+pub(super) fn check_replaceable(dir: &Path) -> Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
         return Ok(());
-    }
-    let empty = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none());
-    // An install whose record was lost still has its venv and cuda link.
-    let ours = dir.join("venv").is_dir() && dir.join(CUDA_LINK).is_symlink();
-    if empty || ours || dir.join(RECORD_FILE).is_file() {
+    };
+    let empty = meta.is_dir() && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none());
+    if empty || kiln_made(dir) {
         return Ok(());
     }
     Err(usage_error!(
-        "{} exists and is not a toolkit install (no {RECORD_FILE}); remove it or pass another --dir",
-        dir.display()
+        "{} exists and is not a toolkit install kiln made (no {} of kiln's); remove it or pass another --dir",
+        dir.display(),
+        super::MARK_FILE
     ))
 }
 
@@ -334,7 +372,8 @@ fn pip_install(venv: &Path, requirements: &[&str]) -> Result<()> {
 pub(super) fn pip_install_with(venv: &Path, extra: &[&str], requirements: &[&str]) -> Result<()> {
     // `python -m pip`, not `bin/pip`: pip's script hard-codes the staging
     // path in its shebang.
-    let mut child = Command::new(venv.join("bin").join("python"))
+    let mut command = Command::new(venv.join("bin").join("python"));
+    command
         .args([
             "-m",
             "pip",
@@ -347,9 +386,11 @@ pub(super) fn pip_install_with(venv: &Path, extra: &[&str], requirements: &[&str
         ])
         .args(extra)
         .args(requirements)
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("cannot run the venv's python")?;
+        .stderr(Stdio::piped());
+    // Its own group, so that the handler stops it and what it started.
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command.spawn().context("cannot run the venv's python")?;
+    PIP.store(child.id(), Ordering::SeqCst);
     // Echo stderr live while keeping it, to name the failing package.
     let mut stderr_text = String::new();
     if let Some(stderr) = child.stderr.take() {
@@ -359,7 +400,9 @@ pub(super) fn pip_install_with(venv: &Path, extra: &[&str], requirements: &[&str
             stderr_text.push('\n');
         }
     }
-    let status = child.wait().context("cannot wait for pip")?;
+    let status = child.wait();
+    PIP.store(0, Ordering::SeqCst);
+    let status = status.context("cannot wait for pip")?;
     if status.success() {
         return Ok(());
     }
@@ -438,17 +481,21 @@ pub(super) struct StagingDir {
 }
 
 impl StagingDir {
-    /// Creates `path`, first removing what an interrupted run left there.
+    /// Creates `path` (the caller removed what an interrupted install left
+    /// there) and marks it as kiln's first.
     pub(super) fn create(path: PathBuf) -> Result<Self> {
-        if path.exists() {
-            std::fs::remove_dir_all(&path)
-                .with_context(|| format!("cannot remove the leftover {}", path.display()))?;
-        }
-        std::fs::create_dir(&path).with_context(|| format!("cannot create {}", path.display()))?;
-        Ok(Self {
+        std::fs::create_dir(&path).with_context(|| {
+            format!(
+                "cannot create {}; if it exists, move it aside",
+                path.display()
+            )
+        })?;
+        let staging = Self {
             path,
             committed: false,
-        })
+        };
+        mark(&staging.path)?;
+        Ok(staging)
     }
 
     pub(super) fn path(&self) -> &Path {
@@ -456,22 +503,32 @@ impl StagingDir {
     }
 
     /// Renames the staging dir to `dir`, replacing an old install (moved to
-    /// `old` first, since rename cannot replace a non-empty dir).
+    /// `old` first, since rename cannot replace a non-empty dir; `dir` was
+    /// checked to be kiln's or empty, and `old` absent, under the lock).
     pub(super) fn commit(mut self, dir: &Path, old: &Path) -> Result<()> {
-        if old.exists() {
-            std::fs::remove_dir_all(old)
-                .with_context(|| format!("cannot remove {}", old.display()))?;
+        if std::fs::symlink_metadata(old).is_ok() {
+            bail!(
+                "{} appeared during the install; move it aside and install again",
+                old.display()
+            );
         }
-        if dir.exists() || dir.is_symlink() {
+        if std::fs::symlink_metadata(dir).is_ok() {
             std::fs::rename(dir, old)
                 .with_context(|| format!("cannot move the old install {} aside", dir.display()))?;
         }
         std::fs::rename(&self.path, dir)
             .with_context(|| format!("cannot move {} to {}", self.path.display(), dir.display()))?;
         self.committed = true;
-        if old.exists() {
+        if kiln_made(old) {
             std::fs::remove_dir_all(old)
                 .with_context(|| format!("cannot remove the old install at {}", old.display()))?;
+        } else if std::fs::symlink_metadata(old).is_ok() && std::fs::remove_dir(old).is_err() {
+            // DIR was an empty folder when checked; something was put in
+            // it since: left for its owner.
+            println!(
+                "toolkit: {} was not empty any more; left as it is",
+                old.display()
+            );
         }
         Ok(())
     }
@@ -513,127 +570,4 @@ fn invalidate_kernel_build(files: &[PathBuf]) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pip_failure_names_the_pinned_package() {
-        let reqs = ["nvidia-cuda-nvcc==13.0.88", "nvidia-nvvm==13.0.88"];
-        let stderr = "WARNING: Retrying (Retry(total=0)) after connection broken\n\
-            ERROR: Could not find a version that satisfies the requirement nvidia_nvvm==13.0.88 (from versions: 13.0.48, 13.5.37)\n\
-            ERROR: No matching distribution found for nvidia_nvvm==13.0.88\n";
-        let (package, reason) = pip_failure(stderr, &reqs).unwrap();
-        assert_eq!(package, "nvidia-nvvm==13.0.88");
-        assert_eq!(
-            reason,
-            "Could not find a version that satisfies the requirement nvidia_nvvm==13.0.88"
-        );
-        assert_eq!(pip_failure("ERROR: disk full\n", &reqs), None);
-    }
-
-    #[test]
-    fn a_wheel_whose_hash_differs_from_the_pin_is_one_line() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let tmp = tempfile::tempdir().unwrap();
-        let python = tmp.path().join("bin/python");
-        std::fs::create_dir_all(python.parent().unwrap()).unwrap();
-        let script = "#!/bin/sh\necho 'ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE.' >&2\nexit 1\n";
-        std::fs::write(&python, script).unwrap();
-        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let err = pip_install_with(tmp.path(), &["--require-hashes"], &["-r", "req.txt"]);
-        let err = format!("{:#}", err.unwrap_err());
-        assert!(
-            err.starts_with("pip refused a wheel whose SHA-256"),
-            "{err}"
-        );
-        assert!(!err.contains('\n'), "{err}");
-    }
-
-    #[test]
-    fn install_refuses_to_replace_a_foreign_dir() {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = tmp.path();
-        assert!(check_replaceable(&base.join("absent")).is_ok());
-        assert!(check_replaceable(base).is_ok(), "empty dir");
-        std::fs::write(base.join("precious.txt"), "").unwrap();
-        let err = check_replaceable(base).unwrap_err().to_string();
-        assert!(err.contains("is not a toolkit install"), "{err}");
-        std::fs::write(base.join(RECORD_FILE), "").unwrap();
-        assert!(check_replaceable(base).is_ok(), "earlier install");
-    }
-
-    #[test]
-    fn the_store_default_points_at_the_latest_install_and_never_replaces_a_folder() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = tmp.path();
-        let place = |name: &str| Place {
-            dir: store.join(name),
-            is_default: true,
-            touch: Vec::new(),
-            default_link: Some(store.join("default")),
-        };
-        make_default(&place("cuda-13.0")).unwrap();
-        let link = store.join("default");
-        assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("cuda-13.0"));
-        make_default(&place("cuda-13.1")).unwrap();
-        assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("cuda-13.1"));
-        let names: Vec<_> = std::fs::read_dir(store).unwrap().flatten().collect();
-        assert_eq!(names.len(), 1, "no staged link left: {names:?}");
-        // A `default` the user made as a folder is not replaced.
-        std::fs::remove_file(&link).unwrap();
-        std::fs::create_dir(&link).unwrap();
-        std::fs::write(link.join("mine"), "x").unwrap();
-        let err = make_default(&place("cuda-13.0")).unwrap_err();
-        assert!(format!("{err:#}").contains("cannot make"), "{err:#}");
-        assert!(link.join("mine").is_file());
-        let names: Vec<_> = std::fs::read_dir(store).unwrap().flatten().collect();
-        assert_eq!(names.len(), 1, "no staged link left: {names:?}");
-        // --dir installs touch no default.
-        let mut given = place("elsewhere");
-        given.default_link = None;
-        make_default(&given).unwrap();
-    }
-
-    #[test]
-    fn a_stale_partial_and_old_are_removed() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("cuda-toolkit");
-        let partial = tmp.path().join(".cuda-toolkit.partial");
-        let old = tmp.path().join(".cuda-toolkit.old");
-        std::fs::create_dir_all(partial.join("venv/lib")).unwrap();
-        std::fs::write(partial.join("venv/lib/big.so"), "x").unwrap();
-        std::fs::create_dir_all(&old).unwrap();
-        remove_stale(&dir).unwrap();
-        assert!(!partial.exists() && !old.exists());
-        // Nothing to remove is fine too.
-        remove_stale(&dir).unwrap();
-    }
-
-    #[test]
-    fn a_failed_install_leaves_no_partial() {
-        let tmp = tempfile::tempdir().unwrap();
-        let partial = tmp.path().join(".cuda-toolkit.partial");
-        {
-            let staging = StagingDir::create(partial.clone()).unwrap();
-            std::fs::write(staging.path().join("half"), "x").unwrap();
-            // Dropped without commit: what an error return does.
-        }
-        assert!(!partial.exists());
-    }
-
-    #[test]
-    fn a_second_install_waits_for_the_lock() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join(".cuda-toolkit.lock");
-        let held = InstallLock::acquire(&path).unwrap();
-        // An OS file lock excludes another open of the same file, even in
-        // this process: what a second `toolkit install` would meet.
-        let other = std::fs::File::options().write(true).open(&path).unwrap();
-        assert!(matches!(
-            other.try_lock(),
-            Err(std::fs::TryLockError::WouldBlock)
-        ));
-        drop(held);
-        other.try_lock().unwrap();
-    }
-}
+mod tests;

@@ -17,8 +17,8 @@ use cuda_build::cross::{nvcc_target_dir, RUNTIME_LIB, TARGETS_DIR};
 use serde::{Deserialize, Serialize};
 
 use super::install::{
-    check_interrupted, pip_install_with, relative_to, stop_on_interrupt, symlink, InstallLock,
-    StagingDir,
+    check_interrupted, check_replaceable, pip_install_with, relative_to, remove_stale,
+    stop_on_interrupt, symlink, InstallLock, StagingDir,
 };
 use super::{sibling, Pins, TargetPins, CUDA_LINK};
 use crate::error::usage_error;
@@ -31,6 +31,12 @@ const TARGET_RECORD: &str = "kiln-target.toml";
 struct TargetRecord {
     target: String,
     pins: TargetPins,
+}
+
+/// Whether `folder` holds a target record as an install writes it (a
+/// target install made before kiln's mark).
+pub(super) fn written_in(folder: &Path) -> bool {
+    super::written_in::<TargetRecord>(folder, TARGET_RECORD)
 }
 
 /// The folder of `target`'s runtime beside the toolkit in `dir`, and its pins;
@@ -89,6 +95,8 @@ pub(super) fn install(dir: &Path, target: &str) -> Result<()> {
     std::fs::create_dir_all(targets)
         .with_context(|| format!("cannot create {}", targets.display()))?;
     let _lock = InstallLock::acquire(&sibling(&folder, "lock").context("no folder name")?)?;
+    check_replaceable(&folder)?;
+    remove_stale(&folder)?;
     let why = match up_to_date(&folder, target, &target_pins) {
         Ok(()) => {
             println!("target runtime for {target} up to date at {shown}");

@@ -330,3 +330,116 @@ fn a_fifo_in_the_index_never_blocks() {
     std::fs::write(&index, text).unwrap();
     assert!(stored.lookup().is_some(), "the index restored");
 }
+
+/// A temp dir holding an out dir and a folder of the builder's own files.
+fn builder_folders() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let own = tmp.path().join("builder-files");
+    for dir in [&out, &own] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    (tmp, out, own)
+}
+
+/// Issue 41: eviction in a shared store never follows a symlink (a shard
+/// that is a link to a folder, a link to a folder or a file inside a
+/// shard) and removes only files of the cache's own naming: what a link
+/// leads to, and a file of another name, stay byte-identical.
+#[cfg(unix)]
+#[test]
+fn eviction_never_follows_a_link_nor_removes_what_it_did_not_write() {
+    use std::os::unix::fs::symlink;
+    let (tmp, out, own) = builder_folders();
+    let victims = [own.join("main.rs"), own.join("notes.txt")];
+    for (i, victim) in victims.iter().enumerate() {
+        std::fs::write(victim, format!("the builder's own file {i}")).unwrap();
+    }
+    let digest = |path: &Path| std::fs::read(path).ok().map(Sha256::digest);
+    let before: Vec<_> = victims.iter().map(|v| digest(v)).collect();
+
+    // Bound 1: everything the cache wrote goes.
+    let cache = Cache::new(tmp.path().join("store"), 1, &toolkit(88), &out);
+    let object = out.join("o");
+    std::fs::write(&object, "object").unwrap();
+    let args = vec![OsString::from("-lib")];
+    cache.store_link(&args, std::slice::from_ref(&object), b"image", "");
+    let key = cache
+        .inputs_key(&cache.base_key("link", &args, Path::new("")), &[object])
+        .unwrap();
+    let entry = cache.entry_path(&key);
+    let shard = entry.parent().unwrap().to_path_buf();
+    let entries = shard.parent().unwrap().to_path_buf();
+
+    // A shard that is a link to the builder's folder, named as a shard and
+    // as an entry would be.
+    let linked_shard = entries.join(if &key[..2] == "ab" { "cd" } else { "ab" });
+    symlink(&own, &linked_shard).unwrap();
+    // Inside a real shard: links to the folder and to a file, named as
+    // entries are, and a user's file of another name, large and sparse.
+    let link_to_dir = shard.join(format!("{}{}", &key[..2], "0".repeat(62)));
+    let link_to_file = shard.join(format!("{}{}", &key[..2], "1".repeat(62)));
+    symlink(&own, &link_to_dir).unwrap();
+    symlink(&victims[0], &link_to_file).unwrap();
+    let stranger = shard.join("stranger.bin");
+    std::fs::File::create(&stranger)
+        .unwrap()
+        .set_len(1 << 33)
+        .unwrap();
+    // A user's file in the builder's folder named as an entry of that
+    // (linked) shard.
+    let named_like_entry = own.join(format!(
+        "{}{}",
+        &linked_shard.file_name().unwrap().to_str().unwrap(),
+        "2".repeat(62)
+    ));
+    std::fs::write(&named_like_entry, "user data").unwrap();
+    let like_before = digest(&named_like_entry);
+
+    cache.evict();
+
+    assert!(!entry.exists(), "the cache's own entry is evicted");
+    let after: Vec<_> = victims.iter().map(|v| digest(v)).collect();
+    assert_eq!(after, before, "files behind links are untouched");
+    assert_eq!(digest(&named_like_entry), like_before);
+    assert!(stranger.exists(), "a file of another name is left");
+    for link in [&linked_shard, &link_to_dir, &link_to_file] {
+        if let Ok(meta) = std::fs::symlink_metadata(link) {
+            assert!(
+                meta.file_type().is_symlink(),
+                "{} left as a link",
+                link.display()
+            );
+        }
+    }
+}
+
+/// Issue 41: a shard of a shared store planted as a link to a folder of
+/// the builder's is never written through: the store misses, and the
+/// folder it leads to stays as it was.
+#[cfg(unix)]
+#[test]
+fn a_store_never_writes_through_a_linked_folder() {
+    use std::os::unix::fs::symlink;
+    let (tmp, out, own) = builder_folders();
+    let cache = Cache::new(tmp.path().join("store"), DEFAULT_MAX, &toolkit(88), &out);
+    let object = out.join("o");
+    std::fs::write(&object, "object").unwrap();
+    let args = vec![OsString::from("-lib")];
+    let key = cache
+        .inputs_key(
+            &cache.base_key("link", &args, Path::new("")),
+            std::slice::from_ref(&object),
+        )
+        .unwrap();
+    let shard = cache.entry_path(&key).parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(shard.parent().unwrap()).unwrap();
+    symlink(&own, &shard).unwrap();
+    cache.store_link(&args, std::slice::from_ref(&object), b"image", "");
+    assert_eq!(
+        std::fs::read_dir(&own).unwrap().count(),
+        0,
+        "nothing written through the link"
+    );
+    assert!(cache.lookup_link(&args, &[object], any).is_none());
+}

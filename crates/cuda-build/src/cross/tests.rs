@@ -209,6 +209,28 @@ fn a_compiler_for_another_cpu_is_refused() {
     );
 }
 
+/// Issue 41: `CXX_<target>=/bin/false` (a program that fails as a
+/// compiler) is refused before the build, naming the variable, instead of
+/// failing later in nvcc without it.
+#[test]
+fn a_compiler_that_fails_is_refused_naming_its_variable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = install(&tmp.path().join("tk"), true);
+    let e = error(
+        &[
+            ("PATH", ""),
+            ("CXX_aarch64_unknown_linux_gnu", "/bin/false"),
+        ],
+        &root,
+    );
+    assert!(
+        e.contains("host compiler /bin/false (CXX_aarch64_unknown_linux_gnu)")
+            && e.contains("`/bin/false -dumpmachine` failed")
+            && e.contains("set CXX_aarch64_unknown_linux_gnu to a C++ compiler for"),
+        "{e}"
+    );
+}
+
 #[test]
 fn a_target_nvcc_has_no_dir_for_is_one_line() {
     let platform = Platform {

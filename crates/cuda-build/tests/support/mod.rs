@@ -300,6 +300,7 @@ impl Fixture {
             "CARGO_BUILD_TARGET_DIR",
             "KILN_CACHE_DIR",
             "KILN_CACHE_MAX",
+            "KILN_PROBE_TIMEOUT",
         ] {
             command.env_remove(key);
         }
