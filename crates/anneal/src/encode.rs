@@ -161,18 +161,19 @@ fn assign_rows(
     Ok(engine.assignments()?)
 }
 
-/// Refuses an index made by hand with no anchors or the wrong number of
-/// values (`Index::read` refuses such a file).
+/// Refuses an index made by hand with no anchors, the wrong number of
+/// values, or an anchor NaN, infinite or past [`crate::coordinate_bound`]
+/// (`Index::read` refuses such a file).
 fn check_index(index: &Index) -> Result<(), EncodeError> {
     let (d, m) = (index.meta.d as usize, index.meta.m as usize);
-    if m == 0 || index.anchors.len() != m * d {
+    if m == 0 || m.checked_mul(d) != Some(index.anchors.len()) {
         return Err(EncodeError::Anneal(AnnealError::AnchorValues {
             values: index.anchors.len(),
             m,
             d,
         }));
     }
-    Ok(())
+    crate::check_anchors(&index.anchors, m, d).map_err(EncodeError::Anneal)
 }
 
 /// `points` (rows from row `first` of the whole input) checked as the

@@ -88,6 +88,23 @@ pub enum IndexError {
         /// What disagrees.
         message: String,
     },
+    /// An anchor of `anchors.npy` is NaN, infinite or too large for f32
+    /// distances ([`crate::check_anchors`]).
+    #[error("{}: {error}", path.display())]
+    Anchors {
+        /// The file.
+        path: PathBuf,
+        /// Which anchor, and the bound that holds (in the message, as for
+        /// `Io`).
+        error: crate::AnnealError,
+    },
+    /// [`Index::write`] was given an index that [`Index::read`] would
+    /// refuse (made or edited by hand); nothing was written.
+    #[error("the index to write is not valid: {message}; write only indexes made by a run")]
+    Invalid {
+        /// What [`Index::read`] would refuse, in one line.
+        message: String,
+    },
     /// The points given are not the ones the index was made from.
     #[error(
         "the input does not match the index: {what}; give the same files the index was made from"
@@ -296,6 +313,7 @@ impl Index {
     /// Writes the index into `dir` ([`prepare_output`] then
     /// [`Index::write_into`]); returns the notes of both.
     pub fn write(&self, dir: &Path, replace: bool) -> Result<Vec<String>, IndexError> {
+        self.check()?;
         let out = prepare_output(dir, replace, &[])?;
         let mut notes = out.notes().to_vec();
         notes.extend(self.write_into(out)?);
@@ -307,6 +325,7 @@ impl Index {
     /// file by file. Returns a line for anything of note (an old index
     /// kept aside because it held a file kiln did not write).
     pub fn write_into(&self, out: IndexOutput) -> Result<Vec<String>, IndexError> {
+        self.check()?;
         let meta = &self.meta;
         let (m, d) = (meta.m as usize, meta.d as usize);
         let staged = out.0.path();
@@ -326,7 +345,8 @@ impl Index {
     /// Reads the index in `dir` and checks that its files agree: the
     /// schema and version, every field of `index.json` against what a run
     /// writes (`check.rs`), the arrays' shapes against it, every assignment
-    /// below `m`, the history's length, and every anchor finite.
+    /// below `m`, the history's length, and every anchor finite and within
+    /// [`crate::coordinate_bound`] ([`crate::check_anchors`]).
     pub fn read(dir: &Path) -> Result<Self, IndexError> {
         let meta_path = dir.join(META_FILE);
         let text = fs::read_to_string(&meta_path).map_err(|error| IndexError::Io {
@@ -364,36 +384,35 @@ impl Index {
         let NpyData::F32(anchors) = anchors.data else {
             return Err(bad(format!("{ANCHORS_FILE} is not float32")));
         };
-        if assignments.len() as u64 != meta.n {
-            return Err(bad(format!(
-                "{ASSIGNMENTS_FILE} holds {} assignments but {META_FILE} says n = {}",
-                assignments.len(),
-                meta.n
-            )));
-        }
-        if let Some((point, &anchor)) = assignments
-            .iter()
-            .enumerate()
-            .find(|(_, &a)| u64::from(a) >= meta.m)
-        {
-            return Err(bad(format!(
-                "point {point} is assigned to anchor {anchor}, but there are {} anchors",
-                meta.m
-            )));
-        }
-        if meta.energy_history.len() != meta.iterations as usize {
-            return Err(bad(format!(
-                "{META_FILE} has {} energies for {} iterations",
-                meta.energy_history.len(),
-                meta.iterations
-            )));
-        }
-        check::anchors(&anchors, meta.d as usize).map_err(bad)?;
+        check::arrays(&meta, &assignments).map_err(bad)?;
+        check::anchors(&anchors, &meta).map_err(|error| IndexError::Anchors {
+            path: anchors_path,
+            error,
+        })?;
         Ok(Self {
             meta,
             anchors,
             assignments,
         })
+    }
+
+    /// Refuses an index [`Index::read`] would refuse, with the same checks,
+    /// so that what [`Index::write`] writes is read back equal.
+    fn check(&self) -> Result<(), IndexError> {
+        let meta = &self.meta;
+        let invalid = |message: String| IndexError::Invalid { message };
+        check::meta(meta).map_err(|m| invalid(format!("{META_FILE}: {m}")))?;
+        let values = (meta.m as usize).checked_mul(meta.d as usize);
+        if values != Some(self.anchors.len()) {
+            return Err(invalid(format!(
+                "{} anchor values for m = {}, d = {}",
+                self.anchors.len(),
+                meta.m,
+                meta.d
+            )));
+        }
+        check::arrays(meta, &self.assignments).map_err(invalid)?;
+        check::anchors(&self.anchors, meta).map_err(|e| invalid(format!("{ANCHORS_FILE}: {e}")))
     }
 
     /// Refuses `points` (`n × d`) unless they are the ones the index was

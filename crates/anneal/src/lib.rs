@@ -104,8 +104,8 @@ pub mod wgpu;
 pub use driver::{run_timed, run_with, Phases, Progress};
 pub use error::{AnnealError, PartProblem};
 pub use input::{
-    check_sizes, coordinate_bound, device_bytes, host_bytes, validate, validate_rows, Problem,
-    BF16_STAGING,
+    check_anchors, check_sizes, coordinate_bound, device_bytes, host_bytes, validate,
+    validate_rows, Problem, BF16_STAGING,
 };
 
 pub use plan::join;

@@ -432,3 +432,21 @@ fn an_index_made_by_hand_that_does_not_add_up_is_refused_not_a_panic() {
         assert!(!err.to_string().contains('\n'), "{err}");
     }
 }
+
+#[test]
+fn an_in_memory_index_with_a_nan_or_huge_anchor_is_refused() {
+    let (index, points) = fitted(100, 3, 4, 0.3);
+    let bound = crate::coordinate_bound(3);
+    for (value, says) in [
+        (f32::NAN, "anchor 2 is NaN at dimension 1".to_string()),
+        (f32::INFINITY, "anchor 2 is inf at dimension 1".to_string()),
+        (3e38, format!("beyond ±{bound:.3e}")),
+    ] {
+        let mut bad = index.clone();
+        bad.anchors[2 * 3 + 1] = value;
+        let err = assign(&Backend::cpu(), &bad, Points::F32(&points)).unwrap_err();
+        let err = err.to_string();
+        assert!(err.contains(&says), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+    }
+}

@@ -354,3 +354,128 @@ fn check_input_refuses_other_points_in_one_line() {
         "{err}"
     );
 }
+
+#[test]
+fn huge_finite_anchors_are_refused_by_read_and_write_with_the_bound() {
+    let bound = crate::coordinate_bound(2);
+    let index = small_index();
+    // 3e38 is finite, but its squared distances overflow f32: points would
+    // land on it.
+    let huge = corrupt(&index, |dir| {
+        let mut w = File::create(dir.join(ANCHORS_FILE)).unwrap();
+        npy::write_f32_matrix(&mut w, 2, 2, &[0.0, 0.0, 3e38, 0.0]).unwrap();
+    });
+    assert!(
+        huge.contains("anchors.npy: anchor 1 has coordinate 3e38 at dimension 0")
+            && huge.contains(&format!("beyond ±{bound:.3e}")),
+        "{huge}"
+    );
+    let root = tempfile::tempdir().unwrap();
+    for value in [3e38, bound * 1.01, f32::NAN, f32::NEG_INFINITY] {
+        let mut bad = small_index();
+        bad.anchors[3] = value;
+        let dir = root.path().join("idx");
+        let err = bad.write(&dir, false).unwrap_err();
+        assert!(matches!(err, IndexError::Invalid { .. }), "{err}");
+        assert!(err.to_string().contains("anchor 1"), "{err}");
+        assert!(!dir.exists(), "{value}: something was written");
+    }
+    // At the bound itself the index is written and read back.
+    let mut edge = small_index();
+    edge.anchors[3] = -bound;
+    let dir = root.path().join("edge");
+    edge.write(&dir, false).unwrap();
+    assert_eq!(Index::read(&dir).unwrap(), edge);
+}
+
+#[test]
+fn an_index_read_would_refuse_is_not_written() {
+    let root = tempfile::tempdir().unwrap();
+    type Edit = fn(&mut Index);
+    let edits: [(Edit, &str); 5] = [
+        (|i| i.assignments[0] = 2, "point 0 is assigned to anchor 2"),
+        (
+            |i| i.assignments.pop().map(drop).unwrap(),
+            "holds 3 assignments",
+        ),
+        (|i| i.meta.energy = f64::NAN, "energy NaN"),
+        (|i| i.meta.iterations = 1, "2 energies for 1 iterations"),
+        (|i| i.anchors.push(1.0), "5 anchor values for m = 2, d = 2"),
+    ];
+    for (edit, says) in edits {
+        let mut bad = small_index();
+        edit(&mut bad);
+        let dir = root.path().join("idx");
+        let err = bad.write(&dir, false).unwrap_err().to_string();
+        assert!(err.contains(says), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!dir.exists(), "{says}: something was written");
+    }
+}
+
+mod write_read {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Indexes of every shape, mostly valid, with values anywhere in f32
+    /// and f64 (NaN, infinities, subnormals, huge finite ones).
+    fn any_index() -> impl Strategy<Value = Index> {
+        (1u64..6, 1u64..4)
+            .prop_flat_map(|(n, d)| (Just(n), Just(d), 1..=n))
+            .prop_flat_map(|(n, d, m)| {
+                let values = (m * d) as usize;
+                let anchor = prop_oneof![
+                    8 => -1e3f32..1e3,
+                    1 => proptest::num::f32::ANY,
+                ];
+                let energy = prop_oneof![
+                    8 => 0f64..1e6,
+                    1 => proptest::num::f64::ANY,
+                ];
+                (
+                    Just((n, d, m)),
+                    proptest::collection::vec(anchor, values),
+                    proptest::collection::vec(0..m as u32 + 1, n as usize),
+                    proptest::collection::vec(energy.clone(), 1..4),
+                    energy,
+                    0.01f32..1.0,
+                    any::<u64>(),
+                )
+            })
+            .prop_map(
+                |((n, d, m), anchors, assignments, history, e, cooling, seed)| {
+                    let mut meta = meta(n, d, m);
+                    meta.iterations = history.len() as u32;
+                    meta.energy_history = history;
+                    meta.energy = e;
+                    meta.params.cooling = cooling;
+                    meta.params.seed = seed;
+                    meta.seed = seed;
+                    meta.maintenance.clear();
+                    Index {
+                        meta,
+                        anchors,
+                        assignments,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// What `write` writes, `read` reads back equal; what it refuses,
+        /// it refuses as invalid, writing nothing.
+        #[test]
+        fn what_write_writes_read_reads_back_equal(index in any_index()) {
+            let root = tempfile::tempdir().unwrap();
+            let dir = root.path().join("idx");
+            match index.write(&dir, false) {
+                Ok(_) => prop_assert_eq!(Index::read(&dir).unwrap(), index),
+                Err(e) => {
+                    prop_assert!(matches!(e, IndexError::Invalid { .. }), "{}", e);
+                    prop_assert!(!dir.exists());
+                }
+            }
+        }
+    }
+}
