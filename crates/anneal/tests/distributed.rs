@@ -112,7 +112,7 @@ fn launcher_variables_parse_or_are_refused_naming_the_variable() {
     assert_eq!(env.timeout, Duration::from_secs(7));
     check_env(
         &with(&[("KILN_HANDSHAKE_TIMEOUT", Some("0"))]),
-        Err("KILN_HANDSHAKE_TIMEOUT=\"0\": not a whole number of seconds above 0"),
+        Err("KILN_HANDSHAKE_TIMEOUT=\"0\": not a whole number of seconds from 1 to"),
     );
     check_env(
         &with(&[("KILN_JOB_SECRET", Some(" "))]),
