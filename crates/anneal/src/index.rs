@@ -11,7 +11,7 @@
 //! points.
 
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -284,15 +284,15 @@ pub fn prepare_output(
 }
 
 /// The three files of an index written before kiln's marker existed: a
-/// `index.json` of [`SCHEMA`] (a regular file of at most 64 MiB) and the
+/// `index.json` of [`SCHEMA`] (a regular file of at most [`META_MAX_BYTES`]) and the
 /// arrays beside it.
 fn unmarked_index(dir: &Path) -> Option<Vec<String>> {
     let path = dir.join(META_FILE);
     let meta = fs::symlink_metadata(&path).ok()?;
-    if !meta.is_file() || meta.len() > 64 << 20 {
+    if !meta.is_file() {
         return None;
     }
-    let value: serde_json::Value = serde_json::from_str(&fs::read_to_string(path).ok()?).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&read_meta_text(&path).ok()?).ok()?;
     (value.get("schema")?.as_str()? == SCHEMA).then(|| {
         [ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE]
             .map(String::from)
@@ -349,11 +349,7 @@ impl Index {
     /// [`crate::coordinate_bound`] ([`crate::check_anchors`]).
     pub fn read(dir: &Path) -> Result<Self, IndexError> {
         let meta_path = dir.join(META_FILE);
-        let text = fs::read_to_string(&meta_path).map_err(|error| IndexError::Io {
-            what: "reading",
-            path: meta_path.clone(),
-            error,
-        })?;
+        let text = read_meta_text(&meta_path)?;
         let meta = parse_meta(&text)
             .and_then(|meta| check::meta(&meta).map(|()| meta))
             .map_err(|message| IndexError::Meta {
@@ -361,7 +357,7 @@ impl Index {
                 message,
             })?;
         let anchors_path = dir.join(ANCHORS_FILE);
-        let anchors = npy::read(&anchors_path).map_err(|error| IndexError::Npy {
+        let anchors = npy::read_regular(&anchors_path).map_err(|error| IndexError::Npy {
             path: anchors_path.clone(),
             error,
         })?;
@@ -439,6 +435,52 @@ impl Index {
         };
         Err(IndexError::InputMismatch { what })
     }
+}
+
+/// The most bytes of `index.json` read: a run writes a few KiB (its input
+/// files' paths are the most of it).
+pub const META_MAX_BYTES: u64 = 64 << 20;
+
+/// `index.json`'s text: a regular file (a FIFO is refused at once, not
+/// waited on) of at most [`META_MAX_BYTES`], in UTF-8.
+fn read_meta_text(path: &Path) -> Result<String, IndexError> {
+    let meta_error = |message: String| IndexError::Meta {
+        path: path.to_path_buf(),
+        message,
+    };
+    let io_error = |error| IndexError::Io {
+        what: "reading",
+        path: path.to_path_buf(),
+        error,
+    };
+    let (file, len) = match npy::open_regular(path) {
+        Ok(opened) => opened,
+        Err(npy::Irregular::Io(e)) => return Err(io_error(e)),
+        Err(npy::Irregular::Kind(kind)) => {
+            return Err(meta_error(format!(
+                "is {kind}, not a regular file; give the folder an index was written to"
+            )))
+        }
+    };
+    let too_big = || {
+        meta_error(format!(
+            "is over {} MiB, more than an index's metadata; give the folder an index was \
+             written to",
+            META_MAX_BYTES >> 20
+        ))
+    };
+    if len > META_MAX_BYTES {
+        return Err(too_big());
+    }
+    let mut text = String::new();
+    // The bound holds even if the file grows after its fstat.
+    file.take(META_MAX_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(io_error)?;
+    if text.len() as u64 > META_MAX_BYTES {
+        return Err(too_big());
+    }
+    Ok(text)
 }
 
 /// `index.json`'s text as [`IndexMeta`], the schema and version checked

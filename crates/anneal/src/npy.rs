@@ -44,6 +44,10 @@ pub enum NpyError {
     /// The path is a directory.
     #[error("is a directory; give the path of a .npy file")]
     IsDirectory,
+    /// A file read as a regular file ([`read_regular`],
+    /// [`read_u32_vector`]: an index's arrays) is not one.
+    #[error("is {0}, not a regular file; give the path of a .npy file")]
+    NotRegular(&'static str),
     /// The input does not start with the npy magic string.
     #[error("{}", not_npy_text(.found))]
     NotNpy {
@@ -365,9 +369,83 @@ impl<R: Read> NpyInput<R> {
     }
 }
 
-/// Reads the `.npy` file at `path`.
+/// Reads the `.npy` file at `path` (a pipe or FIFO to its end).
 pub fn read(path: impl AsRef<Path>) -> Result<NpyMatrix, NpyError> {
     open(path)?.read()
+}
+
+/// [`read`] of a regular file only: a FIFO, a device or a socket is
+/// refused at once, never waited on (an index's arrays are files kiln
+/// wrote).
+pub fn read_regular(path: impl AsRef<Path>) -> Result<NpyMatrix, NpyError> {
+    let (file, len) = open_regular(path.as_ref())?;
+    open_reader(BufReader::new(file), Some(len))?.read()
+}
+
+/// Why [`open_regular`] refused.
+#[derive(Debug)]
+pub(crate) enum Irregular {
+    /// It is this kind of file ("a FIFO", "a directory").
+    Kind(&'static str),
+    /// Opening or `fstat` failed.
+    Io(io::Error),
+}
+
+impl From<Irregular> for NpyError {
+    fn from(e: Irregular) -> Self {
+        match e {
+            Irregular::Kind(DIRECTORY) => NpyError::IsDirectory,
+            Irregular::Kind(kind) => NpyError::NotRegular(kind),
+            Irregular::Io(e) => NpyError::Io(e),
+        }
+    }
+}
+
+/// [`Irregular::Kind`] of a directory.
+const DIRECTORY: &str = "a directory";
+
+/// Opens `path` for reading if it is a regular file, with its length:
+/// opened without blocking (a FIFO with no writer would wait forever in
+/// `open`) and checked by `fstat` on what was opened, so that nothing is
+/// swapped in between the check and the read.
+pub(crate) fn open_regular(path: &Path) -> Result<(File, u64), Irregular> {
+    #[cfg(unix)]
+    let file = {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        File::from(
+            rustix::fs::open(path, flags, Mode::empty()).map_err(|e| Irregular::Io(e.into()))?,
+        )
+    };
+    #[cfg(not(unix))]
+    let file = File::open(path).map_err(Irregular::Io)?;
+    let meta = file.metadata().map_err(Irregular::Io)?;
+    if meta.is_file() {
+        return Ok((file, meta.len()));
+    }
+    Err(Irregular::Kind(file_kind(&meta.file_type())))
+}
+
+/// A file type that is not a regular file, in words.
+fn file_kind(kind: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO";
+        }
+        if kind.is_char_device() || kind.is_block_device() {
+            return "a device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    if kind.is_dir() {
+        DIRECTORY
+    } else {
+        "not a regular file"
+    }
 }
 
 /// Reads a `.npy` file held in memory.

@@ -425,3 +425,63 @@ fn encodes_racing_to_one_file_leave_one_whole_file() {
         .count();
     assert_eq!(temps, 0, "a temporary file was left");
 }
+
+/// An index whose files are FIFOs (the encode waited on them forever) or
+/// whose anchors are finite but huge (points landed on them) is refused in
+/// one line, and nothing is written.
+#[test]
+fn an_index_of_fifos_or_huge_anchors_is_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let d = 4;
+    let points = kiln_anneal::synthetic_points(200, d, 4, 0.3, 1);
+    let train = write_npy(p, "train", &points, d, 1);
+    let idx = trained(p, "cpu", &train, 8);
+    let copy = |name: &str| {
+        let to = p.join(name);
+        fs::create_dir(&to).unwrap();
+        for f in ["anchors.npy", "assignments.npy", "index.json"] {
+            fs::copy(idx.join(f), to.join(f)).unwrap();
+        }
+        to
+    };
+    let mut cases = Vec::new();
+    for f in ["index.json", "anchors.npy"] {
+        let to = copy(&format!("fifo-{f}"));
+        fs::remove_file(to.join(f)).unwrap();
+        let made = Command::new("mkfifo").arg(to.join(f)).status().unwrap();
+        assert!(
+            made.success(),
+            "mkfifo failed: a FIFO is what this test reads"
+        );
+        cases.push((to, format!("{f}: is a FIFO, not a regular file")));
+    }
+    let huge = copy("huge");
+    let index = kiln_anneal::index::Index::read(&idx).unwrap();
+    let mut anchors = index.anchors.clone();
+    anchors[1] = 3e38;
+    let mut w = fs::File::create(huge.join("anchors.npy")).unwrap();
+    let m = index.meta.m as usize;
+    kiln_anneal::npy::write_f32_matrix(&mut w, m, d, &anchors).unwrap();
+    let bound = kiln_anneal::coordinate_bound(d);
+    cases.push((
+        huge,
+        format!("anchor 0 has coordinate 3e38 at dimension 1, beyond ±{bound:.3e}"),
+    ));
+    let out = p.join("out.npy");
+    for (index_dir, says) in &cases {
+        refused(
+            &[
+                "encode",
+                &s(index_dir),
+                "--out",
+                &s(&out),
+                "--npy",
+                &s(&train[0]),
+            ],
+            1,
+            says,
+        );
+        assert!(!out.exists(), "{says}: an output was written");
+    }
+}
