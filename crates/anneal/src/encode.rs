@@ -320,7 +320,11 @@ pub fn encode(
         )?),
         _ => None,
     };
-    npy::write_u32_header(out.writer(), total as u64).map_err(|e| out.write_error(e))?;
+    // Flushed at once: a killed run's file then starts with it, which is
+    // how the next encode knows the file for its own (`output/stale.rs`).
+    npy::write_u32_header(out.writer(), total as u64)
+        .and_then(|()| out.writer().flush())
+        .map_err(|e| out.write_error(e))?;
     let mut done = Encoded { n: 0, chunks: 0 };
     std::thread::scope(|scope| {
         // No capacity: the reader holds one chunk ready while the current
