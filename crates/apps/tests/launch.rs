@@ -268,6 +268,21 @@ fn bad_launches_and_rank_variables_are_refused_in_one_line() {
         "{stderr}"
     );
     refused(&["launch", "--gpus", "0", "--", "anneal"], 2, "--gpus");
+    // Only a rank command runs as ranks: a launch in a launch would start
+    // nprocs² processes, and a vadd nprocs copies of one.
+    for command in [
+        &["launch", "--nprocs", "2", "--", "anneal"][..],
+        &["vadd"],
+        &["encode", "idx", "--out", "x.npy", "--npy", "p.npy"],
+        &["--version"],
+        &["Anneal"],
+    ] {
+        let args: Vec<&str> = ["launch", "--nprocs", "2", "--"]
+            .into_iter()
+            .chain(command.iter().copied())
+            .collect();
+        refused(&args, 1, "runs only `apps anneal`");
+    }
     refused(
         &["launch", "--gpus", "1", "--nprocs", "2", "--", "anneal"],
         2,
