@@ -545,3 +545,24 @@ fn a_killed_encodes_temp_file_is_removed_and_nothing_else() {
     assert_eq!(fs::read(&target).unwrap(), target_before);
     drop(live);
 }
+
+#[test]
+fn a_replaced_output_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let d = 3;
+    let (index, _) = fitted(60, d, 4, 0.3);
+    let index_dir = dir.path().join("idx");
+    index.write(&index_dir, false).unwrap();
+    let points = crate::synthetic_points(20, d, 2, 0.3, 5);
+    let inputs = write_shards(dir.path(), "in", &points, d, 1);
+    for mode in [0o600, 0o640, 0o604, 0o755] {
+        let out = dir.path().join(format!("codes-{mode:o}.npy"));
+        fs::write(&out, b"old").unwrap();
+        fs::set_permissions(&out, fs::Permissions::from_mode(mode)).unwrap();
+        encode_files(&index, &index_dir, &inputs, &out, true, 8).unwrap();
+        assert_eq!(crate::npy::read_u32_vector(&out).unwrap().len(), 20);
+        let now = fs::metadata(&out).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(now, mode, "{mode:o} became {now:o}");
+    }
+}

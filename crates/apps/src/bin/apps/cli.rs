@@ -118,7 +118,7 @@ chunk read while the current one is assigned, so memory is bounded by the chunk,
 --out FILE gets a 1-D uint32 .npy (as the index's assignments.npy), written to a hidden \
 temporary file beside it and renamed into place at the end: FILE is the old file or the \
 whole new one, never a part. An existing FILE is replaced only with --force (never an input, \
-a folder or a symlink, nor a file inside the index).\n\n\
+a folder or a symlink, nor a file inside the index), keeping its mode and group.\n\n\
 Counts are whole numbers: 1000000, 1_000_000 or 1e6.";
 
 /// Which backend runs a workload.
