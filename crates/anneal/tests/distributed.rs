@@ -200,6 +200,13 @@ fn rows_split_balanced_contiguous_and_refuse_idle_ranks() {
     }
     assert_eq!(rows_of(0, 4, 3), None);
     assert_eq!(rows_of(2, 2, 10), None);
+    // rank × n past usize (it overflowed): the split is still exact.
+    let (n, world) = (usize::MAX, 1 << 40);
+    let last = rows_of(world - 1, world, n).unwrap();
+    assert_eq!(last.end, n);
+    assert!(last.len() == n / world || last.len() == n / world + 1);
+    let second = rows_of(1, world, n).unwrap();
+    assert_eq!(second.start, rows_of(0, world, n).unwrap().end);
 }
 
 /// Runs `body(rank, comm)` on `world` ranks (threads) after a rendezvous on

@@ -399,5 +399,7 @@ pub fn rows_of(rank: usize, world: usize, n: usize) -> Option<std::ops::Range<us
     if world == 0 || world > n || rank >= world {
         return None;
     }
-    Some(rank * n / world..(rank + 1) * n / world)
+    // In u128: `rank × n` passes usize for a large enough `n`.
+    let at = |r: usize| (r as u128 * n as u128 / world as u128) as usize;
+    Some(at(rank)..at(rank + 1))
 }
