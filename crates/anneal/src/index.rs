@@ -98,9 +98,12 @@ pub enum IndexError {
         /// `Io`).
         error: crate::AnnealError,
     },
-    /// [`Index::write`] was given an index that [`Index::read`] would
-    /// refuse (made or edited by hand); nothing was written.
-    #[error("the index to write is not valid: {message}; write only indexes made by a run")]
+    /// [`Index::write`] (or a measure) was given an index that
+    /// [`Index::read`] would refuse (made or edited by hand); nothing was
+    /// written.
+    #[error(
+        "the index is not valid: {message}; use an index made by a run or read by Index::read"
+    )]
     Invalid {
         /// What [`Index::read`] would refuse, in one line.
         message: String,

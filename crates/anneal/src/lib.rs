@@ -72,7 +72,7 @@
 //!     gpus: 0,
 //!     world_size: 1,
 //! };
-//! let index = Index::from_run(&out, &problem, &run, Vec::new());
+//! let index = Index::from_run(&out, &problem, &run, Vec::new())?;
 //! assert_eq!(index.assignments.len(), n);
 //!
 //! // Two new points: each gets the index of its nearest anchor.

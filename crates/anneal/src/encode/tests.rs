@@ -54,7 +54,10 @@ fn fitted_with(n: usize, d: usize, m: usize, spread: f32, params: Params) -> (In
         gpus: 0,
         world_size: 1,
     };
-    (Index::from_run(&out, &problem, &record, Vec::new()), points)
+    (
+        Index::from_run(&out, &problem, &record, Vec::new()).unwrap(),
+        points,
+    )
 }
 
 /// Encodes `paths` into `out` in chunks of `chunk` rows.

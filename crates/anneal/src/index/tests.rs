@@ -283,10 +283,10 @@ fn energy_and_reconstruction_match_hand_computed_values() {
     let points = [1.0f32, 0.0, 0.0, 2.0, 10.0, 13.0, 10.0, 10.0];
     let mut index = small_index();
     // Squared errors: 1, 4, 9, 0.
-    let mse = energy(Points::F32(&points), 2, &index.anchors, &index.assignments);
+    let mse = energy(Points::F32(&points), 2, &index.anchors, &index.assignments).unwrap();
     assert_eq!(mse, 14.0 / 4.0);
     index.meta.energy = mse;
-    let r = Reconstruction::measure(&index, Points::F32(&points));
+    let r = Reconstruction::measure(&index, Points::F32(&points)).unwrap();
     assert_eq!(r.mse, 3.5);
     assert_eq!((r.max_squared_error, r.max_point), (9.0, 2));
     assert_eq!(r.energy_relative_difference, 0.0);
@@ -300,7 +300,7 @@ fn energy_and_reconstruction_match_hand_computed_values() {
         }
     );
     index.assignments = vec![0, 0, 0, 0];
-    let (members, empty) = member_spread(&index);
+    let (members, empty) = member_spread(&index).unwrap();
     assert_eq!((members.min, members.max, empty), (0.0, 4.0, 1));
 }
 
@@ -315,7 +315,7 @@ fn the_energy_sum_does_not_depend_on_the_thread_count() {
             .num_threads(threads)
             .build()
             .unwrap()
-            .install(|| energy(Points::F32(&points), d, anchors, &assignments))
+            .install(|| energy(Points::F32(&points), d, anchors, &assignments).unwrap())
     };
     let one = on(1);
     assert_eq!(one.to_bits(), on(3).to_bits());
@@ -463,6 +463,33 @@ mod write_read {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
+        /// The measures of any index against any points: a result when the
+        /// index is one `read` takes and the points its shape, a typed
+        /// refusal otherwise, never a panic (an assignment past the
+        /// anchors indexed out of bounds).
+        #[test]
+        fn measures_refuse_what_they_cannot_measure(
+            index in any_index(),
+            extra in 0usize..3,
+            last in 0u32..8,
+        ) {
+            let (n, d) = (index.meta.n as usize, index.meta.d as usize);
+            let points: Vec<f32> = (0..(n * d + extra).saturating_sub(1)).map(|i| i as f32).collect();
+            let mut index = index;
+            if let Some(a) = index.assignments.last_mut() {
+                *a = last;
+            }
+            let valid = index.check().is_ok();
+            let shaped = points.len() == n * d;
+            let got = Reconstruction::measure(&index, Points::F32(&points));
+            prop_assert_eq!(got.is_ok(), valid && shaped, "{:?}", got.err());
+            prop_assert_eq!(member_spread(&index).is_ok(), valid);
+            let in_range = index.assignments.iter().all(|&a| u64::from(a) < index.meta.m)
+                && index.anchors.len() as u64 == index.meta.m * index.meta.d;
+            let e = energy(Points::F32(&points), d, &index.anchors, &index.assignments);
+            prop_assert_eq!(e.is_ok(), in_range && shaped, "{:?}", e.err());
+        }
+
         /// What `write` writes, `read` reads back equal; what it refuses,
         /// it refuses as invalid, writing nothing.
         #[test]
