@@ -81,6 +81,10 @@ pub enum EncodeError {
     /// device) or has no file name.
     #[error("{}: is not a regular file; give the path of a file to write", .0.display())]
     NotAFile(PathBuf),
+    /// The output file is a mount point (a file bind-mounted there), which
+    /// the rename at the end cannot replace.
+    #[error("{}: is a mount point, which cannot be replaced; choose another file", .0.display())]
+    MountPoint(PathBuf),
     /// The folder that would hold the output does not exist.
     #[error("{}: directory does not exist; create it first", .0.display())]
     NoParent(PathBuf),

@@ -67,6 +67,9 @@ impl EncodeOutput {
                 return Err(EncodeError::IsInput(path.to_path_buf()))
             }
             Ok(_) if !replace => return Err(EncodeError::Exists(path.to_path_buf())),
+            Ok(meta) if is_mount_point(path, &meta, &parent) => {
+                return Err(EncodeError::MountPoint(path.to_path_buf()))
+            }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_error("reading its metadata", e)),
@@ -179,6 +182,39 @@ fn keep_access(new: &fs::File, path: &Path) -> io::Result<()> {
     #[cfg(not(unix))]
     let _ = (new, path);
     Ok(())
+}
+
+/// Whether the file at `path` (of `meta`, in `parent`) is mounted over its
+/// name: a rename cannot replace it, so the run would fail at its end.
+/// Linux says so (`statx`'s `STATX_ATTR_MOUNT_ROOT`, which sees a bind
+/// mount from the same filesystem too); elsewhere, and on kernels before
+/// 5.8, a device other than the folder's says so.
+fn is_mount_point(path: &Path, meta: &fs::Metadata, parent: &Path) -> bool {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use rustix::fs::{statx, AtFlags, StatxAttributes, StatxFlags, CWD};
+        if let Ok(x) = statx(
+            CWD,
+            path,
+            AtFlags::SYMLINK_NOFOLLOW,
+            StatxFlags::BASIC_STATS,
+        ) {
+            if x.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT) {
+                return x.stx_attributes.contains(StatxAttributes::MOUNT_ROOT);
+            }
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let _ = path;
+        fs::metadata(parent).is_ok_and(|folder| folder.dev() != meta.dev())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (path, meta, parent);
+        false
+    }
 }
 
 /// Whether `path` as written ends in a separator or `/.`: a folder's name.
