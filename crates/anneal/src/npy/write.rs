@@ -23,14 +23,24 @@ fn header(descr: &str, shape: &str) -> Vec<u8> {
     out
 }
 
-/// Writes `values` (`rows × cols`, row-major) as a float32 `.npy` matrix.
+/// Writes `values` (`rows × cols`, row-major) as a float32 `.npy` matrix;
+/// an `InvalidInput` error, nothing written, when they are not
+/// `rows × cols` values.
 pub fn write_f32_matrix(
     w: &mut impl Write,
     rows: usize,
     cols: usize,
     values: &[f32],
 ) -> io::Result<()> {
-    assert_eq!(values.len(), rows * cols, "the matrix's values");
+    if rows.checked_mul(cols) != Some(values.len()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} values do not make a {rows} x {cols} matrix; give rows x cols values",
+                values.len()
+            ),
+        ));
+    }
     w.write_all(&header("<f4", &format!("({rows}, {cols})")))?;
     for chunk in values.chunks(1 << 16) {
         let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
