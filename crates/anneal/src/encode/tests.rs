@@ -377,7 +377,7 @@ fn a_pipe_is_streamed_and_its_short_or_long_data_refused() {
         (
             "short",
             file[..file.len() - 3].to_vec(),
-            Some("the input is truncated"),
+            Some("the input is truncated: its data needs 1600 bytes but only 1597 are there"),
         ),
         (
             "long",
