@@ -192,6 +192,20 @@ pub enum AnnealError {
         /// What does not fit.
         what: &'static str,
     },
+    /// [`crate::maintenance::plan`] got statistics and neighbours of
+    /// different anchor counts.
+    #[error(
+        "maintenance input: {what} holds {len} values for {m} anchors (stats.counts); give the \
+         statistics and neighbours of the same anchors"
+    )]
+    PlanInput {
+        /// The field of `PlanInput` that does not fit.
+        what: &'static str,
+        /// Its length.
+        len: usize,
+        /// Anchors, as `stats.counts` has them.
+        m: usize,
+    },
     /// [`crate::Engine::set_anchors`] got more anchors than the engine was
     /// made for.
     #[error("{m} anchors is over the run's maximum of {max}")]

@@ -452,6 +452,7 @@ fn anchors_moved_on_the_device_are_the_hosts_bits() {
             },
             &params,
         )
+        .unwrap()
         .expect("the pass changes the anchors");
         assert!(plan.merged > 0 && plan.split > 0, "f16 {f16}: {plan:?}");
         let before = engine.anchors().unwrap();
