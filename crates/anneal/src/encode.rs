@@ -312,6 +312,12 @@ pub fn encode(
         return Err(EncodeError::NoPoints);
     }
     check_index(index)?;
+    // Flushed at once, before the device is set up: a killed run's file
+    // then starts with it, which is how the next encode knows the file for
+    // its own (`output/stale.rs`).
+    npy::write_u32_header(out.writer(), total as u64)
+        .and_then(|()| out.writer().flush())
+        .map_err(|e| out.write_error(e))?;
     // On CUDA one assigner for the whole encode, sized for the chunk.
     let mut gpu = match backend.kind() {
         BackendKind::Cuda => Some(ChunkAssigner::new(
@@ -324,11 +330,6 @@ pub fn encode(
         )?),
         _ => None,
     };
-    // Flushed at once: a killed run's file then starts with it, which is
-    // how the next encode knows the file for its own (`output/stale.rs`).
-    npy::write_u32_header(out.writer(), total as u64)
-        .and_then(|()| out.writer().flush())
-        .map_err(|e| out.write_error(e))?;
     let mut done = Encoded { n: 0, chunks: 0 };
     std::thread::scope(|scope| {
         // No capacity: the reader holds one chunk ready while the current
