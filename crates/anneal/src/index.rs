@@ -5,7 +5,9 @@
 //! input), written through kiln's output folders (`kiln_output`): the
 //! folder must be new, empty or an earlier index (kiln's marker), the index
 //! is made beside it and swapped into place, so that a reader sees a whole
-//! index, the old or the new, and only kiln's files are removed. Read back with
+//! index, the old or the new, and only kiln's files are removed; each file
+//! takes the mode and group of the one it replaces, or what the folder
+//! allows (`access.rs`: an 0700 folder's files are 0600). Read back with
 //! [`Index::read`], which checks the three agree; [`Reconstruction`]
 //! (`measure.rs`) measures what the compression kept, against the original
 //! points.
@@ -331,14 +333,14 @@ impl Index {
         self.check()?;
         let meta = &self.meta;
         let (m, d) = (meta.m as usize, meta.d as usize);
-        let staged = out.0.path();
-        write_file(&staged.join(ANCHORS_FILE), |w| {
+        let (staged, dir) = (out.0.path(), out.0.dir());
+        write_file(staged, dir, ANCHORS_FILE, |w| {
             npy::write_f32_matrix(w, m, d, &self.anchors)
         })?;
-        write_file(&staged.join(ASSIGNMENTS_FILE), |w| {
+        write_file(staged, dir, ASSIGNMENTS_FILE, |w| {
             npy::write_u32_vector(w, &self.assignments)
         })?;
-        write_file(&staged.join(META_FILE), |w| {
+        write_file(staged, dir, META_FILE, |w| {
             serde_json::to_writer_pretty(&mut *w, meta).map_err(io::Error::other)?;
             w.write_all(b"\n")
         })?;
@@ -509,19 +511,26 @@ fn parse_meta(text: &str) -> Result<IndexMeta, String> {
     serde_json::from_value(value).map_err(|e| format!("not a valid index ({e})"))
 }
 
-/// Creates `path`, fills it with `fill` and flushes it to disk.
+/// Creates `staged/name`, fills it with `fill` and flushes it to disk; it
+/// takes the mode and group of `dir/name`, the file it will replace, or
+/// what the folder `dir` allows (`access.rs`).
 fn write_file(
-    path: &Path,
+    staged: &Path,
+    dir: &Path,
+    name: &str,
     fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
 ) -> Result<(), IndexError> {
+    let path = staged.join(name);
     let result = (|| {
-        let mut w = BufWriter::new(File::create(path)?);
+        let file = File::create(&path)?;
+        crate::access::keep_or_like_folder(&file, dir, name)?;
+        let mut w = BufWriter::new(file);
         fill(&mut w)?;
         w.into_inner().map_err(|e| e.into_error())?.sync_all()
     })();
     result.map_err(|error| IndexError::Io {
         what: "writing",
-        path: path.to_path_buf(),
+        path,
         error,
     })
 }

@@ -84,6 +84,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod access;
 pub mod assign_tc;
 pub mod cpu;
 pub mod distributed;

@@ -138,7 +138,8 @@ impl EncodeOutput {
             .into_inner()
             .map_err(|e| io_error("writing", e.into_error()))?;
         if self.replace {
-            keep_access(temp.as_file(), &path).map_err(|e| io_error("keeping its mode", e))?;
+            crate::access::keep(temp.as_file(), &path)
+                .map_err(|e| io_error("keeping its mode", e))?;
         }
         temp.as_file()
             .sync_all()
@@ -156,32 +157,6 @@ impl EncodeOutput {
             Err(e) => Err(io_error("renaming into place", e.error)),
         }
     }
-}
-
-/// Gives `new`, about to replace the regular file at `path`, that file's
-/// permission bits and group, so that a replaced output is read by whom
-/// the old one was, no one more: where the group cannot be kept (not one
-/// of the user's), the group's bits are dropped rather than given to
-/// another group. Nothing to keep when `path` is gone or not a file.
-fn keep_access(new: &fs::File, path: &Path) -> io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        let old = match fs::symlink_metadata(path) {
-            Ok(meta) if meta.is_file() => meta,
-            _ => return Ok(()),
-        };
-        let mut mode = old.mode() & 0o777;
-        if new.metadata()?.gid() != old.gid()
-            && std::os::unix::fs::fchown(new, None, Some(old.gid())).is_err()
-        {
-            mode &= !0o070;
-        }
-        new.set_permissions(fs::Permissions::from_mode(mode))?;
-    }
-    #[cfg(not(unix))]
-    let _ = (new, path);
-    Ok(())
 }
 
 /// Whether the file at `path` (of `meta`, in `parent`) is mounted over its

@@ -50,7 +50,8 @@ fn mean_by_blocks(errors: &[f64]) -> f64 {
 
 /// The mean squared distance of each point to its assigned anchor, in f64,
 /// summed in a fixed order: the same value on every machine. Refused when
-/// the shapes do not agree ([`check_shapes`]).
+/// the shapes do not agree (`d` of 0, anchors not whole rows, an
+/// assignment past them, points not one row per assignment).
 pub fn energy(
     points: Points<'_>,
     d: usize,

@@ -543,3 +543,51 @@ fn an_index_json_past_its_bound_is_refused_unread() {
         "{message}"
     );
 }
+
+/// The permission bits of `dir`'s index files.
+fn file_modes(dir: &Path) -> Vec<u32> {
+    use std::os::unix::fs::PermissionsExt as _;
+    [ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE]
+        .map(|f| fs::metadata(dir.join(f)).unwrap().permissions().mode() & 0o777)
+        .into()
+}
+
+#[test]
+fn index_files_keep_the_mode_of_what_they_replace_and_of_their_folder() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let root = tempfile::tempdir().unwrap();
+    let index = small_index();
+    // An earlier index whose files were made private: replaced, they stay so.
+    let private = root.path().join("private");
+    index.write(&private, false).unwrap();
+    for (file, mode) in [
+        (ANCHORS_FILE, 0o600),
+        (ASSIGNMENTS_FILE, 0o640),
+        (META_FILE, 0o604),
+    ] {
+        fs::set_permissions(private.join(file), fs::Permissions::from_mode(mode)).unwrap();
+    }
+    index.write(&private, true).unwrap();
+    assert_eq!(file_modes(&private), [0o600, 0o640, 0o604]);
+    // An empty folder of the user's at 0700: its files are not readable
+    // by others either (the folder itself is kiln-output's to keep).
+    let empty = root.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    fs::set_permissions(&empty, fs::Permissions::from_mode(0o700)).unwrap();
+    index.write(&empty, false).unwrap();
+    assert!(
+        file_modes(&empty).iter().all(|m| m & 0o077 == 0),
+        "{:?}",
+        file_modes(&empty)
+            .iter()
+            .map(|m| format!("{m:o}"))
+            .collect::<Vec<_>>()
+    );
+    // A new folder: a new file's mode, as before.
+    let new = root.path().join("new");
+    index.write(&new, false).unwrap();
+    let plain = root.path().join("plain");
+    File::create(&plain).unwrap();
+    let mode = fs::metadata(&plain).unwrap().permissions().mode() & 0o777;
+    assert_eq!(file_modes(&new), [mode; 3]);
+}
