@@ -12,11 +12,6 @@ use std::path::Path;
 
 use super::TEMP_SUFFIX;
 
-/// The start of every header an encode writes (`npy::write_u32_header`).
-const HEADER_START: &[u8] = b"\x93NUMPY\x01\x00";
-/// The header's dictionary, up to the shape's value.
-const HEADER_DICT: &[u8] = b"{'descr': '<u4', 'fortran_order': False, 'shape': (";
-
 /// Removes the killed encodes' temporary files in `dir`.
 pub(super) fn remove(dir: &Path) {
     #[cfg(unix)]
@@ -25,12 +20,21 @@ pub(super) fn remove(dir: &Path) {
     let _ = dir;
 }
 
-/// Whether `file`'s first bytes are an encode's header.
+/// Whether `file`'s first bytes are an encode's header
+/// (`npy::write_u32_header`'s): its preamble, then its dictionary up to the
+/// shape's value (the header's length, bytes 8 and 9, and the value differ
+/// with the rows).
 fn has_header(file: &mut File) -> bool {
-    let mut start = [0u8; 10 + HEADER_DICT.len()];
+    let mut header = Vec::new();
+    // Writing to a Vec does not fail.
+    let _ = crate::npy::write_u32_header(&mut header, 0);
+    let Some(shape) = header.iter().position(|&b| b == b'(') else {
+        return false;
+    };
+    let mut start = vec![0u8; shape + 1];
     file.read_exact(&mut start).is_ok()
-        && start.starts_with(HEADER_START)
-        && start[10..] == *HEADER_DICT
+        && start[..8] == header[..8]
+        && start[10..] == header[10..=shape]
 }
 
 /// Whether `name` is a temporary file's.
