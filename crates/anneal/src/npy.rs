@@ -9,7 +9,9 @@
 //! read to their end. A little-endian regular file is memory-mapped instead
 //! of read ([`map`]); the writer of the anneal index's arrays is here too
 //! ([`write_f32_matrix`], [`write_u32_vector`]), with its reader
-//! ([`read_u32_vector`]). Several files read as one matrix are [`Shards`].
+//! ([`read_u32_vector`]), which with [`read_regular`] reads only a regular
+//! file (`regular.rs`: a FIFO refused, not waited on). Several files read
+//! as one matrix are [`Shards`].
 
 use std::fmt;
 use std::fs::File;
@@ -382,72 +384,6 @@ pub fn read_regular(path: impl AsRef<Path>) -> Result<NpyMatrix, NpyError> {
     open_reader(BufReader::new(file), Some(len))?.read()
 }
 
-/// Why [`open_regular`] refused.
-#[derive(Debug)]
-pub(crate) enum Irregular {
-    /// It is this kind of file ("a FIFO", "a directory").
-    Kind(&'static str),
-    /// Opening or `fstat` failed.
-    Io(io::Error),
-}
-
-impl From<Irregular> for NpyError {
-    fn from(e: Irregular) -> Self {
-        match e {
-            Irregular::Kind(DIRECTORY) => NpyError::IsDirectory,
-            Irregular::Kind(kind) => NpyError::NotRegular(kind),
-            Irregular::Io(e) => NpyError::Io(e),
-        }
-    }
-}
-
-/// [`Irregular::Kind`] of a directory.
-const DIRECTORY: &str = "a directory";
-
-/// Opens `path` for reading if it is a regular file, with its length:
-/// opened without blocking (a FIFO with no writer would wait forever in
-/// `open`) and checked by `fstat` on what was opened, so that nothing is
-/// swapped in between the check and the read.
-pub(crate) fn open_regular(path: &Path) -> Result<(File, u64), Irregular> {
-    #[cfg(unix)]
-    let file = {
-        use rustix::fs::{Mode, OFlags};
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
-        File::from(
-            rustix::fs::open(path, flags, Mode::empty()).map_err(|e| Irregular::Io(e.into()))?,
-        )
-    };
-    #[cfg(not(unix))]
-    let file = File::open(path).map_err(Irregular::Io)?;
-    let meta = file.metadata().map_err(Irregular::Io)?;
-    if meta.is_file() {
-        return Ok((file, meta.len()));
-    }
-    Err(Irregular::Kind(file_kind(&meta.file_type())))
-}
-
-/// A file type that is not a regular file, in words.
-fn file_kind(kind: &std::fs::FileType) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if kind.is_fifo() {
-            return "a FIFO";
-        }
-        if kind.is_char_device() || kind.is_block_device() {
-            return "a device";
-        }
-        if kind.is_socket() {
-            return "a socket";
-        }
-    }
-    if kind.is_dir() {
-        DIRECTORY
-    } else {
-        "not a regular file"
-    }
-}
-
 /// Reads a `.npy` file held in memory.
 pub fn from_bytes(bytes: &[u8]) -> Result<NpyMatrix, NpyError> {
     open_reader(bytes, Some(bytes.len() as u64))?.read()
@@ -628,10 +564,12 @@ fn one_line(text: &str) -> String {
 }
 
 pub mod map;
+mod regular;
 mod shards;
 mod write;
 
 pub use map::{map_or_read, NpyShard};
+pub(crate) use regular::{open_regular, Irregular};
 pub use shards::{Chunk, Chunks, Loaded, Shards, ShardsError};
 pub use write::{read_u32_vector, write_f32_matrix, write_u32_header, write_u32_vector};
 
