@@ -135,7 +135,7 @@ pub fn run_timed(
                 iteration: it,
                 max_anchors,
             };
-            if let Some(plan) = maintenance::plan(input, params) {
+            if let Some(plan) = maintenance::plan(input, params)? {
                 m_now = plan.m_new();
                 let setting = Instant::now();
                 engine.apply_maintenance(&plan, d)?;

@@ -81,6 +81,10 @@ pub enum EncodeError {
     /// device) or has no file name.
     #[error("{}: is not a regular file; give the path of a file to write", .0.display())]
     NotAFile(PathBuf),
+    /// The output file is a mount point (a file bind-mounted there), which
+    /// the rename at the end cannot replace.
+    #[error("{}: is a mount point, which cannot be replaced; choose another file", .0.display())]
+    MountPoint(PathBuf),
     /// The folder that would hold the output does not exist.
     #[error("{}: directory does not exist; create it first", .0.display())]
     NoParent(PathBuf),
@@ -161,18 +165,19 @@ fn assign_rows(
     Ok(engine.assignments()?)
 }
 
-/// Refuses an index made by hand with no anchors or the wrong number of
-/// values (`Index::read` refuses such a file).
+/// Refuses an index made by hand with no anchors, the wrong number of
+/// values, or an anchor NaN, infinite or past [`crate::coordinate_bound`]
+/// (`Index::read` refuses such a file).
 fn check_index(index: &Index) -> Result<(), EncodeError> {
     let (d, m) = (index.meta.d as usize, index.meta.m as usize);
-    if m == 0 || index.anchors.len() != m * d {
+    if m == 0 || m.checked_mul(d) != Some(index.anchors.len()) {
         return Err(EncodeError::Anneal(AnnealError::AnchorValues {
             values: index.anchors.len(),
             m,
             d,
         }));
     }
-    Ok(())
+    crate::check_anchors(&index.anchors, m, d).map_err(EncodeError::Anneal)
 }
 
 /// `points` (rows from row `first` of the whole input) checked as the
@@ -307,6 +312,12 @@ pub fn encode(
         return Err(EncodeError::NoPoints);
     }
     check_index(index)?;
+    // Flushed at once, before the device is set up: a killed run's file
+    // then starts with it, which is how the next encode knows the file for
+    // its own (`output/stale.rs`).
+    npy::write_u32_header(out.writer(), total as u64)
+        .and_then(|()| out.writer().flush())
+        .map_err(|e| out.write_error(e))?;
     // On CUDA one assigner for the whole encode, sized for the chunk.
     let mut gpu = match backend.kind() {
         BackendKind::Cuda => Some(ChunkAssigner::new(
@@ -319,7 +330,6 @@ pub fn encode(
         )?),
         _ => None,
     };
-    npy::write_u32_header(out.writer(), total as u64).map_err(|e| out.write_error(e))?;
     let mut done = Encoded { n: 0, chunks: 0 };
     std::thread::scope(|scope| {
         // No capacity: the reader holds one chunk ready while the current

@@ -135,6 +135,37 @@ pub enum AnnealError {
         /// The largest magnitude accepted at this `d`.
         bound: f32,
     },
+    /// An anchor given to [`crate::check_anchors`] (an index's) is NaN or
+    /// infinite.
+    #[error(
+        "anchor {anchor} is {value} at dimension {dim}; an anchor must be finite, \
+         write the index again from its points"
+    )]
+    AnchorNonFinite {
+        /// Anchor index.
+        anchor: usize,
+        /// Dimension.
+        dim: usize,
+        /// The value.
+        value: f32,
+    },
+    /// An anchor's coordinate is so large that its squared distances would
+    /// overflow f32 (see [`crate::coordinate_bound`]).
+    #[error(
+        "anchor {anchor} has coordinate {value:e} at dimension {dim}, beyond ±{bound:.3e}, \
+         the largest whose squared distances stay finite in f32 at this dimension; \
+         write the index again from points scaled down"
+    )]
+    AnchorOutOfRange {
+        /// Anchor index.
+        anchor: usize,
+        /// Dimension.
+        dim: usize,
+        /// The coordinate.
+        value: f32,
+        /// The largest magnitude accepted at this `d`.
+        bound: f32,
+    },
     /// A point's squared norm overflows f32 (an engine built without
     /// [`crate::validate`]'s bound).
     #[error("point {point}'s squared norm overflows f32; scale the data down")]
@@ -160,6 +191,20 @@ pub enum AnnealError {
     BadPlan {
         /// What does not fit.
         what: &'static str,
+    },
+    /// [`crate::maintenance::plan`] got statistics and neighbours of
+    /// different anchor counts.
+    #[error(
+        "maintenance input: {what} holds {len} values for {m} anchors (stats.counts); give the \
+         statistics and neighbours of the same anchors"
+    )]
+    PlanInput {
+        /// The field of `PlanInput` that does not fit.
+        what: &'static str,
+        /// Its length.
+        len: usize,
+        /// Anchors, as `stats.counts` has them.
+        m: usize,
     },
     /// [`crate::Engine::set_anchors`] got more anchors than the engine was
     /// made for.

@@ -180,7 +180,7 @@ impl Engine for GpuEngine {
     /// `m × d` copy through the host); sharded, as [`Engine::start`] does.
     fn start(&mut self, problem: &Problem<'_>) -> Result<(), AnnealError> {
         let (n, m) = (problem.n(), problem.m());
-        let rows: Vec<u32> = crate::initial_rows(n, m, problem.params().seed)
+        let rows: Vec<u32> = crate::initial_rows(n, m, problem.params().seed)?
             .into_iter()
             .map(|r| r as u32)
             .collect();

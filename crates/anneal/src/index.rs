@@ -5,13 +5,15 @@
 //! input), written through kiln's output folders (`kiln_output`): the
 //! folder must be new, empty or an earlier index (kiln's marker), the index
 //! is made beside it and swapped into place, so that a reader sees a whole
-//! index, the old or the new, and only kiln's files are removed. Read back with
+//! index, the old or the new, and only kiln's files are removed; each file
+//! takes the mode and group of the one it replaces, or what the folder
+//! allows (`access.rs`: an 0700 folder's files are 0600). Read back with
 //! [`Index::read`], which checks the three agree; [`Reconstruction`]
 //! (`measure.rs`) measures what the compression kept, against the original
 //! points.
 
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -86,6 +88,26 @@ pub enum IndexError {
         /// The index directory.
         path: PathBuf,
         /// What disagrees.
+        message: String,
+    },
+    /// An anchor of `anchors.npy` is NaN, infinite or too large for f32
+    /// distances ([`crate::check_anchors`]).
+    #[error("{}: {error}", path.display())]
+    Anchors {
+        /// The file.
+        path: PathBuf,
+        /// Which anchor, and the bound that holds (in the message, as for
+        /// `Io`).
+        error: crate::AnnealError,
+    },
+    /// [`Index::write`] (or a measure) was given an index that
+    /// [`Index::read`] would refuse (made or edited by hand); nothing was
+    /// written.
+    #[error(
+        "the index is not valid: {message}; use an index made by a run or read by Index::read"
+    )]
+    Invalid {
+        /// What [`Index::read`] would refuse, in one line.
         message: String,
     },
     /// The points given are not the ones the index was made from.
@@ -267,15 +289,15 @@ pub fn prepare_output(
 }
 
 /// The three files of an index written before kiln's marker existed: a
-/// `index.json` of [`SCHEMA`] (a regular file of at most 64 MiB) and the
+/// `index.json` of [`SCHEMA`] (a regular file of at most [`META_MAX_BYTES`]) and the
 /// arrays beside it.
 fn unmarked_index(dir: &Path) -> Option<Vec<String>> {
     let path = dir.join(META_FILE);
     let meta = fs::symlink_metadata(&path).ok()?;
-    if !meta.is_file() || meta.len() > 64 << 20 {
+    if !meta.is_file() {
         return None;
     }
-    let value: serde_json::Value = serde_json::from_str(&fs::read_to_string(path).ok()?).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&read_meta_text(&path).ok()?).ok()?;
     (value.get("schema")?.as_str()? == SCHEMA).then(|| {
         [ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE]
             .map(String::from)
@@ -296,6 +318,7 @@ impl Index {
     /// Writes the index into `dir` ([`prepare_output`] then
     /// [`Index::write_into`]); returns the notes of both.
     pub fn write(&self, dir: &Path, replace: bool) -> Result<Vec<String>, IndexError> {
+        self.check()?;
         let out = prepare_output(dir, replace, &[])?;
         let mut notes = out.notes().to_vec();
         notes.extend(self.write_into(out)?);
@@ -307,16 +330,17 @@ impl Index {
     /// file by file. Returns a line for anything of note (an old index
     /// kept aside because it held a file kiln did not write).
     pub fn write_into(&self, out: IndexOutput) -> Result<Vec<String>, IndexError> {
+        self.check()?;
         let meta = &self.meta;
         let (m, d) = (meta.m as usize, meta.d as usize);
-        let staged = out.0.path();
-        write_file(&staged.join(ANCHORS_FILE), |w| {
+        let (staged, dir) = (out.0.path(), out.0.dir());
+        write_file(staged, dir, ANCHORS_FILE, |w| {
             npy::write_f32_matrix(w, m, d, &self.anchors)
         })?;
-        write_file(&staged.join(ASSIGNMENTS_FILE), |w| {
+        write_file(staged, dir, ASSIGNMENTS_FILE, |w| {
             npy::write_u32_vector(w, &self.assignments)
         })?;
-        write_file(&staged.join(META_FILE), |w| {
+        write_file(staged, dir, META_FILE, |w| {
             serde_json::to_writer_pretty(&mut *w, meta).map_err(io::Error::other)?;
             w.write_all(b"\n")
         })?;
@@ -326,14 +350,11 @@ impl Index {
     /// Reads the index in `dir` and checks that its files agree: the
     /// schema and version, every field of `index.json` against what a run
     /// writes (`check.rs`), the arrays' shapes against it, every assignment
-    /// below `m`, the history's length, and every anchor finite.
+    /// below `m`, the history's length, and every anchor finite and within
+    /// [`crate::coordinate_bound`] ([`crate::check_anchors`]).
     pub fn read(dir: &Path) -> Result<Self, IndexError> {
         let meta_path = dir.join(META_FILE);
-        let text = fs::read_to_string(&meta_path).map_err(|error| IndexError::Io {
-            what: "reading",
-            path: meta_path.clone(),
-            error,
-        })?;
+        let text = read_meta_text(&meta_path)?;
         let meta = parse_meta(&text)
             .and_then(|meta| check::meta(&meta).map(|()| meta))
             .map_err(|message| IndexError::Meta {
@@ -341,7 +362,7 @@ impl Index {
                 message,
             })?;
         let anchors_path = dir.join(ANCHORS_FILE);
-        let anchors = npy::read(&anchors_path).map_err(|error| IndexError::Npy {
+        let anchors = npy::read_regular(&anchors_path).map_err(|error| IndexError::Npy {
             path: anchors_path.clone(),
             error,
         })?;
@@ -364,36 +385,35 @@ impl Index {
         let NpyData::F32(anchors) = anchors.data else {
             return Err(bad(format!("{ANCHORS_FILE} is not float32")));
         };
-        if assignments.len() as u64 != meta.n {
-            return Err(bad(format!(
-                "{ASSIGNMENTS_FILE} holds {} assignments but {META_FILE} says n = {}",
-                assignments.len(),
-                meta.n
-            )));
-        }
-        if let Some((point, &anchor)) = assignments
-            .iter()
-            .enumerate()
-            .find(|(_, &a)| u64::from(a) >= meta.m)
-        {
-            return Err(bad(format!(
-                "point {point} is assigned to anchor {anchor}, but there are {} anchors",
-                meta.m
-            )));
-        }
-        if meta.energy_history.len() != meta.iterations as usize {
-            return Err(bad(format!(
-                "{META_FILE} has {} energies for {} iterations",
-                meta.energy_history.len(),
-                meta.iterations
-            )));
-        }
-        check::anchors(&anchors, meta.d as usize).map_err(bad)?;
+        check::arrays(&meta, &assignments).map_err(bad)?;
+        check::anchors(&anchors, &meta).map_err(|error| IndexError::Anchors {
+            path: anchors_path,
+            error,
+        })?;
         Ok(Self {
             meta,
             anchors,
             assignments,
         })
+    }
+
+    /// Refuses an index [`Index::read`] would refuse, with the same checks,
+    /// so that what [`Index::write`] writes is read back equal.
+    fn check(&self) -> Result<(), IndexError> {
+        let meta = &self.meta;
+        let invalid = |message: String| IndexError::Invalid { message };
+        check::meta(meta).map_err(|m| invalid(format!("{META_FILE}: {m}")))?;
+        let values = (meta.m as usize).checked_mul(meta.d as usize);
+        if values != Some(self.anchors.len()) {
+            return Err(invalid(format!(
+                "{} anchor values for m = {}, d = {}",
+                self.anchors.len(),
+                meta.m,
+                meta.d
+            )));
+        }
+        check::arrays(meta, &self.assignments).map_err(invalid)?;
+        check::anchors(&self.anchors, meta).map_err(|e| invalid(format!("{ANCHORS_FILE}: {e}")))
     }
 
     /// Refuses `points` (`n × d`) unless they are the ones the index was
@@ -422,6 +442,52 @@ impl Index {
     }
 }
 
+/// The most bytes of `index.json` read: a run writes a few KiB (its input
+/// files' paths are the most of it).
+pub const META_MAX_BYTES: u64 = 64 << 20;
+
+/// `index.json`'s text: a regular file (a FIFO is refused at once, not
+/// waited on) of at most [`META_MAX_BYTES`], in UTF-8.
+fn read_meta_text(path: &Path) -> Result<String, IndexError> {
+    let meta_error = |message: String| IndexError::Meta {
+        path: path.to_path_buf(),
+        message,
+    };
+    let io_error = |error| IndexError::Io {
+        what: "reading",
+        path: path.to_path_buf(),
+        error,
+    };
+    let (file, len) = match npy::open_regular(path) {
+        Ok(opened) => opened,
+        Err(npy::Irregular::Io(e)) => return Err(io_error(e)),
+        Err(npy::Irregular::Kind(kind)) => {
+            return Err(meta_error(format!(
+                "is {kind}, not a regular file; give the folder an index was written to"
+            )))
+        }
+    };
+    let too_big = || {
+        meta_error(format!(
+            "is over {} MiB, more than an index's metadata; give the folder an index was \
+             written to",
+            META_MAX_BYTES >> 20
+        ))
+    };
+    if len > META_MAX_BYTES {
+        return Err(too_big());
+    }
+    let mut text = String::new();
+    // The bound holds even if the file grows after its fstat.
+    file.take(META_MAX_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(io_error)?;
+    if text.len() as u64 > META_MAX_BYTES {
+        return Err(too_big());
+    }
+    Ok(text)
+}
+
 /// `index.json`'s text as [`IndexMeta`], the schema and version checked
 /// first (so that another file's fields are not what is reported).
 fn parse_meta(text: &str) -> Result<IndexMeta, String> {
@@ -445,19 +511,26 @@ fn parse_meta(text: &str) -> Result<IndexMeta, String> {
     serde_json::from_value(value).map_err(|e| format!("not a valid index ({e})"))
 }
 
-/// Creates `path`, fills it with `fill` and flushes it to disk.
+/// Creates `staged/name`, fills it with `fill` and flushes it to disk; it
+/// takes the mode and group of `dir/name`, the file it will replace, or
+/// what the folder `dir` allows (`access.rs`).
 fn write_file(
-    path: &Path,
+    staged: &Path,
+    dir: &Path,
+    name: &str,
     fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
 ) -> Result<(), IndexError> {
+    let path = staged.join(name);
     let result = (|| {
-        let mut w = BufWriter::new(File::create(path)?);
+        let file = File::create(&path)?;
+        crate::access::keep_or_like_folder(&file, dir, name)?;
+        let mut w = BufWriter::new(file);
         fill(&mut w)?;
         w.into_inner().map_err(|e| e.into_error())?.sync_all()
     })();
     result.map_err(|error| IndexError::Io {
         what: "writing",
-        path: path.to_path_buf(),
+        path,
         error,
     })
 }

@@ -270,6 +270,39 @@ fn check_coordinates(points: Points<'_>, d: usize) -> Result<(), AnnealError> {
     })
 }
 
+/// Checks `m × d` anchors given from outside a run (an index read from
+/// disk or made in memory) as [`validate`] checks the points: every value
+/// finite and within [`coordinate_bound`] of `d`, so that the distances to
+/// points within the same bound stay finite in f32 (the bound's
+/// derivation holds for any anchor within it, not only for means).
+pub fn check_anchors(anchors: &[f32], m: usize, d: usize) -> Result<(), AnnealError> {
+    let values = crate::anchor_values(anchors, m, d)?;
+    if m == 0 {
+        return Err(AnnealError::NoAnchors);
+    }
+    if d == 0 {
+        return Err(AnnealError::NoDimensions);
+    }
+    let bound = coordinate_bound(d);
+    let Some(i) = values
+        .iter()
+        .position(|x| !x.is_finite() || x.abs() > bound)
+    else {
+        return Ok(());
+    };
+    let (anchor, dim, value) = (i / d, i % d, values[i]);
+    Err(if value.is_finite() {
+        AnnealError::AnchorOutOfRange {
+            anchor,
+            dim,
+            value,
+            bound,
+        }
+    } else {
+        AnnealError::AnchorNonFinite { anchor, dim, value }
+    })
+}
+
 /// Bytes of host memory a run holds at its peak: `held`, the bytes of the
 /// points the caller holds in memory (0 for memory-mapped input, whose
 /// pages the kernel can drop and read again), and for the CPU engine their

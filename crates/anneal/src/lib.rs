@@ -72,7 +72,7 @@
 //!     gpus: 0,
 //!     world_size: 1,
 //! };
-//! let index = Index::from_run(&out, &problem, &run, Vec::new());
+//! let index = Index::from_run(&out, &problem, &run, Vec::new())?;
 //! assert_eq!(index.assignments.len(), n);
 //!
 //! // Two new points: each gets the index of its nearest anchor.
@@ -84,6 +84,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod access;
 pub mod assign_tc;
 pub mod cpu;
 pub mod distributed;
@@ -104,8 +105,8 @@ pub mod wgpu;
 pub use driver::{run_timed, run_with, Phases, Progress};
 pub use error::{AnnealError, PartProblem};
 pub use input::{
-    check_sizes, coordinate_bound, device_bytes, host_bytes, validate, validate_rows, Problem,
-    BF16_STAGING,
+    check_anchors, check_sizes, coordinate_bound, device_bytes, host_bytes, validate,
+    validate_rows, Problem, BF16_STAGING,
 };
 
 pub use plan::join;
@@ -316,13 +317,33 @@ pub struct Output {
     pub maintenance: Vec<(u32, usize, usize)>,
 }
 
-/// The initial anchors: `m` distinct points by a seeded partial shuffle.
-pub fn initial_anchors(points: Points<'_>, n: usize, d: usize, m: usize, seed: u64) -> Vec<f32> {
+/// The initial anchors: `m` distinct points of the `n × d` `points` by a
+/// seeded partial shuffle ([`initial_rows`]). Refused when `points` does
+/// not hold `n × d` values, `d` is 0, or `initial_rows` refuses `n` and `m`.
+pub fn initial_anchors(
+    points: Points<'_>,
+    n: usize,
+    d: usize,
+    m: usize,
+    seed: u64,
+) -> Result<Vec<f32>, AnnealError> {
+    if d == 0 {
+        return Err(AnnealError::NoDimensions);
+    }
+    if n.checked_mul(d) != Some(points.len()) {
+        return Err(AnnealError::ValueCount {
+            values: points.len(),
+            n,
+            d,
+        });
+    }
+    // m <= n (initial_rows) and n × d values exist: m × d fits.
+    let rows = initial_rows(n, m, seed)?;
     let mut anchors = Vec::with_capacity(m * d);
-    for p in initial_rows(n, m, seed) {
+    for p in rows {
         anchors.extend(points.range_f32(p * d..(p + 1) * d));
     }
-    anchors
+    Ok(anchors)
 }
 
 /// The rows [`initial_anchors`] takes, in anchor order: a process holding
@@ -331,7 +352,19 @@ pub fn initial_anchors(points: Points<'_>, n: usize, d: usize, m: usize, seed: u
 /// The first `m` steps of a Fisher-Yates shuffle of `0..n`, with only the
 /// entries it moved held (at most `2m`), so that the time and memory are
 /// `O(m)`, not `O(n)`: at 400M points the whole index would be 1.6 GB.
-pub fn initial_rows(n: usize, m: usize, seed: u64) -> Vec<usize> {
+///
+/// Refused when `m > n` (there are not `m` distinct rows) or `m` is over
+/// `u32::MAX` (the most anchors a run has).
+pub fn initial_rows(n: usize, m: usize, seed: u64) -> Result<Vec<usize>, AnnealError> {
+    if m > n {
+        return Err(AnnealError::MoreAnchorsThanPoints { m, n });
+    }
+    if u32::try_from(m).is_err() {
+        return Err(AnnealError::OverU32 {
+            what: "m",
+            value: m,
+        });
+    }
     let mut rng = Rng::new(seed);
     // Position -> the row there now, for the positions a swap has touched.
     let mut moved: std::collections::HashMap<usize, usize> =
@@ -345,7 +378,7 @@ pub fn initial_rows(n: usize, m: usize, seed: u64) -> Vec<usize> {
         moved.insert(i, at_j);
         rows.push(at_j);
     }
-    rows
+    Ok(rows)
 }
 
 /// Per-anchor statistics of the last assignment.
@@ -393,13 +426,7 @@ pub trait Engine {
     /// process of several) assembles them with the others.
     fn initial_anchors(&mut self, problem: &Problem<'_>) -> Result<Vec<f32>, AnnealError> {
         let (n, d, m) = (problem.n(), problem.d(), problem.m());
-        Ok(initial_anchors(
-            problem.points(),
-            n,
-            d,
-            m,
-            problem.params().seed,
-        ))
+        initial_anchors(problem.points(), n, d, m, problem.params().seed)
     }
     /// Sets the run's first anchors: [`Engine::initial_anchors`], then
     /// [`Engine::set_anchors`]; an engine that holds the points may gather

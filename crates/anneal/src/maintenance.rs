@@ -141,10 +141,20 @@ pub struct PlanInput<'a> {
     pub max_anchors: usize,
 }
 
-/// Decides one pass (module docs); `None` when nothing changes.
-pub fn plan(input: PlanInput<'_>, params: &Params) -> Option<Plan> {
+/// Decides one pass (module docs); `None` when nothing changes. Refused
+/// when the statistics and neighbours are not of the same `m` anchors.
+pub fn plan(input: PlanInput<'_>, params: &Params) -> Result<Option<Plan>, AnnealError> {
     let d = input.d;
     let m = input.stats.counts.len();
+    for (what, len) in [
+        ("stats.sumsq", input.stats.sumsq.len()),
+        ("neighbors", input.neighbors.len()),
+        ("neighbor_dist", input.neighbor_dist.len()),
+    ] {
+        if len != m {
+            return Err(AnnealError::PlanInput { what, len, m });
+        }
+    }
     let mut counts: Vec<u64> = input.stats.counts.iter().map(|&c| u64::from(c)).collect();
     let mut sumsq = input.stats.sumsq.clone();
     let mut removed = vec![false; m];
@@ -223,17 +233,17 @@ pub fn plan(input: PlanInput<'_>, params: &Params) -> Option<Plan> {
         }
     }
     if merged == 0 && children.is_empty() {
-        return None;
+        return Ok(None);
     }
     let split = children.len();
     rows.extend(children);
-    Some(Plan {
+    Ok(Some(Plan {
         m,
         rows,
         directions,
         merged,
         split,
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -253,7 +263,7 @@ mod tests {
         input: PlanInput<'_>,
         params: &Params,
     ) -> Option<(Vec<f32>, usize, usize, usize)> {
-        let plan = plan(input, params)?;
+        let plan = plan(input, params).unwrap()?;
         Some((
             plan.apply(anchors, input.d).unwrap(),
             plan.m_new(),
@@ -466,6 +476,39 @@ mod tests {
             changed += usize::from(expected.is_some_and(|r| r.2 > 0 && r.3 > 0));
         }
         assert!(changed > 20, "only {changed} trials both merged and split");
+    }
+
+    proptest::proptest! {
+        /// Statistics and neighbours of any lengths: a plan (or none) when
+        /// they are of the same anchors, a typed refusal otherwise, never
+        /// an index out of bounds.
+        #[test]
+        fn plan_inputs_of_other_lengths_are_refused_not_a_panic(
+            m in 0usize..6,
+            sums in 0usize..6,
+            near in 0usize..6,
+            dists in 0usize..6,
+            d in 0usize..3,
+        ) {
+            let stats = stats(&vec![3; m], &vec![1.0; sums]);
+            let neighbors: Vec<u32> = (0..near as u32).map(|k| (k + 1) % 6).collect();
+            let input = PlanInput {
+                d,
+                stats: &stats,
+                neighbors: &neighbors,
+                neighbor_dist: &vec![0.0; dists],
+                energy: 1.0,
+                n: 3 * m,
+                iteration: 1,
+                max_anchors: 2 * m,
+            };
+            let params = Params { merge_frac: 0.5, ..Params::default() };
+            let result = plan(input, &params);
+            proptest::prop_assert_eq!(result.is_ok(), sums == m && near == m && dists == m);
+            if let Err(e) = result {
+                proptest::prop_assert!(matches!(e, AnnealError::PlanInput { .. }), "{}", e);
+            }
+        }
     }
 
     #[test]

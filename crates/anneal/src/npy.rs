@@ -9,7 +9,9 @@
 //! read to their end. A little-endian regular file is memory-mapped instead
 //! of read ([`map`]); the writer of the anneal index's arrays is here too
 //! ([`write_f32_matrix`], [`write_u32_vector`]), with its reader
-//! ([`read_u32_vector`]). Several files read as one matrix are [`Shards`].
+//! ([`read_u32_vector`]), which with [`read_regular`] reads only a regular
+//! file (`regular.rs`: a FIFO refused, not waited on). Several files read
+//! as one matrix are [`Shards`].
 
 use std::fmt;
 use std::fs::File;
@@ -44,6 +46,10 @@ pub enum NpyError {
     /// The path is a directory.
     #[error("is a directory; give the path of a .npy file")]
     IsDirectory,
+    /// A file read as a regular file ([`read_regular`],
+    /// [`read_u32_vector`]: an index's arrays) is not one.
+    #[error("is {0}, not a regular file; give the path of a .npy file")]
+    NotRegular(&'static str),
     /// The input does not start with the npy magic string.
     #[error("{}", not_npy_text(.found))]
     NotNpy {
@@ -365,9 +371,17 @@ impl<R: Read> NpyInput<R> {
     }
 }
 
-/// Reads the `.npy` file at `path`.
+/// Reads the `.npy` file at `path` (a pipe or FIFO to its end).
 pub fn read(path: impl AsRef<Path>) -> Result<NpyMatrix, NpyError> {
     open(path)?.read()
+}
+
+/// [`read`] of a regular file only: a FIFO, a device or a socket is
+/// refused at once, never waited on (an index's arrays are files kiln
+/// wrote).
+pub fn read_regular(path: impl AsRef<Path>) -> Result<NpyMatrix, NpyError> {
+    let (file, len) = open_regular(path.as_ref())?;
+    open_reader(BufReader::new(file), Some(len))?.read()
 }
 
 /// Reads a `.npy` file held in memory.
@@ -550,10 +564,12 @@ fn one_line(text: &str) -> String {
 }
 
 pub mod map;
+mod regular;
 mod shards;
 mod write;
 
 pub use map::{map_or_read, NpyShard};
+pub(crate) use regular::{open_regular, Irregular};
 pub use shards::{Chunk, Chunks, Loaded, Shards, ShardsError};
 pub use write::{read_u32_vector, write_f32_matrix, write_u32_header, write_u32_vector};
 

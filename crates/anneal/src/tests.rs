@@ -183,15 +183,18 @@ fn one_anchor_and_any_dimension_work() {
 #[test]
 fn initial_anchors_are_distinct_points_and_seeded() {
     let points: Vec<f32> = (0..100).map(|i| i as f32).collect();
-    let a = initial_anchors(Points::F32(&points), 50, 2, 10, 7);
-    let b = initial_anchors(Points::F32(&points), 50, 2, 10, 7);
+    let a = initial_anchors(Points::F32(&points), 50, 2, 10, 7).unwrap();
+    let b = initial_anchors(Points::F32(&points), 50, 2, 10, 7).unwrap();
     assert_eq!(a, b);
     let mut firsts: Vec<u32> = a.chunks(2).map(|c| c[0] as u32).collect();
     assert!(a.chunks(2).all(|c| c[1] == c[0] + 1.0), "whole points");
     firsts.sort();
     firsts.dedup();
     assert_eq!(firsts.len(), 10, "distinct");
-    assert_ne!(a, initial_anchors(Points::F32(&points), 50, 2, 10, 8));
+    assert_ne!(
+        a,
+        initial_anchors(Points::F32(&points), 50, 2, 10, 8).unwrap()
+    );
 }
 
 #[test]
@@ -383,7 +386,7 @@ fn initial_rows_are_the_whole_shuffles_first_m() {
         (100_000, 2048),
     ] {
         for seed in [0, 1, 0xDEAD_BEEF] {
-            let rows = initial_rows(n, m, seed);
+            let rows = initial_rows(n, m, seed).unwrap();
             assert_eq!(rows, dense(n, m, seed), "n {n} m {m} seed {seed}");
             let mut sorted = rows.clone();
             sorted.sort_unstable();
@@ -406,4 +409,91 @@ fn the_cpu_engine_refuses_too_few_anchor_values() {
         );
     }
     engine.set_anchors(&[0.0; 6], 2).unwrap();
+}
+
+/// The public helpers refuse what they cannot do (more rows than there
+/// are: a remainder by zero; anchors past the points: a capacity
+/// overflow), in typed errors.
+#[test]
+fn initial_rows_and_anchors_refuse_impossible_sizes_without_a_panic() {
+    assert!(matches!(
+        initial_rows(5, 10, 0),
+        Err(AnnealError::MoreAnchorsThanPoints { m: 10, n: 5 })
+    ));
+    assert!(matches!(
+        initial_rows(0, 1, 0),
+        Err(AnnealError::MoreAnchorsThanPoints { m: 1, n: 0 })
+    ));
+    assert!(matches!(
+        initial_rows(usize::MAX, 1 << 40, 0),
+        Err(AnnealError::OverU32 { what: "m", .. })
+    ));
+    assert_eq!(initial_rows(0, 0, 0).unwrap(), Vec::<usize>::new());
+    let points = synthetic_points(10, 2, 2, 0.1, 1);
+    let err = initial_anchors(Points::F32(&points), 10, 2, 1 << 60, 0).unwrap_err();
+    assert!(
+        matches!(err, AnnealError::MoreAnchorsThanPoints { .. }),
+        "{err}"
+    );
+    let err = initial_anchors(Points::F32(&points), 1 << 60, 2, 1 << 60, 0).unwrap_err();
+    assert!(matches!(err, AnnealError::ValueCount { .. }), "{err}");
+    let err = initial_anchors(Points::F32(&points), 20, 0, 1, 0).unwrap_err();
+    assert!(matches!(err, AnnealError::NoDimensions), "{err}");
+}
+
+mod helpers_never_panic {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Sizes around the edges: small ones, and huge ones past `u32` and
+    /// `usize`'s halves.
+    fn size() -> impl Strategy<Value = usize> {
+        prop_oneof![0usize..40, (u32::MAX as usize + 1)..=usize::MAX]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        /// `m` distinct rows below `n` when `m <= n` (and `m` fits u32),
+        /// a typed refusal otherwise.
+        #[test]
+        fn initial_rows_gives_distinct_rows_or_an_error(n in size(), m in size(), seed: u64) {
+            match initial_rows(n, m, seed) {
+                Ok(rows) => {
+                    prop_assert!(m <= n);
+                    prop_assert_eq!(rows.len(), m);
+                    let mut sorted = rows.clone();
+                    sorted.sort_unstable();
+                    sorted.dedup();
+                    prop_assert_eq!(sorted.len(), m);
+                    prop_assert!(rows.iter().all(|&r| r < n));
+                }
+                Err(e) => prop_assert!(
+                    m > n || u32::try_from(m).is_err(),
+                    "{} refused: {}", m, e
+                ),
+            }
+        }
+
+        /// The anchors are whole rows of the points, or a typed refusal.
+        #[test]
+        fn initial_anchors_gives_rows_of_the_points_or_an_error(
+            rows in 0usize..12, n in size(), d in 0usize..4, m in size(), seed: u64
+        ) {
+            let points: Vec<f32> = (0..rows * d.max(1)).map(|i| i as f32).collect();
+            match initial_anchors(Points::F32(&points), n, d, m, seed) {
+                Ok(anchors) => {
+                    prop_assert!(m <= n && n * d == points.len());
+                    prop_assert_eq!(anchors.len(), m * d);
+                    for row in anchors.chunks(d) {
+                        prop_assert_eq!(row[0] as usize % d, 0);
+                        prop_assert_eq!(row, &points[row[0] as usize..row[0] as usize + d]);
+                    }
+                }
+                Err(e) => prop_assert!(
+                    m > n || d == 0 || n.checked_mul(d) != Some(points.len()),
+                    "{} x {} m {} refused: {}", n, d, m, e
+                ),
+            }
+        }
+    }
 }

@@ -429,7 +429,7 @@ fn anchors_moved_on_the_device_are_the_hosts_bits() {
         let problem = kiln_anneal::validate(points, n, d, m, &params).unwrap();
         let mut engine = kiln_anneal::gpu::GpuEngine::new(&gpu, &problem).unwrap();
         engine.start(&problem).unwrap();
-        let expected = kiln_anneal::initial_anchors(points, n, d, m, params.seed);
+        let expected = kiln_anneal::initial_anchors(points, n, d, m, params.seed).unwrap();
         let to_bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(
             to_bits(&engine.anchors().unwrap()),
@@ -452,6 +452,7 @@ fn anchors_moved_on_the_device_are_the_hosts_bits() {
             },
             &params,
         )
+        .unwrap()
         .expect("the pass changes the anchors");
         assert!(plan.merged > 0 && plan.split > 0, "f16 {f16}: {plan:?}");
         let before = engine.anchors().unwrap();

@@ -112,7 +112,7 @@ fn launcher_variables_parse_or_are_refused_naming_the_variable() {
     assert_eq!(env.timeout, Duration::from_secs(7));
     check_env(
         &with(&[("KILN_HANDSHAKE_TIMEOUT", Some("0"))]),
-        Err("KILN_HANDSHAKE_TIMEOUT=\"0\": not a whole number of seconds above 0"),
+        Err("KILN_HANDSHAKE_TIMEOUT=\"0\": not a whole number of seconds from 1 to"),
     );
     check_env(
         &with(&[("KILN_JOB_SECRET", Some(" "))]),
@@ -200,6 +200,13 @@ fn rows_split_balanced_contiguous_and_refuse_idle_ranks() {
     }
     assert_eq!(rows_of(0, 4, 3), None);
     assert_eq!(rows_of(2, 2, 10), None);
+    // rank × n past usize (it overflowed): the split is still exact.
+    let (n, world) = (usize::MAX, 1 << 40);
+    let last = rows_of(world - 1, world, n).unwrap();
+    assert_eq!(last.end, n);
+    assert!(last.len() == n / world || last.len() == n / world + 1);
+    let second = rows_of(1, world, n).unwrap();
+    assert_eq!(second.start, rows_of(0, world, n).unwrap().end);
 }
 
 /// Runs `body(rank, comm)` on `world` ranks (threads) after a rendezvous on

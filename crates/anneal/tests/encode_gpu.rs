@@ -43,7 +43,7 @@ fn fitted(gpu: &Backend, n: usize, d: usize, m: usize) -> Index {
         gpus: 1,
         world_size: 1,
     };
-    Index::from_run(&out, &problem, &record, Vec::new())
+    Index::from_run(&out, &problem, &record, Vec::new()).unwrap()
 }
 
 /// Encodes `files` on `gpu` in chunks of `chunk` rows into `out`; the

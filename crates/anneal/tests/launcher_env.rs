@@ -4,7 +4,10 @@
 
 use std::collections::HashMap;
 
-use kiln_anneal::distributed::{gpu_ordinal, RankEnv, SLURM_PORTS, SLURM_PORT_BASE};
+use kiln_anneal::distributed::{
+    gpu_ordinal, RankEnv, HANDSHAKE_TIMEOUT_ENV, MAX_TIMEOUT_SECS, SLURM_PORTS, SLURM_PORT_BASE,
+    TIMEOUT_ENV,
+};
 
 fn env(vars: &[(&str, &str)]) -> Result<Option<RankEnv>, String> {
     let map: HashMap<String, String> = vars
@@ -311,6 +314,28 @@ fn partial_torchrun_sets_are_refused_naming_the_variables() {
     ];
     for (changes, needles) in cases {
         refused(&changed(&TORCHRUN, changes), needles);
+    }
+}
+
+/// A timeout whose deadline would overflow `Instant` (it panicked in both
+/// ranks) is refused naming the variable; the largest one taken is used.
+#[test]
+fn timeouts_past_the_maximum_are_refused_naming_the_variable() {
+    for var in [TIMEOUT_ENV, HANDSHAKE_TIMEOUT_ENV] {
+        for value in ["18446744073709551615", "31622401", "0", "-1", "1e3"] {
+            refused(
+                &changed(&TORCHRUN, &[(var, Some(value))]),
+                &[var, "seconds from 1 to 31622400"],
+            );
+        }
+        let max = MAX_TIMEOUT_SECS.to_string();
+        let vars: Vec<(&str, &str)> = TORCHRUN.into_iter().chain([(var, &*max)]).collect();
+        let got = env(&vars).unwrap().unwrap();
+        let timeout = match var {
+            TIMEOUT_ENV => got.timeout,
+            _ => got.handshake_timeout,
+        };
+        assert_eq!(timeout.as_secs(), MAX_TIMEOUT_SECS);
     }
 }
 

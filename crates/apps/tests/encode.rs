@@ -425,3 +425,109 @@ fn encodes_racing_to_one_file_leave_one_whole_file() {
         .count();
     assert_eq!(temps, 0, "a temporary file was left");
 }
+
+/// `n` points of dimension `d` in `p/train0.npy`, and an index of `m`
+/// anchors trained on them on the CPU.
+fn small_index(p: &Path, n: usize, d: usize, m: usize) -> (Vec<PathBuf>, PathBuf) {
+    let points = kiln_anneal::synthetic_points(n, d, 4, 0.3, 1);
+    let train = write_npy(p, "train", &points, d, 1);
+    let idx = trained(p, "cpu", &train, m);
+    (train, idx)
+}
+
+/// An index whose files are FIFOs (the encode waited on them forever) or
+/// whose anchors are finite but huge (points landed on them) is refused in
+/// one line, and nothing is written.
+#[test]
+fn an_index_of_fifos_or_huge_anchors_is_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let d = 4;
+    let (train, idx) = small_index(p, 200, d, 8);
+    let copy = |name: &str| {
+        let to = p.join(name);
+        fs::create_dir(&to).unwrap();
+        for f in ["anchors.npy", "assignments.npy", "index.json"] {
+            fs::copy(idx.join(f), to.join(f)).unwrap();
+        }
+        to
+    };
+    let mut cases = Vec::new();
+    for f in ["index.json", "anchors.npy"] {
+        let to = copy(&format!("fifo-{f}"));
+        fs::remove_file(to.join(f)).unwrap();
+        let made = Command::new("mkfifo").arg(to.join(f)).status().unwrap();
+        assert!(
+            made.success(),
+            "mkfifo failed: a FIFO is what this test reads"
+        );
+        cases.push((to, format!("{f}: is a FIFO, not a regular file")));
+    }
+    let huge = copy("huge");
+    let index = kiln_anneal::index::Index::read(&idx).unwrap();
+    let mut anchors = index.anchors.clone();
+    anchors[1] = 3e38;
+    let mut w = fs::File::create(huge.join("anchors.npy")).unwrap();
+    let m = index.meta.m as usize;
+    kiln_anneal::npy::write_f32_matrix(&mut w, m, d, &anchors).unwrap();
+    let bound = kiln_anneal::coordinate_bound(d);
+    cases.push((
+        huge,
+        format!("anchor 0 has coordinate 3e38 at dimension 1, beyond ±{bound:.3e}"),
+    ));
+    let out = p.join("out.npy");
+    for (index_dir, says) in &cases {
+        refused(
+            &[
+                "encode",
+                &s(index_dir),
+                "--out",
+                &s(&out),
+                "--npy",
+                &s(&train[0]),
+            ],
+            1,
+            says,
+        );
+        assert!(!out.exists(), "{says}: an output was written");
+    }
+}
+
+/// An output file that is a mount point (a file bind-mounted over it) is
+/// refused before the run: the rename at its end cannot replace it. Runs
+/// `apps` in a user and mount namespace of its own (`unshare -rm`).
+#[test]
+#[ignore = "needs unprivileged user and mount namespaces (unshare -rm): \
+            cargo test -p apps --test encode -- --ignored"]
+fn an_output_that_is_a_mount_point_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let (train, idx) = small_index(p, 100, 4, 4);
+    let (out, other) = (p.join("out.npy"), p.join("other"));
+    fs::write(&out, b"mine").unwrap();
+    fs::write(&other, b"mounted").unwrap();
+    let script = format!(
+        "mount --bind '{}' '{}' && exec '{}' encode '{}' --force --out '{}' --npy '{}'",
+        s(&other),
+        s(&out),
+        s(&cargo_bin("apps")),
+        s(&idx),
+        s(&out),
+        s(&train[0])
+    );
+    let run = Command::new("unshare")
+        .args(["-rm", "sh", "-c", &script])
+        .env_remove("KILN_BACKEND")
+        .output()
+        .expect("unshare: this test needs util-linux's unshare");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr),
+    );
+    assert_eq!(run.status.code(), Some(1), "{stdout}{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("is a mount point"), "{stderr}");
+    assert!(!stdout.contains("encode:"), "the run started: {stdout}");
+    assert_eq!(fs::read(&out).unwrap(), b"mine");
+    assert_eq!(fs::read(&other).unwrap(), b"mounted");
+}

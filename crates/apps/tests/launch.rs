@@ -268,6 +268,53 @@ fn bad_launches_and_rank_variables_are_refused_in_one_line() {
         "{stderr}"
     );
     refused(&["launch", "--gpus", "0", "--", "anneal"], 2, "--gpus");
+    // A timeout past a deadline's range (it panicked in both ranks).
+    let out = apps()
+        .envs([
+            ("WORLD_SIZE", "2"),
+            ("RANK", "1"),
+            ("LOCAL_RANK", "1"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+            ("KILN_JOB_SECRET", "s3cret-of-this-test"),
+            ("KILN_RANK_TIMEOUT", "18446744073709551615"),
+        ])
+        .args([
+            "anneal",
+            "--backend",
+            "cpu",
+            "--n",
+            "100",
+            "--d",
+            "4",
+            "--m",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr
+            .contains("KILN_RANK_TIMEOUT=\"18446744073709551615\": not a whole number of seconds"),
+        "{stderr}"
+    );
+    // Only a rank command runs as ranks: a launch in a launch would start
+    // nprocs² processes, and a vadd nprocs copies of one.
+    for command in [
+        &["launch", "--nprocs", "2", "--", "anneal"][..],
+        &["vadd"],
+        &["encode", "idx", "--out", "x.npy", "--npy", "p.npy"],
+        &["--version"],
+        &["Anneal"],
+    ] {
+        let args: Vec<&str> = ["launch", "--nprocs", "2", "--"]
+            .into_iter()
+            .chain(command.iter().copied())
+            .collect();
+        refused(&args, 1, "runs only `apps anneal`");
+    }
     refused(
         &["launch", "--gpus", "1", "--nprocs", "2", "--", "anneal"],
         2,

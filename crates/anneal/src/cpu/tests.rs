@@ -169,7 +169,7 @@ fn anchor_neighbors_exclude_the_anchor_itself() {
 fn step_stats_and_update_match_a_direct_computation() {
     let (n, d, m) = (777, 13, 21);
     let points = crate::synthetic_points(n, d, 8, 0.3, 4);
-    let anchors = crate::initial_anchors(Points::F32(&points), n, d, m, 4);
+    let anchors = crate::initial_anchors(Points::F32(&points), n, d, m, 4).unwrap();
     let eta = 0.6;
     for isa in Isa::available() {
         let mut engine = CpuEngine::with_isa(Points::F32(&points), n, d, isa);

@@ -97,7 +97,7 @@ pub(super) fn initial_anchors<C: Communicator>(
     comm: &mut C,
     problem: &Problem<'_>,
 ) -> Result<Vec<f32>, AnnealError> {
-    let mut matrix: Vec<f64> = own_initial_anchors(problem)
+    let mut matrix: Vec<f64> = own_initial_anchors(problem)?
         .into_iter()
         .map(f64::from)
         .collect();
@@ -107,11 +107,11 @@ pub(super) fn initial_anchors<C: Communicator>(
 
 /// This rank's part of the initial anchors: an `m × d` matrix holding the
 /// initial anchors that are among its rows, zero elsewhere.
-pub(super) fn own_initial_anchors(problem: &Problem<'_>) -> Vec<f32> {
+pub(super) fn own_initial_anchors(problem: &Problem<'_>) -> Result<Vec<f32>, AnnealError> {
     let (n, d, m, rows) = (problem.n(), problem.d(), problem.m(), problem.rows());
     let mut matrix = vec![0.0f32; m * d];
     let points = problem.points();
-    for (j, row) in crate::initial_rows(n, m, problem.params().seed)
+    for (j, row) in crate::initial_rows(n, m, problem.params().seed)?
         .into_iter()
         .enumerate()
     {
@@ -121,7 +121,7 @@ pub(super) fn own_initial_anchors(problem: &Problem<'_>) -> Vec<f32> {
                 .copy_from_slice(&points.range_f32(local * d..(local + 1) * d));
         }
     }
-    matrix
+    Ok(matrix)
 }
 
 /// Rank 0's `m` anchors (`m × d`) on every rank: the anchors every rank

@@ -28,6 +28,11 @@ pub const PORT_ENV: &str = "KILN_MASTER_PORT";
 /// step) before it fails naming that peer; default 600.
 pub const TIMEOUT_ENV: &str = "KILN_RANK_TIMEOUT";
 
+/// The most seconds [`TIMEOUT_ENV`] and [`HANDSHAKE_TIMEOUT_ENV`] take: a
+/// year, as good as no limit, and far enough below where a deadline
+/// (`Instant::now()` plus the timeout) overflows.
+pub const MAX_TIMEOUT_SECS: u64 = 366 * 24 * 60 * 60;
+
 /// Seconds one connection to the rendezvous may take to say who it is and
 /// prove it holds the job's secret; default 10.
 pub const HANDSHAKE_TIMEOUT_ENV: &str = "KILN_HANDSHAKE_TIMEOUT";
@@ -366,7 +371,7 @@ pub fn gpu_ordinal(local_rank: usize, visible: Option<&str>) -> usize {
     }
 }
 
-/// `var`'s whole seconds above 0, `default` when unset.
+/// `var`'s whole seconds, 1 to [`MAX_TIMEOUT_SECS`], `default` when unset.
 fn seconds(
     lookup: &impl Fn(&str) -> Option<String>,
     var: &'static str,
@@ -376,11 +381,11 @@ fn seconds(
         return Ok(Duration::from_secs(default));
     };
     match value.trim().parse::<u64>() {
-        Ok(s) if s > 0 => Ok(Duration::from_secs(s)),
+        Ok(s) if (1..=MAX_TIMEOUT_SECS).contains(&s) => Ok(Duration::from_secs(s)),
         _ => Err(DistError::BadVar {
             var,
             value,
-            why: "not a whole number of seconds above 0".into(),
+            why: format!("not a whole number of seconds from 1 to {MAX_TIMEOUT_SECS} (a year)"),
         }),
     }
 }
@@ -394,5 +399,7 @@ pub fn rows_of(rank: usize, world: usize, n: usize) -> Option<std::ops::Range<us
     if world == 0 || world > n || rank >= world {
         return None;
     }
-    Some(rank * n / world..(rank + 1) * n / world)
+    // In u128: `rank × n` passes usize for a large enough `n`.
+    let at = |r: usize| (r as u128 * n as u128 / world as u128) as usize;
+    Some(at(rank)..at(rank + 1))
 }

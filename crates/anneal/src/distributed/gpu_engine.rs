@@ -128,7 +128,7 @@ impl UploadedRank {
 
 impl Engine for GpuRankEngine {
     fn initial_anchors(&mut self, problem: &Problem<'_>) -> Result<Vec<f32>, AnnealError> {
-        let part = own_initial_anchors(problem);
+        let part = own_initial_anchors(problem)?;
         let result = self.gpu.sum_over_ranks(&part, problem.m());
         self.checked(result, "assembling the initial anchors")
     }

@@ -31,8 +31,8 @@ pub use crate::gpu::JoinTimes;
 pub use comm::{Communicator, TcpComm};
 pub use engine::{gather_assignments, RankEngine};
 pub use env::{
-    gpu_ordinal, rows_of, RankEnv, HANDSHAKE_TIMEOUT_ENV, PORT_ENV, SLURM_PORTS, SLURM_PORT_BASE,
-    TIMEOUT_ENV,
+    gpu_ordinal, rows_of, RankEnv, HANDSHAKE_TIMEOUT_ENV, MAX_TIMEOUT_SECS, PORT_ENV, SLURM_PORTS,
+    SLURM_PORT_BASE, TIMEOUT_ENV,
 };
 pub use gpu_engine::{GpuRankEngine, UploadedRank};
 pub use handshake::{Refusal, RefusalReason};

@@ -141,7 +141,7 @@ fn gather(
     addr: SocketAddr,
     mut on_refused: impl FnMut(&Refusal),
 ) -> Result<Vec<Arrival>, DistError> {
-    let deadline = Instant::now() + env.timeout;
+    let deadline = deadline(env.timeout);
     let (done, outcomes) = mpsc::channel::<Outcome>();
     // Second handles on the connections mid-handshake, shut down when the
     // rendezvous ends so that no handshake thread outlives it.
@@ -190,7 +190,7 @@ fn gather(
                     });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if Instant::now() >= deadline {
+                    if passed(deadline) {
                         let missing = arrived.iter().position(Option::is_none).unwrap_or(0) + 1;
                         break Err(DistError::Timeout {
                             rank: missing,
@@ -257,9 +257,21 @@ fn admit(
     Err(refusal)
 }
 
+/// When a wait of `timeout` from now ends; `None` (no end) for a
+/// timeout past what `Instant` holds (a `RankEnv` made in code: the
+/// environment's are at most `MAX_TIMEOUT_SECS`).
+pub(super) fn deadline(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
+}
+
+/// Whether `deadline` ([`deadline`]) has passed.
+pub(super) fn passed(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
+}
+
 fn leaf(env: &RankEnv, problem: &str) -> Result<(Link, [u8; NCCL_ID_BYTES]), DistError> {
     let addr = address(env)?;
-    let deadline = Instant::now() + env.timeout;
+    let deadline = deadline(env.timeout);
     let (root, challenge) = loop {
         let retry = match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
             // Rank 0 not listening yet, or not answering yet (busy with
@@ -275,7 +287,7 @@ fn leaf(env: &RankEnv, problem: &str) -> Result<(Link, [u8; NCCL_ID_BYTES]), Dis
                 seconds: env.timeout.as_secs(),
             },
         };
-        if Instant::now() >= deadline {
+        if passed(deadline) {
             return Err(retry);
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -123,3 +123,14 @@ fn a_gather_over_more_ranks_than_points_is_refused() {
         );
     }
 }
+
+/// A `RankEnv` made in code may hold any `Duration`: a deadline past what
+/// `Instant` holds is none (it panicked adding), and never passes.
+#[test]
+fn a_timeout_past_instants_range_is_no_deadline_not_a_panic() {
+    use super::rendezvous::{deadline, passed};
+    use std::time::Duration;
+    assert!(deadline(Duration::MAX).is_none());
+    assert!(!passed(deadline(Duration::MAX)));
+    assert!(passed(deadline(Duration::ZERO)));
+}

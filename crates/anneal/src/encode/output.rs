@@ -4,7 +4,8 @@
 //! temporary file beside it, flushed to disk and renamed into place at the
 //! end ([`EncodeOutput::commit`]), so that a reader sees the old file or the
 //! whole new one, never a part. A failed or interrupted run's temporary file
-//! is removed when it is dropped.
+//! is removed when it is dropped; a killed run's, by the next encode into
+//! the same folder (`stale.rs`: only a file that proves it is one).
 
 use std::fs;
 use std::io::{self, BufWriter, Write};
@@ -15,7 +16,11 @@ use tempfile::NamedTempFile;
 use super::EncodeError;
 
 /// The temporary file's suffix: a leftover of a killed run is recognisable.
+/// Its name is `.` then 6 random characters then this: short, so that any
+/// output name the folder takes has a temporary file beside it.
 pub const TEMP_SUFFIX: &str = ".kiln-encode.tmp";
+
+mod stale;
 
 /// An encode's output file, being written.
 #[derive(Debug)]
@@ -44,9 +49,11 @@ impl EncodeOutput {
             path: path.to_path_buf(),
             error,
         };
-        let name = path
-            .file_name()
-            .ok_or_else(|| EncodeError::NotAFile(path.to_path_buf()))?;
+        // `new.npy/` names a folder (its file name is `new.npy` to `Path`,
+        // but the rename at the end would fail).
+        if path.file_name().is_none() || names_a_folder(path) {
+            return Err(EncodeError::NotAFile(path.to_path_buf()));
+        }
         let parent = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -60,6 +67,9 @@ impl EncodeOutput {
                 return Err(EncodeError::IsInput(path.to_path_buf()))
             }
             Ok(_) if !replace => return Err(EncodeError::Exists(path.to_path_buf())),
+            Ok(meta) if is_mount_point(path, &meta, &parent) => {
+                return Err(EncodeError::MountPoint(path.to_path_buf()))
+            }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_error("reading its metadata", e)),
@@ -71,11 +81,9 @@ impl EncodeOutput {
                 index: index.to_path_buf(),
             });
         }
-        let mut prefix = std::ffi::OsString::from(".");
-        prefix.push(name);
-        prefix.push(".");
+        stale::remove(&parent);
         let mut builder = tempfile::Builder::new();
-        builder.prefix(&prefix).suffix(TEMP_SUFFIX);
+        builder.prefix(".").rand_bytes(6).suffix(TEMP_SUFFIX);
         // The file a user gets has the mode any new file of theirs has (0666
         // less their umask), not a temporary file's 0600.
         #[cfg(unix)]
@@ -83,6 +91,11 @@ impl EncodeOutput {
         let temp = builder
             .tempfile_in(&parent)
             .map_err(|e| io_error("creating a temporary file beside it", e))?;
+        // Held until the file is renamed or removed: a live encode's file
+        // is never taken for a killed one's (`stale.rs`). Where the
+        // filesystem has no locks, none is held, and no file there is
+        // removed as stale either (its lock cannot be taken).
+        let _ = temp.as_file().try_lock();
         Ok(Self {
             path: path.to_path_buf(),
             replace,
@@ -124,6 +137,10 @@ impl EncodeOutput {
             .file
             .into_inner()
             .map_err(|e| io_error("writing", e.into_error()))?;
+        if self.replace {
+            crate::access::keep(temp.as_file(), &path)
+                .map_err(|e| io_error("keeping its mode", e))?;
+        }
         temp.as_file()
             .sync_all()
             .map_err(|e| io_error("flushing to disk", e))?;
@@ -140,6 +157,47 @@ impl EncodeOutput {
             Err(e) => Err(io_error("renaming into place", e.error)),
         }
     }
+}
+
+/// Whether the file at `path` (of `meta`, in `parent`) is mounted over its
+/// name: a rename cannot replace it, so the run would fail at its end.
+/// Linux says so (`statx`'s `STATX_ATTR_MOUNT_ROOT`, which sees a bind
+/// mount from the same filesystem too); elsewhere, and on kernels before
+/// 5.8, a device other than the folder's says so.
+fn is_mount_point(path: &Path, meta: &fs::Metadata, parent: &Path) -> bool {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use rustix::fs::{statx, AtFlags, StatxAttributes, StatxFlags, CWD};
+        if let Ok(x) = statx(
+            CWD,
+            path,
+            AtFlags::SYMLINK_NOFOLLOW,
+            StatxFlags::BASIC_STATS,
+        ) {
+            if x.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT) {
+                return x.stx_attributes.contains(StatxAttributes::MOUNT_ROOT);
+            }
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let _ = path;
+        fs::metadata(parent).is_ok_and(|folder| folder.dev() != meta.dev())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (path, meta, parent);
+        false
+    }
+}
+
+/// Whether `path` as written ends in a separator or `/.`: a folder's name.
+fn names_a_folder(path: &Path) -> bool {
+    let text = path.as_os_str().as_encoded_bytes();
+    text.ends_with(b"/")
+        || text.ends_with(b"/.")
+        || (cfg!(windows) && (text.ends_with(b"\\") || text.ends_with(b"\\.")))
 }
 
 /// Whether `a` and `b` are the same file (both exist).

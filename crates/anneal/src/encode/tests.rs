@@ -54,7 +54,10 @@ fn fitted_with(n: usize, d: usize, m: usize, spread: f32, params: Params) -> (In
         gpus: 0,
         world_size: 1,
     };
-    (Index::from_run(&out, &problem, &record, Vec::new()), points)
+    (
+        Index::from_run(&out, &problem, &record, Vec::new()).unwrap(),
+        points,
+    )
 }
 
 /// Encodes `paths` into `out` in chunks of `chunk` rows.
@@ -374,7 +377,7 @@ fn a_pipe_is_streamed_and_its_short_or_long_data_refused() {
         (
             "short",
             file[..file.len() - 3].to_vec(),
-            Some("the input is truncated"),
+            Some("the input is truncated: its data needs 1600 bytes but only 1597 are there"),
         ),
         (
             "long",
@@ -430,5 +433,139 @@ fn an_index_made_by_hand_that_does_not_add_up_is_refused_not_a_panic() {
         edit(&mut bad);
         let err = assign(&Backend::cpu(), &bad, Points::F32(&points)).unwrap_err();
         assert!(!err.to_string().contains('\n'), "{err}");
+    }
+}
+
+#[test]
+fn an_in_memory_index_with_a_nan_or_huge_anchor_is_refused() {
+    let (index, points) = fitted(100, 3, 4, 0.3);
+    let bound = crate::coordinate_bound(3);
+    for (value, says) in [
+        (f32::NAN, "anchor 2 is NaN at dimension 1".to_string()),
+        (f32::INFINITY, "anchor 2 is inf at dimension 1".to_string()),
+        (3e38, format!("beyond ±{bound:.3e}")),
+    ] {
+        let mut bad = index.clone();
+        bad.anchors[2 * 3 + 1] = value;
+        let err = assign(&Backend::cpu(), &bad, Points::F32(&points)).unwrap_err();
+        let err = err.to_string();
+        assert!(err.contains(&says), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+    }
+}
+
+/// The encode's output beside a file of its own, `out`, with `index`.
+fn encode_to(out: &Path) -> Result<Encoded, EncodeError> {
+    let d = 3;
+    let dir = out.parent().unwrap();
+    let (index, _) = fitted(60, d, 4, 0.3);
+    let index_dir = dir.join("idx");
+    if !index_dir.exists() {
+        index.write(&index_dir, false).unwrap();
+    }
+    let points = crate::synthetic_points(20, d, 2, 0.3, 5);
+    let inputs = write_shards(dir, "in", &points, d, 1);
+    encode_files(&index, &index_dir, &inputs, out, false, 8)
+}
+
+#[test]
+fn a_244_byte_output_name_is_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(format!("{}.npy", "a".repeat(240)));
+    encode_to(&out).unwrap();
+    assert_eq!(crate::npy::read_u32_vector(&out).unwrap().len(), 20);
+    assert!(!entries(dir.path()).iter().any(|e| e.ends_with(TEMP_SUFFIX)));
+}
+
+#[test]
+fn an_output_path_ending_in_a_slash_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    for tail in ["new.npy/", "new.npy/."] {
+        let out = PathBuf::from(format!("{}/{tail}", dir.path().display()));
+        let err = EncodeOutput::prepare(&out, true, &[], &dir.path().join("idx")).unwrap_err();
+        assert!(matches!(err, EncodeError::NotAFile(_)), "{tail}: {err}");
+        assert!(entries(dir.path()).is_empty(), "{tail}: something was made");
+    }
+}
+
+/// The bytes and mode of every entry of `dir` (links unfollowed).
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    entries(dir)
+        .into_iter()
+        .map(|name| {
+            let path = dir.join(&name);
+            let meta = fs::symlink_metadata(&path).unwrap();
+            let bytes = if meta.is_file() {
+                fs::read(&path).unwrap()
+            } else {
+                Vec::new()
+            };
+            (name, bytes, meta.permissions().mode())
+        })
+        .collect()
+}
+
+#[test]
+fn a_killed_encodes_temp_file_is_removed_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let (index, _) = fitted(60, 3, 4, 0.3);
+    index.write(&p.join("idx"), false).unwrap();
+    let mut header = Vec::new();
+    crate::npy::write_u32_header(&mut header, 1000).unwrap();
+    // What a killed encode leaves: its header and some of its values.
+    let stale = |name: &str| {
+        fs::write(p.join(name), [header.clone(), vec![7; 40]].concat()).unwrap();
+    };
+    stale(".codes.npy.Xy12ab.kiln-encode.tmp");
+    stale(".Q7x9Zk.kiln-encode.tmp");
+    // A user's files of the same pattern, a FIFO, a folder and a link to
+    // a stale-looking file outside: kept, not followed, not waited on.
+    fs::write(p.join(".mine.kiln-encode.tmp"), b"user data").unwrap();
+    fs::write(p.join(".short.kiln-encode.tmp"), &header[..20]).unwrap();
+    crate::index::tests::make_fifo(&p.join(".fifo.kiln-encode.tmp"));
+    fs::create_dir(p.join(".dir.kiln-encode.tmp")).unwrap();
+    let away = tempfile::tempdir().unwrap();
+    let target = away.path().join("target");
+    fs::write(&target, [header.clone(), vec![7; 40]].concat()).unwrap();
+    std::os::unix::fs::symlink(&target, p.join(".link.kiln-encode.tmp")).unwrap();
+    // A live encode's file, its header written: held, so kept.
+    let mut live = EncodeOutput::prepare(&p.join("live.npy"), false, &[], &p.join("idx")).unwrap();
+    crate::npy::write_u32_header(live.writer(), 20).unwrap();
+    live.writer().flush().unwrap();
+    let before: Vec<_> = snapshot(p)
+        .into_iter()
+        .filter(|(name, ..)| !name.starts_with(".codes") && !name.starts_with(".Q7x9Zk"))
+        .collect();
+    let target_before = fs::read(&target).unwrap();
+    encode_to(&p.join("codes.npy")).unwrap();
+    let after: Vec<_> = snapshot(p)
+        .into_iter()
+        .filter(|(name, ..)| !["codes.npy", "in0.npy"].contains(&name.as_str()))
+        .collect();
+    assert_eq!(after, before);
+    assert_eq!(fs::read(&target).unwrap(), target_before);
+    drop(live);
+}
+
+#[test]
+fn a_replaced_output_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let d = 3;
+    let (index, _) = fitted(60, d, 4, 0.3);
+    let index_dir = dir.path().join("idx");
+    index.write(&index_dir, false).unwrap();
+    let points = crate::synthetic_points(20, d, 2, 0.3, 5);
+    let inputs = write_shards(dir.path(), "in", &points, d, 1);
+    for mode in [0o600, 0o640, 0o604, 0o755] {
+        let out = dir.path().join(format!("codes-{mode:o}.npy"));
+        fs::write(&out, b"old").unwrap();
+        fs::set_permissions(&out, fs::Permissions::from_mode(mode)).unwrap();
+        encode_files(&index, &index_dir, &inputs, &out, true, 8).unwrap();
+        assert_eq!(crate::npy::read_u32_vector(&out).unwrap().len(), 20);
+        let now = fs::metadata(&out).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(now, mode, "{mode:o} became {now:o}");
     }
 }

@@ -3,7 +3,7 @@
 //! anchors, and the metadata of where and how it ran.
 
 use super::{
-    energy, input_hash, Index, IndexMeta, InputFile, InputRecord, MaintenanceRecord,
+    energy, input_hash, Index, IndexError, IndexMeta, InputFile, InputRecord, MaintenanceRecord,
     HASH_ALGORITHM, SCHEMA, VERSION,
 };
 use crate::{Output, Problem};
@@ -31,11 +31,15 @@ impl Index {
         problem: &Problem<'_>,
         run: &RunRecord,
         files: Vec<InputFile>,
-    ) -> Self {
+    ) -> Result<Self, IndexError> {
         let (points, n, d) = (problem.points(), problem.n(), problem.d());
-        let anchors = out.anchors[..out.m * d].to_vec();
-        let energy = energy(points, d, &anchors, &out.assignments);
-        Index {
+        let anchors = crate::anchor_values(&out.anchors, out.m, d)
+            .map_err(|e| IndexError::Invalid {
+                message: e.to_string(),
+            })?
+            .to_vec();
+        let energy = energy(points, d, &anchors, &out.assignments)?;
+        Ok(Index {
             meta: IndexMeta {
                 schema: SCHEMA.to_string(),
                 version: VERSION,
@@ -70,6 +74,6 @@ impl Index {
             },
             anchors,
             assignments: out.assignments.clone(),
-        }
+        })
     }
 }

@@ -1,8 +1,10 @@
 //! What [`super::Index::read`] checks beyond the files' shapes agreeing:
 //! every field of `index.json` against what a run can write (sizes above
 //! 0, finite energies, counts that add up, known names) and every anchor
-//! finite, so that a reader never computes with an impossible index. Each
-//! message names the field.
+//! finite and small enough for f32 distances, so that a reader never
+//! computes with an impossible index; [`super::Index::write`] runs the same
+//! checks, so that what it writes is read back. Each message names the
+//! field.
 
 use super::{IndexMeta, HASH_ALGORITHM};
 
@@ -141,16 +143,39 @@ fn input(meta: &IndexMeta) -> Result<(), String> {
     Ok(())
 }
 
-/// The anchors (`d` values each): every value finite.
-pub(super) fn anchors(anchors: &[f32], d: usize) -> Result<(), String> {
-    match anchors.iter().position(|v| !v.is_finite()) {
-        None => Ok(()),
-        Some(at) => Err(format!(
-            "{}: anchor {} is {} at dimension {}",
-            super::ANCHORS_FILE,
-            at / d.max(1),
-            anchors[at],
-            at % d.max(1)
-        )),
+/// The assignments and the history against `index.json`: `n` of them,
+/// every one below `m`, one energy per iteration.
+pub(super) fn arrays(meta: &IndexMeta, assignments: &[u32]) -> Result<(), String> {
+    use super::{ASSIGNMENTS_FILE, META_FILE};
+    if assignments.len() as u64 != meta.n {
+        return Err(format!(
+            "{ASSIGNMENTS_FILE} holds {} assignments but {META_FILE} says n = {}",
+            assignments.len(),
+            meta.n
+        ));
     }
+    if let Some((point, &anchor)) = assignments
+        .iter()
+        .enumerate()
+        .find(|(_, &a)| u64::from(a) >= meta.m)
+    {
+        return Err(format!(
+            "point {point} is assigned to anchor {anchor}, but there are {} anchors",
+            meta.m
+        ));
+    }
+    if meta.energy_history.len() != meta.iterations as usize {
+        return Err(format!(
+            "{META_FILE} has {} energies for {} iterations",
+            meta.energy_history.len(),
+            meta.iterations
+        ));
+    }
+    Ok(())
+}
+
+/// The anchors (`m × d` values): every value finite and within
+/// [`crate::coordinate_bound`], as the run's points are.
+pub(super) fn anchors(anchors: &[f32], meta: &IndexMeta) -> Result<(), crate::AnnealError> {
+    crate::check_anchors(anchors, meta.m as usize, meta.d as usize)
 }

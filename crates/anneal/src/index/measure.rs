@@ -6,7 +6,7 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::Index;
+use super::{Index, IndexError};
 use crate::Points;
 
 /// Rows per block of the error passes: fixed, so the sum's order (and so
@@ -49,10 +49,56 @@ fn mean_by_blocks(errors: &[f64]) -> f64 {
 }
 
 /// The mean squared distance of each point to its assigned anchor, in f64,
-/// summed in a fixed order: the same value on every machine. The
-/// assignments must be below the anchors' count (as [`Index::read`] checks).
-pub fn energy(points: Points<'_>, d: usize, anchors: &[f32], assignments: &[u32]) -> f64 {
-    mean_by_blocks(&squared_errors(points, d, anchors, assignments))
+/// summed in a fixed order: the same value on every machine. Refused when
+/// the shapes do not agree (`d` of 0, anchors not whole rows, an
+/// assignment past them, points not one row per assignment).
+pub fn energy(
+    points: Points<'_>,
+    d: usize,
+    anchors: &[f32],
+    assignments: &[u32],
+) -> Result<f64, IndexError> {
+    check_shapes(points.len(), d, anchors, assignments)?;
+    Ok(mean_by_blocks(&squared_errors(
+        points,
+        d,
+        anchors,
+        assignments,
+    )))
+}
+
+/// Refuses what [`squared_errors`] cannot measure: `d` of 0, anchors that
+/// are not whole rows, an assignment past the anchors, points that are not
+/// one row per assignment.
+fn check_shapes(
+    values: usize,
+    d: usize,
+    anchors: &[f32],
+    assignments: &[u32],
+) -> Result<(), IndexError> {
+    let invalid = |message: String| Err(IndexError::Invalid { message });
+    if d == 0 || !anchors.len().is_multiple_of(d) {
+        return invalid(format!("{} anchor values for d = {d}", anchors.len()));
+    }
+    let m = anchors.len() / d;
+    if let Some((point, a)) = assignments
+        .iter()
+        .enumerate()
+        .find(|(_, &a)| a as usize >= m)
+    {
+        return invalid(format!(
+            "point {point} is assigned to anchor {a}, but there are {m} anchors"
+        ));
+    }
+    if assignments.len().checked_mul(d) != Some(values) {
+        return Err(IndexError::InputMismatch {
+            what: format!(
+                "{values} values are not {} points of dimension {d}",
+                assignments.len()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// What an index kept of the points: the reconstruction error (each point
@@ -105,25 +151,30 @@ impl Spread {
 }
 
 /// Members per anchor (min, median, max over all anchors) and the anchors
-/// holding none: what the index alone says.
-pub fn member_spread(index: &Index) -> (Spread, u64) {
+/// holding none: what the index alone says. Refused for an index that
+/// [`Index::read`] would refuse.
+pub fn member_spread(index: &Index) -> Result<(Spread, u64), IndexError> {
+    index.check()?;
     let mut counts = vec![0u64; index.meta.m as usize];
     for &a in &index.assignments {
         counts[a as usize] += 1;
     }
     let empty = counts.iter().filter(|&&c| c == 0).count() as u64;
-    (
+    Ok((
         Spread::of(counts.iter().map(|&c| c as f64).collect()),
         empty,
-    )
+    ))
 }
 
 impl Reconstruction {
-    /// Measures `index` against `points` (already checked by
-    /// [`Index::check_input`]).
-    pub fn measure(index: &Index, points: Points<'_>) -> Self {
+    /// Measures `index` against `points` (checked by [`Index::check_input`]
+    /// to be the index's own; refused here when the index is one
+    /// [`Index::read`] would refuse or the points are not `n × d` values).
+    pub fn measure(index: &Index, points: Points<'_>) -> Result<Self, IndexError> {
+        index.check()?;
         let meta = &index.meta;
         let (d, m) = (meta.d as usize, meta.m as usize);
+        check_shapes(points.len(), d, &index.anchors, &index.assignments)?;
         let errors = squared_errors(points, d, &index.anchors, &index.assignments);
         let mse = mean_by_blocks(&errors);
         let (max_point, max_squared_error) = errors
@@ -140,7 +191,7 @@ impl Reconstruction {
         }
         let stored = meta.energy;
         let diff = (mse - stored).abs();
-        Self {
+        Ok(Self {
             mse,
             max_squared_error,
             max_point: max_point as u64,
@@ -158,6 +209,6 @@ impl Reconstruction {
                     .map(|(&c, &s)| s / c as f64)
                     .collect(),
             ),
-        }
+        })
     }
 }

@@ -283,10 +283,10 @@ fn energy_and_reconstruction_match_hand_computed_values() {
     let points = [1.0f32, 0.0, 0.0, 2.0, 10.0, 13.0, 10.0, 10.0];
     let mut index = small_index();
     // Squared errors: 1, 4, 9, 0.
-    let mse = energy(Points::F32(&points), 2, &index.anchors, &index.assignments);
+    let mse = energy(Points::F32(&points), 2, &index.anchors, &index.assignments).unwrap();
     assert_eq!(mse, 14.0 / 4.0);
     index.meta.energy = mse;
-    let r = Reconstruction::measure(&index, Points::F32(&points));
+    let r = Reconstruction::measure(&index, Points::F32(&points)).unwrap();
     assert_eq!(r.mse, 3.5);
     assert_eq!((r.max_squared_error, r.max_point), (9.0, 2));
     assert_eq!(r.energy_relative_difference, 0.0);
@@ -300,7 +300,7 @@ fn energy_and_reconstruction_match_hand_computed_values() {
         }
     );
     index.assignments = vec![0, 0, 0, 0];
-    let (members, empty) = member_spread(&index);
+    let (members, empty) = member_spread(&index).unwrap();
     assert_eq!((members.min, members.max, empty), (0.0, 4.0, 1));
 }
 
@@ -315,7 +315,7 @@ fn the_energy_sum_does_not_depend_on_the_thread_count() {
             .num_threads(threads)
             .build()
             .unwrap()
-            .install(|| energy(Points::F32(&points), d, anchors, &assignments))
+            .install(|| energy(Points::F32(&points), d, anchors, &assignments).unwrap())
     };
     let one = on(1);
     assert_eq!(one.to_bits(), on(3).to_bits());
@@ -353,4 +353,241 @@ fn check_input_refuses_other_points_in_one_line() {
             .contains("it is bfloat16, the index was made from float32"),
         "{err}"
     );
+}
+
+#[test]
+fn huge_finite_anchors_are_refused_by_read_and_write_with_the_bound() {
+    let bound = crate::coordinate_bound(2);
+    let index = small_index();
+    // 3e38 is finite, but its squared distances overflow f32: points would
+    // land on it.
+    let huge = corrupt(&index, |dir| {
+        let mut w = File::create(dir.join(ANCHORS_FILE)).unwrap();
+        npy::write_f32_matrix(&mut w, 2, 2, &[0.0, 0.0, 3e38, 0.0]).unwrap();
+    });
+    assert!(
+        huge.contains("anchors.npy: anchor 1 has coordinate 3e38 at dimension 0")
+            && huge.contains(&format!("beyond ±{bound:.3e}")),
+        "{huge}"
+    );
+    let root = tempfile::tempdir().unwrap();
+    for value in [3e38, bound * 1.01, f32::NAN, f32::NEG_INFINITY] {
+        let mut bad = small_index();
+        bad.anchors[3] = value;
+        let dir = root.path().join("idx");
+        let err = bad.write(&dir, false).unwrap_err();
+        assert!(matches!(err, IndexError::Invalid { .. }), "{err}");
+        assert!(err.to_string().contains("anchor 1"), "{err}");
+        assert!(!dir.exists(), "{value}: something was written");
+    }
+    // At the bound itself the index is written and read back.
+    let mut edge = small_index();
+    edge.anchors[3] = -bound;
+    let dir = root.path().join("edge");
+    edge.write(&dir, false).unwrap();
+    assert_eq!(Index::read(&dir).unwrap(), edge);
+}
+
+#[test]
+fn an_index_read_would_refuse_is_not_written() {
+    let root = tempfile::tempdir().unwrap();
+    type Edit = fn(&mut Index);
+    let edits: [(Edit, &str); 5] = [
+        (|i| i.assignments[0] = 2, "point 0 is assigned to anchor 2"),
+        (
+            |i| i.assignments.pop().map(drop).unwrap(),
+            "holds 3 assignments",
+        ),
+        (|i| i.meta.energy = f64::NAN, "energy NaN"),
+        (|i| i.meta.iterations = 1, "2 energies for 1 iterations"),
+        (|i| i.anchors.push(1.0), "5 anchor values for m = 2, d = 2"),
+    ];
+    for (edit, says) in edits {
+        let mut bad = small_index();
+        edit(&mut bad);
+        let dir = root.path().join("idx");
+        let err = bad.write(&dir, false).unwrap_err().to_string();
+        assert!(err.contains(says), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!dir.exists(), "{says}: something was written");
+    }
+}
+
+mod write_read {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Indexes of every shape, mostly valid, with values anywhere in f32
+    /// and f64 (NaN, infinities, subnormals, huge finite ones).
+    fn any_index() -> impl Strategy<Value = Index> {
+        (1u64..6, 1u64..4)
+            .prop_flat_map(|(n, d)| (Just(n), Just(d), 1..=n))
+            .prop_flat_map(|(n, d, m)| {
+                let values = (m * d) as usize;
+                let anchor = prop_oneof![
+                    8 => -1e3f32..1e3,
+                    1 => proptest::num::f32::ANY,
+                ];
+                let energy = prop_oneof![
+                    8 => 0f64..1e6,
+                    1 => proptest::num::f64::ANY,
+                ];
+                (
+                    Just((n, d, m)),
+                    proptest::collection::vec(anchor, values),
+                    proptest::collection::vec(0..m as u32 + 1, n as usize),
+                    proptest::collection::vec(energy.clone(), 1..4),
+                    energy,
+                    0.01f32..1.0,
+                    any::<u64>(),
+                )
+            })
+            .prop_map(
+                |((n, d, m), anchors, assignments, history, e, cooling, seed)| {
+                    let mut meta = meta(n, d, m);
+                    meta.iterations = history.len() as u32;
+                    meta.energy_history = history;
+                    meta.energy = e;
+                    meta.params.cooling = cooling;
+                    meta.params.seed = seed;
+                    meta.seed = seed;
+                    meta.maintenance.clear();
+                    Index {
+                        meta,
+                        anchors,
+                        assignments,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// The measures of any index against any points: a result when the
+        /// index is one `read` takes and the points its shape, a typed
+        /// refusal otherwise, never a panic (an assignment past the
+        /// anchors indexed out of bounds).
+        #[test]
+        fn measures_refuse_what_they_cannot_measure(
+            index in any_index(),
+            extra in 0usize..3,
+            last in 0u32..8,
+        ) {
+            let (n, d) = (index.meta.n as usize, index.meta.d as usize);
+            let points: Vec<f32> = (0..(n * d + extra).saturating_sub(1)).map(|i| i as f32).collect();
+            let mut index = index;
+            if let Some(a) = index.assignments.last_mut() {
+                *a = last;
+            }
+            let valid = index.check().is_ok();
+            let shaped = points.len() == n * d;
+            let got = Reconstruction::measure(&index, Points::F32(&points));
+            prop_assert_eq!(got.is_ok(), valid && shaped, "{:?}", got.err());
+            prop_assert_eq!(member_spread(&index).is_ok(), valid);
+            let in_range = index.assignments.iter().all(|&a| u64::from(a) < index.meta.m)
+                && index.anchors.len() as u64 == index.meta.m * index.meta.d;
+            let e = energy(Points::F32(&points), d, &index.anchors, &index.assignments);
+            prop_assert_eq!(e.is_ok(), in_range && shaped, "{:?}", e.err());
+        }
+
+        /// What `write` writes, `read` reads back equal; what it refuses,
+        /// it refuses as invalid, writing nothing.
+        #[test]
+        fn what_write_writes_read_reads_back_equal(index in any_index()) {
+            let root = tempfile::tempdir().unwrap();
+            let dir = root.path().join("idx");
+            match index.write(&dir, false) {
+                Ok(_) => prop_assert_eq!(Index::read(&dir).unwrap(), index),
+                Err(e) => {
+                    prop_assert!(matches!(e, IndexError::Invalid { .. }), "{}", e);
+                    prop_assert!(!dir.exists());
+                }
+            }
+        }
+    }
+}
+
+/// Replaces `path` with a FIFO that nothing writes to.
+pub(crate) fn make_fifo(path: &Path) {
+    let _ = fs::remove_file(path);
+    let status = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "mkfifo failed: a FIFO is what this test reads"
+    );
+}
+
+#[test]
+fn an_index_file_that_is_a_fifo_is_refused_at_once() {
+    for file in [META_FILE, ANCHORS_FILE, ASSIGNMENTS_FILE] {
+        let message = corrupt(&small_index(), |dir| make_fifo(&dir.join(file)));
+        assert!(
+            message.contains(&format!("{file}: is a FIFO, not a regular file")),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn an_index_json_past_its_bound_is_refused_unread() {
+    let message = corrupt(&small_index(), |dir| {
+        // Sparse: the size is checked, not the bytes read.
+        let file = File::options()
+            .write(true)
+            .open(dir.join(META_FILE))
+            .unwrap();
+        file.set_len(META_MAX_BYTES + 1).unwrap();
+    });
+    assert!(
+        message.contains("index.json: is over 64 MiB, more than an index's metadata"),
+        "{message}"
+    );
+}
+
+/// The permission bits of `dir`'s index files.
+fn file_modes(dir: &Path) -> Vec<u32> {
+    use std::os::unix::fs::PermissionsExt as _;
+    [ANCHORS_FILE, ASSIGNMENTS_FILE, META_FILE]
+        .map(|f| fs::metadata(dir.join(f)).unwrap().permissions().mode() & 0o777)
+        .into()
+}
+
+#[test]
+fn index_files_keep_the_mode_of_what_they_replace_and_of_their_folder() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let root = tempfile::tempdir().unwrap();
+    let index = small_index();
+    // An earlier index whose files were made private: replaced, they stay so.
+    let private = root.path().join("private");
+    index.write(&private, false).unwrap();
+    for (file, mode) in [
+        (ANCHORS_FILE, 0o600),
+        (ASSIGNMENTS_FILE, 0o640),
+        (META_FILE, 0o604),
+    ] {
+        fs::set_permissions(private.join(file), fs::Permissions::from_mode(mode)).unwrap();
+    }
+    index.write(&private, true).unwrap();
+    assert_eq!(file_modes(&private), [0o600, 0o640, 0o604]);
+    // An empty folder of the user's at 0700: its files are not readable
+    // by others either (the folder itself is kiln-output's to keep).
+    let empty = root.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    fs::set_permissions(&empty, fs::Permissions::from_mode(0o700)).unwrap();
+    index.write(&empty, false).unwrap();
+    assert!(
+        file_modes(&empty).iter().all(|m| m & 0o077 == 0),
+        "{:?}",
+        file_modes(&empty)
+            .iter()
+            .map(|m| format!("{m:o}"))
+            .collect::<Vec<_>>()
+    );
+    // A new folder: a new file's mode, as before.
+    let new = root.path().join("new");
+    index.write(&new, false).unwrap();
+    let plain = root.path().join("plain");
+    File::create(&plain).unwrap();
+    let mode = fs::metadata(&plain).unwrap().permissions().mode() & 0o777;
+    assert_eq!(file_modes(&new), [mode; 3]);
 }

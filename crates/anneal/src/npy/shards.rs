@@ -7,7 +7,7 @@
 //! larger than memory.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use super::{map, Dtype, NpyData, NpyError, NpyInput, NpyShard};
@@ -278,8 +278,8 @@ impl Chunks {
             let take = (input.n - *done).min(rows - filled);
             let values = filled * self.d..(filled + take) * self.d;
             let read = match &mut data {
-                NpyData::F32(v) => read_values(input, &mut v[values]),
-                NpyData::F16(v) | NpyData::BF16(v) => read_values(input, &mut v[values]),
+                NpyData::F32(v) => read_values(input, *done, &mut v[values]),
+                NpyData::F16(v) | NpyData::BF16(v) => read_values(input, *done, &mut v[values]),
             };
             if let Err(error) = read {
                 return Err(ShardsError::Npy {
@@ -327,27 +327,25 @@ impl Iterator for Chunks {
     }
 }
 
-/// Fills `out` with the next values of `input`'s data, in the host's byte
-/// order.
+/// Fills `out` with the next values of `input`'s data (after its first
+/// `done` rows), in the host's byte order.
 fn read_values<T: bytemuck::Pod>(
     input: &mut NpyInput<BufReader<File>>,
+    done: usize,
     out: &mut [T],
 ) -> Result<(), NpyError> {
     let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-    let needed = input.data_bytes();
-    input.reader.read_exact(bytes).map_err(|e| {
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            // The file shrank after its header was checked, or a pipe
-            // ended early.
-            NpyError::Truncated {
-                section: "data",
-                needed,
-                available: input.data_len.unwrap_or(0).min(needed),
-            }
-        } else {
-            NpyError::Io(e)
-        }
-    })?;
+    let got = super::read_full(&mut input.reader, bytes)?;
+    if got < bytes.len() {
+        // The file shrank after its header was checked, or a pipe ended
+        // early: what was there is the rows before and this read's part.
+        let before = done as u64 * input.d as u64 * std::mem::size_of::<T>() as u64;
+        return Err(NpyError::Truncated {
+            section: "data",
+            needed: input.data_bytes(),
+            available: before + got as u64,
+        });
+    }
     if input.big_endian != cfg!(target_endian = "big") {
         let size = std::mem::size_of::<T>();
         for value in bytes.chunks_exact_mut(size) {

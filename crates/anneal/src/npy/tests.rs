@@ -461,3 +461,13 @@ fn index_arrays_round_trip_and_other_arrays_are_refused() {
         .to_string()
         .contains("truncated"));
 }
+
+#[test]
+fn a_matrix_of_the_wrong_size_is_an_error_not_a_panic() {
+    for (rows, cols, values) in [(2, 2, 3), (usize::MAX, 2, 0), (1, 0, 1)] {
+        let mut out = Vec::new();
+        let err = write_f32_matrix(&mut out, rows, cols, &vec![0.0; values]).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+        assert!(out.is_empty(), "something was written");
+    }
+}

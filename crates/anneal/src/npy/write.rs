@@ -3,7 +3,6 @@
 //! headers padded to 64 bytes as numpy pads them; and the reader of the
 //! second, with the same bounded header check as every input.
 
-use std::fs::File;
 use std::io::{self, BufReader, Write};
 use std::path::Path;
 
@@ -24,14 +23,24 @@ fn header(descr: &str, shape: &str) -> Vec<u8> {
     out
 }
 
-/// Writes `values` (`rows × cols`, row-major) as a float32 `.npy` matrix.
+/// Writes `values` (`rows × cols`, row-major) as a float32 `.npy` matrix;
+/// an `InvalidInput` error, nothing written, when they are not
+/// `rows × cols` values.
 pub fn write_f32_matrix(
     w: &mut impl Write,
     rows: usize,
     cols: usize,
     values: &[f32],
 ) -> io::Result<()> {
-    assert_eq!(values.len(), rows * cols, "the matrix's values");
+    if rows.checked_mul(cols) != Some(values.len()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} values do not make a {rows} x {cols} matrix; give rows x cols values",
+                values.len()
+            ),
+        ));
+    }
     w.write_all(&header("<f4", &format!("({rows}, {cols})")))?;
     for chunk in values.chunks(1 << 16) {
         let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -57,13 +66,10 @@ pub fn write_u32_vector(w: &mut impl Write, values: &[u32]) -> io::Result<()> {
 }
 
 /// Reads a 1-D little-endian uint32 `.npy` array (as [`write_u32_vector`]
-/// writes it); anything else is refused.
+/// writes it) from a regular file; anything else is refused (a FIFO at
+/// once, never waited on).
 pub fn read_u32_vector(path: impl AsRef<Path>) -> Result<Vec<u32>, NpyError> {
-    let file = File::open(path).map_err(NpyError::Io)?;
-    let meta = file.metadata().map_err(NpyError::Io)?;
-    if meta.is_dir() {
-        return Err(NpyError::IsDirectory);
-    }
+    let (file, len) = super::open_regular(path.as_ref())?;
     let mut reader = BufReader::new(file);
     let prefix = read_prefix(&mut reader)?;
     let (shape, descr) = checked_shape(&prefix.text)?;
@@ -85,7 +91,7 @@ pub fn read_u32_vector(path: impl AsRef<Path>) -> Result<Vec<u32>, NpyError> {
     let needed = n
         .checked_mul(4)
         .ok_or_else(|| NpyError::ShapeTooLarge(shape.clone()))?;
-    let available = meta.len().saturating_sub(prefix.bytes.len() as u64);
+    let available = len.saturating_sub(prefix.bytes.len() as u64);
     if available < needed {
         return Err(NpyError::Truncated {
             section: "data",

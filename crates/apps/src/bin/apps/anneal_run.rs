@@ -111,7 +111,7 @@ pub(crate) fn write_index(
     problem: &Problem<'_>,
     plan_files: Vec<index::InputFile>,
 ) -> Result<()> {
-    let index = Index::from_run(&run.out, problem, &run.record, plan_files);
+    let index = Index::from_run(&run.out, problem, &run.record, plan_files).map_err(out_error)?;
     for note in index.write_into(output).map_err(out_error)? {
         eprintln!("apps: {note}");
     }

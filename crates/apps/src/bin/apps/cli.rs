@@ -61,6 +61,8 @@ pub(crate) enum Command {
 const LAUNCH_HELP: &str = "Each process gets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR (127.0.0.1) and MASTER_PORT, the variables torchrun sets; `apps anneal` run with them is one rank of a multi-process run (under torchrun, srun or mpirun set them yourself, MASTER_ADDR being rank 0's host). With --gpus, rank r runs on GPU r of this host (CUDA_VISIBLE_DEVICES \
 still applies); with --nprocs, where the command's --backend says. Output comes back line by line behind [rank N]. When a process fails, the others are killed and launch fails naming it.
 
+The command must be `anneal` (the one command that runs as ranks); any other is refused.
+
 Example: apps launch --nprocs 2 -- anneal --backend cpu --n 1e6 --d 128 --m 1024 --out idx";
 
 /// `apps launch`.
@@ -116,7 +118,7 @@ chunk read while the current one is assigned, so memory is bounded by the chunk,
 --out FILE gets a 1-D uint32 .npy (as the index's assignments.npy), written to a hidden \
 temporary file beside it and renamed into place at the end: FILE is the old file or the \
 whole new one, never a part. An existing FILE is replaced only with --force (never an input, \
-a folder or a symlink, nor a file inside the index).\n\n\
+a folder or a symlink, nor a file inside the index), keeping its mode and group.\n\n\
 Counts are whole numbers: 1000000, 1_000_000 or 1e6.";
 
 /// Which backend runs a workload.

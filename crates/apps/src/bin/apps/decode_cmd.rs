@@ -51,7 +51,7 @@ pub(crate) fn run(args: &DecodeArgs) -> Result<()> {
         index
             .check_input(points, n, d)
             .with_context(|| what.clone())?;
-        let r = Reconstruction::measure(&index, points);
+        let r = Reconstruction::measure(&index, points).with_context(|| what.clone())?;
         if r.energy_relative_difference > ENERGY_TOLERANCE {
             anyhow::bail!(
                 "{}: the energy recomputed from the index, {:.12e}, differs from index.json's \
@@ -65,7 +65,7 @@ pub(crate) fn run(args: &DecodeArgs) -> Result<()> {
         }
         Some(r)
     };
-    let members = kiln_anneal::index::member_spread(&index);
+    let members = kiln_anneal::index::member_spread(&index).context("decode")?;
     let report = Report {
         dir: dir.display().to_string(),
         n: meta.n,

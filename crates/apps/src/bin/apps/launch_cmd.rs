@@ -76,7 +76,25 @@ fn processes(args: &LaunchArgs) -> Result<usize> {
     }
 }
 
+/// The commands that run as one rank of several (they read the launcher's
+/// variables); any other would run `nprocs` times over, or, for `launch`
+/// itself, start `nprocs²` processes.
+const RANK_COMMANDS: [&str; 1] = ["anneal"];
+
+/// Refuses a command that is not a rank command.
+fn check_rank_command(command: &[String]) -> Result<()> {
+    let first = command.first().map_or("", String::as_str);
+    if RANK_COMMANDS.contains(&first) {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "launch -- {first}: `apps launch` runs only `apps anneal` as ranks; run `apps {first}` \
+         without launch"
+    )
+}
+
 pub(crate) fn run(args: &LaunchArgs) -> Result<()> {
+    check_rank_command(&args.command)?;
     let nprocs = processes(args)?;
     let exe = std::env::current_exe().context("finding this program to start its ranks")?;
     let port = match args.port {
