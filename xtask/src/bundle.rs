@@ -166,9 +166,11 @@ const RANKS_SCRIPTS: [(&str, &str); 2] = [
     ("two-hosts.sh", include_str!("../../ci/two-hosts.sh")),
 ];
 
-/// Tests skipped under the sanitizers: the out-of-memory test makes a failing
-/// API call on purpose (memcheck reports it).
-const SANITIZER_SKIPS: &str = "--skip out_of_memory_is_an_error";
+/// Tests skipped under the sanitizers: the out-of-memory test and gpu-core's
+/// registration of memory twice make a failing API call on purpose
+/// (memcheck reports it).
+const SANITIZER_SKIPS: &str =
+    "--skip out_of_memory_is_an_error --skip registering_memory_twice_is_a_typed_error";
 
 /// Binaries with launches by name (tests named `*by_name*`). Their
 /// parameter tables are read from the images' cubins with no driver call
