@@ -206,7 +206,11 @@ pub(crate) fn first_diagnostic(output: &str, base: &Path) -> String {
                     .iter()
                     .any(|kind| message.starts_with(kind));
                 if is_error && !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) {
-                    return format!("{}:{number}: {message}", relative(file));
+                    return format!(
+                        "{}:{number}: {message}{}",
+                        relative(file),
+                        missing_cccl(message)
+                    );
                 }
             }
         }
@@ -215,6 +219,12 @@ pub(crate) fn first_diagnostic(output: &str, base: &Path) -> String {
             if rest.contains(": error:") || rest.contains(": fatal error:") {
                 return format!("{}:{rest}", relative(file));
             }
+        }
+        // ptxas on a line of its input: `ptxas /tmp/x.ptx, line 5; fatal   :
+        // Unsupported .version 9.5; ...` (before its closing `ptxas fatal :
+        // Ptx assembly aborted due to errors`, which says nothing).
+        if let Some(headline) = located_tool_diagnostic(line) {
+            return headline;
         }
         // nvcc, ptxas, nvlink: `nvlink error   : Undefined reference ...`.
         for tool in ["nvcc", "ptxas", "nvlink", "fatbinary"] {
@@ -234,6 +244,47 @@ pub(crate) fn first_diagnostic(output: &str, base: &Path) -> String {
         .find(|l| !l.is_empty())
         .unwrap_or("it printed nothing")
         .to_string()
+}
+
+/// What to install when `message` is a missing header of CUDA's C++ core
+/// libraries (CCCL: `nv/target`, `cuda/std/...`, CUB, Thrust), which the
+/// pip toolkit ships apart from nvcc; empty otherwise.
+fn missing_cccl(message: &str) -> &'static str {
+    let missing = message.contains("cannot open source file")
+        && ["\"nv/", "\"cuda/std/", "\"cuda/", "\"cub/", "\"thrust/"]
+            .iter()
+            .any(|header| message.contains(header));
+    if missing {
+        " (CUDA's C++ core libraries are missing from the toolkit: install \
+         nvidia-cuda-cccl of the toolkit's version, or use `cargo kiln toolkit install`)"
+    } else {
+        ""
+    }
+}
+
+/// `TOOL FILE, line N; KIND : message` (ptxas, nvlink and fatbinary name a
+/// line of their input so) as `TOOL KIND: message (FILE, line N)`; a PTX
+/// ISA newer than the tool takes says which packages disagree.
+fn located_tool_diagnostic(line: &str) -> Option<String> {
+    let (tool, rest) = line.split_once(' ')?;
+    if !["ptxas", "nvlink", "fatbinary"].contains(&tool) {
+        return None;
+    }
+    let (place, diagnostic) = rest.split_once("; ")?;
+    let (kind, message) = diagnostic.split_once(':')?;
+    let kind = kind.trim();
+    if !place.contains(", line ") || !["fatal", "error"].contains(&kind) {
+        return None;
+    }
+    let message = message.trim();
+    let hint = if message.starts_with("Unsupported .version") {
+        " (the PTX comes from a newer compiler than this ptxas: the toolkit's \
+         nvidia-cuda-nvcc, nvidia-nvvm and nvidia-cuda-crt versions disagree; install \
+         one version of all three)"
+    } else {
+        ""
+    };
+    Some(format!("{tool} {kind}: {message} ({place}){hint}"))
 }
 
 /// nvcc's refusal of a host compiler version, one line (`unsupported GNU
@@ -399,6 +450,27 @@ mod tests {
         check(
             "nvcc fatal   : Unknown option '-bogus'",
             "nvcc fatal: Unknown option '-bogus'",
+        );
+        // A mixed install (nvcc 13.0 with nvvm 13.5): the line that names the
+        // cause comes before ptxas's closing one.
+        check(
+            "ptxas /tmp/tmpxft_1_x.ptx, line 5; fatal   : Unsupported .version 9.5; current version is '9.0'\n\
+             ptxas fatal   : Ptx assembly aborted due to errors",
+            "ptxas fatal: Unsupported .version 9.5; current version is '9.0' (/tmp/tmpxft_1_x.ptx, \
+             line 5) (the PTX comes from a newer compiler than this ptxas: the toolkit's \
+             nvidia-cuda-nvcc, nvidia-nvvm and nvidia-cuda-crt versions disagree; install one \
+             version of all three)",
+        );
+        check(
+            "ptxas /tmp/a.ptx, line 12; error   : Call has wrong number of parameters\n\
+             ptxas fatal   : Ptx assembly aborted due to errors",
+            "ptxas error: Call has wrong number of parameters (/tmp/a.ptx, line 12)",
+        );
+        check(
+            "/cuda/include/cuda_fp16.h(4): catastrophic error: cannot open source file \"nv/target\"",
+            "/cuda/include/cuda_fp16.h:4: catastrophic error: cannot open source file \"nv/target\" \
+             (CUDA's C++ core libraries are missing from the toolkit: install nvidia-cuda-cccl of \
+             the toolkit's version, or use `cargo kiln toolkit install`)",
         );
         check("\n  something odd\n", "something odd");
         check("", "it printed nothing");
