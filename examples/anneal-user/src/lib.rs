@@ -46,7 +46,7 @@ pub fn train(
             world_size: 1,
         },
     };
-    let index = Index::from_run(&out, &problem, &run, Vec::new());
+    let index = Index::from_run(&out, &problem, &run, Vec::new())?;
     index.write(dir, true)?;
     Ok(index)
 }
