@@ -86,7 +86,7 @@ pub struct TcAssign {
     half_state: DeviceBuffer<u32>,
     /// The dimension the copies were made for.
     d: u32,
-    /// The device's SMs (grids of the elementwise kernels).
+    /// The device's SMs (grids of the per-row and column-sum kernels).
     sms: u32,
     /// The tc kernel's anchor tile ([`TILE_ENV`], or [`TcAssign::set_tile`]).
     tile: Tile,
@@ -171,21 +171,15 @@ pub fn padded_dim(d: u32) -> u32 {
 }
 
 /// `anneal_absmax_*`'s and `anneal_to_half_*`'s launch for `rows` rows: one
-/// warp per row, 8 rows
-/// per block of 256 threads, at most 8 blocks per SM (grid-stride).
+/// warp per row, 8 rows per block of 256 threads, at most 8 blocks per SM
+/// (grid-stride).
 fn rows_config(rows: u32, sms: u32) -> LaunchConfig {
+    let blocks = rows.div_ceil(8).clamp(1, sms.max(1) * 8);
     LaunchConfig {
-        grid: (grid_for(u64::from(rows), 8, sms, 8), 1, 1),
+        grid: (blocks, 1, 1),
         block: (256, 1, 1),
         shared_mem_bytes: 0,
     }
-}
-
-/// A grid of `blocks_per_sm` blocks per SM at most, enough for `work` items
-/// of `per_block` each.
-fn grid_for(work: u64, per_block: u64, sms: u32, blocks_per_sm: u32) -> u32 {
-    let cap = u64::from(sms.max(1) * blocks_per_sm);
-    work.div_ceil(per_block).clamp(1, cap) as u32
 }
 
 impl TcAssign {
