@@ -2,13 +2,15 @@
 //! PyTorch's anchor script beside it (the weak cdist anchor) and kiln's
 //! anneal against `kmeans_anchors.py`'s five modes (`--kmeans-anchors`),
 //! and writes `bench.json` (the figures and the speedups computed from
-//! them), `speedup.svg` and, with the anchors, `kmeans.md`.
+//! them), `speedup.svg` and, with the anchors, `kmeans.md` and (with
+//! `--encode-anchor`, `apps encode` beside `encode_anchor.py`) `encode.md`.
 //!
 //! With `--apps PATH` it needs no workspace, so the same binary runs from the
 //! GPU bundle on a host without cargo; `--plot-only` re-renders a fetched
 //! `bench.json` here. The comparisons (`report`) and the chart (`plot`) are
 //! pure; this file only runs processes and writes files.
 
+mod encode_run;
 mod grid;
 mod kmeans;
 mod kmeans_run;
@@ -36,6 +38,7 @@ const TORCH_JSON: &str = "torch.json";
 const BENCH_JSON: &str = "bench.json";
 const SPEEDUP_SVG: &str = "speedup.svg";
 const KMEANS_MD: &str = "kmeans.md";
+const ENCODE_MD: &str = "encode.md";
 
 /// Where PyTorch's figures come from.
 #[derive(Debug, PartialEq)]
@@ -52,6 +55,7 @@ struct Options {
     apps: Option<PathBuf>,
     torch: Torch,
     kmeans_anchors: Option<PathBuf>,
+    encode_anchor: Option<PathBuf>,
     /// The points' kinds for `--kmeans-anchors`, each once, in the order given.
     kinds: Vec<Kind>,
     out: PathBuf,
@@ -80,6 +84,7 @@ fn options(root: &Path, args: &BenchArgs) -> Result<Options> {
         apps: args.apps.clone(),
         torch,
         kmeans_anchors: args.kmeans_anchors.clone(),
+        encode_anchor: args.encode_anchor.clone(),
         kinds: points::chosen(args.kinds.as_deref(), args.quick)
             .map_err(|why| usage_error!("`--kinds`: {why}"))?,
         out,
@@ -169,6 +174,25 @@ pub(crate) fn run(root: &Path, args: &BenchArgs, argv: &[String]) -> Result<()> 
             }
         }
     };
+    let encode_md = opts.out.join(ENCODE_MD);
+    match &opts.encode_anchor {
+        Some(script) => {
+            let plan = encode_run::Plan::new(&apps, script, opts.quick);
+            match encode_run::run(&plan) {
+                Ok(table) => {
+                    let md = encode_run::render_markdown(&table);
+                    print!("{md}");
+                    write_atomic(&encode_md, md.as_bytes())?;
+                    written.push(encode_md);
+                }
+                Err(e) => println!("bench: encode not compared: {e:#}"),
+            }
+        }
+        // An older encode.md would read as this run's.
+        None if encode_md.exists() => std::fs::remove_file(&encode_md)
+            .with_context(|| format!("cannot remove the stale {}", encode_md.display()))?,
+        None => {}
+    }
     let command = format!("xtask {}", argv.join(" "));
     let mut bench = report::merge(today(), command, report, torch);
     bench.kmeans = kmeans;

@@ -154,6 +154,11 @@ pub(crate) struct BenchArgs {
         requires = "kmeans_anchors"
     )]
     pub(crate) kinds: Option<Vec<String>>,
+    /// Run encode_anchor.py (a streamed PyTorch encode) beside `apps encode`
+    /// on the same files and index, with the files' read rate and the
+    /// device's page-locked copy rate as the limit; writes encode.md.
+    #[arg(long, value_name = "FILE", conflicts_with = "plot_only")]
+    pub(crate) encode_anchor: Option<PathBuf>,
     /// Output folder (default: target/bench in the workspace, else ./bench).
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,

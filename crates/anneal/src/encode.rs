@@ -1,28 +1,33 @@
 //! Encoding: each point's anchor in a trained index, for inputs past one
-//! device's memory. The points are read from disk a chunk at a time by a
-//! reader thread that fills the next chunk while the current one is
-//! assigned (double buffering: two chunks in host memory at most, one on
-//! the device), and the anchors' indices are streamed to the output file
+//! device's memory. The points are read from disk a chunk at a time and
+//! the anchors' indices are streamed to the output file
 //! ([`EncodeOutput`]), so that memory is bounded by the chunk, not the
-//! input. On the CPU each chunk is assigned by the anneal's own engine; on
-//! CUDA by one assigner made for the encode (`gpu::ChunkAssigner`: the
-//! anchors uploaded once, two chunk buffers, so that the upload of the next
-//! chunk overlaps the assignment of the current one, and only the
-//! assignment kernels, the shard's path to them). Either way the index's
-//! anchors give the same f32 argmin, ties to the lowest index, as the
-//! anneal's assignment step, and the same bits whatever the chunk size.
-//! Device memory: [`chunk_device_bytes`].
+//! input ([`DEFAULT_HOST_BYTES`] by default).
+//!
+//! On CUDA the encode is a pipeline of three stages in flight at once: a
+//! reader thread reads each chunk straight into one of a few page-locked
+//! buffers (a regular file by several threads, each piece's coordinates
+//! checked while it is in the cache), the device copies it from there at
+//! the pinned rate and assigns it (`gpu::ChunkAssigner`: the anchors
+//! uploaded once, two device buffers, only the assignment kernels), and
+//! the encode's thread writes the chunk before's assignments. On the CPU a
+//! reader thread reads the next chunk while the anneal's own engine
+//! assigns the current one. Either way the index's anchors give the same
+//! f32 argmin, ties to the lowest index, as the anneal's assignment step,
+//! and the same bits whatever the chunk size. Device memory:
+//! [`chunk_device_bytes`]; where the time went: [`Stages`].
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use gpu_core::{Backend, BackendKind};
 
-use crate::gpu::{chunk_device_bytes, ChunkAssigner};
+use crate::gpu::{chunk_device_bytes, ChunkAssigner, Staged};
 use crate::index::Index;
 use crate::memory::TooLarge;
-use crate::npy::{self, Chunk, Chunks, ShardsError};
+use crate::npy::{self, ChunkRows, Chunks, ShardsError};
 use crate::{AnnealError, Dtype, Engine, Params, Points, Problem};
 
 mod output;
@@ -34,6 +39,18 @@ pub use output::{EncodeOutput, TEMP_SUFFIX};
 /// (its kernels' launches, the read-back's wait) are a small part of its
 /// time.
 pub const MAX_DEFAULT_CHUNK: usize = 1 << 22;
+
+/// Host memory the default chunk's buffers take at most (the CPU engine's
+/// copies included): resident memory stays about this whatever the
+/// input's size.
+pub const DEFAULT_HOST_BYTES: u64 = 2 << 30;
+
+/// Bytes of input in the default chunk of a CUDA encode: large enough that
+/// a chunk's fixed costs (launches, the read-back's wait) are small beside
+/// its copy, small enough that page-locking the first buffer and reading
+/// the first chunk, which nothing overlaps, are a small part of the whole
+/// (measured on an H200: 32 to 128 MiB, `BENCHMARKS.md`).
+pub const STAGED_CHUNK_BYTES: u64 = 64 << 20;
 
 /// Why an encode was refused or failed. One line each.
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +138,28 @@ pub struct Encoded {
     pub n: usize,
     /// Chunks they were read in.
     pub chunks: usize,
+    /// Where the time went, on CUDA (zero on the CPU).
+    pub stages: Stages,
+}
+
+/// Where a CUDA encode's time went. The reader thread reads and checks
+/// while the encode's own thread uploads, assigns and writes: the stage
+/// the other waits on is the one that bounds the encode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stages {
+    /// Making the assigner: the anchors uploaded, the device buffers and
+    /// the page-locked host buffers allocated.
+    pub setup: Duration,
+    /// The reader reading the files into page-locked memory (each piece's
+    /// coordinates checked as it is read).
+    pub reading: Duration,
+    /// The reader checking a chunk's points again, as points: a chunk with
+    /// a value out of bounds, or one read from a pipe.
+    pub checking: Duration,
+    /// The encode waiting for the reader's next chunk.
+    pub waiting_for_input: Duration,
+    /// The encode waiting for a chunk's assignments from the device.
+    pub waiting_for_device: Duration,
 }
 
 /// Each of `points`' nearest anchor in `index` (squared L2 in f32, ties to
@@ -187,6 +226,17 @@ fn checked<'a>(
     points: Points<'a>,
     first: usize,
 ) -> Result<Option<Problem<'a>>, EncodeError> {
+    check_index(index)?;
+    checked_points(index, points, first)
+}
+
+/// [`checked`] for an index already checked (once per encode, not once
+/// per chunk).
+fn checked_points<'a>(
+    index: &Index,
+    points: Points<'a>,
+    first: usize,
+) -> Result<Option<Problem<'a>>, EncodeError> {
     let (d, m) = (index.meta.d as usize, index.meta.m as usize);
     if d == 0 || !points.len().is_multiple_of(d) {
         return Err(EncodeError::Ragged {
@@ -194,7 +244,6 @@ fn checked<'a>(
             d,
         });
     }
-    check_index(index)?;
     let n = points.len() / d;
     if n == 0 {
         return Ok(None);
@@ -222,32 +271,40 @@ impl From<gpu_core::Error> for EncodeError {
     }
 }
 
-/// Bytes of host memory an encode in chunks of `rows` holds: two chunks
-/// as read (the one assigned, or on CUDA uploaded, and the one being read)
-/// and, on the CPU, the engine's copies of one; `None` when the figure
-/// overflows.
+/// Bytes of host memory an encode in chunks of `rows` holds: on the CPU two
+/// chunks as read (the one assigned and the one being read) and the
+/// engine's copies of one, on CUDA the [`STAGES`] page-locked buffers; and
+/// the assignments read back. `None` when the figure overflows.
 fn host_needs(d: usize, dtype: Dtype, cuda: bool, rows: usize) -> Option<u64> {
     let raw = (rows as u64)
         .checked_mul(d as u64)?
         .checked_mul(dtype.size())?;
     let engine = crate::host_bytes(rows, d, 0, 0, !cuda)?;
+    let buffers = if cuda { STAGES as u64 } else { 2 };
     // The assignments read back, as u32.
-    raw.checked_mul(2)?
+    raw.checked_mul(buffers)?
         .checked_add(engine)?
         .checked_add((rows as u64).checked_mul(4)?)
 }
 
 /// Rows per chunk when none is given: what fits a quarter of the host's
-/// available memory ([`check_chunk`]'s figure) and, on a CUDA backend, half
-/// of the device's free memory ([`chunk_device_bytes`]: both chunk buffers
-/// of the double buffering); at most [`MAX_DEFAULT_CHUNK`], at least 1.
+/// available memory and at most [`DEFAULT_HOST_BYTES`] ([`check_chunk`]'s
+/// figure) and, on a CUDA backend, half of the device's free memory
+/// ([`chunk_device_bytes`]: both chunk buffers of the double buffering) and
+/// [`STAGED_CHUNK_BYTES`] of input; at most [`MAX_DEFAULT_CHUNK`], at
+/// least 1.
 pub fn default_chunk(index: &Index, dtype: Dtype, backend: &Backend) -> usize {
     const PROBE: usize = 1 << 16;
     let (d, m) = (index.meta.d as usize, index.meta.m as usize);
     let cuda = backend.kind() == BackendKind::Cuda;
     let host_row = host_needs(d, dtype, cuda, PROBE).map_or(u64::MAX, |b| b / PROBE as u64);
-    let host_budget = crate::memory::host_available().unwrap_or(4 << 30) / 4;
+    let host_budget =
+        (crate::memory::host_available().unwrap_or(4 << 30) / 4).min(DEFAULT_HOST_BYTES);
     let mut rows = host_budget / host_row.max(1);
+    if cuda {
+        let row_bytes = (d as u64).saturating_mul(dtype.size()).max(1);
+        rows = rows.min(STAGED_CHUNK_BYTES / row_bytes);
+    }
     if let Some(dev) = backend.device().filter(|_| cuda) {
         let fixed = chunk_device_bytes(0, d, m, dtype).unwrap_or(u64::MAX);
         let grown = chunk_device_bytes(PROBE, d, m, dtype).unwrap_or(u64::MAX);
@@ -319,6 +376,7 @@ pub fn encode(
         .and_then(|()| out.writer().flush())
         .map_err(|e| out.write_error(e))?;
     // On CUDA one assigner for the whole encode, sized for the chunk.
+    let started = Instant::now();
     let mut gpu = match backend.kind() {
         BackendKind::Cuda => Some(ChunkAssigner::new(
             backend,
@@ -330,7 +388,42 @@ pub fn encode(
         )?),
         _ => None,
     };
-    let mut done = Encoded { n: 0, chunks: 0 };
+    let mut done = Encoded {
+        n: 0,
+        chunks: 0,
+        stages: Stages::default(),
+    };
+    let mut sink = |assigned: &[u32]| {
+        write_u32s(out.writer(), assigned).map_err(|e| out.write_error(e))?;
+        done.n += assigned.len();
+        done.chunks += 1;
+        progress(done.n, total);
+        Ok::<(), EncodeError>(())
+    };
+    let stages = match gpu.as_mut() {
+        Some(gpu) => stream_staged(gpu, index, chunks, started, &mut sink)?,
+        None => stream_chunks(backend, index, chunks, &mut sink).map(|()| Stages::default())?,
+    };
+    done.stages = stages;
+    drop(gpu);
+    if done.n != total {
+        return Err(EncodeError::ShortInput {
+            rows: done.n,
+            total,
+        });
+    }
+    out.commit()?;
+    Ok(done)
+}
+
+/// The CPU encode: a reader thread reads the next chunk while the current
+/// one is assigned by the CPU engine.
+fn stream_chunks(
+    backend: &Backend,
+    index: &Index,
+    chunks: Chunks,
+    sink: &mut dyn FnMut(&[u32]) -> Result<(), EncodeError>,
+) -> Result<(), EncodeError> {
     std::thread::scope(|scope| {
         // No capacity: the reader holds one chunk ready while the current
         // one is assigned, and waits for it to be taken.
@@ -344,75 +437,159 @@ pub fn encode(
             }
         });
         // Dropping `receive` on an error ends the reader at its next send.
-        let mut sink = |assigned: &[u32], done: &mut Encoded| {
-            write_u32s(out.writer(), assigned).map_err(|e| out.write_error(e))?;
-            done.n += assigned.len();
-            done.chunks += 1;
-            progress(done.n, total);
-            Ok::<(), EncodeError>(())
-        };
-        match gpu.as_mut() {
-            Some(gpu) => pipeline(gpu, index, receive, |a| sink(a, &mut done)),
-            None => {
-                for chunk in receive {
-                    let chunk = chunk.map_err(EncodeError::Shards)?;
-                    let assigned = assign_rows(backend, index, chunk.points(), chunk.start)?;
-                    sink(&assigned, &mut done)?;
-                }
-                Ok(())
-            }
+        for chunk in receive {
+            let chunk = chunk.map_err(EncodeError::Shards)?;
+            sink(&assign_rows(backend, index, chunk.points(), chunk.start)?)?;
         }
-    })?;
-    drop(gpu);
-    if done.n != total {
-        return Err(EncodeError::ShortInput {
-            rows: done.n,
-            total,
+        Ok(())
+    })
+}
+
+/// Page-locked host buffers of the CUDA encode: one being read, one whose
+/// upload runs, and two read and waiting, so that a slow read (a page-cache
+/// miss) does not leave the device idle.
+const STAGES: usize = 4;
+
+/// A chunk read and checked in a staged buffer, or why not.
+type Read = Result<(Staged, ChunkRows), EncodeError>;
+
+/// The CUDA encode: a reader thread reads each chunk straight into one of
+/// [`STAGES`] page-locked buffers (a regular file by several threads) and
+/// checks it, while the chunks before are copied by the device and
+/// assigned (`pipeline`); a buffer goes back to the reader once its copy is
+/// enqueued, and is written again once the copy is done.
+fn stream_staged(
+    gpu: &mut ChunkAssigner,
+    index: &Index,
+    mut chunks: Chunks,
+    started: Instant,
+    sink: &mut dyn FnMut(&[u32]) -> Result<(), EncodeError>,
+) -> Result<Stages, EncodeError> {
+    let (free, take_free) = mpsc::channel::<Staged>();
+    let alloc = gpu.staged_alloc();
+    // `take_free` is alive: the send cannot fail.
+    let _ = free.send(alloc.alloc()?);
+    let setup = started.elapsed();
+    std::thread::scope(|scope| {
+        // The other buffers are page-locked while the first chunks are
+        // read; one that cannot be leaves the encode with fewer (slower,
+        // not wrong: the reader waits for a buffer's copy to refill it).
+        let more = free.clone();
+        scope.spawn(move || {
+            for _ in 1..STAGES {
+                let Ok(staged) = alloc.alloc() else { break };
+                if more.send(staged).is_err() {
+                    break;
+                }
+            }
         });
+        let (ready, take_ready) = mpsc::sync_channel::<Read>(STAGES);
+        let reader = scope.spawn(move || {
+            let mut stages = Stages::default();
+            // Ends at the last chunk, at an error, or when the loop below
+            // dropped its ends of the channels (after an error of its own).
+            while let Ok(mut staged) = take_free.recv() {
+                let Some(read) = read_staged(&mut chunks, &mut staged, index, &mut stages) else {
+                    break;
+                };
+                let failed = read.is_err();
+                if ready.send(read.map(|rows| (staged, rows))).is_err() || failed {
+                    break;
+                }
+            }
+            stages
+        });
+        let mut stages = pipeline(gpu, take_ready, free, sink)?;
+        // The reader has ended: it sent its last chunk, which was taken.
+        if let Ok(read) = reader.join() {
+            stages.reading = read.reading;
+            stages.checking = read.checking;
+        }
+        stages.setup = setup;
+        Ok(stages)
+    })
+}
+
+/// Reads the next chunk into `staged` and checks its points as the anneal
+/// checks its input; `None` after the last.
+fn read_staged(
+    chunks: &mut Chunks,
+    staged: &mut Staged,
+    index: &Index,
+    stages: &mut Stages,
+) -> Option<Result<ChunkRows, EncodeError>> {
+    let bytes = match staged.bytes_mut() {
+        Ok(bytes) => bytes,
+        Err(e) => return Some(Err(e.into())),
+    };
+    let started = Instant::now();
+    let (d, dtype) = (chunks.d(), chunks.dtype());
+    // Each piece is checked as it is read; a chunk that is not all clean
+    // (a bad value, or a pipe's) is checked again as points, which names
+    // the first bad value.
+    let clean = |piece: &[u8]| crate::input::coordinates_clean(piece, dtype, d);
+    let (rows, clean) = match chunks.read_checked(bytes, &clean)? {
+        Ok(read) => read,
+        Err(e) => return Some(Err(EncodeError::Shards(e))),
+    };
+    let read = Instant::now();
+    stages.reading += read - started;
+    if clean {
+        return Some(Ok(rows));
     }
-    out.commit()?;
-    Ok(done)
+    let checked = staged
+        .points(rows.rows * d)
+        .map_err(EncodeError::from)
+        .and_then(|points| checked_points(index, points, rows.start).map(|_| rows));
+    stages.checking += read.elapsed();
+    Some(checked)
 }
 
 /// The CUDA encode's loop: while chunk `k` is assigned on the device, the
 /// assignments of chunk `k - 1` are written by `sink`, chunk `k + 1` is
-/// taken from the reader, checked and uploaded into the other buffer; then
-/// chunk `k`'s assignments are read back. The device waits only for that
-/// read-back (4 bytes a point) between two chunks' kernels.
+/// taken from the reader and its upload enqueued (its buffer handed back
+/// to the reader); then chunk `k`'s assignments are read back. The device
+/// waits only for that read-back (4 bytes a point) between two chunks'
+/// kernels.
 fn pipeline(
     gpu: &mut ChunkAssigner,
-    index: &Index,
-    chunks: mpsc::Receiver<Result<Chunk, ShardsError>>,
-    mut sink: impl FnMut(&[u32]) -> Result<(), EncodeError>,
-) -> Result<(), EncodeError> {
+    chunks: mpsc::Receiver<Read>,
+    free: mpsc::Sender<Staged>,
+    sink: &mut dyn FnMut(&[u32]) -> Result<(), EncodeError>,
+) -> Result<Stages, EncodeError> {
     let mut chunks = chunks.into_iter();
-    // Takes, checks and uploads the next chunk; `false` after the last.
-    let mut feed = |gpu: &mut ChunkAssigner| -> Result<bool, EncodeError> {
-        let Some(chunk) = chunks.next() else {
+    let mut stages = Stages::default();
+    // Takes the next chunk and enqueues its upload; `false` after the last.
+    let mut feed = |gpu: &mut ChunkAssigner, stages: &mut Stages| -> Result<bool, EncodeError> {
+        let started = Instant::now();
+        let next = chunks.next();
+        stages.waiting_for_input += started.elapsed();
+        let Some(read) = next else {
             return Ok(false);
         };
-        let chunk = chunk.map_err(EncodeError::Shards)?;
-        let points = chunk.points();
-        if checked(index, points, chunk.start)?.is_some() {
-            gpu.upload(&points.pieces(0..points.len()))?;
-        }
-        // The chunk's host memory goes here: its upload was staged.
+        let (staged, rows) = read?;
+        gpu.upload_staged(&staged, rows.rows)?;
+        // A reader that has ended has no use for it: dropped here, after
+        // its copy.
+        let _ = free.send(staged);
         Ok(true)
     };
     let (mut assigned, mut ready) = (Vec::new(), false);
-    let mut more = feed(gpu)?;
+    let mut more = feed(gpu, &mut stages)?;
     while more {
         gpu.launch()?;
         if ready {
             sink(&assigned)?;
         }
-        more = feed(gpu)?;
+        more = feed(gpu, &mut stages)?;
+        let started = Instant::now();
         ready = gpu.read(&mut assigned)?;
+        stages.waiting_for_device += started.elapsed();
     }
     if ready {
         sink(&assigned)?;
     }
-    Ok(())
+    Ok(stages)
 }
 
 /// `values` as little-endian bytes.

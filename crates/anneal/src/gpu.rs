@@ -46,7 +46,7 @@ mod sort;
 mod upload;
 
 pub use chunks::chunk_device_bytes;
-pub(crate) use chunks::ChunkAssigner;
+pub(crate) use chunks::{ChunkAssigner, Staged};
 
 use super::{AnchorStats, AnnealError, Engine, Problem, Steps};
 use devices::Devices;
@@ -86,6 +86,8 @@ fn assign_config(rows: u32) -> LaunchConfig {
 #[derive(Debug)]
 pub struct GpuEngine {
     devices: Devices,
+    /// Seconds the points' upload took, every GPU's in turn.
+    upload_seconds: f64,
     /// Present with more than one shard.
     collective: Option<Collective>,
 }
@@ -114,6 +116,7 @@ impl GpuEngine {
             let rows = (r * n / k) * d..((r + 1) * n / k) * d;
             shards.push(Shard::new(backend, &points.pieces(rows), d, max_anchors)?);
         }
+        let upload_seconds = shards.iter().map(Shard::upload_seconds).sum();
         let collective = if k > 1 {
             let streams: Vec<Stream> = shards.iter().map(|s| s.stream().clone()).collect();
             Some(Collective::new(&streams)?)
@@ -122,8 +125,16 @@ impl GpuEngine {
         };
         Ok(Self {
             devices: Devices::new(&backends[0], problem, shards, true)?,
+            upload_seconds,
             collective,
         })
+    }
+
+    /// Seconds of the setup that went to uploading the points (every GPU's
+    /// shard in turn); the rest of it allocated buffers and prepared the
+    /// points' norms and tensor-core copy.
+    pub fn upload_seconds(&self) -> f64 {
+        self.upload_seconds
     }
 
     /// GPUs the points are spread over.

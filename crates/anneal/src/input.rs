@@ -228,24 +228,14 @@ fn check_parts(points: Points<'_>, d: usize) -> Result<(), AnnealError> {
 /// Refuses the first coordinate that is NaN, infinite or over
 /// [`coordinate_bound`] (in parallel: inputs run to billions of values).
 fn check_coordinates(points: Points<'_>, d: usize) -> Result<(), AnnealError> {
-    use rayon::prelude::*;
-    const CHUNK: usize = 1 << 16;
     let bound = coordinate_bound(d);
-    fn first<T: Sync>(values: &[T], bad: impl Fn(&T) -> bool + Sync) -> Option<usize> {
-        values
-            .par_chunks(CHUNK)
-            .enumerate()
-            .find_map_first(|(c, chunk)| chunk.iter().position(&bad).map(|i| c * CHUNK + i))
-    }
-    // NaN is neither finite nor within the bound.
-    let out = |x: f32| !x.is_finite() || x.abs() > bound;
     let mut offset = 0;
     let mut bad = None;
     for piece in points.pieces(0..points.len()) {
         let found = match piece {
-            Points::F32(v) => first(v, |x| out(*x)),
-            Points::F16(v) => first(v, |b| out(half::f16::from_bits(*b).to_f32())),
-            Points::BF16(v) => first(v, |b| out(half::bf16::from_bits(*b).to_f32())),
+            Points::F32(v) => first_out(bytemuck::cast_slice::<f32, u32>(v), f32_limit(bound)),
+            Points::F16(v) => first_out(v, half_limit(bound, F16_BITS)),
+            Points::BF16(v) => first_out(v, half_limit(bound, BF16_BITS)),
             Points::Parts(_) => unreachable!("pieces are flat"),
         };
         if let Some(i) = found {
@@ -268,6 +258,96 @@ fn check_coordinates(points: Points<'_>, d: usize) -> Result<(), AnnealError> {
     } else {
         AnnealError::NonFinite { point, dim }
     })
+}
+
+/// The coordinate rule (`!x.is_finite() || |x| > bound`) on the bits: a
+/// float's magnitude orders as its bits with the sign cleared, and NaN and
+/// infinity lie above every finite value, so a value is out exactly when
+/// its magnitude bits exceed those of the largest value within the bound.
+/// An integer compare, which the compiler vectorises.
+trait MagnitudeBits: Copy + Send + Sync {
+    /// The bits with the sign cleared.
+    fn magnitude(self) -> Self;
+}
+
+impl MagnitudeBits for u32 {
+    fn magnitude(self) -> Self {
+        self & 0x7fff_ffff
+    }
+}
+
+impl MagnitudeBits for u16 {
+    fn magnitude(self) -> Self {
+        self & 0x7fff
+    }
+}
+
+/// The magnitude bits of the largest f32 within `bound` (a finite f32 >= 0).
+fn f32_limit(bound: f32) -> u32 {
+    bound.to_bits()
+}
+
+/// A 16-bit float type's conversions: from f32 to its bits (to nearest),
+/// and from its bits to f32 (exact).
+type HalfBits = (fn(f32) -> u16, fn(u16) -> f32);
+
+const F16_BITS: HalfBits = (
+    |x| half::f16::from_f32(x).to_bits(),
+    |b| half::f16::from_bits(b).to_f32(),
+);
+
+const BF16_BITS: HalfBits = (
+    |x| half::bf16::from_f32(x).to_bits(),
+    |b| half::bf16::from_bits(b).to_f32(),
+);
+
+/// The magnitude bits of the largest finite value of a 16-bit float type
+/// within `bound` (a finite f32 >= 0): the nearest, stepped down a value
+/// when it rounded up or past the type's range.
+fn half_limit(bound: f32, (to_bits, to_f32): HalfBits) -> u16 {
+    let infinity = to_bits(f32::INFINITY);
+    let nearest = to_bits(bound).min(infinity);
+    if nearest == infinity || to_f32(nearest) > bound {
+        nearest - 1
+    } else {
+        nearest
+    }
+}
+
+/// Whether every value in `bytes` (values of `dtype` in the host's byte
+/// order, aligned for it) is within [`validate`]'s rule for dimension `d`:
+/// the check of a piece of a chunk as it is read. `false` for misaligned
+/// bytes, which the caller then checks as points.
+pub(crate) fn coordinates_clean(bytes: &[u8], dtype: Dtype, d: usize) -> bool {
+    let bound = coordinate_bound(d);
+    fn clean<T: MagnitudeBits + PartialOrd + bytemuck::Pod>(bytes: &[u8], limit: T) -> bool {
+        bytemuck::try_cast_slice::<u8, T>(bytes).is_ok_and(|values| {
+            !values
+                .iter()
+                .fold(false, |any, b| any | (b.magnitude() > limit))
+        })
+    }
+    match dtype {
+        Dtype::F32 => clean(bytes, f32_limit(bound)),
+        Dtype::F16 => clean(bytes, half_limit(bound, F16_BITS)),
+        Dtype::BF16 => clean(bytes, half_limit(bound, BF16_BITS)),
+    }
+}
+
+/// The index of the first value whose magnitude bits exceed `limit`.
+fn first_out<T: MagnitudeBits + PartialOrd>(values: &[T], limit: T) -> Option<usize> {
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 16;
+    let out = |b: &T| b.magnitude() > limit;
+    values
+        .par_chunks(CHUNK)
+        .enumerate()
+        .find_map_first(|(c, chunk)| {
+            // Vectorised: a chunk is searched only when it holds one.
+            let any = chunk.iter().fold(false, |any, b| any | out(b));
+            any.then(|| chunk.iter().position(out).map(|i| c * CHUNK + i))
+                .flatten()
+        })
 }
 
 /// Checks `m × d` anchors given from outside a run (an index read from
@@ -361,4 +441,75 @@ pub fn device_bytes(
     points
         .checked_add(per_point)?
         .checked_add(per_anchor.checked_mul(gpus.max(1) as u64)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rule on the bits refuses exactly what the rule on the values
+    /// does: every f16 and bf16, and f32s around the bound and special ones,
+    /// for bounds inside and past each type's range.
+    #[test]
+    fn the_bit_rule_is_the_value_rule_for_every_16_bit_value_and_f32_edges() {
+        let out = |x: f32, bound: f32| !x.is_finite() || x.abs() > bound;
+        let bounds = [
+            0.0,
+            1.0,
+            1.5,
+            1000.3,
+            65504.0,
+            65520.0,
+            1e9,
+            3.0e38,
+            f32::MAX,
+        ];
+        for bound in bounds {
+            for (bits, name) in [(F16_BITS, "f16"), (BF16_BITS, "bf16")] {
+                let limit = half_limit(bound, bits);
+                for b in 0..=u16::MAX {
+                    assert_eq!(
+                        b.magnitude() > limit,
+                        out(bits.1(b), bound),
+                        "{name} bits {b:#06x} against bound {bound}"
+                    );
+                }
+            }
+            let limit = f32_limit(bound);
+            let up = f32::from_bits(bound.to_bits().saturating_add(1));
+            for x in [
+                0.0,
+                -0.0,
+                bound,
+                -bound,
+                up,
+                -up,
+                f32::INFINITY,
+                f32::NAN,
+                -f32::NAN,
+            ]
+            .into_iter()
+            .chain([f32::MIN_POSITIVE, 1e-40, f32::MAX, f32::NEG_INFINITY])
+            {
+                assert_eq!(
+                    x.to_bits().magnitude() > limit,
+                    out(x, bound),
+                    "f32 {x} against bound {bound}"
+                );
+            }
+        }
+    }
+
+    /// The first value out is found wherever it lies, past the first
+    /// search chunk too, and a clean input has none.
+    #[test]
+    fn the_first_value_out_is_found_in_any_chunk() {
+        let n = (1 << 16) * 3 + 17;
+        let mut values = vec![1.0f32.to_bits(); n];
+        assert_eq!(first_out(&values, f32_limit(2.0)), None);
+        for at in [n - 1, 1 << 16, 5, 0] {
+            values[at] = f32::NAN.to_bits();
+            assert_eq!(first_out(&values, f32_limit(2.0)), Some(at));
+        }
+    }
 }

@@ -570,7 +570,7 @@ mod write;
 
 pub use map::{map_or_read, NpyShard};
 pub(crate) use regular::{open_regular, Irregular};
-pub use shards::{Chunk, Chunks, Loaded, Shards, ShardsError};
+pub use shards::{Chunk, ChunkRows, Chunks, Loaded, Shards, ShardsError};
 pub use write::{read_u32_vector, write_f32_matrix, write_u32_header, write_u32_vector};
 
 #[cfg(test)]

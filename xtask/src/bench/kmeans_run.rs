@@ -100,7 +100,10 @@ fn run_kind(plan: &Plan<'_>, dir: &Path, kind: Kind) -> KmeansTable {
 }
 
 /// A command's stdout and exit, killed past `limit`; stderr streams through.
-fn output_within(cmd: &mut Command, limit: Duration) -> Result<(String, std::process::ExitStatus)> {
+pub(super) fn output_within(
+    cmd: &mut Command,
+    limit: Duration,
+) -> Result<(String, std::process::ExitStatus)> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -14,16 +14,20 @@
 //! buffers every chunk shares (norms, the f16 copy, the outputs) are used
 //! on the compute stream only, in order, and the assignments are read back
 //! on it, so chunk `k`'s are read before chunk `k + 1`'s kernels are
-//! enqueued. The host memory of a chunk may be reused once its upload
-//! returns: gpu-core has no pinned host memory, and a copy from pageable
-//! memory is staged by the driver before the call returns (the host waits
-//! for the copy, the device's kernels of the chunk before run meanwhile).
+//! enqueued. A chunk uploaded from the caller's memory ([`ChunkAssigner::upload`])
+//! may be reused once the call returns (it went through page-locked
+//! staging); one uploaded from a [`Staged`] buffer
+//! ([`ChunkAssigner::upload_staged`]) is copied by the device while the
+//! host goes on, and the buffer waits for that copy when it is next
+//! written or dropped.
 
 use cuda_sys::kernels::{
     anneal_assign_f16, anneal_assign_f32, anneal_norms_f16, anneal_norms_f32, bf16_to_f32,
 };
 use cuda_sys::types::AnnealControl;
-use gpu_core::{Backend, BackendKind, DeviceBuffer, Event, Kernel, Stream};
+use gpu_core::{
+    Backend, BackendKind, DeviceBuffer, Event, Kernel, LaunchConfig, PinnedBuffer, Stream,
+};
 
 use super::super::assign_tc::TcAssign;
 use super::super::{AnnealError, Dtype, Points, BF16_STAGING};
@@ -67,6 +71,62 @@ pub fn chunk_device_bytes(rows: usize, d: usize, m: usize, dtype: Dtype) -> Opti
         .checked_add(anchors)
 }
 
+/// A chunk's host memory for [`ChunkAssigner::upload_staged`]: page-locked,
+/// of the input's element type, so that its upload is a copy the device
+/// makes while the host reads the next chunk.
+#[derive(Debug)]
+pub(crate) enum Staged {
+    /// f32 values.
+    F32(PinnedBuffer<f32>),
+    /// f16 or bf16 bits.
+    Half(PinnedBuffer<u16>, Dtype),
+}
+
+impl Staged {
+    /// The memory to read a chunk into, once no copy reads it.
+    pub(crate) fn bytes_mut(&mut self) -> Result<&mut [u8], AnnealError> {
+        Ok(match self {
+            Staged::F32(b) => bytemuck::cast_slice_mut(b.as_mut_slice()?),
+            Staged::Half(b, _) => bytemuck::cast_slice_mut(b.as_mut_slice()?),
+        })
+    }
+
+    /// The first `values` values, as points.
+    pub(crate) fn points(&self, values: usize) -> Result<Points<'_>, AnnealError> {
+        let part = |len: usize| {
+            (values <= len)
+                .then_some(..values)
+                .ok_or_else(|| AnnealError::internal("a staged chunk past its buffer"))
+        };
+        Ok(match self {
+            Staged::F32(b) => Points::F32(&b.as_slice()?[part(b.len())?]),
+            Staged::Half(b, Dtype::F16) => Points::F16(&b.as_slice()?[part(b.len())?]),
+            Staged::Half(b, _) => Points::BF16(&b.as_slice()?[part(b.len())?]),
+        })
+    }
+}
+
+/// Allocates [`Staged`] buffers for one [`ChunkAssigner`]: a chunk of its
+/// capacity and type each. Page-locking memory is slow (about 2 GB/s), so
+/// the encode allocates all but the first on a thread of their own while
+/// the first chunks are read.
+#[derive(Debug, Clone)]
+pub(crate) struct StagedAlloc {
+    stream: Stream,
+    values: usize,
+    dtype: Dtype,
+}
+
+impl StagedAlloc {
+    /// One buffer.
+    pub(crate) fn alloc(&self) -> Result<Staged, AnnealError> {
+        Ok(match self.dtype {
+            Dtype::F32 => Staged::F32(self.stream.alloc_pinned(self.values)?),
+            dtype => Staged::Half(self.stream.alloc_pinned(self.values)?, dtype),
+        })
+    }
+}
+
 /// The encode's assigner on one GPU: see the module's docs.
 #[derive(Debug)]
 pub(crate) struct ChunkAssigner {
@@ -76,6 +136,7 @@ pub(crate) struct ChunkAssigner {
     m: u32,
     /// Rows per chunk at most.
     capacity: usize,
+    dtype: Dtype,
     buffers: [Buffer; 2],
     /// bf16 values on their way to a chunk buffer (empty for other types).
     staging: DeviceBuffer<u16>,
@@ -184,11 +245,101 @@ impl ChunkAssigner {
             waiting: None,
             running: None,
             capacity,
+            dtype,
             d: d32,
             m: m32,
             compute,
             upload,
         })
+    }
+
+    /// What allocates page-locked host memory for chunks of this
+    /// assigner, for [`Self::upload_staged`], on any thread.
+    pub(crate) fn staged_alloc(&self) -> StagedAlloc {
+        StagedAlloc {
+            stream: self.upload.clone(),
+            values: self.capacity * self.d as usize,
+            dtype: self.dtype,
+        }
+    }
+
+    /// As [`Self::upload`], from page-locked memory: the first `rows` rows
+    /// of `src` are copied by the device (bf16 through the staging buffer,
+    /// widened there) while the host goes on; `src` waits for the copy when
+    /// it is next written or dropped.
+    pub(crate) fn upload_staged(&mut self, src: &Staged, rows: usize) -> Result<(), AnnealError> {
+        let d = self.d as usize;
+        let values = rows * d;
+        if rows > self.capacity {
+            return Err(AnnealError::OverCapacity {
+                n: rows,
+                d,
+                capacity: self.capacity,
+                capacity_d: d,
+            });
+        }
+        let slot = self.begin_upload()?;
+        let up = &self.upload;
+        match (&mut self.buffers[slot], src) {
+            (Buffer::F16(dst), Staged::Half(src, Dtype::F16)) if values <= src.len() => up
+                .copy_to_device_async(src.slice(..values)?, dst.slice_mut(..values)?)?
+                .join(up)?,
+            (Buffer::F32(dst), Staged::F32(src)) if values <= src.len() => up
+                .copy_to_device_async(src.slice(..values)?, dst.slice_mut(..values)?)?
+                .join(up)?,
+            (Buffer::F32(dst), Staged::Half(src, Dtype::BF16))
+                if values <= src.len() && !self.staging.is_empty() =>
+            {
+                let step = self.staging.len();
+                for at in (0..values).step_by(step) {
+                    let count = step.min(values - at);
+                    up.copy_to_device_async(
+                        src.slice(at..at + count)?,
+                        self.staging.slice_mut(..count)?,
+                    )?
+                    .join(up)?;
+                    up.launch(
+                        &self.widen,
+                        LaunchConfig::for_elements(count as u32, 256),
+                        (
+                            self.staging.slice(..count)?,
+                            dst.slice_mut(at..at + count)?,
+                            count as u32,
+                        ),
+                    )?;
+                }
+            }
+            _ => {
+                return Err(AnnealError::internal(
+                    "a staged chunk of another type or size than the assigner's",
+                ))
+            }
+        }
+        self.end_upload(slot, rows)
+    }
+
+    /// The buffer the next upload goes to, once the kernels that last read
+    /// it are done (on the upload stream). Refused while a chunk waits for
+    /// [`Self::launch`].
+    fn begin_upload(&mut self) -> Result<usize, AnnealError> {
+        if self.waiting.is_some() {
+            return Err(AnnealError::internal(
+                "a chunk uploaded before the last was assigned",
+            ));
+        }
+        let slot = self.next;
+        if let Some(event) = &self.assigned[slot] {
+            self.upload.wait(event)?;
+        }
+        Ok(slot)
+    }
+
+    /// Marks buffer `slot` uploaded with `rows` rows, for [`Self::launch`].
+    fn end_upload(&mut self, slot: usize, rows: usize) -> Result<(), AnnealError> {
+        self.uploaded[slot] = Some(self.upload.record_event()?);
+        self.waiting = Some((slot, rows as u32));
+        self.next = 1 - slot;
+        Ok(())
     }
 
     /// Enqueues the upload of `pieces` (one chunk, in row order, of the
@@ -206,15 +357,7 @@ impl ChunkAssigner {
                 capacity_d: d,
             });
         }
-        if self.waiting.is_some() {
-            return Err(AnnealError::internal(
-                "a chunk uploaded before the last was assigned",
-            ));
-        }
-        let slot = self.next;
-        if let Some(event) = &self.assigned[slot] {
-            self.upload.wait(event)?;
-        }
+        let slot = self.begin_upload()?;
         match &mut self.buffers[slot] {
             Buffer::F16(buffer) => {
                 copy_f16(&self.upload, pieces, &mut buffer.slice_mut(..values)?)?
@@ -227,10 +370,7 @@ impl ChunkAssigner {
                 &mut self.staging.view_mut(),
             )?,
         }
-        self.uploaded[slot] = Some(self.upload.record_event()?);
-        self.waiting = Some((slot, rows as u32));
-        self.next = 1 - slot;
-        Ok(())
+        self.end_upload(slot, rows)
     }
 
     /// Enqueues the assignment of the chunk last uploaded, after its

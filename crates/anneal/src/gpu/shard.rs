@@ -43,6 +43,8 @@ enum ShardPoints {
 #[derive(Debug)]
 pub(super) struct Shard {
     stream: Stream,
+    /// Seconds the points' upload took (to its end on the device).
+    upload_seconds: f64,
     points: ShardPoints,
     norms_f32: Kernel<anneal_norms_f32>,
     scan: Kernel<anneal_scan>,
@@ -126,8 +128,15 @@ impl Shard {
         };
         let mut point_norms = stream.alloc_zeros::<f32>(n)?;
         let dtype = pieces.first().map_or(Dtype::F32, Points::dtype);
+        let started = std::time::Instant::now();
+        let upload_seconds = |stream: &Stream| -> Result<f64, AnnealError> {
+            stream.synchronize()?;
+            Ok(started.elapsed().as_secs_f64())
+        };
+        let uploaded;
         let points = if dtype == Dtype::F16 {
             let buffer = upload_f16(&stream, pieces, n * d)?;
+            uploaded = upload_seconds(&stream)?;
             let norms: Kernel<anneal_norms_f16> = backend.kernel()?;
             stream.launch(
                 &norms,
@@ -137,6 +146,7 @@ impl Shard {
             ShardPoints::F16(buffer, backend.kernel()?, backend.kernel()?)
         } else {
             let buffer = upload_f32(backend, &stream, pieces, n * d)?;
+            uploaded = upload_seconds(&stream)?;
             let norms: Kernel<anneal_norms_f32> = backend.kernel()?;
             stream.launch(
                 &norms,
@@ -193,6 +203,7 @@ impl Shard {
             history: stream.alloc_zeros(RUN)?,
             scratch: stream.alloc_zeros(scratch_bytes.max(1))?,
             moves: moves::Moves::new(backend, &stream, max_anchors, d)?,
+            upload_seconds: uploaded,
             stream,
         })
     }
@@ -398,6 +409,11 @@ impl Shard {
             ),
         )?;
         Ok(())
+    }
+
+    /// Seconds the points' upload took.
+    pub(super) fn upload_seconds(&self) -> f64 {
+        self.upload_seconds
     }
 
     /// The stream this shard's work goes on (NCCL's too).

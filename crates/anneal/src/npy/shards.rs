@@ -60,6 +60,14 @@ pub enum ShardsError {
         /// The first file's element type.
         first_dtype: Dtype,
     },
+    /// A buffer given to [`Chunks::read_into`] is smaller than a chunk.
+    #[error("a buffer of {given} bytes cannot hold a chunk of {needed} bytes")]
+    Buffer {
+        /// Bytes of the chunk.
+        needed: usize,
+        /// Bytes of the buffer.
+        given: usize,
+    },
     /// The files' rows together overflow the address space.
     #[error("{}: the files' rows overflow", path.display())]
     TooManyRows {
@@ -262,30 +270,85 @@ impl Chunks {
         self.dtype
     }
 
-    fn read_chunk(&mut self) -> Result<Chunk, ShardsError> {
+    /// Reads the next chunk's rows into the start of `out`, as the files'
+    /// bytes in the host's byte order (f32 values for an f32 input, f16 or
+    /// bf16 bits for the others): the caller's buffer, page-locked memory for
+    /// a copy to the device, say. A regular file's rows are read by several
+    /// threads at once, each from its own offset; a pipe's in order. `None`
+    /// after the last chunk (and after an error); `out` must hold
+    /// [`Chunks::chunk_bytes`].
+    pub fn read_into(&mut self, out: &mut [u8]) -> Option<Result<ChunkRows, ShardsError>> {
+        self.read_checked(out, &|_| false)
+            .map(|read| read.map(|(rows, _)| rows))
+    }
+
+    /// [`Chunks::read_into`], with `clean` run on each piece a thread
+    /// read from a regular file, in the host's byte order, while it is in
+    /// the cache: also returns whether every piece was clean (`false` when
+    /// some part came from a pipe, which `clean` did not see).
+    pub(crate) fn read_checked(
+        &mut self,
+        out: &mut [u8],
+        clean: &(dyn Fn(&[u8]) -> bool + Sync),
+    ) -> Option<Result<(ChunkRows, bool), ShardsError>> {
+        if self.next >= self.total {
+            return self.finish().err().map(Err);
+        }
+        let read = self.fill(out, clean);
+        if read.is_err() {
+            self.next = self.total;
+            self.left.clear();
+        }
+        Some(read)
+    }
+
+    /// Bytes of one whole chunk: what [`Chunks::read_into`] needs.
+    pub fn chunk_bytes(&self) -> usize {
+        self.rows.min(self.total) * self.d * self.dtype.size() as usize
+    }
+
+    /// Checks that files of no rows after the last chunk end where their
+    /// headers say.
+    fn finish(&mut self) -> Result<(), ShardsError> {
+        while let Some((path, input, _)) = self.left.pop_front() {
+            if let Err(error) = at_end(input) {
+                self.left.clear();
+                return Err(ShardsError::Npy { path, error });
+            }
+        }
+        Ok(())
+    }
+
+    fn fill(
+        &mut self,
+        out: &mut [u8],
+        clean: &(dyn Fn(&[u8]) -> bool + Sync),
+    ) -> Result<(ChunkRows, bool), ShardsError> {
         let rows = self.rows.min(self.total - self.next);
-        let count = rows * self.d;
-        let mut data = match self.dtype {
-            Dtype::F32 => NpyData::F32(vec![0.0; count]),
-            Dtype::F16 => NpyData::F16(vec![0; count]),
-            Dtype::BF16 => NpyData::BF16(vec![0; count]),
-        };
-        let mut filled = 0;
+        let size = self.dtype.size() as usize;
+        let row_bytes = self.d * size;
+        let needed = rows * row_bytes;
+        if out.len() < needed {
+            return Err(ShardsError::Buffer {
+                needed,
+                given: out.len(),
+            });
+        }
+        let (mut filled, mut all_clean) = (0, true);
         while filled < rows {
             let Some((path, input, done)) = self.left.front_mut() else {
                 break;
             };
             let take = (input.n - *done).min(rows - filled);
-            let values = filled * self.d..(filled + take) * self.d;
-            let read = match &mut data {
-                NpyData::F32(v) => read_values(input, *done, &mut v[values]),
-                NpyData::F16(v) | NpyData::BF16(v) => read_values(input, *done, &mut v[values]),
-            };
-            if let Err(error) = read {
-                return Err(ShardsError::Npy {
-                    path: path.clone(),
-                    error,
-                });
+            let bytes = &mut out[filled * row_bytes..(filled + take) * row_bytes];
+            match read_rows(input, *done, bytes, size, clean) {
+                Ok(piece_clean) => all_clean &= piece_clean,
+                Err(error) => {
+                    return Err(ShardsError::Npy {
+                        path: path.clone(),
+                        error,
+                    })
+                }
             }
             *done += take;
             filled += take;
@@ -294,14 +357,39 @@ impl Chunks {
                 at_end(input).map_err(|error| ShardsError::Npy { path, error })?;
             }
         }
-        let chunk = Chunk {
+        let chunk = ChunkRows {
             start: self.next,
             rows,
-            data,
         };
         self.next += rows;
-        Ok(chunk)
+        Ok((chunk, all_clean))
     }
+
+    fn read_chunk(&mut self) -> Result<Chunk, ShardsError> {
+        let rows = self.rows.min(self.total - self.next);
+        let count = rows * self.d;
+        let mut data = match self.dtype {
+            Dtype::F32 => NpyData::F32(vec![0.0; count]),
+            Dtype::F16 => NpyData::F16(vec![0; count]),
+            Dtype::BF16 => NpyData::BF16(vec![0; count]),
+        };
+        let bytes: &mut [u8] = match &mut data {
+            NpyData::F32(v) => bytemuck::cast_slice_mut(v),
+            NpyData::F16(v) | NpyData::BF16(v) => bytemuck::cast_slice_mut(v),
+        };
+        let (ChunkRows { start, rows }, _) = self.fill(bytes, &|_| false)?;
+        Ok(Chunk { start, rows, data })
+    }
+}
+
+/// Where [`Chunks::read_into`] put a chunk: rows `start..start + rows` of
+/// the whole input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkRows {
+    /// The first row's index in the whole input.
+    pub start: usize,
+    /// Rows read.
+    pub rows: usize,
 }
 
 impl Iterator for Chunks {
@@ -310,13 +398,7 @@ impl Iterator for Chunks {
     fn next(&mut self) -> Option<Self::Item> {
         if self.next >= self.total {
             // Files of no rows after the last chunk are still checked.
-            while let Some((path, input, _)) = self.left.pop_front() {
-                if let Err(error) = at_end(input) {
-                    self.left.clear();
-                    return Some(Err(ShardsError::Npy { path, error }));
-                }
-            }
-            return None;
+            return self.finish().err().map(Err);
         }
         let chunk = self.read_chunk();
         if chunk.is_err() {
@@ -327,32 +409,76 @@ impl Iterator for Chunks {
     }
 }
 
-/// Fills `out` with the next values of `input`'s data (after its first
-/// `done` rows), in the host's byte order.
-fn read_values<T: bytemuck::Pod>(
+/// Bytes a thread reads at once from a regular file: a multiple of every
+/// value's size, and small enough to be checked while in the core's cache.
+const READ_PIECE: usize = 1 << 20;
+
+/// Fills `out` with the next rows of `input`'s data (after its first `done`
+/// rows), in the host's byte order (`size`: bytes a value). A regular
+/// file's are read with positional reads, [`READ_PIECE`] bytes a thread
+/// (the page cache serves several readers far faster than one), each piece
+/// given to `clean` as soon as it is read; a pipe's in order. Returns
+/// whether `clean` passed every piece (`false` for a pipe: it saw none).
+fn read_rows(
     input: &mut NpyInput<BufReader<File>>,
     done: usize,
-    out: &mut [T],
-) -> Result<(), NpyError> {
-    let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-    let got = super::read_full(&mut input.reader, bytes)?;
-    if got < bytes.len() {
-        // The file shrank after its header was checked, or a pipe ended
-        // early: what was there is the rows before and this read's part.
-        let before = done as u64 * input.d as u64 * std::mem::size_of::<T>() as u64;
-        return Err(NpyError::Truncated {
-            section: "data",
-            needed: input.data_bytes(),
-            available: before + got as u64,
-        });
-    }
-    if input.big_endian != cfg!(target_endian = "big") {
-        let size = std::mem::size_of::<T>();
-        for value in bytes.chunks_exact_mut(size) {
-            value.reverse();
+    out: &mut [u8],
+    size: usize,
+    clean: &(dyn Fn(&[u8]) -> bool + Sync),
+) -> Result<bool, NpyError> {
+    let before = done as u64 * input.d as u64 * size as u64;
+    let needed = input.data_bytes();
+    let short = |available: u64| NpyError::Truncated {
+        section: "data",
+        needed,
+        available,
+    };
+    #[cfg(unix)]
+    if input.data_len.is_some() {
+        use rayon::prelude::*;
+        use std::os::unix::fs::FileExt;
+        let file = input.reader.get_ref();
+        let start = input.data_offset + before;
+        let big_endian = input.big_endian != cfg!(target_endian = "big");
+        let read: std::io::Result<bool> = out
+            .par_chunks_mut(READ_PIECE)
+            .enumerate()
+            .map(|(i, piece)| {
+                file.read_exact_at(piece, start + (i * READ_PIECE) as u64)?;
+                if big_endian {
+                    swap(piece, size);
+                }
+                Ok(clean(piece))
+            })
+            .try_reduce(|| true, |a, b| Ok(a && b));
+        match read {
+            Ok(all_clean) => return Ok(all_clean),
+            // The file shrank after its header was checked: what is there
+            // now is what it holds.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                let len = file.metadata().map_err(NpyError::Io)?.len();
+                return Err(short(len.saturating_sub(input.data_offset)));
+            }
+            Err(e) => return Err(NpyError::Io(e)),
         }
     }
-    Ok(())
+    let got = super::read_full(&mut input.reader, out)?;
+    if got < out.len() {
+        // A pipe ended early (or the file shrank): what was there is the
+        // rows before and this read's part.
+        return Err(short(before + got as u64));
+    }
+    if input.big_endian != cfg!(target_endian = "big") {
+        swap(out, size);
+    }
+    Ok(false)
+}
+
+/// Reverses the bytes of each value of `size` bytes.
+fn swap(bytes: &mut [u8], size: usize) {
+    for value in bytes.chunks_exact_mut(size) {
+        value.reverse();
+    }
 }
 
 /// Refuses data past what the header promised (read to find out only when

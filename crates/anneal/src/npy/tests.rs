@@ -471,3 +471,101 @@ fn a_matrix_of_the_wrong_size_is_an_error_not_a_panic() {
         assert!(out.is_empty(), "something was written");
     }
 }
+
+/// A regular file's chunk is read in pieces of at most [`shards`]'s read
+/// piece, every byte given to the check once, big-endian data swapped
+/// before the check sees it; one piece the check refuses makes the chunk
+/// unclean, and a pipe's chunk is never called clean.
+#[test]
+fn read_checked_gives_every_piece_to_the_check_and_a_pipe_none() {
+    use std::sync::Mutex;
+    let (n, d) = (3000usize, 129usize); // 1.5 MiB of f32: two pieces and a part
+    let values: Vec<f32> = (0..n * d).map(|i| i as f32).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (le, be) = (dir.path().join("le.npy"), dir.path().join("be.npy"));
+    std::fs::write(
+        &le,
+        npy_bytes(1, &dict("<f4", &format!("({n}, {d})")), &f32_bytes(&values)),
+    )
+    .unwrap();
+    let be_data: Vec<u8> = values.iter().flat_map(|v| v.to_be_bytes()).collect();
+    std::fs::write(
+        &be,
+        npy_bytes(1, &dict(">f4", &format!("({n}, {d})")), &be_data),
+    )
+    .unwrap();
+    for path in [&le, &be] {
+        let mut chunks = Shards::open(&[path]).unwrap().into_chunks(n);
+        let mut out = vec![0u8; chunks.chunk_bytes()];
+        let seen = Mutex::new(Vec::new());
+        let check = |piece: &[u8]| {
+            let floats: &[f32] = bytemuck::cast_slice(piece);
+            seen.lock().unwrap().push((floats[0], piece.len()));
+            true
+        };
+        let (rows, clean) = chunks.read_checked(&mut out, &check).unwrap().unwrap();
+        assert_eq!((rows.start, rows.rows, clean), (0, n, true));
+        assert_eq!(bytemuck::cast_slice::<u8, f32>(&out), &values[..]);
+        assert!(chunks.read_checked(&mut out, &check).is_none());
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_by(|a, b| a.0.total_cmp(&b.0));
+        // Each piece starts where the one before ended, in values.
+        let mut next = 0.0;
+        for (first, len) in &seen {
+            assert_eq!(*first, next, "{}", path.display());
+            assert!(*len <= 1 << 20);
+            next += (*len / 4) as f32;
+        }
+        assert_eq!(next as usize, n * d);
+    }
+    // One piece refused: the chunk is not clean.
+    let mut chunks = Shards::open(&[&le]).unwrap().into_chunks(n);
+    let mut out = vec![0u8; chunks.chunk_bytes()];
+    let refuse_second = |piece: &[u8]| bytemuck::cast_slice::<u8, f32>(piece)[0] == 0.0;
+    let (_, clean) = chunks
+        .read_checked(&mut out, &refuse_second)
+        .unwrap()
+        .unwrap();
+    assert!(!clean);
+    // A buffer too small for the chunk is an error, not a partial read.
+    let mut chunks = Shards::open(&[&le]).unwrap().into_chunks(n);
+    let mut small = vec![0u8; 7];
+    let err = chunks
+        .read_checked(&mut small, &|_| true)
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(err, ShardsError::Buffer { .. }), "{err}");
+}
+
+/// A FIFO's chunk is read in order and never called clean: the check saw
+/// none of it.
+#[cfg(unix)]
+#[test]
+fn read_checked_calls_a_pipes_chunk_unclean() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe.npy");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let bytes = npy_bytes(
+        1,
+        &dict("<f4", "(2, 3)"),
+        &f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+    );
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, bytes).unwrap())
+    };
+    let mut chunks = Shards::open(&[&fifo]).unwrap().into_chunks(2);
+    let mut out = vec![0u8; chunks.chunk_bytes()];
+    let (rows, clean) = chunks.read_checked(&mut out, &|_| true).unwrap().unwrap();
+    assert_eq!((rows.rows, clean), (2, false));
+    assert_eq!(
+        bytemuck::cast_slice::<u8, f32>(&out),
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    );
+    assert!(chunks.read_checked(&mut out, &|_| true).is_none());
+    writer.join().unwrap();
+}

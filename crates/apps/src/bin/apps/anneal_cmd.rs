@@ -177,6 +177,7 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
     // the iterations: the speedup compares the iterations.
     let started = Instant::now();
     let backends = target.gpus();
+    let mut upload_seconds = None;
     let mut engine: Box<dyn kiln_anneal::Engine> =
         if let Some(engine) = wgpu_engine(target, problem)? {
             engine
@@ -187,6 +188,7 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
             for backend in backends {
                 backend.synchronize()?;
             }
+            upload_seconds = Some(engine.upload_seconds());
             Box::new(engine)
         };
     let setup_seconds = started.elapsed().as_secs_f64();
@@ -226,6 +228,7 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
             world_size: 1,
         },
         setup_seconds,
+        upload_seconds,
         seconds: started.elapsed().as_secs_f64(),
         phases,
         out,

@@ -22,6 +22,9 @@ pub(crate) struct AnnealRun {
     pub(crate) record: RunRecord,
     /// Upload and allocation.
     pub(crate) setup_seconds: f64,
+    /// The part of the setup that uploaded the points, where measured (the
+    /// CUDA engine).
+    pub(crate) upload_seconds: Option<f64>,
     /// The iterations.
     pub(crate) seconds: f64,
     /// Where those seconds went.
@@ -132,12 +135,17 @@ pub(crate) fn write_index(
     Ok(())
 }
 
-/// `whole run W ms (setup S ms, iterations I ms)`: from `launched` (this
+/// `whole run W ms (setup S ms, iterations I ms)`, with `; upload U ms of
+/// the setup` where the engine measured it: from `launched` (this
 /// process's start) to its result, what a user waits for, beside the
 /// parts that `report` shows (`run.sh ranks` reads this line).
 pub(crate) fn whole_run(prefix: &str, launched: std::time::Instant, run: &AnnealRun) -> Result<()> {
+    let upload = run
+        .upload_seconds
+        .map(|s| format!("; upload {:.1} ms of the setup", s * 1e3))
+        .unwrap_or_default();
     out!(
-        "{prefix}whole run {:.1} ms (setup {:.1} ms, iterations {:.1} ms)",
+        "{prefix}whole run {:.1} ms (setup {:.1} ms, iterations {:.1} ms{upload})",
         launched.elapsed().as_secs_f64() * 1e3,
         run.setup_seconds * 1e3,
         run.seconds * 1e3

@@ -114,7 +114,10 @@ max). Without --npy it reports the index alone.";
 const ENCODE_HELP: &str = "Each point goes to its nearest anchor in squared L2 distance, \
 ties to the lowest anchor: the anneal's own assignment (the CPU engine's, or the GPU's kernels), \
 the same bits whatever --chunk is. The points are read from disk a chunk at a time, the next \
-chunk read while the current one is assigned, so memory is bounded by the chunk, not the input.\n\n\
+chunk read while the current one is assigned, so memory is bounded by the chunk, not the input. \
+On CUDA a regular file is read by several threads straight into page-locked buffers, which the \
+GPU copies from while the next chunks are read; progress shows the input rate, and the last line \
+where the time went (reading, or waiting for the device).\n\n\
 --out FILE gets a 1-D uint32 .npy (as the index's assignments.npy), written to a hidden \
 temporary file beside it and renamed into place at the end: FILE is the old file or the \
 whole new one, never a part. An existing FILE is replaced only with --force (never an input, \
@@ -239,7 +242,8 @@ pub(crate) struct EncodeArgs {
     /// Replace FILE if it exists
     #[arg(long)]
     pub(crate) force: bool,
-    /// Points per chunk (1 to 2^32 - 1) [default: sized from the memory there is]
+    /// Points per chunk (1 to 2^32 - 1) [default: 64 MiB of input on CUDA,
+    /// within 2 GiB of host memory and the GPU's free memory]
     #[arg(long, value_name = "N", value_parser = count::<1, { u32::MAX as u64 }>, allow_negative_numbers = true)]
     pub(crate) chunk: Option<u64>,
     #[command(flatten)]

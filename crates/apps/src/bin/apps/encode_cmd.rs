@@ -47,14 +47,16 @@ pub(crate) fn run(args: &EncodeArgs) -> Result<()> {
     );
     let started = Instant::now();
     let mut last = Instant::now();
+    let row_bytes = d as f64 * shards.dtype().size() as f64;
     let mut progress = |done: usize, total: usize| {
         // Every chunk of a long run, at most once a second, and the end.
         if done == total || last.elapsed().as_secs_f64() >= 1.0 {
             last = Instant::now();
+            let seconds = started.elapsed().as_secs_f64();
             eprintln!(
-                "encode: {done} of {total} points ({:.1}%), {:.1} s",
+                "encode: {done} of {total} points ({:.1}%), {seconds:.1} s, {:.2} GB/s of input",
                 100.0 * done as f64 / total.max(1) as f64,
-                started.elapsed().as_secs_f64()
+                done as f64 * row_bytes / seconds.max(1e-9) / 1e9,
             );
         }
     };
@@ -66,14 +68,26 @@ pub(crate) fn run(args: &EncodeArgs) -> Result<()> {
         &mut progress,
     )
     .map_err(|e| encode_error(e, args))?;
+    let seconds = started.elapsed().as_secs_f64();
     out!(
-        "encoded: {} ({} points in {} chunk{}, {:.2} s)",
+        "encoded: {} ({} points in {} chunk{}, {seconds:.2} s, {:.2} GB/s of input)",
         args.out.display(),
         done.n,
         done.chunks,
         if done.chunks == 1 { "" } else { "s" },
-        started.elapsed().as_secs_f64()
+        done.n as f64 * row_bytes / seconds.max(1e-9) / 1e9
     );
+    let st = done.stages;
+    if st != encode::Stages::default() {
+        out!(
+            "stages: setup {:.2} s; reader {:.2} s reading, {:.2} s checking again; encode waited {:.2} s for input, {:.2} s for the device",
+            st.setup.as_secs_f64(),
+            st.reading.as_secs_f64(),
+            st.checking.as_secs_f64(),
+            st.waiting_for_input.as_secs_f64(),
+            st.waiting_for_device.as_secs_f64()
+        );
+    }
     Ok(())
 }
 

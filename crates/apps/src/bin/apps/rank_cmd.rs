@@ -243,6 +243,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
             world_size: world as u32,
         },
         setup_seconds,
+        upload_seconds: None,
         seconds: started.elapsed().as_secs_f64(),
         phases,
         out,
