@@ -22,6 +22,17 @@ fn toolkit(patch: u32) -> Toolkit {
     }
 }
 
+/// A cache in `store` for a crate at `/crate`, with toolkit 13.0.`patch`.
+fn cache_in(store: &Path, patch: u32, out: &Path) -> Cache {
+    Cache::new(
+        store.to_path_buf(),
+        DEFAULT_MAX,
+        &toolkit(patch),
+        out,
+        Path::new("/crate"),
+    )
+}
+
 fn args(out: &Path) -> Vec<OsString> {
     vec![
         "-fatbin".into(),
@@ -54,11 +65,11 @@ fn keys_follow_content_toolkit_and_not_the_out_dir() {
     ];
     let source = Path::new("/src/a.cu");
 
-    let cache = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(88), &dev);
+    let cache = cache_in(&store, 88, &dev);
     assert!(cache.lookup_compile(&args(&dev), source, any).is_none());
     cache.store_compile(&args(&dev), source, &deps, b"image", "ptxas info");
 
-    let other_profile = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(88), &release);
+    let other_profile = cache_in(&store, 88, &release);
     let hit = other_profile
         .lookup_compile(&args(&release), source, any)
         .expect("a hit");
@@ -69,7 +80,7 @@ fn keys_follow_content_toolkit_and_not_the_out_dir() {
     assert_eq!(hit.deps, deps);
     assert_eq!(other_profile.report().hits, 1);
 
-    let other_toolkit = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(89), &release);
+    let other_toolkit = cache_in(&store, 89, &release);
     assert!(other_toolkit
         .lookup_compile(&args(&release), source, any)
         .is_none());
@@ -96,7 +107,13 @@ fn eviction_removes_the_least_recently_used_first() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     std::fs::create_dir_all(&out).unwrap();
-    let cache = Cache::new(tmp.path().join("store"), 300, &toolkit(88), &out);
+    let cache = Cache::new(
+        tmp.path().join("store"),
+        300,
+        &toolkit(88),
+        &out,
+        Path::new("/crate"),
+    );
     let mut keys = Vec::new();
     for (i, when) in [(0u8, 30u64), (1, 10), (2, 20)] {
         let object = out.join(format!("o{i}"));
@@ -145,7 +162,7 @@ impl Stored {
         std::fs::create_dir_all(&out).unwrap();
         let header = tmp.path().join("h.h");
         std::fs::write(&header, "one").unwrap();
-        let cache = Cache::new(tmp.path().join("store"), DEFAULT_MAX, &toolkit(88), &out);
+        let cache = cache_in(&tmp.path().join("store"), 88, &out);
         let deps = vec![header];
         let mut paths = Vec::new();
         for (source, image) in [("/src/a.cu", "image of a"), ("/src/b.cu", "image of b")] {
@@ -274,6 +291,7 @@ fn damaged_entries_are_misses_and_are_replaced() {
         good.len() as u64 - 1,
         &toolkit(88),
         &stored.out,
+        Path::new("/crate"),
     );
     assert!(
         small
@@ -359,7 +377,13 @@ fn eviction_never_follows_a_link_nor_removes_what_it_did_not_write() {
     let before: Vec<_> = victims.iter().map(|v| digest(v)).collect();
 
     // Bound 1: everything the cache wrote goes.
-    let cache = Cache::new(tmp.path().join("store"), 1, &toolkit(88), &out);
+    let cache = Cache::new(
+        tmp.path().join("store"),
+        1,
+        &toolkit(88),
+        &out,
+        Path::new("/crate"),
+    );
     let object = out.join("o");
     std::fs::write(&object, "object").unwrap();
     let args = vec![OsString::from("-lib")];
@@ -422,7 +446,7 @@ fn eviction_never_follows_a_link_nor_removes_what_it_did_not_write() {
 fn a_store_never_writes_through_a_linked_folder() {
     use std::os::unix::fs::symlink;
     let (tmp, out, own) = builder_folders();
-    let cache = Cache::new(tmp.path().join("store"), DEFAULT_MAX, &toolkit(88), &out);
+    let cache = cache_in(&tmp.path().join("store"), 88, &out);
     let object = out.join("o");
     std::fs::write(&object, "object").unwrap();
     let args = vec![OsString::from("-lib")];
@@ -442,4 +466,135 @@ fn a_store_never_writes_through_a_linked_folder() {
         "nothing written through the link"
     );
     assert!(cache.lookup_link(&args, &[object], any).is_none());
+}
+
+/// A crate with `kernels/a.cu` and `kernels/include/h.h` under `root`, and
+/// the compile of `a.cu` as `compile.rs` writes it (nvcc in the root, the
+/// crate's files relative to it): its args, source and depfile's files.
+fn crate_at(root: &Path, out: &Path, header: &str) -> (Vec<OsString>, PathBuf, Vec<PathBuf>) {
+    std::fs::create_dir_all(root.join("kernels/include")).unwrap();
+    std::fs::create_dir_all(out).unwrap();
+    std::fs::write(root.join("kernels/a.cu"), "#include \"h.h\"\n").unwrap();
+    std::fs::write(root.join("kernels/include/h.h"), header).unwrap();
+    let args = vec![
+        "-fatbin".into(),
+        "-Ikernels/include".into(),
+        "-o".into(),
+        out.join("a.fatbin").into_os_string(),
+        "kernels/a.cu".into(),
+    ];
+    let source = root.join("kernels/a.cu");
+    let deps = vec![
+        source.clone(),
+        root.join("kernels/include/h.h"),
+        PathBuf::from("/cuda/include/cuda_runtime.h"),
+    ];
+    (args, source, deps)
+}
+
+/// The regression of issue 42: the same tree at another path (another
+/// checkout, a CI runner's temp dir) hit nothing, its sources' absolute
+/// paths being in every key. Now it hits, and the hit's files are the new
+/// checkout's, so its stamp and `rerun-if-changed` lines watch its own
+/// headers; a header whose content differs there still misses.
+#[test]
+fn the_same_tree_at_another_path_hits_and_names_its_own_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let (one, two) = (tmp.path().join("one"), tmp.path().join("elsewhere/two"));
+    let (out_one, out_two) = (tmp.path().join("out-one"), tmp.path().join("out-two"));
+    let (args, source, deps) = crate_at(&one, &out_one, "one");
+    let first = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(88), &out_one, &one);
+    first.store_compile(&args, &source, &deps, b"image", "log");
+
+    let (args, source, deps) = crate_at(&two, &out_two, "one");
+    let second = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(88), &out_two, &two);
+    let hit = second
+        .lookup_compile(&args, &source, any)
+        .expect("the tree at another path hits");
+    assert_eq!(hit.output, b"image");
+    assert_eq!(hit.deps, deps, "the hit names the second checkout's files");
+
+    let index = std::fs::read_dir(second.root.join("index"))
+        .unwrap()
+        .flatten()
+        .flat_map(|shard| std::fs::read_dir(shard.path()).unwrap().flatten())
+        .map(|file| std::fs::read_to_string(file.path()).unwrap())
+        .collect::<String>();
+    assert_eq!(
+        index, "kernels/a.cu\nkernels/include/h.h\n/cuda/include/cuda_runtime.h\n",
+        "the index names the crate's files relative to it"
+    );
+
+    std::fs::write(two.join("kernels/include/h.h"), "two").unwrap();
+    assert!(
+        second.lookup_compile(&args, &source, any).is_none(),
+        "a header that differs there misses"
+    );
+}
+
+/// An index line no store writes (a relative name climbing out of the crate,
+/// an empty one) is damage: a miss, never a file outside the crate hashed
+/// in the crate's place.
+#[test]
+fn an_index_naming_a_file_outside_the_crate_by_a_relative_name_is_a_miss() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, out) = (tmp.path().join("crate"), tmp.path().join("out"));
+    let (args, source, deps) = crate_at(&root, &out, "one");
+    let cache = Cache::new(
+        tmp.path().join("store"),
+        DEFAULT_MAX,
+        &toolkit(88),
+        &out,
+        &root,
+    );
+    cache.store_compile(&args, &source, &deps, b"image", "log");
+    assert!(cache.lookup_compile(&args, &source, any).is_some());
+    let base = cache.base_key("compile", &args, &source);
+    let index = cache.index_path(&base);
+    for damaged in [
+        "kernels/a.cu\n../crate/kernels/include/h.h\n/cuda/include/cuda_runtime.h\n",
+        "kernels/a.cu\n./kernels/include/h.h\n/cuda/include/cuda_runtime.h\n",
+    ] {
+        std::fs::write(&index, damaged).unwrap();
+        assert!(
+            cache.lookup_compile(&args, &source, any).is_none(),
+            "{damaged}"
+        );
+    }
+}
+
+/// A flag naming the crate's files by absolute path (a build script's
+/// `-I/abs/crate/vendor`) is the same key in every checkout; one naming
+/// another checkout's files is not, even with the same contents: nvcc
+/// would read that checkout's files, not this one's.
+#[test]
+fn an_absolute_flag_into_the_crate_is_named_relative_to_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let (one, two) = (tmp.path().join("one"), tmp.path().join("two"));
+    let out = tmp.path().join("out");
+    let flag = |root: &Path| {
+        let mut flag = OsString::from("-I");
+        flag.push(root.join("vendor"));
+        flag
+    };
+    let (mut args, source, deps) = crate_at(&one, &out, "one");
+    args.insert(1, flag(&one));
+    Cache::new(store.clone(), DEFAULT_MAX, &toolkit(88), &out, &one)
+        .store_compile(&args, &source, &deps, b"image", "log");
+
+    let (args, source, _) = crate_at(&two, &out, "one");
+    let second = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(88), &out, &two);
+    let with = |dir: &Path| {
+        let mut args = args.clone();
+        args.insert(1, flag(dir));
+        args
+    };
+    assert!(second.lookup_compile(&with(&two), &source, any).is_some());
+    assert!(second.lookup_compile(&with(&one), &source, any).is_none());
+    let sibling = tmp.path().join("two-vendor");
+    assert!(second
+        .lookup_compile(&with(&sibling), &source, any)
+        .is_none());
 }
