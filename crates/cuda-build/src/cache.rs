@@ -511,10 +511,19 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 }
 
 /// Writes `bytes` to a temp file beside `path`, then renames it into place.
+/// The temp file's name is unique (random, created with `O_EXCL`, which NFS
+/// honours) and the rename within one folder is atomic there too, so
+/// concurrent writers of one entry, on one machine or several sharing a
+/// store, each publish a whole file and readers see one of them whole. Its
+/// mode is a plain file's (0644 less the umask), not a temp file's 0600: a
+/// store a team shares is read by all of them.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    let mut builder = tempfile::Builder::new();
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
+    let mut file = builder.tempfile_in(dir)?;
     file.write_all(bytes)?;
     file.persist(path).map_err(|e| e.error)?;
     Ok(())

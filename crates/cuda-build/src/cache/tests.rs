@@ -564,6 +564,90 @@ fn an_index_naming_a_file_outside_the_crate_by_a_relative_name_is_a_miss() {
     }
 }
 
+/// Checkouts sharing one store (on one machine, or an NFS folder several
+/// write) store the same key at once, with outputs that may differ (line
+/// tables record their paths and mtimes): each writer publishes a whole
+/// entry by renaming its own temp file, and every read meanwhile is a miss
+/// or one writer's whole entry, its log and output together; afterwards the
+/// key hits, no temp file is left, and the files are a plain file's mode.
+#[test]
+fn concurrent_writers_of_one_key_publish_whole_entries() {
+    const WRITERS: usize = 8;
+    const ROUNDS: usize = 25;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let caches: Vec<(Cache, Vec<OsString>, PathBuf, Vec<PathBuf>)> = (0..WRITERS)
+        .map(|i| {
+            let root = tmp.path().join(format!("checkout-{i}"));
+            let out = tmp.path().join(format!("out-{i}"));
+            let (args, source, deps) = crate_at(&root, &out, "shared");
+            let cache = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(88), &out, &root);
+            (cache, args, source, deps)
+        })
+        .collect();
+    let image_of = |i: usize| -> Vec<u8> {
+        let mut bytes = format!("image of checkout {i} ").into_bytes();
+        bytes.resize(64 << 10, b'0' + i as u8);
+        bytes
+    };
+    std::thread::scope(|scope| {
+        for (i, (cache, args, source, deps)) in caches.iter().enumerate() {
+            let output = image_of(i);
+            scope.spawn(move || {
+                for _ in 0..ROUNDS {
+                    cache.store_compile(args, source, deps, &output, &format!("log {i}"));
+                }
+            });
+            scope.spawn(move || {
+                for _ in 0..ROUNDS {
+                    if let Some(hit) = cache.lookup_compile(args, source, any) {
+                        let writer: usize = hit.log.strip_prefix("log ").unwrap().parse().unwrap();
+                        assert_eq!(hit.output, image_of(writer), "one writer's whole entry");
+                        assert_eq!(&hit.deps, deps, "named in the reader's checkout");
+                    }
+                }
+            });
+        }
+    });
+    for (cache, args, source, _) in &caches {
+        assert!(cache.lookup_compile(args, source, any).is_some());
+    }
+    let leftovers: Vec<PathBuf> = walk(&store)
+        .into_iter()
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.len() != 64
+        })
+        .collect();
+    assert_eq!(leftovers, Vec::<PathBuf>::new(), "no temp file is left");
+    // Readable by whoever may read a plain file here (a team's shared
+    // store), not 0600 as a temp file is made.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let plain = tmp.path().join("plain");
+        std::fs::write(&plain, "").unwrap();
+        for file in walk(&store) {
+            assert_eq!(mode(&file), mode(&plain) & 0o644, "{}", file.display());
+        }
+    }
+}
+
+/// Every regular file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
 /// A flag naming the crate's files by absolute path (a build script's
 /// `-I/abs/crate/vendor`) is the same key in every checkout; one naming
 /// another checkout's files is not, even with the same contents: nvcc
