@@ -106,6 +106,18 @@ struct LinkStep {
     expect: Expect,
 }
 
+/// How nvcc's command line names a source: relative to the crate's root
+/// when it lies under it, with `./` in front of a name nvcc would read as
+/// an option (`-x.cu` in a crate whose kernels dir is its root).
+fn source_argument(source: &Path, base: &Path) -> PathBuf {
+    let name = depfile::relative_to(source, base);
+    if name.as_os_str().as_encoded_bytes().starts_with(b"-") {
+        Path::new(".").join(name)
+    } else {
+        name
+    }
+}
+
 /// What every unit of one module shares.
 struct Units<'a> {
     cx: &'a Context<'a>,
@@ -125,7 +137,7 @@ impl Units<'_> {
         // nvcc runs in the crate's root and is given the crate's files
         // relative to it: the command line, the depfile and the diagnostics
         // are the same wherever the crate lies (see `cache.rs`).
-        let source_arg = depfile::relative_to(source, self.cx.base);
+        let source_arg = source_argument(source, self.cx.base);
         let args = CompileCommand {
             nvcc: self.cx.nvcc,
             mode,
@@ -568,7 +580,23 @@ fn elapsed_ms(since: Instant) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::nvcc_warnings;
+    use super::{nvcc_warnings, source_argument};
+    use std::path::Path;
+
+    #[test]
+    fn sources_are_named_relative_to_the_crate_and_never_as_an_option() {
+        let base = Path::new("/w/crate");
+        let check = |source: &str, expected: &str| {
+            assert_eq!(
+                source_argument(Path::new(source), base),
+                Path::new(expected)
+            );
+        };
+        check("/w/crate/kernels/a.cu", "kernels/a.cu");
+        check("/w/crate/-x.cu", "./-x.cu");
+        check("/w/crate/kernels/-x.cu", "kernels/-x.cu");
+        check("/elsewhere/-x.cu", "/elsewhere/-x.cu");
+    }
 
     #[test]
     fn nvcc_warnings_are_its_warning_lines_each_once() {
