@@ -32,7 +32,10 @@
 //! crate (the toolkit's headers, the system's, a shared include dir
 //! elsewhere) keeps its absolute path. A hit's files are its index names
 //! joined to this build's root, so its stamp and `rerun-if-changed` lines
-//! name this checkout's files, never the one that stored it.
+//! name this checkout's files, never the one that stored it. The toolkit's
+//! root stays in the key: checkouts share entries when they find the
+//! toolkit at the same root (the user's toolkit store, one `CUDA_PATH`), not
+//! across toolkits installed into each checkout.
 //!
 //! What differs in an image served to another checkout: `-lineinfo` (and
 //! `-G`) make cicc record each source file with a line in the image by its
