@@ -564,74 +564,128 @@ fn an_index_naming_a_file_outside_the_crate_by_a_relative_name_is_a_miss() {
     }
 }
 
-/// Checkouts sharing one store (on one machine, or an NFS folder several
-/// write) store the same key at once, with outputs that may differ (line
-/// tables record their paths and mtimes): each writer publishes a whole
-/// entry by renaming its own temp file, and every read meanwhile is a miss
-/// or one writer's whole entry, its log and output together; afterwards the
-/// key hits, no temp file is left, and the files are a plain file's mode.
-#[test]
-fn concurrent_writers_of_one_key_publish_whole_entries() {
-    const WRITERS: usize = 8;
-    const ROUNDS: usize = 25;
-    let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    let caches: Vec<(Cache, Vec<OsString>, PathBuf, Vec<PathBuf>)> = (0..WRITERS)
-        .map(|i| {
-            let root = tmp.path().join(format!("checkout-{i}"));
-            let out = tmp.path().join(format!("out-{i}"));
-            let (args, source, deps) = crate_at(&root, &out, "shared");
-            let cache = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(88), &out, &root);
-            (cache, args, source, deps)
-        })
-        .collect();
-    let image_of = |i: usize| -> Vec<u8> {
-        let mut bytes = format!("image of checkout {i} ").into_bytes();
-        bytes.resize(64 << 10, b'0' + i as u8);
-        bytes
-    };
-    std::thread::scope(|scope| {
-        for (i, (cache, args, source, deps)) in caches.iter().enumerate() {
-            let output = image_of(i);
-            scope.spawn(move || {
-                for _ in 0..ROUNDS {
-                    cache.store_compile(args, source, deps, &output, &format!("log {i}"));
-                }
-            });
-            scope.spawn(move || {
-                for _ in 0..ROUNDS {
-                    if let Some(hit) = cache.lookup_compile(args, source, any) {
-                        let writer: usize = hit.log.strip_prefix("log ").unwrap().parse().unwrap();
-                        assert_eq!(hit.output, image_of(writer), "one writer's whole entry");
-                        assert_eq!(&hit.deps, deps, "named in the reader's checkout");
-                    }
-                }
-            });
+/// Stores and reads of one writer: each stores the same key, from its own
+/// checkout, this many times.
+const ROUNDS: usize = 25;
+
+/// What writer `i` stores: differing per writer (line tables record their
+/// paths and mtimes), large enough that a torn write would show.
+fn image_of(i: usize) -> Vec<u8> {
+    let mut bytes = format!("image of checkout {i} ").into_bytes();
+    bytes.resize(64 << 10, b'0' + (i % 10) as u8);
+    bytes
+}
+
+/// Writer `i` of a store under `tmp` (its checkout `tmp/checkout-i`):
+/// stores the key, then reads it, [`ROUNDS`] times; every read is a miss or
+/// one writer's whole entry, its log and output together, its files named
+/// in this writer's checkout.
+fn write_and_read(tmp: &Path, i: usize) {
+    let root = tmp.join(format!("checkout-{i}"));
+    let out = tmp.join(format!("out-{i}"));
+    let (args, source, deps) = crate_at(&root, &out, "shared");
+    let cache = Cache::new(tmp.join("store"), DEFAULT_MAX, &toolkit(88), &out, &root);
+    let output = image_of(i);
+    for _ in 0..ROUNDS {
+        cache.store_compile(&args, &source, &deps, &output, &format!("log {i}"));
+        if let Some(hit) = cache.lookup_compile(&args, &source, any) {
+            let writer: usize = hit.log.strip_prefix("log ").unwrap().parse().unwrap();
+            assert_eq!(hit.output, image_of(writer), "one writer's whole entry");
+            assert_eq!(hit.deps, deps, "named in the reader's checkout");
         }
-    });
-    for (cache, args, source, _) in &caches {
-        assert!(cache.lookup_compile(args, source, any).is_some());
     }
-    let leftovers: Vec<PathBuf> = walk(&store)
-        .into_iter()
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            name.len() != 64
-        })
+}
+
+/// After the writers of a store under `tmp`: writer 0's key hits, no temp
+/// file is left, and every file is readable by whoever may read a plain
+/// file there (a team's shared store), not 0600 as a temp file is made.
+fn assert_whole_store(tmp: &Path) {
+    let (root, out) = (tmp.join("checkout-0"), tmp.join("out-0"));
+    let (args, source, _) = crate_at(&root, &out, "shared");
+    let cache = Cache::new(tmp.join("store"), DEFAULT_MAX, &toolkit(88), &out, &root);
+    assert!(cache.lookup_compile(&args, &source, any).is_some());
+    let files = walk(&tmp.join("store"));
+    let leftovers: Vec<&PathBuf> = files
+        .iter()
+        .filter(|p| p.file_name().unwrap().len() != 64)
         .collect();
-    assert_eq!(leftovers, Vec::<PathBuf>::new(), "no temp file is left");
-    // Readable by whoever may read a plain file here (a team's shared
-    // store), not 0600 as a temp file is made.
+    assert_eq!(leftovers, Vec::<&PathBuf>::new(), "no temp file is left");
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
         let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
-        let plain = tmp.path().join("plain");
+        let plain = tmp.join("plain");
         std::fs::write(&plain, "").unwrap();
-        for file in walk(&store) {
-            assert_eq!(mode(&file), mode(&plain) & 0o644, "{}", file.display());
+        for file in &files {
+            assert_eq!(mode(file), mode(&plain) & 0o644, "{}", file.display());
         }
     }
+}
+
+/// Checkouts sharing one store on one machine store the same key at once,
+/// with outputs that differ: each writer publishes a whole entry by
+/// renaming its own temp file, and every read meanwhile is a miss or one
+/// writer's whole entry (see [`write_and_read`], [`assert_whole_store`]).
+#[test]
+fn concurrent_writers_of_one_key_publish_whole_entries() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::thread::scope(|scope| {
+        for i in 0..8 {
+            let tmp = tmp.path();
+            scope.spawn(move || write_and_read(tmp, i));
+        }
+    });
+    assert_whole_store(tmp.path());
+}
+
+/// Names the store's dir for [`writer_process`], set only in the processes
+/// [`concurrent_writer_processes_of_one_key_publish_whole_entries`] starts.
+const WRITER_DIR: &str = "CUDA_BUILD_CACHE_TEST_WRITER_DIR";
+/// Which writer such a process is.
+const WRITER_INDEX: &str = "CUDA_BUILD_CACHE_TEST_WRITER_INDEX";
+
+/// The body of one writer process of the test below; nothing on its own.
+#[test]
+fn writer_process() {
+    let (Some(dir), Some(i)) = (std::env::var_os(WRITER_DIR), std::env::var_os(WRITER_INDEX))
+    else {
+        return;
+    };
+    write_and_read(Path::new(&dir), i.to_str().unwrap().parse().unwrap());
+}
+
+/// The same with processes, as builds of several checkouts (or hosts on an
+/// NFS folder) are: this test binary run again as each writer.
+#[test]
+fn concurrent_writer_processes_of_one_key_publish_whole_entries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let writers: Vec<std::process::Child> = (0..6)
+        .map(|i| {
+            std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "cache::tests::writer_process",
+                    "--test-threads=1",
+                ])
+                .env(WRITER_DIR, tmp.path())
+                .env(WRITER_INDEX, i.to_string())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, writer) in writers.into_iter().enumerate() {
+        let output = writer.wait_with_output().unwrap();
+        assert!(
+            output.status.success() && String::from_utf8_lossy(&output.stdout).contains("1 passed"),
+            "writer {i}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert_whole_store(tmp.path());
 }
 
 /// Every regular file under `dir`.
