@@ -534,4 +534,6 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
 
 mod evict;
 #[cfg(test)]
+mod sharing_tests;
+#[cfg(test)]
 mod tests;
