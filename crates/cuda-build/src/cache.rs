@@ -365,7 +365,7 @@ impl Cache {
 
     /// The file an index line names in this build: a relative name under
     /// the crate's root. `None` for a name no store of this cache writes
-    /// (empty, or climbing out with `..`): the index is damaged.
+    /// (empty, `./x`, or climbing out with `..`): the index is damaged.
     fn file_named(&self, name: &Path) -> Option<PathBuf> {
         if name.is_absolute() {
             return Some(name.to_path_buf());

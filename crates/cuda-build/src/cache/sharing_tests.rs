@@ -71,9 +71,9 @@ fn the_same_tree_at_another_path_hits_and_names_its_own_files() {
     );
 }
 
-/// An index line no store writes (a relative name climbing out of the crate,
-/// an empty one) is damage: a miss, never a file outside the crate hashed
-/// in the crate's place.
+/// An index line no store writes (a relative name climbing out of the crate
+/// with `..`, one not in the store's normal form such as `./x`) is damage:
+/// a miss, never a file outside the crate hashed in the crate's place.
 #[test]
 fn an_index_naming_a_file_outside_the_crate_by_a_relative_name_is_a_miss() {
     let tmp = tempfile::tempdir().unwrap();
