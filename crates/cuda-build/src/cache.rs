@@ -1,7 +1,7 @@
 //! The kernel cache: nvcc's outputs kept by content, outside any target dir,
-//! so that `cargo clean`, a fresh clone at the same path, or the other
-//! profile (dev and release share it) compiles nothing that was compiled
-//! before.
+//! so that `cargo clean`, a fresh clone (at any path: another checkout, a CI
+//! runner's, a teammate's on a shared store), or the other profile (dev and
+//! release share it) compiles nothing that was compiled before.
 //!
 //! # What a key covers
 //! A compile's key is found in two steps, as ccache's direct mode does: a
@@ -9,19 +9,45 @@
 //! earlier compile with that base key read (its depfile, `nvcc -MD`), the
 //! content of every one of those files as they are now.
 //! - the base key: the command line (out dir written as `$OUT`, so that the
-//!   dev and release profiles and a cleaned target dir share entries; the
-//!   launcher left out, it does not change the output), the source's path,
+//!   dev and release profiles and a cleaned target dir share entries, and
+//!   the crate's root as `$CRATE` where a flag names it absolutely; the
+//!   launcher left out, it does not change the output), the source's name,
 //!   `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS` (nvcc reads them), and the
 //!   toolkit: its version with the build number (`13.0.88`, from
 //!   `nvcc --version`: another release or patch level compiles differently)
 //!   and its root (`-lineinfo` records the paths of the headers it inlines).
 //!   The archs and flags are in the command line.
 //! - the inputs: every file of the depfile (the source, the crate's headers,
-//!   the host compiler's headers) by content, except those under the toolkit
-//!   root, which its version covers. Hashing what the depfile lists rather
-//!   than nvcc's preprocessed output needs no extra nvcc run per source.
-//!   Absolute paths stay in the key: `-lineinfo` puts them in the image, so
-//!   a checkout at another path compiles again.
+//!   the host compiler's headers) by name and content, except those under
+//!   the toolkit root, which its version covers. Hashing what the depfile
+//!   lists rather than nvcc's preprocessed output needs no extra nvcc run
+//!   per source.
+//!
+//! # Names, not places
+//! A file of the crate (under its root, the build script's dir) is named
+//! relative to the root, in the key and in the index: nvcc runs in the root
+//! and is given the crate's sources and include dirs relative to it
+//! (`compile.rs`), so its command line and depfile are the same wherever the
+//! crate lies, and the same tree at another path hits. A file outside the
+//! crate (the toolkit's headers, the system's, a shared include dir
+//! elsewhere) keeps its absolute path. A hit's files are its index names
+//! joined to this build's root, so its stamp and `rerun-if-changed` lines
+//! name this checkout's files, never the one that stored it. The toolkit's
+//! root stays in the key: checkouts share entries when they find the
+//! toolkit at the same root (the user's toolkit store, one `CUDA_PATH`), not
+//! across toolkits installed into each checkout.
+//!
+//! What differs in an image served to another checkout: `-lineinfo` (and
+//! `-G`) make cicc record each source file with a line in the image by its
+//! absolute path (the working dir joined to the name nvcc was given: no nvcc
+//! option maps it; PTX `.file` directives, and the SASS line table's
+//! include dirs), and the SASS line table records each file's size and
+//! mtime. So such an image names the storing checkout's root and its files'
+//! mtimes; the code, the kernels, their resources and the line numbers are
+//! the same bytes (the source's content is in the key). The mtimes already
+//! differed before names were relative (a fresh clone at the same path hits
+//! too). Profilers and compute-sanitizer show that path: point their source
+//! lookup at the crate.
 //!
 //! A link step's key (`-dlink`, `-lib`) is its command line and the content
 //! of the objects it reads.
@@ -78,8 +104,9 @@ pub(crate) const VARS: [&str; 3] = [SWITCH_VAR, DIR_VAR, MAX_VAR];
 
 const DEFAULT_MAX: u64 = 2_000_000_000;
 /// Bumped when the key or the entry format changes: old entries are ignored.
-/// v2: entries carry their own hash.
-const LAYOUT: &str = "v2";
+/// v2: entries carry their own hash. v3: the crate's files named relative to
+/// its root.
+const LAYOUT: &str = "v3";
 /// An index (sets of paths) larger than this is damage.
 const INDEX_MAX: u64 = 1 << 20;
 /// A compile's input larger than this is not hashed: the compile misses.
@@ -122,6 +149,8 @@ pub(crate) struct Cache {
     identity: String,
     toolkit_root: PathBuf,
     out_dir: PathBuf,
+    /// The crate's root: its files are named relative to it.
+    crate_root: PathBuf,
     hits: AtomicUsize,
     misses: AtomicUsize,
     stored: AtomicUsize,
@@ -132,12 +161,19 @@ pub(crate) struct Cache {
 pub(crate) struct Hit {
     pub(crate) output: Vec<u8>,
     pub(crate) log: String,
-    /// Every file the compile read (its depfile).
+    /// Every file the compile read (its depfile), the crate's under this
+    /// build's root.
     pub(crate) deps: Vec<PathBuf>,
 }
 
 impl Cache {
-    pub(crate) fn new(dir: PathBuf, max_bytes: u64, toolkit: &Toolkit, out_dir: &Path) -> Self {
+    pub(crate) fn new(
+        dir: PathBuf,
+        max_bytes: u64,
+        toolkit: &Toolkit,
+        out_dir: &Path,
+        crate_root: &Path,
+    ) -> Self {
         let mut identity = format!("toolkit {} at {}", toolkit.version, toolkit.root.display());
         for var in NVCC_OWN_VARS {
             identity.push_str(&format!(
@@ -151,6 +187,7 @@ impl Cache {
             identity,
             toolkit_root: depfile::normalize(&toolkit.root),
             out_dir: out_dir.to_path_buf(),
+            crate_root: depfile::normalize(crate_root),
             hits: AtomicUsize::new(0),
             misses: AtomicUsize::new(0),
             stored: AtomicUsize::new(0),
@@ -175,7 +212,11 @@ impl Cache {
         accept: impl Fn(&[u8]) -> bool,
     ) -> Option<Hit> {
         let base = self.base_key("compile", args, source);
-        let hit = self.candidates(&base).into_iter().find_map(|deps| {
+        let hit = self.candidates(&base).into_iter().find_map(|names| {
+            let deps = names
+                .iter()
+                .map(|name| self.file_named(name))
+                .collect::<Option<Vec<_>>>()?;
             let key = self.inputs_key(&base, &deps)?;
             let (log, output) = self.read_entry(&key)?;
             accept(&output).then_some(Hit { output, log, deps })
@@ -199,7 +240,8 @@ impl Cache {
             return;
         };
         if self.write_entry(&key, output, log).is_ok() {
-            let _ = self.add_candidate(&base, deps);
+            let names: Vec<PathBuf> = deps.iter().map(|d| self.index_name(d)).collect();
+            let _ = self.add_candidate(&base, &names);
         }
     }
 
@@ -244,12 +286,12 @@ impl Cache {
         for field in [
             kind.as_bytes(),
             self.identity.as_bytes(),
-            source.as_os_str().as_encoded_bytes(),
+            self.index_name(source).as_os_str().as_encoded_bytes(),
         ] {
             feed(&mut hasher, field);
         }
         for arg in args {
-            feed(&mut hasher, &self.without_out_dir(arg.as_encoded_bytes()));
+            feed(&mut hasher, &self.arg_in_key(arg.as_encoded_bytes()));
         }
         hex(&hasher.finalize())
     }
@@ -275,16 +317,63 @@ impl Cache {
         feed(&mut hasher, base.as_bytes());
         for file in files {
             let normalized = depfile::normalize(file);
-            feed(
-                &mut hasher,
-                &self.without_out_dir(normalized.as_os_str().as_encoded_bytes()),
-            );
+            feed(&mut hasher, &self.key_name(&normalized));
             if !normalized.starts_with(&self.toolkit_root) {
                 let (_, bytes) = read_regular(file, INPUT_MAX, Links::Follow)?;
                 feed(&mut hasher, &Sha256::digest(bytes));
             }
         }
         Some(hex(&hasher.finalize()))
+    }
+
+    /// How the index names a file: relative to the crate's root when it
+    /// lies under it (not in the out dir, which may lie there too), else by
+    /// its absolute path.
+    fn index_name(&self, file: &Path) -> PathBuf {
+        let normalized = depfile::normalize(file);
+        if normalized.starts_with(&self.out_dir) {
+            return normalized;
+        }
+        depfile::relative_to(&normalized, &self.crate_root)
+    }
+
+    /// How a key holds an argument: the out dir as `$OUT`, then the crate's
+    /// root as `$CRATE` where a flag names it absolutely (`-I/w/crate/vendor`
+    /// from the build script): both checkouts' flags are the same key, and
+    /// a flag naming another checkout's files (outside this crate) is not.
+    fn arg_in_key(&self, arg: &[u8]) -> Vec<u8> {
+        let text = self.without_out_dir(arg);
+        let root = self.crate_root.as_os_str().as_encoded_bytes();
+        let mut out = Vec::with_capacity(text.len());
+        let mut rest = &text[..];
+        while let Some(at) = rest.windows(root.len().max(1)).position(|w| w == root) {
+            let end = at + root.len();
+            // Only a whole component: `/w/crate2` is not inside `/w/crate`.
+            let whole = !root.is_empty() && matches!(rest.get(end), None | Some(b'/'));
+            out.extend_from_slice(&rest[..at]);
+            out.extend_from_slice(if whole { b"$CRATE" } else { &rest[at..end] });
+            rest = &rest[end..];
+        }
+        out.extend_from_slice(rest);
+        out
+    }
+
+    /// How a key names a file: its index name, with the out dir as `$OUT`.
+    fn key_name(&self, file: &Path) -> Vec<u8> {
+        self.without_out_dir(self.index_name(file).as_os_str().as_encoded_bytes())
+    }
+
+    /// The file an index line names in this build: a relative name under
+    /// the crate's root. `None` for a name no store of this cache writes
+    /// (empty, `./x`, or climbing out with `..`): the index is damaged.
+    fn file_named(&self, name: &Path) -> Option<PathBuf> {
+        if name.is_absolute() {
+            return Some(name.to_path_buf());
+        }
+        let plain = name
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        (plain && !name.as_os_str().is_empty()).then(|| self.crate_root.join(name))
     }
 
     fn entry_path(&self, key: &str) -> PathBuf {
@@ -326,7 +415,8 @@ impl Cache {
     }
 
     /// The sets of files earlier compiles with this base key read, newest
-    /// first (one path a line, sets separated by an empty line).
+    /// first, by their index names (one a line, sets separated by an empty
+    /// line).
     fn candidates(&self, base: &str) -> Vec<Vec<PathBuf>> {
         let text = read_regular(&self.index_path(base), INDEX_MAX, Links::Refuse)
             .and_then(|(_, bytes)| String::from_utf8(bytes).ok())
@@ -342,10 +432,13 @@ impl Cache {
             .collect()
     }
 
-    fn add_candidate(&self, base: &str, deps: &[PathBuf]) -> std::io::Result<()> {
+    /// Puts a set of index names first among `base`'s. Two builds adding a
+    /// set at once may each write the index without the other's: the set
+    /// left out is a miss for its next build, which adds it again.
+    fn add_candidate(&self, base: &str, names: &[PathBuf]) -> std::io::Result<()> {
         let mut sets = self.candidates(base);
-        sets.retain(|set| set != deps);
-        sets.insert(0, deps.to_vec());
+        sets.retain(|set| set != names);
+        sets.insert(0, names.to_vec());
         sets.truncate(CANDIDATES);
         let text: Vec<String> = sets
             .iter()
@@ -421,15 +514,26 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 }
 
 /// Writes `bytes` to a temp file beside `path`, then renames it into place.
+/// The temp file's name is unique (random, created with `O_EXCL`, which NFS
+/// honours) and the rename within one folder is atomic there too, so
+/// concurrent writers of one entry, on one machine or several sharing a
+/// store, each publish a whole file and readers see one of them whole. Its
+/// mode is a plain file's (0644 less the umask), not a temp file's 0600: a
+/// store a team shares is read by all of them.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    let mut builder = tempfile::Builder::new();
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
+    let mut file = builder.tempfile_in(dir)?;
     file.write_all(bytes)?;
     file.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
 
 mod evict;
+#[cfg(test)]
+mod sharing_tests;
 #[cfg(test)]
 mod tests;

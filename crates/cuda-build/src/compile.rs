@@ -41,7 +41,8 @@ pub(crate) struct Context<'a> {
     pub(crate) include_dirs: &'a [PathBuf],
     /// Static libraries are `lib<prefix>_<module>.a`.
     pub(crate) lib_prefix: &'a str,
-    /// Diagnostics name files relative to this dir (the crate's root).
+    /// The crate's root: nvcc runs there, is given the crate's files
+    /// relative to it, and diagnostics name files relative to it.
     pub(crate) base: &'a Path,
     /// The kernel cache, unless it is off.
     pub(crate) cache: Option<&'a Cache>,
@@ -105,12 +106,25 @@ struct LinkStep {
     expect: Expect,
 }
 
+/// How nvcc's command line names a source: relative to the crate's root
+/// when it lies under it, with `./` in front of a name nvcc would read as
+/// an option (`-x.cu` in a crate whose kernels dir is its root).
+fn source_argument(source: &Path, base: &Path) -> PathBuf {
+    let name = depfile::relative_to(source, base);
+    if name.as_os_str().as_encoded_bytes().starts_with(b"-") {
+        Path::new(".").join(name)
+    } else {
+        name
+    }
+}
+
 /// What every unit of one module shares.
 struct Units<'a> {
     cx: &'a Context<'a>,
     module: &'a Module,
     archs: &'a ArchList,
-    /// The module's own `-I` dirs, then the build's.
+    /// The module's own `-I` dirs, then the build's (those of the crate
+    /// relative to its root).
     include_dirs: Vec<PathBuf>,
 }
 
@@ -120,10 +134,14 @@ impl Units<'_> {
     fn unit(&self, source: &Path, stem: PathBuf, ext: &str, mode: CompileMode) -> Unit {
         let file = |e: &str| PathBuf::from(format!("{}.{e}", stem.display()));
         let (output, depfile) = (file(ext), file("d"));
+        // nvcc runs in the crate's root and is given the crate's files
+        // relative to it: the command line, the depfile and the diagnostics
+        // are the same wherever the crate lies (see `cache.rs`).
+        let source_arg = source_argument(source, self.cx.base);
         let args = CompileCommand {
             nvcc: self.cx.nvcc,
             mode,
-            source,
+            source: &source_arg,
             output: &output,
             depfile: &depfile,
             include_dirs: &self.include_dirs,
@@ -213,8 +231,12 @@ impl ModulePlan {
     pub(crate) fn new(module: Module, archs: ArchList, cx: &Context<'_>) -> Self {
         let (out, name) = (cx.out_dir, module.name.clone());
         let objs = out.join(format!("{name}.objs"));
-        let mut include_dirs = module.include_dirs.clone();
-        include_dirs.extend(cx.include_dirs.iter().cloned());
+        let include_dirs = module
+            .include_dirs
+            .iter()
+            .chain(cx.include_dirs)
+            .map(|dir| depfile::relative_to(dir, cx.base))
+            .collect();
         let units = Units {
             cx,
             module: &module,
@@ -380,12 +402,17 @@ impl ModulePlan {
 
 impl Unit {
     /// The command line (without the launcher, which does not change the
-    /// output) and the toolkit version: what an existing output was made by.
+    /// output), the toolkit version and the crate's root: what an existing
+    /// output was made by. The root, because the command line names the
+    /// crate's files relative to it: a second checkout building in the same
+    /// target dir (Cargo gives it the same OUT_DIR) must not take the first
+    /// one's output and the headers its stamp lists; it goes to the cache.
     fn fingerprint(&self, cx: &Context<'_>) -> String {
         format!(
-            "{} {}",
+            "{} {} in {}",
             cx.toolkit.version,
-            shell_line(&cx.nvcc.program, &self.args)
+            shell_line(&cx.nvcc.program, &self.args),
+            cx.base.display()
         )
     }
 
@@ -484,7 +511,7 @@ impl Unit {
         let (log, bytes) = step.run(cx)?;
         let ms = elapsed_ms(started);
         let text = io(&self.depfile, std::fs::read_to_string(&self.depfile))?;
-        let all: Vec<PathBuf> = depfile::parse(&text, cx.out_dir)
+        let all: Vec<PathBuf> = depfile::parse(&text, cx.base)
             .into_iter()
             .map(|d| depfile::normalize(&d))
             .collect();
@@ -553,7 +580,23 @@ fn elapsed_ms(since: Instant) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::nvcc_warnings;
+    use super::{nvcc_warnings, source_argument};
+    use std::path::Path;
+
+    #[test]
+    fn sources_are_named_relative_to_the_crate_and_never_as_an_option() {
+        let base = Path::new("/w/crate");
+        let check = |source: &str, expected: &str| {
+            assert_eq!(
+                source_argument(Path::new(source), base),
+                Path::new(expected)
+            );
+        };
+        check("/w/crate/kernels/a.cu", "kernels/a.cu");
+        check("/w/crate/-x.cu", "./-x.cu");
+        check("/w/crate/kernels/-x.cu", "kernels/-x.cu");
+        check("/elsewhere/-x.cu", "/elsewhere/-x.cu");
+    }
 
     #[test]
     fn nvcc_warnings_are_its_warning_lines_each_once() {

@@ -79,6 +79,19 @@ pub(crate) fn normalize(path: &Path) -> PathBuf {
     out
 }
 
+/// How nvcc's command line and the kernel cache name a file: relative to
+/// `base` (the crate's root, where nvcc runs) when it lies under it, so that
+/// the same tree at another path gives the same command lines and keys;
+/// `.` for `base` itself; else the path as it is (normalized).
+pub(crate) fn relative_to(path: &Path, base: &Path) -> PathBuf {
+    let normalized = normalize(path);
+    match normalized.strip_prefix(normalize(base)) {
+        Ok(inside) if base.is_absolute() && inside.as_os_str().is_empty() => PathBuf::from("."),
+        Ok(inside) if base.is_absolute() => inside.to_path_buf(),
+        _ => normalized,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +127,30 @@ mod tests {
         assert!(parse("", Path::new("/")).is_empty());
         let deps = parse("a.o: a.h\na.h:\n", Path::new("/b"));
         assert_eq!(deps, [PathBuf::from("/b/a.h")]);
+    }
+
+    #[test]
+    fn files_of_the_crate_are_named_relative_to_it() {
+        let base = Path::new("/w/crate");
+        let check = |path: &str, expected: &str| {
+            assert_eq!(
+                relative_to(Path::new(path), base),
+                Path::new(expected),
+                "{path}"
+            );
+        };
+        check("/w/crate/kernels/a.cu", "kernels/a.cu");
+        check("/w/crate/kernels/../include/h.h", "include/h.h");
+        check("/w/crate", ".");
+        check("/w/crate2/a.cu", "/w/crate2/a.cu");
+        check("/w/other/../crate/a.cu", "a.cu");
+        check(
+            "/cuda/include/cuda_runtime.h",
+            "/cuda/include/cuda_runtime.h",
+        );
+        assert_eq!(
+            relative_to(Path::new("/w/crate/a.cu"), Path::new("")),
+            Path::new("/w/crate/a.cu")
+        );
     }
 }

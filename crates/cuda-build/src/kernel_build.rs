@@ -199,8 +199,9 @@ impl KernelBuild {
     }
 
     /// The build with every path made absolute against the current dir (a
-    /// build script's is its package's root). nvcc runs in OUT_DIR, where a
-    /// relative `kernels/a.cu` or `-Ikernels/include` would name nothing.
+    /// build script's is its package's root), so that every file has one
+    /// name; nvcc is then given those under the root relative to it
+    /// (`compile.rs`).
     fn with_absolute_paths(mut self) -> Result<Self, Error> {
         let absolute = |path: &Path| io(path, std::path::absolute(path));
         self.kernels_dir = absolute(&self.kernels_dir)?;
@@ -412,8 +413,8 @@ impl KernelBuild {
         )?;
         let base = io(Path::new("."), std::env::current_dir())?;
         let lib_prefix = self.lower_prefix();
-        let cache =
-            cache::settings_from_env()?.map(|(dir, max)| Cache::new(dir, max, toolkit, out_dir));
+        let cache = cache::settings_from_env()?
+            .map(|(dir, max)| Cache::new(dir, max, toolkit, out_dir, &base));
         let cx = Context {
             nvcc: &nvcc,
             toolkit,

@@ -123,6 +123,78 @@ fn a_warm_cache_serves_every_step_of_every_module_shape() {
     assert_eq!(line, served(0, MODULE_STEPS, &fixture));
 }
 
+/// Issue 42: the same crate at another path (another checkout, a CI
+/// runner's, a teammate's sharing the store) runs no nvcc step, counted by
+/// the fake nvcc's log: every module shape is served, and what the build
+/// watches afterwards is the second checkout's files (a header edited there
+/// recompiles exactly its includers), never the first's.
+#[test]
+fn a_second_checkout_at_another_path_builds_from_the_cache_with_no_nvcc_step() {
+    let first = Fixture::with_sources("cache-checkout-one", "cachecheckout", MODULE_SOURCES);
+    // Written before the first builds, so its files are older than the
+    // first's outputs; and not cleaned: Cargo gives the copy the first's
+    // OUT_DIR (the same package name, each its own workspace), whose stamps
+    // name the first checkout's files. The copy must take the cache's
+    // entries, not the first's outputs and stamps.
+    let second = first.second_checkout("cache-checkout-two");
+    let env = cache_env(&first);
+    let (calls, _) = build(&first, &[], &env, "the first checkout");
+    assert_eq!(calls.len(), MODULE_STEPS, "{calls:#?}");
+
+    let (calls, line) = build(&second, &[], &env, "the second checkout");
+    assert_eq!(calls, compiles(&[]), "0 nvcc steps at another path");
+    assert_eq!(line, served(MODULE_STEPS, MODULE_STEPS, &first));
+    assert_watches_only(&second, &first);
+
+    let edited = format!("{}// edited\n", MODULE_SOURCES[1].1);
+    second.write(COMMON_CUH, &edited);
+    let (calls, _) = build(&second, &[], &env, "after editing common.cuh there");
+    assert_eq!(calls, ["compile caller.cu", "compile single.cu"]);
+}
+
+/// The same with the real nvcc: a copy at another path compiles nothing.
+#[test]
+fn real_nvcc_second_checkout_at_another_path_compiles_nothing() {
+    let Some(nvcc) = installed_nvcc() else {
+        return;
+    };
+    let first = Fixture::with_real_nvcc("cache-real-one", "cachereal2", KERNEL_SOURCES, &nvcc);
+    let mut env = cache_env(&first);
+    env.push(("FIXTURE_CUDA_ARCHS", "sm_80".to_string()));
+    let (calls, _) = build(&first, &[], &env, "the first checkout");
+    assert_eq!(calls, compiles(&["a", "b", "c"]));
+
+    // A fresh target dir's place, as another runner's.
+    let second = first.second_checkout("cache-real-two");
+    second.clean();
+    let (calls, line) = build(&second, &[], &env, "the second checkout");
+    assert_eq!(calls, compiles(&[]), "0 nvcc compiles at another path");
+    assert_eq!(line, served(3, 3, &first));
+    for module in ["a", "b", "c"] {
+        assert_fatbin(&second.out_dir().join(format!("{module}.fatbin")));
+    }
+    assert_watches_only(&second, &first);
+}
+
+/// The build of `second` names no file of `first`: its manifest's
+/// dependencies and its build script's `rerun-if-changed` lines are its own.
+#[track_caller]
+fn assert_watches_only(second: &Fixture, first: &Fixture) {
+    // The toolkit is the first's (both share it): only its crate is not.
+    let first_crate = first.crate_dir().display().to_string();
+    let manifest = second.manifest();
+    let deps: Vec<&PathBuf> = manifest.modules.iter().flat_map(|m| &m.deps).collect();
+    assert!(!deps.is_empty(), "the modules include headers");
+    for dep in deps {
+        assert!(dep.starts_with(second.crate_dir()), "{}", dep.display());
+    }
+    let output = second.build_script_output();
+    assert!(
+        !output.contains(&first_crate),
+        "the second checkout's build names the first's files:\n{output}"
+    );
+}
+
 #[test]
 fn the_cache_off_compiles_as_before() {
     let fixture = Fixture::with_sources("cache-off", "cacheoff", KERNEL_SOURCES);
@@ -194,7 +266,7 @@ fn quote(path: &Path) -> String {
 /// The store's files under `kind` (`entries`, `index`) whose bytes contain
 /// `needle`.
 fn store_files(fixture: &Fixture, kind: &str, needle: &str) -> Vec<PathBuf> {
-    let dir = fixture.root_path("cache/v2").join(kind);
+    let dir = fixture.root_path("cache/v3").join(kind);
     let mut found = Vec::new();
     for shard in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         for file in std::fs::read_dir(shard.path())
@@ -304,8 +376,8 @@ fn damaged_entries_are_compiled_again_after_cargo_clean_never_embedded() {
 
     // The indexes of a.cu's compiles (sm_75, and sm_80 sm_90): a FIFO there
     // must not block the build.
-    let a_cu = fixture.path("kernels/a.cu").display().to_string();
-    let index = store_files(&fixture, "index", &format!("{a_cu}\n"));
+    // The index names the crate's files relative to its root.
+    let index = store_files(&fixture, "index", "kernels/a.cu\n");
     assert_eq!(index.len(), 2, "{index:#?}");
     for path in &index {
         replace(path, &mkfifo);

@@ -5,11 +5,11 @@ use super::*;
 use crate::toolkit::ToolkitVersion;
 
 /// Takes any output.
-fn any(_: &[u8]) -> bool {
+pub(super) fn any(_: &[u8]) -> bool {
     true
 }
 
-fn toolkit(patch: u32) -> Toolkit {
+pub(super) fn toolkit(patch: u32) -> Toolkit {
     Toolkit {
         root: "/cuda".into(),
         nvcc: "/cuda/bin/nvcc".into(),
@@ -20,6 +20,17 @@ fn toolkit(patch: u32) -> Toolkit {
         },
         found_by: "test".into(),
     }
+}
+
+/// A cache in `store` for a crate at `/crate`, with toolkit 13.0.`patch`.
+fn cache_in(store: &Path, patch: u32, out: &Path) -> Cache {
+    Cache::new(
+        store.to_path_buf(),
+        DEFAULT_MAX,
+        &toolkit(patch),
+        out,
+        Path::new("/crate"),
+    )
 }
 
 fn args(out: &Path) -> Vec<OsString> {
@@ -54,11 +65,11 @@ fn keys_follow_content_toolkit_and_not_the_out_dir() {
     ];
     let source = Path::new("/src/a.cu");
 
-    let cache = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(88), &dev);
+    let cache = cache_in(&store, 88, &dev);
     assert!(cache.lookup_compile(&args(&dev), source, any).is_none());
     cache.store_compile(&args(&dev), source, &deps, b"image", "ptxas info");
 
-    let other_profile = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(88), &release);
+    let other_profile = cache_in(&store, 88, &release);
     let hit = other_profile
         .lookup_compile(&args(&release), source, any)
         .expect("a hit");
@@ -69,7 +80,7 @@ fn keys_follow_content_toolkit_and_not_the_out_dir() {
     assert_eq!(hit.deps, deps);
     assert_eq!(other_profile.report().hits, 1);
 
-    let other_toolkit = Cache::new(store.clone(), DEFAULT_MAX, &toolkit(89), &release);
+    let other_toolkit = cache_in(&store, 89, &release);
     assert!(other_toolkit
         .lookup_compile(&args(&release), source, any)
         .is_none());
@@ -96,7 +107,13 @@ fn eviction_removes_the_least_recently_used_first() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     std::fs::create_dir_all(&out).unwrap();
-    let cache = Cache::new(tmp.path().join("store"), 300, &toolkit(88), &out);
+    let cache = Cache::new(
+        tmp.path().join("store"),
+        300,
+        &toolkit(88),
+        &out,
+        Path::new("/crate"),
+    );
     let mut keys = Vec::new();
     for (i, when) in [(0u8, 30u64), (1, 10), (2, 20)] {
         let object = out.join(format!("o{i}"));
@@ -145,7 +162,7 @@ impl Stored {
         std::fs::create_dir_all(&out).unwrap();
         let header = tmp.path().join("h.h");
         std::fs::write(&header, "one").unwrap();
-        let cache = Cache::new(tmp.path().join("store"), DEFAULT_MAX, &toolkit(88), &out);
+        let cache = cache_in(&tmp.path().join("store"), 88, &out);
         let deps = vec![header];
         let mut paths = Vec::new();
         for (source, image) in [("/src/a.cu", "image of a"), ("/src/b.cu", "image of b")] {
@@ -274,6 +291,7 @@ fn damaged_entries_are_misses_and_are_replaced() {
         good.len() as u64 - 1,
         &toolkit(88),
         &stored.out,
+        Path::new("/crate"),
     );
     assert!(
         small
@@ -359,7 +377,13 @@ fn eviction_never_follows_a_link_nor_removes_what_it_did_not_write() {
     let before: Vec<_> = victims.iter().map(|v| digest(v)).collect();
 
     // Bound 1: everything the cache wrote goes.
-    let cache = Cache::new(tmp.path().join("store"), 1, &toolkit(88), &out);
+    let cache = Cache::new(
+        tmp.path().join("store"),
+        1,
+        &toolkit(88),
+        &out,
+        Path::new("/crate"),
+    );
     let object = out.join("o");
     std::fs::write(&object, "object").unwrap();
     let args = vec![OsString::from("-lib")];
@@ -422,7 +446,7 @@ fn eviction_never_follows_a_link_nor_removes_what_it_did_not_write() {
 fn a_store_never_writes_through_a_linked_folder() {
     use std::os::unix::fs::symlink;
     let (tmp, out, own) = builder_folders();
-    let cache = Cache::new(tmp.path().join("store"), DEFAULT_MAX, &toolkit(88), &out);
+    let cache = cache_in(&tmp.path().join("store"), 88, &out);
     let object = out.join("o");
     std::fs::write(&object, "object").unwrap();
     let args = vec![OsString::from("-lib")];

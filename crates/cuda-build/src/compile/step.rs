@@ -118,7 +118,8 @@ impl Step<'_> {
     }
 }
 
-/// Runs one nvcc step in OUT_DIR; returns what it printed. A failure is an
+/// Runs one nvcc step in the crate's root (the relative names on its command
+/// line are the crate's files); returns what it printed. A failure is an
 /// error headed by nvcc's first diagnostic, or by its refusal of the host
 /// compiler.
 fn run_nvcc(
@@ -129,7 +130,7 @@ fn run_nvcc(
 ) -> Result<String, Error> {
     let output = Command::new(program)
         .args(args)
-        .current_dir(cx.out_dir)
+        .current_dir(cx.base)
         .output()
         .map_err(|source| Error::Spawn {
             program: program.to_path_buf(),

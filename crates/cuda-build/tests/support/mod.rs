@@ -188,6 +188,32 @@ impl Fixture {
         fixture
     }
 
+    /// The same crate written again at another path, deeper than this one
+    /// (`rebuild-<name>/another/checkout/<crate>`), as a second checkout or
+    /// a CI runner's would be: the same files, the same toolkit and nvcc,
+    /// its own nvcc log. Its package has this one's name, so it shares this
+    /// one's place in the shared target dir: [`Fixture::clean`] either
+    /// before building the other.
+    pub(crate) fn second_checkout(&self, name: &str) -> Self {
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rebuild-{name}"));
+        if root.exists() {
+            std::fs::remove_dir_all(&root)
+                .unwrap_or_else(|e| panic!("removing {}: {e}", root.display()));
+        }
+        let checkout = Self {
+            name: self.name.clone(),
+            crate_dir: root.join("another/checkout").join(&self.name),
+            target_dir: self.target_dir.clone(),
+            nvcc: self.nvcc.clone(),
+            log: root.join("nvcc.log"),
+            sources: self.sources,
+            env: self.env.clone(),
+            root,
+        };
+        checkout.write_crate();
+        checkout
+    }
+
     /// Removes what an earlier test run left of this crate in the shared
     /// target dir, so that its first build starts from nothing.
     fn forget_earlier_runs(&self) {
