@@ -1,4 +1,4 @@
-/* reduce: device-wide reductions and sorts through CUB, called from the host.
+/* reduce: device-wide reductions through CUB, called from the host.
  * Built in static-library mode (kernels/kiln.toml): the host code below uses
  * CUB's device-wide API and the CUDA runtime, so it is compiled by nvcc into a
  * static library and linked with the static CUDA runtime. */
@@ -15,21 +15,5 @@ KILN_HOST_API kiln_cuda_error_t kiln_sum_f32_scratch_bytes(uint32_t n, size_t *b
 KILN_HOST_API kiln_cuda_error_t kiln_sum_f32(const float *in, float *out, uint32_t n,
                                              void *scratch, size_t scratch_bytes,
                                              cudaStream_t stream);
-
-/* Bytes of device scratch that kiln_sort_pairs_u32 needs for n pairs whose
- * keys are below 2^end_bit. */
-KILN_HOST_API kiln_cuda_error_t kiln_sort_pairs_u32_scratch_bytes(uint32_t n, uint32_t end_bit,
-                                                                  size_t *bytes);
-
-/* (keys_out, values_out) = the n pairs (keys_in, values_in) sorted by the key
- * bits [0, end_bit), stably (pairs of equal keys keep their input order), on
- * `stream`. Every pointer is device memory of n values; `scratch` holds at
- * least kiln_sort_pairs_u32_scratch_bytes(n, end_bit) bytes. A radix sort:
- * the same output on every run, whatever the scheduling. Asynchronous. */
-KILN_HOST_API kiln_cuda_error_t kiln_sort_pairs_u32(const uint32_t *keys_in, uint32_t *keys_out,
-                                                    const uint32_t *values_in,
-                                                    uint32_t *values_out, uint32_t n,
-                                                    uint32_t end_bit, void *scratch,
-                                                    size_t scratch_bytes, cudaStream_t stream);
 
 #endif

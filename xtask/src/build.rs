@@ -1,8 +1,9 @@
 //! `cargo xtask build [--arch SPEC] [--release]`: builds the workspace with
-//! those archs and prints cargo-kiln's per-module report of cuda-sys's
-//! kernels (the SASS and PTX inside, size, compile time, cache hits). Only
-//! the workspace's part is here: `cargo build --workspace` with
-//! `KILN_CUDA_ARCHS`, and finding cuda-sys's manifest.
+//! those archs and prints cargo-kiln's per-module report of each kernel
+//! crate's kernels (cuda-sys's, kiln-anneal's: the SASS and PTX inside,
+//! size, compile time, cache hits). Only the workspace's part is here:
+//! `cargo build --workspace` with every kernel crate's `<PREFIX>_CUDA_ARCHS`,
+//! and finding each crate's build manifest.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -16,6 +17,7 @@ use cuda_build::Manifest;
 
 use crate::cli::BuildArgs;
 use crate::discovery::kiln_discovery;
+use crate::kernel_crates::{self, KernelCrate, KERNEL_CRATES};
 
 /// Checks an arch spec before anything is built; exits 2 with one line on a
 /// bad spec.
@@ -38,15 +40,23 @@ pub(crate) fn run(root: &Path, args: &BuildArgs) -> Result<()> {
         validate_spec_or_exit(root, spec, "--arch");
     }
     let started = Instant::now();
-    let manifest = build_workspace(root, arch, args.release)?;
-    print!("{}", BuildReport::new(&manifest, &cuobjdump(root)).render());
+    let tool = cuobjdump(root);
+    for (krate, manifest) in build_workspace(root, arch, args.release)? {
+        println!("{}:", krate.package);
+        print!("{}", BuildReport::new(&manifest, &tool).render());
+    }
     println!("built in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 
-/// `cargo build --workspace` with `KILN_CUDA_ARCHS=spec` (when given); returns
-/// the manifest cuda-sys's build script wrote.
-pub(crate) fn build_workspace(root: &Path, spec: Option<&str>, release: bool) -> Result<Manifest> {
+/// `cargo build --workspace` with every kernel crate's
+/// `<PREFIX>_CUDA_ARCHS=spec` (when given); returns the manifest each kernel
+/// crate's build script wrote, in [`KERNEL_CRATES`]' order.
+pub(crate) fn build_workspace(
+    root: &Path,
+    spec: Option<&str>,
+    release: bool,
+) -> Result<Vec<(KernelCrate, Manifest)>> {
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
         .current_dir(root)
@@ -60,25 +70,39 @@ pub(crate) fn build_workspace(root: &Path, spec: Option<&str>, release: bool) ->
         cargo.arg("--release");
     }
     if let Some(spec) = spec {
-        cargo.env("KILN_CUDA_ARCHS", spec);
+        kernel_crates::set_for_all(&mut cargo, "CUDA_ARCHS", spec);
     }
     let stdout = cargo_stdout(cargo)?;
-    let out_dir =
-        cuda_sys_out_dir(&stdout).context("cargo did not report cuda-sys's build script output")?;
+    KERNEL_CRATES
+        .iter()
+        .map(|krate| Ok((*krate, kernel_manifest(&stdout, krate)?)))
+        .collect()
+}
+
+/// The manifest `krate`'s build script wrote, found from cargo's JSON
+/// messages.
+pub(crate) fn kernel_manifest(messages: &[u8], krate: &KernelCrate) -> Result<Manifest> {
+    let out_dir = kernel_out_dir(messages, krate).with_context(|| {
+        format!(
+            "cargo did not report {}'s build script output",
+            krate.package
+        )
+    })?;
     Ok(Manifest::read(
-        &out_dir.join(cuda_build::manifest::file_name("KILN")),
+        &out_dir.join(cuda_build::manifest::file_name(krate.prefix)),
     )?)
 }
 
-/// The OUT_DIR of cuda-sys's build script, from cargo's JSON messages.
-pub(crate) fn cuda_sys_out_dir(messages: &[u8]) -> Option<PathBuf> {
+/// The OUT_DIR of `krate`'s build script, from cargo's JSON messages.
+pub(crate) fn kernel_out_dir(messages: &[u8], krate: &KernelCrate) -> Option<PathBuf> {
+    let manifest = cuda_build::manifest::file_name(krate.prefix);
     Message::parse_stream(messages)
         .map_while(Result::ok)
         .filter_map(|msg| match msg {
             Message::BuildScriptExecuted(script) => Some(script),
             _ => None,
         })
-        .filter(|script| script.package_id.repr.contains("cuda-sys"))
+        .filter(|script| script.package_id.repr.contains(krate.package))
         .map(|script| script.out_dir.into_std_path_buf())
-        .find(|dir| dir.join(cuda_build::manifest::file_name("KILN")).exists())
+        .find(|dir| dir.join(&manifest).exists())
 }

@@ -22,6 +22,7 @@ use cargo_kiln::bundle::{copy_binaries, sanitize_tail, write_script, Staging, PR
 
 use crate::build::validate_spec_or_exit;
 use crate::cli::ArchArg;
+use crate::kernel_crates;
 use crate::output;
 
 /// The bundle's size limit: what one device call can carry with room to spare.
@@ -99,6 +100,7 @@ const NOT_BUNDLED: &[&str] = &[
     "apps__cli",
     "apps__bin_apps",
     "cuda-sys__bindings",
+    "anneal__bindings",
     "downstream__bindings",
     "kernel-trees__bindings",
     "candle-patterns__rebuild",
@@ -220,7 +222,7 @@ pub(crate) fn run(root: &Path, args: &ArchArg) -> Result<()> {
     // Removed on drop unless committed: a failed run leaves nothing.
     let staging = Staging::new(&bundle, SPEC, &[root], "target/gpu-bundle")?;
 
-    println!("[1/3] building release test binaries, apps and xtask (KILN_REQUIRE_CUDA=1)");
+    println!("[1/3] building release test binaries, apps and xtask (KILN_REQUIRE_CUDA=1, KILN_ANNEAL_REQUIRE_CUDA=1)");
     let mut tests = cargo(root, arch.as_deref());
     tests.args([
         "test",
@@ -325,12 +327,11 @@ fn pack(root: &Path) -> Result<PathBuf> {
 
 fn cargo(root: &Path, arch: Option<&str>) -> Command {
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cargo
-        .current_dir(root)
-        .env("KILN_REQUIRE_CUDA", "1")
-        .stdout(Stdio::piped());
+    cargo.current_dir(root).stdout(Stdio::piped());
+    // Every kernel crate's kernels compiled (cuda-sys's, kiln-anneal's).
+    kernel_crates::set_for_all(&mut cargo, "REQUIRE_CUDA", "1");
     if let Some(spec) = arch {
-        cargo.env("KILN_CUDA_ARCHS", spec);
+        kernel_crates::set_for_all(&mut cargo, "CUDA_ARCHS", spec);
     }
     cargo
 }

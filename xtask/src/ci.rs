@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use crate::cli::{usage_error, CiArgs};
 use crate::discovery::{self, Found};
-use crate::{config, workspace};
+use crate::{config, kernel_crates, workspace};
 
 /// Why a toolkit cell does not run when there is no toolkit.
 const NO_TOOLKIT: &str = "no CUDA toolkit found (run `cargo xtask toolkit install`)";
@@ -275,8 +275,11 @@ pub(crate) fn plan(cell: &Cell, cx: &Context, is_set: impl Fn(&str) -> bool) -> 
         };
     }
     let mut env = BTreeMap::new();
-    if cell.hide_toolkit && !is_set("KILN_CUDA") {
-        env.insert("KILN_CUDA".to_string(), "off".to_string());
+    if cell.hide_toolkit {
+        // Every kernel crate's own switch (KILN_CUDA, KILN_ANNEAL_CUDA).
+        for var in kernel_crates::vars("CUDA").filter(|v| !is_set(v)) {
+            env.insert(var, "off".to_string());
+        }
     }
     // Under --require-toolkit every test with a real-toolkit half must run
     // it: a skip is a failure (the one spelling every such test reads).
@@ -311,10 +314,11 @@ fn absolute_tool_paths(mut env: BTreeMap<String, String>, root: &Path) -> BTreeM
 }
 
 /// The header's rendering of a cell: `KEY=V ... argv`, showing the cell's
-/// own variables and `KILN_CUDA`, not the toolkit paths announced at the start.
+/// own variables and the kernel crates' off switches (`KILN_CUDA`, ...), not
+/// the toolkit paths announced at the start.
 fn command_line(cell: &Cell, env: &BTreeMap<String, String>) -> String {
     env.iter()
-        .filter(|(k, _)| cell.env.contains_key(*k) || *k == "KILN_CUDA")
+        .filter(|(k, _)| cell.env.contains_key(*k) || kernel_crates::vars("CUDA").any(|v| v == **k))
         .map(|(k, v)| format!("{k}={}", shell_word(v)))
         .chain(cell.command.iter().map(|a| shell_word(a)))
         .collect::<Vec<_>>()

@@ -18,6 +18,7 @@ mod ci;
 mod cli;
 mod codegen;
 mod discovery;
+mod kernel_crates;
 mod package;
 mod prebuilt;
 mod toolkit;

@@ -58,21 +58,75 @@ fn cuda_sys_reaches_no_driver_and_no_safe_layer() {
     assert_eq!(names(&sys, "dependencies"), ["kiln-abi"]);
 }
 
+/// Every `Cargo.lock` under `dir` (relative to the root), skipping build
+/// outputs (`target/`) and VCS folders, sorted.
+fn lock_files(dir: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        let name = entry.file_name();
+        if entry.file_type().unwrap().is_dir() {
+            if name != "target" && !name.to_string_lossy().starts_with('.') {
+                lock_files(&path, out);
+            }
+        } else if name == "Cargo.lock" {
+            let rel = path.strip_prefix(root()).unwrap();
+            out.push(rel.to_string_lossy().into_owned());
+        }
+    }
+    out.sort();
+}
+
+/// The lock files that resolve cuda-sys, of those given, other than the
+/// workspace's own.
+fn resolving_cuda_sys(locks: &[String]) -> Vec<String> {
+    locks
+        .iter()
+        .filter(|lock| *lock != "Cargo.lock")
+        .filter(|lock| locked(lock).iter().any(|p| p == "cuda-sys"))
+        .cloned()
+        .collect()
+}
+
+/// Every lock file in the repository but the workspace's (the examples',
+/// any template's): none resolves cuda-sys, so a user's crate, one that
+/// uses the anneal included, compiles none of kiln's kernels or bindings.
 #[test]
 fn crates_outside_the_workspace_compile_none_of_kilns_kernels() {
-    for lock in [
+    let mut locks = Vec::new();
+    lock_files(&root(), &mut locks);
+    for expected in [
+        "examples/anneal-user/Cargo.lock",
         "examples/downstream/Cargo.lock",
         "examples/kernel-trees/Cargo.lock",
-        "examples/cudarc-interop/Cargo.lock",
-        "examples/candle-patterns/Cargo.lock",
     ] {
-        let packages = locked(lock);
-        assert!(packages.iter().any(|p| p == "kiln-gpu-core"), "{lock}");
         assert!(
-            !packages.iter().any(|p| p == "cuda-sys"),
-            "{lock} resolves cuda-sys: a user's crate would build kiln's kernels"
+            locks.iter().any(|l| l == expected),
+            "{expected} not found in {locks:?}"
         );
     }
+    for lock in locks.iter().filter(|l| *l != "Cargo.lock") {
+        assert!(
+            locked(lock).iter().any(|p| p == "kiln-gpu-core"),
+            "{lock} is no crate of kiln's users"
+        );
+    }
+    assert_eq!(
+        resolving_cuda_sys(&locks),
+        Vec::<String>::new(),
+        "these lock files resolve cuda-sys: a user's crate would build kiln's kernels"
+    );
+    // The rule fails on a planted lock file that resolves cuda-sys (an
+    // absolute path: `root().join` keeps it as it is).
+    let planted = tempfile::tempdir().unwrap();
+    let lock = planted.path().join("Cargo.lock");
+    std::fs::write(
+        &lock,
+        "version = 4\n[[package]]\nname = \"cuda-sys\"\nversion = \"0.1.0\"\n",
+    )
+    .unwrap();
+    let lock = lock.to_string_lossy().into_owned();
+    assert_eq!(resolving_cuda_sys(std::slice::from_ref(&lock)), [lock]);
 }
 
 #[test]
@@ -124,6 +178,48 @@ fn only_the_user_crates_are_published() {
     assert!(
         sys.get("version").is_none() && sys.get("workspace").is_none(),
         "gpu-core's dev-dependency on cuda-sys must be by path alone: {sys}"
+    );
+}
+
+/// kiln-anneal builds its own kernels as a user's crate does (cuda-build at
+/// build time, no cuda-sys), and its package carries them.
+#[test]
+fn kiln_anneal_builds_its_own_kernels_and_packages_them() {
+    let anneal = manifest("crates/anneal/Cargo.toml");
+    for table in ["dependencies", "build-dependencies", "dev-dependencies"] {
+        assert!(
+            !names(&anneal, table).contains(&"cuda-sys".to_string()),
+            "kiln-anneal's [{table}] names cuda-sys"
+        );
+    }
+    assert!(names(&anneal, "build-dependencies").contains(&"cuda-build".to_string()));
+    let package = anneal["package"].as_table().unwrap();
+    assert_ne!(
+        package.get("publish").and_then(toml::Value::as_bool),
+        Some(false),
+        "kiln-anneal is publish = false"
+    );
+    let include: Vec<&str> = package["include"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(toml::Value::as_str)
+        .collect();
+    for needed in ["/kernels", "/build.rs", "/src", "/kiln-audit.toml"] {
+        assert!(
+            include.contains(&needed),
+            "kiln-anneal's package lacks {needed}: {include:?}"
+        );
+    }
+    assert!(root().join("crates/anneal/kernels/kiln.toml").is_file());
+    let kernels = std::fs::read_dir(root().join("kernels")).unwrap();
+    let anneal_left: Vec<String> = kernels
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("anneal"))
+        .collect();
+    assert!(
+        anneal_left.is_empty(),
+        "kernels/ still holds {anneal_left:?}"
     );
 }
 

@@ -230,7 +230,7 @@
 //! overflow flag, the anchors' f16 copy, tc kernel, list kernel), no
 //! synchronization.
 
-use cuda_sys::types::KILN_ANNEAL_EXCLUDE_SELF;
+use crate::types::KILN_ANNEAL_EXCLUDE_SELF;
 use rayon::prelude::*;
 
 use super::AnnealError;
@@ -283,7 +283,7 @@ pub const WGMMA_MODULE: &str = "anneal_wgmma";
 /// (sm_90a code runs on no other arch), and `modules` holds [`WGMMA_MODULE`]
 /// built with SASS for 9.0 (kernels/kiln.toml builds it as sm_90a; its other
 /// images are the fallback body, which lists every point).
-pub fn wgmma_available(compute_capability: (u32, u32), modules: &[&cuda_sys::FatbinImage]) -> bool {
+pub fn wgmma_available(compute_capability: (u32, u32), modules: &[&gpu_core::FatbinImage]) -> bool {
     compute_capability == (9, 0)
         && modules
             .iter()
@@ -322,7 +322,7 @@ pub const SLIM_MAX_D: u32 = 384;
 /// kernel (anneal_tc.h, anneal_wgmma.h); [`Tile::Auto`] is resolved first
 /// ([`resolve_tile`]) and stands for the 128-anchor tile here.
 pub fn block_shape(tile: Tile) -> (u32, u32, u32) {
-    use cuda_sys::types::*;
+    use crate::types::*;
     match tile {
         Tile::Wgmma | Tile::WgmmaChunked => (
             KILN_ANNEAL_WGMMA_TILE,
@@ -405,7 +405,7 @@ pub fn eps(d: u32) -> f32 {
 /// `anneal_tc_device.cuh`'s `tc_eps_chunked` computes it in f32 for chunks of
 /// 16 steps.
 pub fn eps_chunked(d: u32) -> f32 {
-    const CHUNK_STEPS: u32 = cuda_sys::types::KILN_ANNEAL_WGMMA_CHUNK_DIMS / 16;
+    const CHUNK_STEPS: u32 = crate::types::KILN_ANNEAL_WGMMA_CHUNK_DIMS / 16;
     let steps = d / 16 + u32::from(!d.is_multiple_of(16));
     let chunks = steps.div_ceil(CHUNK_STEPS);
     let within = steps.min(CHUNK_STEPS);

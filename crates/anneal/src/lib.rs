@@ -86,6 +86,8 @@
 
 mod access;
 pub mod assign_tc;
+#[rustfmt::skip]
+mod bindings;
 pub mod cpu;
 pub mod distributed;
 mod driver;
@@ -111,6 +113,24 @@ pub use input::{
 
 pub use plan::join;
 pub use rng::Rng;
+
+/// The anneal's kernel declarations from `kernels/include/*.h`: one marker
+/// type per kernel, launched typed through gpu-core.
+pub use bindings::kernels;
+/// `#[repr(C)]` types and constants from `kernels/include/*.h`, shared with
+/// the kernels (layouts checked at compile time).
+pub use bindings::types;
+
+/// The fat binaries this crate's build compiled from `kernels/*.cu`, one per
+/// fat-binary module, and `ALL`, which a CUDA [`gpu_core::Backend`] running
+/// the anneal loads (`Backend::auto(kiln_anneal::modules::ALL)`); every
+/// image is empty in a CPU-only build.
+pub mod modules {
+    include!(concat!(env!("OUT_DIR"), "/kiln_anneal_modules.rs"));
+}
+
+/// Whether this build carries GPU code (a toolkit was found at build time).
+pub const CUDA_ENABLED: bool = cfg!(cuda_enabled);
 
 /// The element type of the points (as the input files hold them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,7 +19,7 @@
 //!    d)`; the new anchor goes after all survivors. Splits stop when the total
 //!    reaches `max_anchors`.
 
-use cuda_sys::types::{
+use crate::types::{
     AnnealRowOp, KILN_ANNEAL_ROW_COPY, KILN_ANNEAL_ROW_MERGE, KILN_ANNEAL_ROW_SPLIT_MINUS,
     KILN_ANNEAL_ROW_SPLIT_PLUS,
 };

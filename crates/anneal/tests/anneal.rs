@@ -8,7 +8,7 @@ use gpu_core::Backend;
 use kiln_anneal::{Params, Points};
 
 fn cuda_or_skip() -> Option<Backend> {
-    gpu_core::testing::cuda_backend(cuda_sys::modules::ALL)
+    gpu_core::testing::cuda_backend(kiln_anneal::modules::ALL)
 }
 
 /// The energy agreement the GPU engine is held to against the CPU engine.
@@ -348,7 +348,7 @@ fn three_gpu_runs_give_the_same_bits() {
 
 #[test]
 fn sharded_over_gpus_matches_one_gpu() {
-    let Some(devices) = gpu_core::testing::devices(cuda_sys::modules::ALL, 2) else {
+    let Some(devices) = gpu_core::testing::devices(kiln_anneal::modules::ALL, 2) else {
         return;
     };
     // The collective needs libnccl: skip (or fail, under KILN_REQUIRE_NCCL=1)

@@ -16,17 +16,17 @@
 
 mod tc_harness;
 
-use cuda_sys::kernels::{anneal_assign_list_f32, anneal_assign_list_finish};
-use cuda_sys::types::{
-    KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF, KILN_ANNEAL_LIST_THREADS,
-};
 use gpu_core::{Backend, Kernel, LaunchConfig};
 use kiln_anneal::assign_tc::{self, Reference, TcAssign};
+use kiln_anneal::kernels::{anneal_assign_list_f32, anneal_assign_list_finish};
+use kiln_anneal::types::{
+    KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF, KILN_ANNEAL_LIST_THREADS,
+};
 use kiln_anneal::Rng;
 use tc_harness::*;
 
 fn tc_device_or_skip() -> Option<Backend> {
-    let backend = gpu_core::testing::cuda_backend(cuda_sys::modules::ALL)?;
+    let backend = gpu_core::testing::cuda_backend(kiln_anneal::modules::ALL)?;
     let arch = backend.device().map_or(0, |d| d.arch());
     let env = std::env::var(assign_tc::ENV).ok();
     if !assign_tc::tc_wanted(arch, env.as_deref()) {
@@ -81,7 +81,7 @@ fn wgmma_kernel_matches_reference_on_hopper() {
     let cc = backend.device().map_or((0, 0), |d| d.compute_capability);
     let stream = backend.default_stream();
     let probe = TcAssign::new(&backend, &stream, 1, 1, 1).unwrap().unwrap();
-    let available = assign_tc::wgmma_available(cc, cuda_sys::modules::ALL);
+    let available = assign_tc::wgmma_available(cc, kiln_anneal::modules::ALL);
     assert_eq!(probe.has_wgmma(), available, "compute capability {cc:?}");
     if cc != (9, 0) {
         println!("not run: the wgmma kernel needs compute capability 9.0, not {cc:?}");

@@ -527,7 +527,7 @@ fn ranks_together_match_one_process() {
 /// iterations, maintenance and anchors count, the energy within 1e-6.
 #[test]
 fn two_gpu_ranks_match_one_gpu() {
-    let Some(devices) = gpu_core::testing::devices(cuda_sys::modules::ALL, 2) else {
+    let Some(devices) = gpu_core::testing::devices(kiln_anneal::modules::ALL, 2) else {
         return;
     };
     let backends = devices.backends()[..2].to_vec();

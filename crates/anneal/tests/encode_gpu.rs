@@ -84,7 +84,7 @@ fn encode_file(
 
 #[test]
 fn gpu_chunks_of_a_tenth_give_the_bits_of_one_piece_and_of_the_engine_step() {
-    let Some(gpu) = gpu_core::testing::cuda_backend(cuda_sys::modules::ALL) else {
+    let Some(gpu) = gpu_core::testing::cuda_backend(kiln_anneal::modules::ALL) else {
         return;
     };
     // d not a multiple of 32, m not a multiple of the 128-wide tile.
@@ -160,7 +160,7 @@ fn gpu_chunks_of_a_tenth_give_the_bits_of_one_piece_and_of_the_engine_step() {
 
 #[test]
 fn gpu_a_bad_row_far_into_the_stream_is_named_and_leaves_no_output() {
-    let Some(gpu) = gpu_core::testing::cuda_backend(cuda_sys::modules::ALL) else {
+    let Some(gpu) = gpu_core::testing::cuda_backend(kiln_anneal::modules::ALL) else {
         return;
     };
     let (n, d, m) = (5000, 37, 40);

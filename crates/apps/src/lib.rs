@@ -7,7 +7,18 @@ pub mod vadd;
 
 pub use kiln_anneal::Rng;
 
-use gpu_core::{Backend, BackendKind};
+use gpu_core::{Backend, BackendKind, FatbinImage};
+
+/// Every fat binary a command of `apps` launches from: kiln's own kernels
+/// (cuda-sys: vadd, batch) and the anneal's (kiln-anneal builds its own), so
+/// one backend runs any command.
+pub fn modules() -> Vec<&'static FatbinImage> {
+    cuda_sys::modules::ALL
+        .iter()
+        .chain(kiln_anneal::modules::ALL)
+        .copied()
+        .collect()
+}
 
 /// One line saying which backend runs and why.
 pub fn describe_backend(backend: &Backend) -> String {

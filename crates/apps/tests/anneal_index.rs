@@ -101,7 +101,7 @@ fn points(n: usize, d: usize, seed: u64) -> Vec<f32> {
 /// The backends to run on: the CPU, and CUDA where a GPU is usable.
 fn backends() -> Vec<&'static str> {
     let mut backends = vec!["cpu"];
-    if gpu_core::testing::cuda_backend(cuda_sys::modules::ALL).is_some() {
+    if gpu_core::testing::cuda_backend(kiln_anneal::modules::ALL).is_some() {
         backends.push("cuda");
     }
     backends

@@ -53,7 +53,7 @@ fn write_npy(dir: &Path, name: &str, values: &[f32], d: usize, parts: usize) -> 
 /// The backends to run on: the CPU, and CUDA where a GPU is usable.
 fn backends() -> Vec<&'static str> {
     let mut backends = vec!["cpu"];
-    if gpu_core::testing::cuda_backend(cuda_sys::modules::ALL).is_some() {
+    if gpu_core::testing::cuda_backend(kiln_anneal::modules::ALL).is_some() {
         backends.push("cuda");
     }
     backends

@@ -62,3 +62,20 @@ fn an_existing_output_is_refused_and_left_as_it_was() {
     assert!(err.to_string().contains("already exists"), "{err}");
     assert_eq!(std::fs::read(&out).unwrap(), b"a file of the user's");
 }
+
+/// The backend a user builds from kiln-anneal's own modules (no crate of
+/// kiln's kernels in between): CUDA where a GPU can run them, else the CPU;
+/// either way it trains and encodes with the CPU's bits of the assignment.
+#[test]
+fn the_anneal_runs_on_a_backend_of_its_own_modules() {
+    let backend = Backend::auto(kiln_anneal::modules::ALL).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("index");
+    let sample = synthetic_points(1000, D, 4, 0.25, 5);
+    let index = train(&backend, &sample, D, 4, &dir).unwrap();
+    let points = synthetic_points(300, D, 4, 0.25, 6);
+    assert_eq!(
+        encode::assign(&backend, &index, Points::F32(&points)).unwrap(),
+        encode::assign(&Backend::cpu(), &index, Points::F32(&points)).unwrap()
+    );
+}

@@ -190,13 +190,13 @@ fn toolkit_cell_with_toolkit_runs_with_only_the_require_switch_injected() {
 }
 
 #[test]
-fn hide_toolkit_sets_kiln_cuda_off() {
+fn hide_toolkit_sets_every_kernel_crates_switch_off() {
     let mut c = cell("cpu-only-build");
     c.hide_toolkit = true;
     assert_eq!(
         plan(&c, &cx(true, true), NOTHING_SET),
         Plan::Run {
-            env: env(&[("KILN_CUDA", "off")])
+            env: env(&[("KILN_ANNEAL_CUDA", "off"), ("KILN_CUDA", "off")])
         }
     );
 }

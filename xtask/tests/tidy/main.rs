@@ -58,6 +58,10 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
         "generated extern fns and `unsafe impl`s of kiln's kernels",
     ),
     (
+        "crates/anneal/src/bindings.rs",
+        "generated extern fns and `unsafe impl`s of the anneal's kernels (cargo kiln codegen)",
+    ),
+    (
         "crates/anneal/src/cpu.rs",
         "the AVX module's root: dispatch to target_feature fns",
     ),

@@ -2,16 +2,16 @@
 //! the kernels of each point type ([`TcPoint`], [`TypedKernels`]) out of all
 //! of them ([`TcKernels`]), which [`super::TcAssign`] loads.
 
-use cuda_sys::kernels::{
+use crate::kernels::{
     anneal_absmax_f16, anneal_absmax_f32, anneal_assign_list_f16, anneal_assign_list_f32,
     anneal_assign_list_finish, anneal_assign_tc_f16, anneal_assign_tc_f32,
     anneal_assign_tc_slim_f16, anneal_assign_tc_slim_f32, anneal_assign_wgmma_chunked_f16,
     anneal_assign_wgmma_chunked_f32, anneal_assign_wgmma_f16, anneal_assign_wgmma_f32,
     anneal_column_sums_f16, anneal_column_sums_f32, anneal_to_half_f16, anneal_to_half_f32,
 };
-use cuda_sys::types::AnnealControl;
-use cuda_sys::{GpuRepr, KernelDecl};
+use crate::types::AnnealControl;
 use gpu_core::Kernel;
+use gpu_core::{GpuRepr, KernelDecl};
 
 /// Parameter tuple of `anneal_assign_tc_*` for points of type `T`.
 pub type TcParams<T> = (

@@ -1,18 +1,18 @@
 //! [`TcAssign`]: the tensor-core assignment's kernels, buffers and launches
 //! (the design and the bound are in the parent module's docs).
 
-use cuda_sys::kernels::{
+use crate::kernels::{
     anneal_assign_tc_f16, anneal_assign_tc_f32, anneal_assign_tc_slim_f16,
     anneal_assign_tc_slim_f32,
 };
-use cuda_sys::types::{
+use crate::types::{
     AnnealControl, KILN_ANNEAL_COUNT, KILN_ANNEAL_LIST_THREADS, KILN_ANNEAL_TC_DP,
     KILN_ANNEAL_TC_SLIM_SMEM, KILN_ANNEAL_TC_SMEM, KILN_ANNEAL_TC_STATE,
     KILN_ANNEAL_TC_STATE_ANCHOR_NORM_MAX, KILN_ANNEAL_TC_STATE_OVERFLOW,
     KILN_ANNEAL_TC_STATE_POINT_NORM_MAX, KILN_ANNEAL_WGMMA_SMEM,
 };
-use cuda_sys::{GpuRepr, KernelDecl};
 use gpu_core::{Backend, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream};
+use gpu_core::{GpuRepr, KernelDecl};
 
 use super::kernels::{TcKernels, TcPoint, WgmmaKernels};
 use super::{
@@ -213,7 +213,7 @@ impl TcAssign {
         tc_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SMEM)?;
         tc_slim_f32.reserve_dynamic_shared(KILN_ANNEAL_TC_SLIM_SMEM)?;
         tc_slim_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SLIM_SMEM)?;
-        let wgmma = if wgmma_available(device.compute_capability, cuda_sys::modules::ALL) {
+        let wgmma = if wgmma_available(device.compute_capability, crate::modules::ALL) {
             wgmma_kernels(backend)?
         } else {
             None

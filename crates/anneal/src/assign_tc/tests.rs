@@ -97,7 +97,7 @@ fn wgmma_is_taken_where_it_runs_and_mma_sync_elsewhere() {
 
 #[test]
 fn wgmma_needs_compute_capability_9_0_and_its_built_module() {
-    let image = |name, image: &'static [u8], sass: &'static [u32]| cuda_sys::FatbinImage {
+    let image = |name, image: &'static [u8], sass: &'static [u32]| gpu_core::FatbinImage {
         name,
         image,
         sass,

@@ -3,8 +3,8 @@
 //! path to the same kernels: the tensor-core kernel with its exact list
 //! kernel ([`TcAssign`]) where it applies, the SIMT kernel otherwise.
 
-use cuda_sys::kernels::{anneal_assign_f16, anneal_assign_f32};
-use cuda_sys::types::AnnealControl;
+use crate::kernels::{anneal_assign_f16, anneal_assign_f32};
+use crate::types::AnnealControl;
 use gpu_core::{DeviceView, DeviceViewMut, Kernel, Stream};
 
 use super::super::assign_tc::{TcAssign, TcJob};

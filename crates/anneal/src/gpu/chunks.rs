@@ -21,10 +21,10 @@
 //! host goes on, and the buffer waits for that copy when it is next
 //! written or dropped.
 
-use cuda_sys::kernels::{
-    anneal_assign_f16, anneal_assign_f32, anneal_norms_f16, anneal_norms_f32, bf16_to_f32,
+use crate::kernels::{
+    anneal_assign_f16, anneal_assign_f32, anneal_norms_f16, anneal_norms_f32, anneal_widen_bf16,
 };
-use cuda_sys::types::AnnealControl;
+use crate::types::AnnealControl;
 use gpu_core::{
     Backend, BackendKind, DeviceBuffer, Event, Kernel, LaunchConfig, PinnedBuffer, Stream,
 };
@@ -140,7 +140,7 @@ pub(crate) struct ChunkAssigner {
     buffers: [Buffer; 2],
     /// bf16 values on their way to a chunk buffer (empty for other types).
     staging: DeviceBuffer<u16>,
-    widen: Kernel<bf16_to_f32>,
+    widen: Kernel<anneal_widen_bf16>,
     norms_f32: Kernel<anneal_norms_f32>,
     norms_f16: Kernel<anneal_norms_f16>,
     assign_f32: Kernel<anneal_assign_f32>,
@@ -497,7 +497,7 @@ mod tests {
         let anchors = [0.0f32; 6];
         let err = ChunkAssigner::new(&cpu, &anchors, 2, 3, 10, Dtype::F32).unwrap_err();
         assert!(matches!(err, AnnealError::NeedsCuda), "{err:?}");
-        let Some(gpu) = gpu_core::testing::cuda_backend(cuda_sys::modules::ALL) else {
+        let Some(gpu) = gpu_core::testing::cuda_backend(crate::modules::ALL) else {
             return;
         };
         for (values, m) in [(5, 2), (0, 0)] {

@@ -5,7 +5,7 @@
 //! `Combine`: over this process's GPUs, or over the ranks) and how the
 //! anchors and assignments travel.
 
-use cuda_sys::types::AnnealControl;
+use crate::types::AnnealControl;
 use gpu_core::Backend;
 
 use super::super::maintenance::Plan;

@@ -3,8 +3,8 @@
 //! with the anchors as its points and `EXCLUDE_SELF`, on tensor cores when
 //! the points' assignment runs there, on the first shard's device.
 
-use cuda_sys::kernels::anneal_assign_f32;
-use cuda_sys::types::{AnnealControl, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF};
+use crate::kernels::anneal_assign_f32;
+use crate::types::{AnnealControl, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF};
 use gpu_core::{Backend, DeviceBuffer, Kernel, Stream};
 
 use super::super::assign_tc::{TcAssign, TcJob};

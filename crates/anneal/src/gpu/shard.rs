@@ -5,12 +5,12 @@
 
 use std::ops::Range;
 
-use cuda_sys::kernels::{
+use crate::kernels::{
     anneal_assign_f16, anneal_assign_f32, anneal_combine, anneal_finish, anneal_iota,
     anneal_norms_f16, anneal_norms_f32, anneal_reduce_f16, anneal_reduce_f32, anneal_scan,
     anneal_update,
 };
-use cuda_sys::types::{AnnealControl, KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_PIECE as PIECE};
+use crate::types::{AnnealControl, KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_PIECE as PIECE};
 use gpu_core::{
     Backend, BackendKind, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream,
 };

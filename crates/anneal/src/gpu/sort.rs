@@ -13,8 +13,9 @@ use super::AnnealError;
 pub(super) fn sort_scratch_bytes(n: u32) -> Result<usize, AnnealError> {
     let mut bytes = 0usize;
     // SAFETY: `bytes` is a valid out-pointer; the call only computes a size.
-    let status = unsafe { cuda_sys::host::kiln_sort_pairs_u32_scratch_bytes(n, 32, &mut bytes) };
-    runtime_status("kiln_sort_pairs_u32_scratch_bytes", status.0)?;
+    let status =
+        unsafe { crate::bindings::host::anneal_sort_pairs_u32_scratch_bytes(n, 32, &mut bytes) };
+    runtime_status("anneal_sort_pairs_u32_scratch_bytes", status)?;
     Ok(bytes)
 }
 
@@ -62,7 +63,7 @@ pub(super) fn sort_pairs_u32(
     // duration of the call, which only enqueues work on `raw_stream`, the
     // same stream every later use of them goes on.
     let status = unsafe {
-        cuda_sys::host::kiln_sort_pairs_u32(
+        crate::bindings::host::anneal_sort_pairs_u32(
             keys_in as *const u32,
             keys_out as *mut u32,
             values_in as *const u32,
@@ -74,7 +75,7 @@ pub(super) fn sort_pairs_u32(
             raw_stream.cast(),
         )
     };
-    runtime_status("kiln_sort_pairs_u32", status.0)
+    runtime_status("anneal_sort_pairs_u32", status)
 }
 
 #[cfg(cuda_enabled)]

@@ -8,7 +8,7 @@
 //! others, at the pinned rate. The driver's own copy from pageable memory is
 //! one thread's memcpy into its staging, a fraction of that rate.
 
-use cuda_sys::kernels::bf16_to_f32;
+use crate::kernels::anneal_widen_bf16;
 use gpu_core::{
     Backend, BackendKind, DeviceBuffer, DeviceViewMut, GpuRepr, Kernel, LaunchConfig, PinnedBuffer,
     Stream,
@@ -64,7 +64,7 @@ pub(super) fn upload_f32(
         .map(Points::len)
         .sum();
     let mut staging = stream.alloc_zeros::<u16>(bf16_len.min(BF16_STAGING))?;
-    let widen: Kernel<bf16_to_f32> = backend.kernel()?;
+    let widen: Kernel<anneal_widen_bf16> = backend.kernel()?;
     copy_f32(
         stream,
         &widen,
@@ -81,7 +81,7 @@ pub(super) fn upload_f32(
 /// `staging` is reused only after the widening that read it.
 pub(super) fn copy_f32(
     stream: &Stream,
-    widen: &Kernel<bf16_to_f32>,
+    widen: &Kernel<anneal_widen_bf16>,
     pieces: &[Points<'_>],
     dst: &mut DeviceViewMut<'_, f32>,
     staging: &mut DeviceViewMut<'_, u16>,
@@ -220,7 +220,7 @@ mod tests {
     /// are, bf16 widened.
     #[test]
     fn staged_uploads_arrive_bit_for_bit() {
-        let Some(gpu) = gpu_core::testing::cuda_backend(cuda_sys::modules::ALL) else {
+        let Some(gpu) = gpu_core::testing::cuda_backend(crate::modules::ALL) else {
             return;
         };
         let stream = gpu.new_stream().unwrap();

@@ -3,11 +3,11 @@
 //! against the other and against the CPU reference.
 #![allow(dead_code)]
 
-use cuda_sys::kernels::{anneal_assign_f16, anneal_assign_f32};
-use cuda_sys::types::{AnnealControl, KILN_ANNEAL_COUNT as COUNT};
-use cuda_sys::{GpuRepr, KernelDecl};
 use gpu_core::{Backend, DeviceBuffer, DeviceView, Kernel, LaunchConfig, Stream};
+use gpu_core::{GpuRepr, KernelDecl};
 use kiln_anneal::assign_tc::{self, Reference, TcAssign, TcJob, TcPoint, Tile};
+use kiln_anneal::kernels::{anneal_assign_f16, anneal_assign_f32};
+use kiln_anneal::types::{AnnealControl, KILN_ANNEAL_COUNT as COUNT};
 use kiln_anneal::Points;
 use kiln_anneal::Rng;
 

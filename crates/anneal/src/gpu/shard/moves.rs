@@ -6,8 +6,8 @@
 //! anchors through the host. Both give the host's bits:
 //! [`crate::maintenance::Plan::apply`] and [`crate::initial_anchors`].
 
-use cuda_sys::kernels::{anneal_apply_rows, anneal_gather_f16, anneal_gather_f32};
-use cuda_sys::types::AnnealRowOp;
+use crate::kernels::{anneal_apply_rows, anneal_gather_f16, anneal_gather_f32};
+use crate::types::AnnealRowOp;
 use gpu_core::{Backend, DeviceBuffer, Kernel};
 
 use super::super::super::maintenance::Plan;

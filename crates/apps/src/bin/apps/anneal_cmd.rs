@@ -258,7 +258,7 @@ fn wgpu_engine(
 /// The GPUs `--gpus` asks for; says what it found. `None`: no GPU could be
 /// used and `all` was asked for, so the run goes to the CPU.
 fn open_gpus(count: GpuCount) -> Result<Option<Devices>> {
-    match Devices::open(cuda_sys::modules::ALL, count) {
+    match Devices::open(kiln_anneal::modules::ALL, count) {
         Ok(devices) => {
             let found = devices.len();
             if found > 1 && !gpu_core::nccl_available() {
@@ -267,7 +267,7 @@ fn open_gpus(count: GpuCount) -> Result<Option<Devices>> {
                      (install NCCL, libnccl.so.2, to use them all)"
                 );
                 return Ok(Some(Devices::open(
-                    cuda_sys::modules::ALL,
+                    kiln_anneal::modules::ALL,
                     GpuCount::Exactly(1),
                 )?));
             }
@@ -300,7 +300,7 @@ pub(crate) fn run(args: &AnnealArgs) -> Result<()> {
     };
     let cpu = Backend::cpu();
     let gpu = if args.compare && devices.is_none() {
-        Some(Backend::auto(cuda_sys::modules::ALL)?)
+        Some(Backend::auto(kiln_anneal::modules::ALL)?)
     } else {
         None
     };

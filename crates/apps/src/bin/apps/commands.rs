@@ -148,7 +148,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
     let report = match args.gpus {
         // The multi-GPU suite: one shape on one GPU and on all asked for.
         Some(count) => {
-            let devices = Devices::open(cuda_sys::modules::ALL, count)?;
+            let devices = Devices::open(&apps::modules(), count)?;
             for (i, backend) in devices.backends().iter().enumerate() {
                 out!("gpu {i}: {}", describe_backend(backend));
             }

@@ -176,7 +176,7 @@ pub(crate) fn select_backend_on(
     choice: Option<BackendChoice>,
     ordinal: usize,
 ) -> anyhow::Result<Backend> {
-    let modules = cuda_sys::modules::ALL;
+    let modules = &apps::modules();
     let (choice, source) = backend_choice(choice)?;
     match choice {
         BackendChoice::Auto => Ok(Backend::select_on(ordinal, modules, Some(""))?),

@@ -441,3 +441,12 @@ extern "C" __global__ void __launch_bounds__(kRowThreads)
                       float *anchors) {
     gather_rows(x, n, d, rows, m, anchors);
 }
+
+// bf16 is the top half of an f32: widening is a shift, no arch guard needed.
+KILN_KERNEL(anneal_widen_bf16, const uint16_t *__restrict__ in, float *__restrict__ out,
+            uint32_t n) {
+    const uint32_t stride = gridDim.x * blockDim.x;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        out[i] = __uint_as_float(static_cast<uint32_t>(in[i]) << 16);
+    }
+}

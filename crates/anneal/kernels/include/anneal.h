@@ -141,6 +141,11 @@ KILN_KERNEL(anneal_gather_f32, const float *x, uint32_t n, uint32_t d, const uin
 KILN_KERNEL(anneal_gather_f16, const uint16_t *x, uint32_t n, uint32_t d, const uint32_t *rows,
             uint32_t m, float *anchors);
 
+/* out[i] = the bf16 bits in[i] widened to f32, i < n: a shift, exact for
+ * every value (NaN payloads and signed zeros included). bf16 points are
+ * uploaded as they are and widened on the device. Grid-stride. */
+KILN_KERNEL(anneal_widen_bf16, const uint16_t *in, float *out, uint32_t n);
+
 /* Every kernel taking a control returns at once when control->done is set,
  * so the outputs stay those of the last iteration run. */
 
