@@ -394,7 +394,7 @@ impl AnnealError {
 #[non_exhaustive]
 pub enum DistError {
     /// A launcher variable is missing.
-    #[error("{var} is not set; start each process with a launcher (torchrun, srun, mpirun, apps launch) or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT")]
+    #[error("{var} is not set; start each process with a launcher (torchrun, srun, mpirun) or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT")]
     MissingVar {
         /// The variable.
         var: &'static str,

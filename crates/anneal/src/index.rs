@@ -267,18 +267,24 @@ impl IndexOutput {
 /// The kind of output an index directory is, in kiln's marker.
 pub const OUTPUT_KIND: &str = "anneal-index";
 
+/// The writer [`Index::write`] records in an index's marker: this library,
+/// for a caller that names no tool of its own.
+pub const LIBRARY_TOOL: &str = "kiln-anneal";
+
 /// Checks, before a run, that an index can be written to `dir`: it must
 /// not exist, be empty, or hold an earlier index (replaced only with
 /// `replace`) and nothing else; it must not contain one of `inputs` or the
 /// current directory; the directory holding it must take a new entry.
-/// Refusals touch nothing.
+/// Refusals touch nothing. `tool` is what the index's marker records as its
+/// writer: the caller's command as its user types it (or [`LIBRARY_TOOL`]).
 pub fn prepare_output(
     dir: &Path,
     replace: bool,
     inputs: &[&Path],
+    tool: &'static str,
 ) -> Result<IndexOutput, IndexError> {
     let spec = kiln_output::Spec {
-        tool: "apps anneal",
+        tool,
         kind: OUTPUT_KIND,
         replace,
         legacy: Some(unmarked_index),
@@ -316,10 +322,11 @@ fn output_error(e: kiln_output::Error) -> IndexError {
 
 impl Index {
     /// Writes the index into `dir` ([`prepare_output`] then
-    /// [`Index::write_into`]); returns the notes of both.
+    /// [`Index::write_into`]), its marker naming [`LIBRARY_TOOL`] as the
+    /// writer; returns the notes of both.
     pub fn write(&self, dir: &Path, replace: bool) -> Result<Vec<String>, IndexError> {
         self.check()?;
-        let out = prepare_output(dir, replace, &[])?;
+        let out = prepare_output(dir, replace, &[], LIBRARY_TOOL)?;
         let mut notes = out.notes().to_vec();
         notes.extend(self.write_into(out)?);
         Ok(notes)

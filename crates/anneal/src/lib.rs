@@ -2,8 +2,8 @@
 //!
 //! Fit points to an index of anchors on the CPU, on CUDA GPUs (one process
 //! with several GPUs, or one process per GPU over NCCL) or on wgpu, and
-//! assign new points to an existing index. The CLI `apps anneal` is a thin
-//! layer over this crate.
+//! assign new points to an existing index. kiln's CLI (the `apps` crate) is
+//! a thin layer over this crate.
 //!
 //! The anneal: temperature-annealed anchor compression of embedding vectors.
 //!

@@ -1,6 +1,6 @@
-//! The benchmark report `apps bench --json` writes and `cargo xtask bench`
-//! reads: one serde type that both crates depend on, so the two sides cannot
-//! drift. Each figure says what it measured as data ([`Workload`]); its
+//! The benchmark report kiln's benchmark suite writes (as JSON) and its
+//! comparisons read: one serde type that both crates depend on, so the two
+//! sides cannot drift. Each figure says what it measured as data ([`Workload`]); its
 //! display name is derived from that and is never parsed back.
 //!
 //! Reading is strict: an unknown field or workload is an error, never

@@ -211,13 +211,22 @@ const WORKSPACE: Tables = Tables {
 /// their files name nothing of the crate outside that module.
 const FFI_LAYERS: &[(&str, &str)] = &[("crates/gpu-core/src", "ffi")];
 
-/// Rule `tool-names`: library sources whose strings and docs users read.
+/// Rule `tool-names`: library sources whose strings and docs users read:
+/// every crate under `crates/` but [`TOOL_CRATES`]
+/// (`every_crate_is_a_library_or_a_tool`).
 const TOOL_NAME_FREE: &[&str] = &[
     "crates/kiln-abi/src/**",
     "crates/gpu-core/src/**",
     "crates/cuda-build/src/**",
     "crates/cuda-sys/src/**",
+    "crates/anneal/src/**",
+    "crates/kiln-output/src/**",
+    "crates/bench-schema/src/**",
 ];
+
+/// The crates whose job is a command line (the apps binary, cargo-kiln's
+/// commands and the library they share): they name kiln's commands.
+const TOOL_CRATES: &[&str] = &["crates/apps", "crates/cargo-kiln"];
 
 /// Rule `tool-names`: kiln's xtask and its commands, the apps binary's
 /// commands and flags, matched as whole words in string literals and doc
@@ -233,6 +242,10 @@ const TOOL_NAMES: &[&str] = &[
     "apps batch",
     "apps anneal",
     "apps bench",
+    "apps launch",
+    "apps rank",
+    "apps encode",
+    "apps decode",
     "--gpus",
     "--backend",
     "--structures",
@@ -291,6 +304,42 @@ fn tidy(root: &Path, tables: &Tables) -> (Vec<SourceFile>, Vec<Violation>) {
         .collect();
     found.sort();
     (files, found)
+}
+
+/// The crates under `crates/` that are neither tool-name free nor tools,
+/// given the folders there.
+fn unclassified_crates(crates: &[String]) -> Vec<String> {
+    crates
+        .iter()
+        .filter(|c| {
+            !TOOL_CRATES.contains(&c.as_str())
+                && !TOOL_NAME_FREE.contains(&format!("{c}/src/**").as_str())
+        })
+        .cloned()
+        .collect()
+}
+
+/// Every crate is a library whose strings and docs name no binary of kiln's
+/// (rule `tool-names`) or a tool listed as one: a new crate is classified
+/// here before it is merged.
+#[test]
+fn every_crate_is_a_library_or_a_tool() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask sits in the workspace");
+    let mut crates: Vec<String> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().join("Cargo.toml").is_file())
+        .map(|e| format!("crates/{}", e.file_name().to_string_lossy()))
+        .collect();
+    crates.sort();
+    assert!(crates.contains(&"crates/anneal".to_string()), "{crates:?}");
+    assert_eq!(unclassified_crates(&crates), Vec::<String>::new());
+    assert_eq!(
+        unclassified_crates(&["crates/new-lib".to_string()]),
+        ["crates/new-lib"]
+    );
 }
 
 #[test]

@@ -1,12 +1,13 @@
 //! The rank of this process, from the variables launchers set: torchrun's
-//! (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`; `apps
-//! launch` sets the same) or Slurm's (`SLURM_PROCID`, `SLURM_STEP_NUM_TASKS`
+//! (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`; any
+//! launcher that sets the same) or Slurm's (`SLURM_PROCID`, `SLURM_STEP_NUM_TASKS`
 //! or `SLURM_NTASKS`, `SLURM_LOCALID`, the first host of
 //! `SLURM_STEP_NODELIST` or `SLURM_JOB_NODELIST`), kiln's
 //! `KILN_JOB_SECRET`, and the rows each rank holds.
 //!
 //! Which family wins: a launcher started under the other (torchrun or
-//! `apps launch` inside an `srun` task: they set `LOCAL_WORLD_SIZE`, torchrun
+//! another torchrun-style launcher inside an `srun` task: they set
+//! `LOCAL_WORLD_SIZE`, torchrun
 //! `TORCHELASTIC_RUN_ID`) describes the process, and Slurm's variables
 //! describe only the launcher's task. Otherwise, where both families are
 //! set, they are two descriptions of one process: each variable may come
@@ -173,7 +174,7 @@ fn number_of(
 }
 
 const TORCHRUN_FIX: &str = "a launcher sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT \
-     together (torchrun, apps launch); set the rest, or unset it for a one-process run";
+     together (torchrun and launchers like it); set the rest, or unset it for a one-process run";
 
 const SLURM_FIX: &str = "srun sets SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID together; \
      start the processes with srun, or unset SLURM_PROCID for a one-process run";
@@ -222,7 +223,7 @@ fn master_addr(value: String) -> Result<String, DistError> {
     Ok(value.trim().to_string())
 }
 
-/// torchrun's variables (`apps launch`'s too).
+/// torchrun's variables (any launcher that sets them).
 fn torchrun_place(lookup: &impl Fn(&str) -> Option<String>) -> Result<Place, DistError> {
     let incomplete = |set, missing| DistError::Incomplete {
         set,

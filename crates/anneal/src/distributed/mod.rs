@@ -1,6 +1,6 @@
 //! One process per GPU (or per CPU rank): the anneal run by several
 //! processes, on one host or many, started by a launcher (torchrun, Slurm's
-//! srun, `apps launch`). Each process reads its rank from the environment
+//! srun, or any launcher setting torchrun's variables). Each process reads its rank from the environment
 //! ([`RankEnv`]), meets the others at rank 0's address ([`rendezvous`]:
 //! every rank runs the same problem, rank 0 hands out the NCCL unique id,
 //! and a handshake under the job's secret, [`SECRET_ENV`], keeps out the

@@ -1,5 +1,5 @@
 //! The job's secret: what makes the ranks of one job know each other at the
-//! rendezvous. `apps launch` makes a random one per job and hands it to its
+//! rendezvous. A launcher may make a random one per job and hand it to its
 //! ranks in [`SECRET_ENV`]; under torchrun or Slurm users set that variable
 //! themselves, and without it the launcher's job id stands in. Both ends of
 //! a connection prove they hold it by an HMAC-SHA256 of fresh nonces, so
@@ -11,7 +11,7 @@ use sha2::Sha256;
 use super::DistError;
 
 /// The job's secret, the same on every rank of one job and different for
-/// every job (`apps launch` sets it; set it yourself under torchrun or
+/// every job (a launcher may set it; set it yourself under torchrun or
 /// Slurm, e.g. to `openssl rand -hex 16`).
 pub const SECRET_ENV: &str = "KILN_JOB_SECRET";
 

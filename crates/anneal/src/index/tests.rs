@@ -157,17 +157,42 @@ fn an_earlier_index_is_replaced_only_when_asked_and_an_empty_directory_is_taken(
     assert_eq!(Index::read(&empty).unwrap(), index);
     let orphan = root.path().join("no/such/idx");
     assert!(matches!(
-        prepare_output(&orphan, false, &[]),
+        prepare_output(&orphan, false, &[], LIBRARY_TOOL),
         Err(IndexError::NoParent(_))
     ));
     // A directory holding an input is refused.
     let input = empty.join(ANCHORS_FILE);
-    let err = prepare_output(&empty, true, &[&input]).unwrap_err();
+    let err = prepare_output(&empty, true, &[&input], LIBRARY_TOOL).unwrap_err();
     assert!(
         err.to_string().contains("give an output folder of its own"),
         "{err}"
     );
     assert_eq!(entries(root.path()), ["empty", "other"]);
+}
+
+/// The index's marker names the writer its caller gave, and the library's
+/// own name where the caller gave none: never a binary of kiln's.
+#[test]
+fn the_marker_names_the_tool_the_caller_passes() {
+    let index = small_index();
+    let root = tempfile::tempdir().unwrap();
+    let marker = |dir: &Path| fs::read_to_string(dir.join(kiln_output::MARKER)).unwrap();
+    let mine = root.path().join("mine");
+    let out = prepare_output(&mine, false, &[], "vector-store train").unwrap();
+    index.write_into(out).unwrap();
+    assert!(
+        marker(&mine).contains("tool = \"vector-store train\""),
+        "{}",
+        marker(&mine)
+    );
+    assert_eq!(Index::read(&mine).unwrap(), index);
+    let plain = root.path().join("plain");
+    index.write(&plain, false).unwrap();
+    assert!(
+        marker(&plain).contains("tool = \"kiln-anneal\""),
+        "{}",
+        marker(&plain)
+    );
 }
 
 /// Writes `index` and rewrites one of its files with `edit`; returns the

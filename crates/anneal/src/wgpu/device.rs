@@ -12,8 +12,8 @@ pub enum Adapters {
     /// A GPU only (for the automatic choice: a software rasterizer such as
     /// lavapipe or llvmpipe is slower than the CPU engine).
     Hardware,
-    /// A GPU when there is one, else a software adapter (`--backend wgpu`,
-    /// the tests on lavapipe).
+    /// A GPU when there is one, else a software adapter (a CLI's explicit
+    /// choice of wgpu, the tests on lavapipe).
     Any,
 }
 

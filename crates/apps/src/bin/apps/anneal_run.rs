@@ -76,7 +76,8 @@ pub(crate) fn prepare_output(args: &AnnealArgs) -> Result<Option<IndexOutput>> {
         return Ok(None);
     };
     let inputs: Vec<&Path> = args.npy.iter().map(PathBuf::as_path).collect();
-    let output = index::prepare_output(dir, args.force, &inputs).map_err(out_error)?;
+    let output =
+        index::prepare_output(dir, args.force, &inputs, "apps anneal").map_err(out_error)?;
     for note in output.notes() {
         eprintln!("apps: {note}");
     }
