@@ -28,7 +28,7 @@ use crate::gpu::{chunk_device_bytes, ChunkAssigner, Staged};
 use crate::index::Index;
 use crate::memory::TooLarge;
 use crate::npy::{self, ChunkRows, Chunks, ShardsError};
-use crate::{AnnealError, Dtype, Engine, Params, Points, Problem};
+use crate::{AnnealError, Dtype, Params, Points, Problem};
 
 mod output;
 
@@ -196,7 +196,7 @@ fn assign_rows(
         gpu.read(&mut out)?;
         return Ok(out);
     }
-    let mut engine = crate::cpu::CpuEngine::new(&problem);
+    let mut engine = crate::Target::Cpu.engine(&problem)?;
     engine.set_anchors(&index.anchors, m)?;
     // A step assigns against the anchors it was given, then moves them
     // (by nothing, with a step of 0), which nothing reads.

@@ -186,6 +186,10 @@ fn combine_shards(
 }
 
 impl Engine for GpuEngine {
+    fn upload_seconds(&self) -> Option<f64> {
+        Some(self.upload_seconds)
+    }
+
     /// On one GPU, the initial anchors are gathered from the points there
     /// (the rows [`crate::initial_rows`] names: the host's values, with no
     /// `m × d` copy through the host); sharded, as [`Engine::start`] does.

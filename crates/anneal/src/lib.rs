@@ -101,6 +101,7 @@ pub mod memory;
 pub mod npy;
 pub mod plan;
 mod rng;
+mod target;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 
@@ -113,6 +114,7 @@ pub use input::{
 
 pub use plan::join;
 pub use rng::Rng;
+pub use target::Target;
 
 /// The anneal's kernel declarations from `kernels/include/*.h`: one marker
 /// type per kernel, launched typed through gpu-core.
@@ -497,6 +499,11 @@ pub trait Engine {
             converged: false,
         })
     }
+    /// Seconds of the engine's setup that went to uploading the points,
+    /// where it uploads them to a device and times it (the CUDA engine).
+    fn upload_seconds(&self) -> Option<f64> {
+        None
+    }
     /// The stats of the last step.
     fn stats(&mut self) -> Result<AnchorStats, AnnealError>;
     /// The current anchors, `m × d`.
@@ -509,17 +516,14 @@ pub trait Engine {
 }
 
 /// Runs the algorithm on `backend`: the GPU engine on the CUDA backend, the
-/// CPU engine otherwise.
+/// CPU engine otherwise ([`Target::of`]).
 pub fn run(
     backend: &gpu_core::Backend,
     problem: &Problem<'_>,
     progress: Progress<'_>,
 ) -> Result<Output, AnnealError> {
-    if backend.kind() == gpu_core::BackendKind::Cuda {
-        return run_sharded(std::slice::from_ref(backend), problem, progress);
-    }
-    let mut engine = cpu::CpuEngine::new(problem);
-    run_with(&mut engine, problem, progress)
+    let mut engine = Target::of(backend).engine(problem)?;
+    run_with(engine.as_mut(), problem, progress)
 }
 
 /// `n × d` points from a seeded mixture of `clusters` Gaussian-ish blobs
@@ -585,8 +589,8 @@ pub fn run_sharded(
     problem: &Problem<'_>,
     progress: Progress<'_>,
 ) -> Result<Output, AnnealError> {
-    let mut engine = gpu::GpuEngine::sharded(backends, problem)?;
-    run_with(&mut engine, problem, progress)
+    let mut engine = Target::Gpus(backends).engine(problem)?;
+    run_with(engine.as_mut(), problem, progress)
 }
 
 #[cfg(test)]

@@ -497,3 +497,28 @@ mod helpers_never_panic {
         }
     }
 }
+
+/// One place turns a backend into an engine: the CPU backend is the CPU
+/// target, whose engine runs the same anneal `run` runs, bit for bit, and
+/// uploads nothing; a CUDA backend is a GPU target of that one backend.
+#[test]
+fn a_target_builds_the_engine_that_run_runs() {
+    let cpu = gpu_core::Backend::cpu();
+    let target = Target::of(&cpu);
+    assert!(matches!(target, Target::Cpu), "{target:?}");
+    assert!(target.gpus().is_empty());
+    let points = synthetic_points(400, 8, 4, 0.2, 7);
+    let problem = validate(Points::F32(&points), 400, 8, 4, &Params::default()).unwrap();
+    let mut engine = target.engine(&problem).unwrap();
+    assert_eq!(engine.upload_seconds(), None);
+    let built = run_with(engine.as_mut(), &problem, &mut |_, _, _| {}).unwrap();
+    let ran = run(&cpu, &problem, &mut |_, _, _| {}).unwrap();
+    assert_eq!(built.anchors, ran.anchors);
+    assert_eq!(built.assignments, ran.assignments);
+    if let Some(gpu) = gpu_core::testing::cuda_backend(crate::modules::ALL) {
+        let target = Target::of(&gpu);
+        assert_eq!(target.gpus().len(), 1);
+        let engine = target.engine(&problem).unwrap();
+        assert!(engine.upload_seconds().is_some());
+    }
+}

@@ -14,6 +14,7 @@ use super::*;
 use crate::index::tests::entries;
 use crate::index::{Index, RunRecord};
 use crate::npy::Shards;
+use crate::Engine;
 
 /// An npy file's bytes: `descr`, `(rows, d)`, then `data`.
 fn npy_file(descr: &str, rows: usize, d: usize, data: &[u8]) -> Vec<u8> {

@@ -16,7 +16,7 @@ use gpu_core::{Backend, BackendKind, Error};
 
 use crate::Rng;
 use crate::{batch, vadd};
-use kiln_anneal::{self, cpu::CpuEngine, gpu::GpuEngine, AnnealError, Params, Points};
+use kiln_anneal::{self, AnnealError, Params, Points};
 
 pub use kiln_bench_schema::{Data, Dtype, Engine, Figure, LaunchOverhead, Report, Shape, Workload};
 
@@ -84,17 +84,9 @@ fn copy_bandwidth(backend: &Backend, n: usize, reps: usize) -> Result<Figure, Er
     })
 }
 
-/// What an anneal figure runs on.
-#[derive(Debug, Clone, Copy)]
-pub enum AnnealTarget<'a> {
-    /// The CPU engine.
-    Cpu,
-    /// The GPU engine over these GPUs (one: no NCCL).
-    Gpus(&'a [Backend]),
-    /// The wgpu engine on this device.
-    #[cfg(feature = "wgpu")]
-    Wgpu(&'a kiln_anneal::wgpu::WgpuDevice),
-}
+/// What an anneal figure runs on: the library's target, which builds the
+/// engine (the CPU, CUDA GPUs (one: no NCCL), or a wgpu device).
+pub type AnnealTarget<'a> = kiln_anneal::Target<'a>;
 
 /// One anneal figure's workload.
 #[derive(Debug, Clone, Copy)]
@@ -195,20 +187,7 @@ pub fn anneal_case(
         };
         let problem = kiln_anneal::validate(points, n, d, m, &params)?;
         let started = Instant::now();
-        let mut engine: Box<dyn kiln_anneal::Engine> = match target {
-            AnnealTarget::Gpus(backends) => {
-                let engine = GpuEngine::sharded(backends, &problem)?;
-                for backend in backends {
-                    backend.synchronize()?;
-                }
-                Box::new(engine)
-            }
-            AnnealTarget::Cpu => Box::new(CpuEngine::new(&problem)),
-            #[cfg(feature = "wgpu")]
-            AnnealTarget::Wgpu(device) => {
-                Box::new(kiln_anneal::wgpu::WgpuEngine::new(device, &problem)?)
-            }
-        };
+        let mut engine = target.engine(&problem)?;
         upload.push(started.elapsed().as_secs_f64() * 1e3);
         let started = Instant::now();
         let out = kiln_anneal::run_with(engine.as_mut(), &problem, &mut |_, _, _| {})?;

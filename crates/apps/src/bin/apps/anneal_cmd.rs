@@ -18,7 +18,7 @@ use crate::cli::{AnnealArgs, BackendChoice};
 use crate::output::out;
 use crate::{backend_choice, select_backend, setting};
 #[cfg(feature = "wgpu")]
-use kiln_anneal::wgpu::{Adapters, WgpuDevice, WgpuEngine};
+use kiln_anneal::wgpu::{Adapters, WgpuDevice};
 
 /// Where one run goes: one backend, or the points sharded over GPUs.
 #[derive(Clone, Copy)]
@@ -123,17 +123,19 @@ impl Target<'_> {
         }
     }
 
+    /// The library's target, which builds the engine.
+    fn engine_target(&self) -> kiln_anneal::Target<'_> {
+        match *self {
+            Target::One(backend) => kiln_anneal::Target::of(backend),
+            Target::Gpus(backends) => kiln_anneal::Target::Gpus(backends),
+            #[cfg(feature = "wgpu")]
+            Target::Wgpu(device) => kiln_anneal::Target::Wgpu(device),
+        }
+    }
+
     /// The GPUs it runs on (none: the CPU engine).
     fn gpus(&self) -> &[Backend] {
-        match self {
-            Target::One(backend) if backend.kind() == BackendKind::Cuda => {
-                std::slice::from_ref(*backend)
-            }
-            Target::One(_) => &[],
-            Target::Gpus(backends) => backends,
-            #[cfg(feature = "wgpu")]
-            Target::Wgpu(_) => &[],
-        }
+        self.engine_target().gpus()
     }
 
     /// Whether it runs the CPU engine.
@@ -177,20 +179,8 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
     // the iterations: the speedup compares the iterations.
     let started = Instant::now();
     let backends = target.gpus();
-    let mut upload_seconds = None;
-    let mut engine: Box<dyn kiln_anneal::Engine> =
-        if let Some(engine) = wgpu_engine(target, problem)? {
-            engine
-        } else if backends.is_empty() {
-            Box::new(kiln_anneal::cpu::CpuEngine::new(problem))
-        } else {
-            let engine = kiln_anneal::gpu::GpuEngine::sharded(backends, problem)?;
-            for backend in backends {
-                backend.synchronize()?;
-            }
-            upload_seconds = Some(engine.upload_seconds());
-            Box::new(engine)
-        };
+    let mut engine = target.engine_target().engine(problem)?;
+    let upload_seconds = engine.upload_seconds();
     let setup_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let (n, d, m) = (problem.n(), problem.d(), problem.m());
@@ -233,26 +223,6 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
         phases,
         out,
     })
-}
-
-/// The wgpu engine, for a wgpu target (the points uploaded).
-#[cfg(feature = "wgpu")]
-fn wgpu_engine(
-    target: Target<'_>,
-    problem: &Problem<'_>,
-) -> Result<Option<Box<dyn kiln_anneal::Engine>>> {
-    Ok(match target {
-        Target::Wgpu(device) => Some(Box::new(WgpuEngine::new(device, problem)?)),
-        _ => None,
-    })
-}
-
-#[cfg(not(feature = "wgpu"))]
-fn wgpu_engine(
-    _target: Target<'_>,
-    _problem: &Problem<'_>,
-) -> Result<Option<Box<dyn kiln_anneal::Engine>>> {
-    Ok(None)
 }
 
 /// The GPUs `--gpus` asks for; says what it found. `None`: no GPU could be
