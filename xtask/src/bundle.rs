@@ -75,6 +75,16 @@ const OUTSIDE_CRATES: &[OutsideCrate] = &[
         prefix: "CP",
         follows_arch: false,
     },
+    // A crate using the anneal as a library: its backend from
+    // kiln_anneal::modules::ALL, the anneal's kernels compiled by
+    // kiln-anneal's own build (prefix KILN_ANNEAL), no cuda-sys.
+    OutsideCrate {
+        name: "anneal-user",
+        manifest: "examples/anneal-user/Cargo.toml",
+        target_dir: "target/anneal-user",
+        prefix: "KILN_ANNEAL",
+        follows_arch: true,
+    },
     // Plain cudarc (CUDA 12.8 bindings) launching kiln-built kernels, beside
     // gpu-core built for the same version.
     OutsideCrate {
