@@ -51,7 +51,7 @@ pub(super) fn source_decls(
         let mut types = Vec::new();
         let mut unmapped = None;
         for (name, ty) in &d.params {
-            match ty.rust(&|n| bound.contains(n)) {
+            match ty.rust(&|n| bound.contains(n), abi) {
                 Ok(rust) => types.push(rust),
                 Err(c) => {
                     unmapped = Some((name, c));
