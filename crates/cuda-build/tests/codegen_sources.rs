@@ -113,6 +113,15 @@ fn vendored_tree_kernels_get_markers_from_their_definitions() {
     ] {
         assert!(text.contains(params), "no `{params}` in:\n{text}");
     }
+    // The kernels left without a marker, for the audit (issue 42).
+    let undeclared = &text[text.find("pub static UNDECLARED").expect("UNDECLARED")..];
+    for symbol in [
+        "\"mask_fill\",\n",
+        "\"differs\",\n",
+        "\"local_by_value\",\n",
+    ] {
+        assert!(undeclared.contains(symbol), "UNDECLARED lacks {symbol}");
+    }
     assert!(text.contains("::core::mem::size_of::<bool>() == 1,\n        \"kernel `fill_flag` takes `on` as a 1-byte bool"));
     for absent in [
         "never_defined",

@@ -253,10 +253,13 @@ fn f64_place(function: &PtxFunction, called_from: Option<&str>) -> String {
 ///    every declaration has a kernel.
 ///
 /// A kernel for which `by_name` answers true (`[kernel.NAME] by_name =
-/// true`) may have no declaration.
+/// true`) may have no declaration; one that codegen left without a marker
+/// (`refused`: symbol and codegen's warning) is reported with that warning,
+/// not with advice to run codegen again.
 pub(crate) fn check_abi(
     modules: &[ModuleFacts],
     declared: &[Declaration],
+    refused: &[(String, String)],
     by_name: &dyn Fn(&str) -> bool,
 ) -> Vec<Violation> {
     let mut out = Vec::new();
@@ -265,6 +268,16 @@ pub(crate) fn check_abi(
         for kernel in module.kernels() {
             let Some(decl) = declared.iter().find(|d| d.name == kernel) else {
                 if by_name(&kernel) {
+                    continue;
+                }
+                if let Some((_, warning)) = refused.iter().find(|(symbol, _)| *symbol == kernel) {
+                    out.push(
+                        Violation::new(Check::Abi, &module.name, Some(&kernel), None).says(format!(
+                            "{kernel}: kernel in the {} fat binary has no Rust declaration, as codegen warned: {warning}; \
+                             launched by name, mark it `by_name = true` in its [kernel.NAME] table of kiln-audit.toml",
+                            module.name
+                        )),
+                    );
                     continue;
                 }
                 out.push(
@@ -563,6 +576,7 @@ ret;
         assert!(check_abi(
             std::slice::from_ref(&m),
             &[vector_add_decl(VECTOR_ADD_LAYOUT)],
+            &[],
             &|_| false
         )
         .is_empty());
@@ -587,7 +601,7 @@ ret;
             ["vector_add: param 2 (c) is 16-byte aligned in PTX but 8-byte aligned in Rust (vector_add.h)"]
         );
         assert_eq!(
-            messages(check_abi(std::slice::from_ref(&m), std::slice::from_ref(&unbuilt), &|_| false)),
+            messages(check_abi(std::slice::from_ref(&m), std::slice::from_ref(&unbuilt), &[], &|_| false)),
             [
                 "vector_add: kernel in the vector_add fat binary has no Rust declaration (declare it with KILN_KERNEL in a header, or read it from its source with `cargo kiln codegen --sources`, then regenerate the bindings)",
                 "gone: declared in gone.h but no fat binary has the kernel (define it in a .cu file of the kernels dir or remove the declaration)",
@@ -595,9 +609,20 @@ ret;
         );
         // `[kernel.vector_add] by_name = true`: launched by name, undeclared on purpose.
         assert_eq!(
-            messages(check_abi(&[m], &[unbuilt], &|k| k == "vector_add")),
+            messages(check_abi(std::slice::from_ref(&m), std::slice::from_ref(&unbuilt), &[], &|k| k == "vector_add")),
             ["gone: declared in gone.h but no fat binary has the kernel (define it in a .cu file of the kernels dir or remove the declaration)"]
         );
+        // Issue 42: a kernel codegen warned about is reported with codegen's
+        // warning, once, not looped back to `cargo kiln codegen --sources`.
+        let refused = [(
+            "vector_add".to_string(),
+            "k.cu:3: kernel `vector_add` gets no typed launch: parameter `m` has type `const bool *`, which has no Rust mapping (a struct or enum maps when a header of the include dir declares it); launch it by name".to_string(),
+        )];
+        assert_eq!(
+            messages(check_abi(std::slice::from_ref(&m), &[], &refused, &|_| false)),
+            ["vector_add: kernel in the vector_add fat binary has no Rust declaration, as codegen warned: k.cu:3: kernel `vector_add` gets no typed launch: parameter `m` has type `const bool *`, which has no Rust mapping (a struct or enum maps when a header of the include dir declares it); launch it by name; launched by name, mark it `by_name = true` in its [kernel.NAME] table of kiln-audit.toml"]
+        );
+        assert!(check_abi(&[m], &[], &refused, &|k| k == "vector_add").is_empty());
     }
 
     #[test]

@@ -198,6 +198,7 @@ fn run(
     let declared = Declarations {
         kernels: vec![decl],
         unreadable: Vec::new(),
+        refused: Vec::new(),
     };
     audit(
         requested,

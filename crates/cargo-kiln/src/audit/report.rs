@@ -73,6 +73,7 @@ pub(crate) fn audit(
             violations.extend(checks::check_abi(
                 modules,
                 &declared.kernels,
+                &declared.refused,
                 &undeclared_ok,
             ));
             not_audited.extend(declared.unreadable.iter().cloned());

@@ -169,6 +169,19 @@ pub(super) fn assemble(
         kernels.push_str(&added.text);
         kernel_names.extend(added.rust_names);
         warnings.extend(added.warnings);
+        let refused: Vec<String> = added
+            .refused
+            .iter()
+            .map(|(symbol, warning)| format!("({symbol:?}, {warning:?})"))
+            .collect();
+        let _ = writeln!(
+            kernels,
+            "/// The kernels the sources define that got no marker, each with the\n\
+             /// warning codegen gave, as `(symbol, warning)`: `cargo kiln audit`\n\
+             /// reports such a kernel of an image with that warning.\n\
+             pub static UNDECLARED: &[(&str, &str)] = &[{}];",
+            refused.join(", ")
+        );
     }
     let infos: Vec<String> = kernel_names
         .iter()

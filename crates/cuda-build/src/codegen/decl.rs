@@ -20,6 +20,7 @@ const PRIMITIVES: [&str; 17] = [
 pub(super) fn marker_name(name: &str, taken: &HashSet<String>) -> String {
     let mut rust = name.to_string();
     while rust == "ALL"
+        || rust == "UNDECLARED"
         || PRIMITIVES.contains(&rust.as_str())
         || taken.contains(&rust)
         || syn::parse_str::<syn::Ident>(&rust).is_err()
@@ -109,6 +110,7 @@ mod tests {
         let taken: HashSet<String> = ["fixture_window", "gpu_core"].map(String::from).into();
         for (name, rust) in [
             ("ALL", "ALL_"),
+            ("UNDECLARED", "UNDECLARED_"),
             ("f32", "f32_"),
             ("str", "str_"),
             ("match", "match_"),

@@ -18,6 +18,8 @@ pub(super) struct Added {
     /// (symbol, marker) of each.
     pub(super) rust_names: Vec<(String, String)>,
     pub(super) warnings: Vec<String>,
+    /// `(symbol, warning)` of each kernel left without a marker.
+    pub(super) refused: Vec<(String, String)>,
 }
 
 /// Markers for `sources`' kernels; `header_kernels` are the headers'
@@ -36,6 +38,7 @@ pub(super) fn source_decls(
         rust_names: Vec::new(),
         // The walk's own (internal linkage, unresolved instantiations) first.
         warnings: sources.warnings.clone(),
+        refused: sources.refused.clone(),
     };
     // Rust name -> where it came from, for the collision error.
     let mut taken: BTreeMap<String, String> = header_kernels
@@ -60,10 +63,12 @@ pub(super) fn source_decls(
             }
         }
         if let Some((param, c)) = unmapped {
-            added.warnings.push(format!(
+            let warning = format!(
                 "{site}: kernel `{}` gets no typed launch: parameter `{param}` has type `{c}`, which has no Rust mapping (a struct or enum maps when a header of the include dir declares it); launch it by name",
                 d.source_name
-            ));
+            );
+            added.warnings.push(warning.clone());
+            added.refused.push((d.symbol.clone(), warning));
             continue;
         }
         let rust = marker_name(&rust_name(&d.source_name), reserved);

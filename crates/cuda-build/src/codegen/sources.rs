@@ -39,6 +39,9 @@ pub(super) struct SourceKernel {
 pub(super) struct Sources {
     pub(super) kernels: Vec<SourceKernel>,
     pub(super) warnings: Vec<String>,
+    /// `(symbol, warning)` of each kernel of the images left without a
+    /// marker: the generated file lists them for the audit.
+    pub(super) refused: Vec<(String, String)>,
     /// Every file read (the config, the sources, the headers they include
     /// outside the system headers and `ignore`), absolute.
     pub(super) files: BTreeSet<PathBuf>,
@@ -168,13 +171,17 @@ pub(super) fn scan_sources(
     for kept in seen.values() {
         if let Some(other) = &kept.differs {
             let kernel = &sources.kernels[kept.index];
-            sources.warnings.push(format!(
+            let warning = format!(
                 "{}:{}: kernel `{}` gets no typed launch: its parameters at {} differ from those at {other}, and a marker has one parameter list; give each variant its own name, or launch it by name",
                 kernel.shown,
                 kernel.defined.line,
                 kernel.defined.source_name,
                 kept.archs.join(", "),
-            ));
+            );
+            sources.warnings.push(warning.clone());
+            sources
+                .refused
+                .push((kernel.defined.symbol.clone(), warning));
             dropped.insert(kept.index);
         }
     }
