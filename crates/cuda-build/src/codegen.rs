@@ -32,7 +32,10 @@
 //! asserts at compile time that the target's is as wide as clang's, so a
 //! 32-bit target fails to compile), `__half`/`half` `::half::f16`,
 //! `__nv_bfloat16`/`nv_bfloat16` `::half::bf16` (the generated code then needs
-//! the `half` crate). C enums become bindgen's newtype consts (a
+//! the `half` crate), the 1-byte float types (`__nv_fp8_e4m3`, ...) the ABI's
+//! byte types (`Fp8E4M3`, ...), a kernel's `void *` / `const void *` the
+//! ABI's `MutVoidPtr` / `ConstVoidPtr` (a launch takes any view for them;
+//! host functions keep `c_void`), and `bool` stays `bool`. C enums become bindgen's newtype consts (a
 //! `#[repr(transparent)]` struct over the enum's underlying integer, the
 //! enumerators as associated consts), not Rust enums: a C enum may hold any
 //! value of its type (flags, values added by a newer header), and `GpuRepr`
@@ -176,10 +179,14 @@ impl Codegen {
     /// `extern "C"` kernels by name, other C++ kernels and explicit
     /// instantiations of kernel templates by their mangled names (the marker
     /// named after the source, `scale<float>` as `scale_float`). A kernel
-    /// also declared in a header keeps the header's marker. A parameter type
-    /// with no Rust mapping leaves its kernel without a marker, with a
-    /// warning. The generated file's fingerprint then covers every file
-    /// read, so an edited source is stale bindings like an edited header.
+    /// also declared in a header keeps the header's marker. Each module is
+    /// read at every arch it is built for, so a kernel only some archs
+    /// define is declared (one whose parameters differ between archs gets a
+    /// warning). A parameter type with no Rust mapping leaves its kernel
+    /// without a marker, with a warning, and listed in `kernels::UNDECLARED`
+    /// for the audit. The generated file's fingerprint then covers what
+    /// every file read declares, so a signature edited in a source is stale
+    /// bindings like an edited header, and a comment or a body is not.
     ///
     /// The modules come from `kernels_dir/kiln.toml`, or the file given to
     /// [`Codegen::sources_config`]; with neither, `generate` fails in one
