@@ -205,16 +205,12 @@ impl ArchSpec {
         })
     }
 
-    /// Every arch the spec names, once each, lowest first (`sm_90,sm_80` ->
-    /// sm_80, sm_90; none for `native`, `all-major`): codegen reads a
-    /// module's sources as each arch's device pass sees them, so a kernel
-    /// behind `#if __CUDA_ARCH__ >= 890` is declared for the images that
-    /// hold it.
+    /// Every arch the spec names, once each, lowest first (none for
+    /// `native`, `all-major`): codegen reads a module's sources at each, so
+    /// a kernel behind `#if __CUDA_ARCH__ >= 890` is declared.
     #[cfg(feature = "codegen")]
     pub(crate) fn named(&self) -> Vec<Arch> {
-        let mut archs: Vec<Arch> = self
-            .items
-            .iter()
+        let mut archs: Vec<Arch> = (self.items.iter())
             .filter_map(|(_, item)| match item {
                 Item::Plain(a) | Item::Real(a) | Item::Virtual(a) | Item::RealAndPtx(a) => Some(*a),
                 Item::Native | Item::AllMajor => None,
