@@ -63,6 +63,7 @@ pub(crate) fn kiln_declarations() -> Declarations {
         unreadable: Vec::new(),
         // Declared by headers alone: codegen refused none of them.
         refused: Vec::new(),
+        absent_at: Vec::new(),
     }
 }
 

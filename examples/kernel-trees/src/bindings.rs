@@ -385,6 +385,10 @@ pub mod kernels {
             "byname/byname.cu:21: kernel `byname_fill_span` gets no typed launch: parameter `span` has type `Span`, which has no Rust mapping (a struct or enum maps when a header of the include dir declares it); launch it by name",
         ),
     ];
+    /// The kernels the device passes of some of their module's archs
+    /// leave out (`#if __CUDA_ARCH__ >= 890`), with those archs, as
+    /// `(symbol, archs)`: `cargo kiln audit` expects no code of them there.
+    pub static ABSENT_AT: &[(&str, &[&str])] = &[];
     /// Every kernel declared in the headers and defined by the sources.
     pub static ALL: &[::gpu_core::KernelInfo] = &[
         ::gpu_core::KernelInfo::of::<affine_f32>(),

@@ -48,6 +48,23 @@ pub struct Declarations {
     /// `(symbol, warning)` of each kernel codegen left without a marker
     /// (the bindings' `UNDECLARED`): reported with codegen's warning.
     pub refused: Vec<(String, String)>,
+    /// `(symbol, archs)` of each kernel whose module's device passes at
+    /// `archs` leave it out (the bindings' `ABSENT_AT`): no code of it is
+    /// expected there.
+    pub absent_at: Vec<(String, Vec<String>)>,
+}
+
+impl Declarations {
+    /// Whether codegen found `kernel` left out of the device pass of the
+    /// arch numbered `arch` (`80` for sm_80 and compute_80).
+    pub fn absent_at(&self, kernel: &str, arch: u32) -> bool {
+        self.absent_at.iter().any(|(k, archs)| {
+            k == kernel
+                && archs
+                    .iter()
+                    .any(|a| super::model::arch_number(a) == Some(arch))
+        })
+    }
 }
 
 /// The generated bindings of the crate in `crate_dir`: `configured` (the
@@ -148,6 +165,7 @@ impl Ty {
 struct Collector {
     impls: Vec<Impl>,
     refused: Vec<(String, String)>,
+    absent_at: Vec<(String, Vec<String>)>,
     /// Struct name -> (size, align), from bindgen's asserts.
     sizes: BTreeMap<String, usize>,
     aligns: BTreeMap<String, usize>,
@@ -169,21 +187,30 @@ impl<'ast> Visit<'ast> for Collector {
     }
 
     /// `pub static UNDECLARED: &[(&str, &str)] = &[("symbol", "warning"), ...];`
+    /// and `pub static ABSENT_AT: &[(&str, &[&str])] = &[("symbol", &["sm_80"])];`
     fn visit_item_static(&mut self, item: &'ast syn::ItemStatic) {
-        if item.ident == "UNDECLARED" {
-            let mut expr = &*item.expr;
-            while let syn::Expr::Reference(r) = expr {
-                expr = &r.expr;
-            }
-            if let syn::Expr::Array(a) = expr {
-                for elem in &a.elems {
-                    if let syn::Expr::Tuple(t) = elem {
-                        let parts: Vec<String> = t.elems.iter().filter_map(string_lit).collect();
-                        if let [symbol, warning] = &parts[..] {
-                            self.refused.push((symbol.clone(), warning.clone()));
-                        }
-                    }
+        let list = item.ident == "UNDECLARED" || item.ident == "ABSENT_AT";
+        let mut expr = &*item.expr;
+        while let syn::Expr::Reference(r) = expr {
+            expr = &r.expr;
+        }
+        let tuples = match expr {
+            syn::Expr::Array(a) if list => a.elems.iter().collect(),
+            _ => Vec::new(),
+        };
+        for tuple in tuples {
+            let syn::Expr::Tuple(t) = tuple else { continue };
+            let (Some(symbol), Some(second)) =
+                (t.elems.first().and_then(string_lit), t.elems.get(1))
+            else {
+                continue;
+            };
+            if item.ident == "UNDECLARED" {
+                if let Some(warning) = string_lit(second) {
+                    self.refused.push((symbol, warning));
                 }
+            } else {
+                self.absent_at.push((symbol, string_list(second)));
             }
         }
         syn::visit::visit_item_static(self, item);
@@ -220,6 +247,7 @@ impl Collector {
     fn finish(self) -> Declarations {
         let mut out = Declarations {
             refused: self.refused.clone(),
+            absent_at: self.absent_at.clone(),
             ..Declarations::default()
         };
         for i in &self.impls {
@@ -416,6 +444,7 @@ pub mod kernels {
         type Params = (::gpu_core::ConstVoidPtr, ::gpu_core::MutVoidPtr, bool, ::gpu_core::Fp8E4M3);
     }
     pub static UNDECLARED: &[(&str, &str)] = &[("mask_fill", "q.cu:3: kernel `mask_fill` gets no typed launch")];
+    pub static ABSENT_AT: &[(&str, &[&str])] = &[("dequantize", &["sm_80", "sm_86"])];
 }
 "#,
         )
@@ -428,6 +457,8 @@ pub mod kernels {
                 "q.cu:3: kernel `mask_fill` gets no typed launch".to_string()
             )]
         );
+        assert!(d.absent_at("dequantize", 80) && d.absent_at("dequantize", 86));
+        assert!(!d.absent_at("dequantize", 90) && !d.absent_at("mask_fill", 80));
     }
 
     #[test]

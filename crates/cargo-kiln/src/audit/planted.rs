@@ -199,6 +199,7 @@ fn run(
         kernels: vec![decl],
         unreadable: Vec::new(),
         refused: Vec::new(),
+        absent_at: Vec::new(),
     };
     audit(
         requested,

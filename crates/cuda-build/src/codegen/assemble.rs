@@ -182,6 +182,19 @@ pub(super) fn assemble(
              pub static UNDECLARED: &[(&str, &str)] = &[{}];",
             refused.join(", ")
         );
+        let absent: Vec<String> = added
+            .absent_at
+            .iter()
+            .map(|(symbol, archs)| format!("({symbol:?}, &[{}])", quoted(archs)))
+            .collect();
+        let _ = writeln!(
+            kernels,
+            "/// The kernels the device passes of some of their module's archs\n\
+             /// leave out (`#if __CUDA_ARCH__ >= 890`), with those archs, as\n\
+             /// `(symbol, archs)`: `cargo kiln audit` expects no code of them there.\n\
+             pub static ABSENT_AT: &[(&str, &[&str])] = &[{}];",
+            absent.join(", ")
+        );
     }
     let infos: Vec<String> = kernel_names
         .iter()
@@ -242,6 +255,15 @@ pub(super) fn assemble(
          pub mod host {{ #[allow(unused_imports)] use super::types::*; {host} }}\n"
     );
     Ok((text, warnings))
+}
+
+/// `"a", "b"`.
+fn quoted(items: &[String]) -> String {
+    items
+        .iter()
+        .map(|i| format!("{i:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A host function as declared, without the `link_name` bindgen adds for a

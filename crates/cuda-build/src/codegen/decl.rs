@@ -21,6 +21,7 @@ pub(super) fn marker_name(name: &str, taken: &HashSet<String>) -> String {
     let mut rust = name.to_string();
     while rust == "ALL"
         || rust == "UNDECLARED"
+        || rust == "ABSENT_AT"
         || PRIMITIVES.contains(&rust.as_str())
         || taken.contains(&rust)
         || syn::parse_str::<syn::Ident>(&rust).is_err()

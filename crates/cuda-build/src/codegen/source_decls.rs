@@ -20,6 +20,9 @@ pub(super) struct Added {
     pub(super) warnings: Vec<String>,
     /// `(symbol, warning)` of each kernel left without a marker.
     pub(super) refused: Vec<(String, String)>,
+    /// `(symbol, archs)` of each marker's kernel that those archs' device
+    /// passes leave out.
+    pub(super) absent_at: Vec<(String, Vec<String>)>,
 }
 
 /// Markers for `sources`' kernels; `header_kernels` are the headers'
@@ -39,6 +42,7 @@ pub(super) fn source_decls(
         // The walk's own (internal linkage, unresolved instantiations) first.
         warnings: sources.warnings.clone(),
         refused: sources.refused.clone(),
+        absent_at: Vec::new(),
     };
     // Rust name -> where it came from, for the collision error.
     let mut taken: BTreeMap<String, String> = header_kernels
@@ -90,6 +94,9 @@ pub(super) fn source_decls(
             .text
             .push_str(&kernel_decl(&decl, &names, &types, &d.sizes, abi));
         added.rust_names.push((d.symbol.clone(), rust));
+        if let Some((symbol, archs)) = sources.absent_at.iter().find(|(s, _)| *s == d.symbol) {
+            added.absent_at.push((symbol.clone(), archs.clone()));
+        }
     }
     Ok(added)
 }

@@ -42,6 +42,10 @@ pub(super) struct Sources {
     /// `(symbol, warning)` of each kernel of the images left without a
     /// marker: the generated file lists them for the audit.
     pub(super) refused: Vec<(String, String)>,
+    /// `(symbol, archs)` of each kernel its module's device passes at
+    /// `archs` (`sm_80`) left out (`#if __CUDA_ARCH__ >= 890`): the audit
+    /// expects no code of it there.
+    pub(super) absent_at: Vec<(String, Vec<String>)>,
     /// Every file read (the config, the sources, the headers they include
     /// outside the system headers and `ignore`), absolute.
     pub(super) files: BTreeSet<PathBuf>,
@@ -90,8 +94,14 @@ pub(super) fn scan_sources(
         .collect();
     // symbol -> the kernel kept: where, in which module, at which archs.
     let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
+    // module -> the archs its sources were read at.
+    let mut passes: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for module in modules.iter().filter(|m| m.link == LinkMode::Fatbin) {
         for (arch, defines) in device_passes(module, &config) {
+            passes
+                .entry(module.name.clone())
+                .or_default()
+                .push(arch.clone());
             let mut module_args = language.to_vec();
             module_args.extend(defines);
             module_args.extend(module_flags(&module.flags));
@@ -168,7 +178,15 @@ pub(super) fn scan_sources(
     }
     // A kernel whose parameters differ between archs has no one marker.
     let mut dropped = BTreeSet::new();
-    for kept in seen.values() {
+    for (symbol, kept) in &seen {
+        let absent: Vec<String> = passes[&kept.module]
+            .iter()
+            .filter(|a| !a.is_empty() && !kept.archs.contains(a))
+            .cloned()
+            .collect();
+        if !absent.is_empty() && kept.differs.is_none() {
+            sources.absent_at.push((symbol.clone(), absent));
+        }
         if let Some(other) = &kept.differs {
             let kernel = &sources.kernels[kept.index];
             let warning = format!(
