@@ -104,6 +104,41 @@ fn untyped_pointers_are_null_or_their_views_bytes() {
     assert_eq!(stream.to_host(&c.view()).unwrap(), [7.0, 0.0]);
 }
 
+/// `bool` and fp8 parameters by value (issue 42): a launch takes them as
+/// the kernel's C types, and a CPU body gets them back.
+#[test]
+fn bool_and_fp8_parameters_pass_by_value() {
+    #[allow(non_camel_case_types)]
+    #[derive(Debug, Clone, Copy)]
+    struct flag_fp8;
+    // SAFETY: only launched on the CPU backend, by the body below.
+    unsafe impl gpu_core::KernelDecl for flag_fp8 {
+        const NAME: &'static str = "flag_fp8";
+        const HEADER: &'static str = "tests/backends.rs";
+        const PARAM_NAMES: &'static [&'static str] = &["on", "v", "out"];
+        const PARAM_LAYOUT: &'static [(usize, usize)] = &[(1, 1), (1, 1), (8, 8)];
+        type Params = (bool, gpu_core::Fp8E4M3, *mut gpu_core::Fp8E4M3);
+    }
+    let backend = Backend::cpu();
+    let stream = backend.default_stream();
+    let kernel = backend
+        .kernel_with_cpu::<flag_fp8>(|_, (on, v, out)| {
+            out[0] = if on { v } else { gpu_core::Fp8E4M3(0) };
+        })
+        .unwrap();
+    let mut out = stream.alloc_zeros::<gpu_core::Fp8E4M3>(1).unwrap();
+    for (on, want) in [(true, 0x38), (false, 0)] {
+        let args = (on, gpu_core::Fp8E4M3(0x38), out.view_mut());
+        stream
+            .launch(&kernel, LaunchConfig::for_elements(1, 32), args)
+            .unwrap();
+        assert_eq!(
+            stream.to_host(&out.view()).unwrap(),
+            [gpu_core::Fp8E4M3(want)]
+        );
+    }
+}
+
 #[test]
 fn launch_on_sub_views_touches_only_the_range() {
     for backend in backends() {
