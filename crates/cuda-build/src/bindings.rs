@@ -1,7 +1,8 @@
 //! The committed-bindings check that needs no libclang: generated files carry
 //! a fingerprint of the headers they came from (and, generated with
 //! sources, of what every source file read declares, each listed by its
-//! path relative to the include dir: [`declared`], so a comment or a kernel
+//! path relative to the include dir: its tokens, with comments, whitespace
+//! and plain function bodies left out, so a comment or a kernel
 //! body edited leaves it as it was), and a test compares it with the files
 //! on disk.
 
@@ -81,7 +82,7 @@ pub fn header_fingerprint(include_dir: &Path) -> Result<String, Error> {
 const DECLARED_MARK: &str = "declared-";
 
 /// FNV-1a (64-bit) over each source file's path (relative to `include_dir`,
-/// as listed) and what it declares ([`declared`]: comments, whitespace and
+/// as listed) and what it declares (`declared.rs`: comments, whitespace and
 /// plain function bodies left out; a `kiln.toml` by its bytes).
 pub fn sources_fingerprint(include_dir: &Path, files: &[String]) -> Result<String, Error> {
     let mut hash = Fnv::new();
