@@ -264,6 +264,18 @@ __global__ void guarded(float *x) {
     }
 
     #[test]
+    fn every_cut_of_a_source_is_read_without_a_panic() {
+        let text = format!("{KERNEL}\"esc\\\"aped\" 'x' 1.5e+3f .5 R\"(raw)\" /* open");
+        let chars: Vec<char> = text.chars().collect();
+        for end in 0..=chars.len() {
+            let cut: String = chars[..end].iter().collect();
+            let _ = declared(&cut);
+            let from: String = chars[end..].iter().collect();
+            let _ = declared(&from);
+        }
+    }
+
+    #[test]
     fn unbalanced_or_odd_text_keeps_every_token() {
         for text in ["f() {", "f() { #", "}", "/* open", "\"open", "(", ") {"] {
             let tokens = tokens(text);
