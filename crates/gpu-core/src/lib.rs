@@ -195,12 +195,15 @@ pub use device::{
     MemoryInfo,
 };
 pub use error::{CpuReason, Error};
-pub use kiln_abi::{gpu_repr, param_kind, AbiParam, FatbinImage, GpuRepr, KernelDecl, KernelInfo};
-pub use launch::{
-    Arg, Args, CpuKernel, FfiParam, Kernel, KernelByName, KernelLimits, LaunchConfig, LaunchParams,
-    LaunchSite,
+pub use kiln_abi::{
+    gpu_repr, param_kind, AbiParam, ConstVoidPtr, FatbinImage, Fp4E2M1, Fp4x2E2M1, Fp6E2M3,
+    Fp6E3M2, Fp8E4M3, Fp8E5M2, Fp8E8M0, GpuRepr, KernelDecl, KernelInfo, MutVoidPtr,
 };
-pub use memory::{DeviceBuffer, DeviceView, DeviceViewMut};
+pub use launch::{
+    Arg, Args, CpuKernel, FfiParam, HostPtr, HostPtrMut, Kernel, KernelByName, KernelLimits,
+    LaunchConfig, LaunchParams, LaunchSite,
+};
+pub use memory::{DeviceBuffer, DevicePtr, DevicePtrMut, DeviceView, DeviceViewMut};
 pub use multi::{nccl_available, nccl_version, Collective, CollectiveElem, Devices, GpuCount};
 pub use pinned::{HostRegistration, InFlight, PinnedBuffer, PinnedView, PinnedViewMut};
 pub use ranks::{nccl_unique_id, AbortHandle, RankCollective, RankGroup, NCCL_ID_BYTES};
