@@ -20,6 +20,7 @@ use crate::cross::{self, Platform};
 use crate::driver::{nvcc_from_env, HOST_COMPILER_VARS, NVCC_OWN_VARS};
 use crate::emit;
 use crate::error::{io, Error};
+use crate::floor::{self, DriverFloor, PtxIsa};
 use crate::manifest::{self, Manifest, ModuleEntry, ToolkitEntry};
 use crate::modules::{self, Module};
 use crate::parallel;
@@ -43,6 +44,7 @@ pub struct KernelBuild {
     image_type: String,
     out_dir: Option<PathBuf>,
     prebuilt_dir: PathBuf,
+    audit_file: PathBuf,
     bindings: Option<(PathBuf, PathBuf)>,
 }
 
@@ -107,6 +109,7 @@ impl KernelBuild {
             image_type: "::gpu_core::FatbinImage".to_string(),
             out_dir: None,
             prebuilt_dir: PathBuf::from(prebuilt::DEFAULT_DIR),
+            audit_file: PathBuf::from(floor::AUDIT_FILE),
             bindings: None,
         }
     }
@@ -170,6 +173,15 @@ impl KernelBuild {
         self
     }
 
+    /// The file whose `[driver]` table names the oldest driver the kernels
+    /// serve (default `kiln-audit.toml` in the package root; missing means
+    /// CUDA 13.0). A toolkit that writes PTX those drivers cannot JIT is one
+    /// warning naming the fixes, and an error under `<P>_REQUIRE_CUDA`.
+    pub fn audit_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.audit_file = path.into();
+        self
+    }
+
     /// Runs the build and prints the Cargo directives. For build scripts.
     pub fn run(self) -> Result<BuildReport, Error> {
         let report = self.build()?;
@@ -214,6 +226,7 @@ impl KernelBuild {
             self.out_dir = Some(absolute(dir)?);
         }
         self.prebuilt_dir = absolute(&self.prebuilt_dir)?;
+        self.audit_file = absolute(&self.audit_file)?;
         Ok(self)
     }
 
@@ -234,8 +247,17 @@ impl KernelBuild {
         settings::switch(cache::SWITCH_VAR)?;
         crate::toolkit::probe_timeout(&ProcessEnv)?;
         let discovery = (!switched_off).then(|| discover(&ProcessEnv, &self.candidates));
+        let passed_over = discovery.as_ref().map(passed_over).unwrap_or_default();
+        if let (true, Some(first)) = (require, passed_over.first()) {
+            return Err(Error::ToolkitUnusable {
+                var: vars.require.clone(),
+                probe: first.clone(),
+            });
+        }
         for probe in discovery.iter().flat_map(Discovery::misconfigured) {
-            cargo.push(format!("cargo::warning={probe}: ignored, looking further"));
+            if !USER_NAMED.contains(&probe.place.as_str()) {
+                cargo.push(format!("cargo::warning={probe}: ignored, looking further"));
+            }
         }
         if self.prebuilt_dir.is_dir() {
             cargo.push(format!(
@@ -253,6 +275,12 @@ impl KernelBuild {
             }
             None => match self.check_prebuilt(&inputs)? {
                 Check::Matching(prebuilt) => {
+                    warn_passed_over(
+                        &passed_over,
+                        &format!("the prebuilt kernels of CUDA {}", prebuilt.prebuilt.toolkit),
+                        Some(prebuilt::major_minor(&prebuilt.prebuilt.toolkit)),
+                        &mut cargo,
+                    );
                     let manifest = self.embed_prebuilt(inputs, &prebuilt, &out_dir, &mut cargo)?;
                     self.finish(manifest, None, discovery, &out_dir, cargo)
                 }
@@ -264,12 +292,24 @@ impl KernelBuild {
                     if require {
                         return Err(self.toolkit_required(&vars, discovery.as_ref(), stale));
                     }
+                    warn_passed_over(&passed_over, "no kernels (CPU-only)", None, &mut cargo);
                     let manifest =
                         self.cpu_only(inputs, discovery.as_ref(), stale, &vars, &mut cargo)?;
                     self.finish(manifest, None, discovery, &out_dir, cargo)
                 }
             },
             Some(toolkit) => {
+                warn_passed_over(
+                    &passed_over,
+                    &format!(
+                        "CUDA {} ({}, {})",
+                        toolkit.version,
+                        toolkit.found_by,
+                        toolkit.root.display()
+                    ),
+                    Some((toolkit.version.major, toolkit.version.minor)),
+                    &mut cargo,
+                );
                 let manifest = self.compile(inputs, &toolkit, &vars, &out_dir, &mut cargo)?;
                 self.finish(manifest, Some(toolkit), discovery, &out_dir, cargo)
             }
@@ -326,6 +366,12 @@ impl KernelBuild {
             if record.is_file() {
                 cargo.push(format!("cargo::rerun-if-changed={}", record.display()));
             }
+        }
+        if self.audit_file.is_file() {
+            cargo.push(format!(
+                "cargo::rerun-if-changed={}",
+                self.audit_file.display()
+            ));
         }
         cargo
     }
@@ -433,6 +479,9 @@ impl KernelBuild {
             check_rdc_archs(&module, &archs, &inputs.config_path)?;
             plans.push(ModulePlan::new(module, archs, &cx));
         }
+        if plans.iter().any(|plan| !plan.archs.ptx.is_empty()) {
+            self.check_floor(toolkit, vars, cargo)?;
+        }
         let entries = bring_up_to_date(&plans, &cx)?;
         cargo.extend(entries.iter().flat_map(|e| {
             e.warnings
@@ -486,6 +535,59 @@ impl KernelBuild {
         Ok(manifest)
     }
 
+    /// The toolkit's PTX against the driver floor: one warning naming the
+    /// three fixes when the floor's drivers cannot JIT it, an error under
+    /// `<P>_REQUIRE_CUDA`.
+    fn check_floor(
+        &self,
+        toolkit: &Toolkit,
+        vars: &Vars,
+        cargo: &mut Vec<String>,
+    ) -> Result<(), Error> {
+        let floor = DriverFloor::read(&self.audit_file)?;
+        let isa = PtxIsa::written_by(toolkit.version);
+        if isa <= floor.max_ptx_isa {
+            return Ok(());
+        }
+        let store = crate::toolkit::store_default(&ProcessEnv)
+            .map(|default| default.join("cuda"))
+            .filter(|root| {
+                root.join("bin").join("nvcc").is_file()
+                    && !crate::toolkit::same_root(root, &toolkit.root)
+            });
+        let pinned = match store {
+            Some(root) => format!(
+                "the toolkit `cargo kiln toolkit install` made the default, at {}, \
+                 which {} comes before: set CUDA_PATH to it",
+                root.display(),
+                toolkit.found_by
+            ),
+            None => "the pinned toolkit (`cargo kiln toolkit install`)".to_string(),
+        };
+        let detail = format!(
+            "CUDA {} ({}, {}) writes PTX ISA {isa}, which the oldest driver these kernels \
+             serve, CUDA {} ({}; PTX ISA {}), cannot JIT: build with {pinned}, build SASS \
+             only, for every GPU they target ({} or kiln.toml's archs, each item `-real`), \
+             or raise the floor in {} [driver]",
+            toolkit.version,
+            toolkit.found_by,
+            toolkit.root.display(),
+            floor.min_cuda,
+            floor.origin,
+            floor.max_ptx_isa,
+            vars.archs,
+            floor::AUDIT_FILE,
+        );
+        if settings::switch(&vars.require)? == Some(true) {
+            return Err(Error::PtxAboveFloor {
+                var: vars.require.clone(),
+                detail,
+            });
+        }
+        cargo.push(format!("cargo::warning={detail}"));
+        Ok(())
+    }
+
     fn finish(
         &self,
         manifest: Manifest,
@@ -517,6 +619,44 @@ impl KernelBuild {
             directives: cargo,
         })
     }
+}
+
+/// The variables a user sets to name a toolkit: one that cannot compile is
+/// not passed over in silence.
+const USER_NAMED: &[&str] = &["NVCC", "CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"];
+
+/// The toolkits the user named that cannot compile (`CUDA_PATH=/x (no
+/// bin/nvcc)`), in search order.
+fn passed_over(discovery: &Discovery) -> Vec<String> {
+    discovery
+        .misconfigured()
+        .filter(|p| USER_NAMED.contains(&p.place.as_str()))
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// One warning for the toolkits the user named and the build passed over:
+/// what it took instead and the CUDA its kernels need at run time.
+fn warn_passed_over(
+    passed_over: &[String],
+    took: &str,
+    cuda: Option<(u32, u32)>,
+    cargo: &mut Vec<String>,
+) {
+    if passed_over.is_empty() {
+        return;
+    }
+    let needs = match cuda {
+        Some((major, minor)) => format!(
+            ", whose kernels need a CUDA {major} driver at run time \
+             ({major}.{minor} or newer to JIT their PTX)"
+        ),
+        None => String::new(),
+    };
+    cargo.push(format!(
+        "cargo::warning={} cannot compile CUDA: the build took {took} instead{needs}",
+        passed_over.join("; ")
+    ));
 }
 
 /// Every source compiled (in parallel across modules), then every module

@@ -18,7 +18,8 @@
 # refused as nvcc refuses an unsupported GCC. With $FAKE_NVCC_COMMANDS set,
 # every command line is appended to that file too. `--version` anywhere
 # prints the version and writes nothing, as nvcc does. $FAKE_NVCC_VERSION
-# (default 13.0.88) is the version it reports, as another toolkit would.
+# (default 13.0.88) is the version it reports, as another toolkit would, and
+# $FAKE_NVCC_RELEASE (default 13.0) the release (`release 13.5, V13.5.37`).
 set -euo pipefail
 
 archs="75 80 86 87 88 89 90 100 103 110 120 121"
@@ -28,7 +29,7 @@ case " $* " in *" --version "*) first=--version ;; esac
 case "$first" in
 --version)
     echo 'nvcc: NVIDIA (R) Cuda compiler driver'
-    echo "Cuda compilation tools, release 13.0, V${FAKE_NVCC_VERSION:-13.0.88}"
+    echo "Cuda compilation tools, release ${FAKE_NVCC_RELEASE:-13.0}, V${FAKE_NVCC_VERSION:-13.0.88}"
     echo 'Build cuda_13.0.r13.0/compiler.36424714_0 (fake)'
     exit 0
     ;;
