@@ -184,6 +184,7 @@ pub fn doctor(krate: &CrateArg, args: &DoctorArgs) -> Result<()> {
         kernels_dir: project.dir.join(&args.kernels),
         kernels_shown: args.kernels.display().to_string(),
         toolkit_dir: project.toolkit_dir(),
+        audit_file: project.dir.join(cuda_build::floor::AUDIT_FILE),
     };
     let findings = doctor::gather(&subject)?;
     if args.json {

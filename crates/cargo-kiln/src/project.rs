@@ -325,6 +325,15 @@ pub fn discovery_with_local(toolkit_dir: &Path) -> Discovery {
     )
 }
 
+/// [`discovery_with_local`], every place looked at: the toolkits after the
+/// one taken are reported as shadowed (for `doctor`).
+pub fn every_toolkit_with_local(toolkit_dir: &Path) -> Discovery {
+    cuda_build::discover_every(
+        &ProcessEnv,
+        &[(PROJECT_LOCAL.to_string(), toolkit_dir.join("cuda"))],
+    )
+}
+
 /// Runs a cargo build whose stdout is piped (its JSON messages); its
 /// stderr (progress, diagnostics) goes to the user. Fails when it does.
 pub fn cargo_stdout(mut cargo: Command) -> Result<Vec<u8>> {
