@@ -201,8 +201,13 @@ pub fn doctor(krate: &CrateArg, args: &DoctorArgs) -> Result<()> {
 
 /// `cargo kiln toolkit [install]`.
 pub fn toolkit(krate: &CrateArg, args: &ToolkitArgs) -> Result<()> {
-    let project = krate.project()?;
-    let touch = project.build_script.iter().cloned().collect();
+    // The store serves every crate, so no crate is needed; inside one, its
+    // build script is touched after an install so that it looks again.
+    let project = Project::locate_if_any(krate.manifest_path.as_deref())?;
+    let touch = project
+        .iter()
+        .flat_map(|p| p.build_script.iter().cloned())
+        .collect();
     let place = match &args.dir {
         Some(dir) => toolkit::Place::new(Some(dir), PathBuf::new(), touch)?,
         None => toolkit::Place::in_store(None, &toolkit::user_store()?, touch)?,
