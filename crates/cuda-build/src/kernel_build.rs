@@ -20,7 +20,7 @@ use crate::cross::{self, Platform};
 use crate::driver::{nvcc_from_env, HOST_COMPILER_VARS, NVCC_OWN_VARS};
 use crate::emit;
 use crate::error::{io, Error};
-use crate::floor::{self, DriverFloor, PtxIsa};
+use crate::floor;
 use crate::manifest::{self, Manifest, ModuleEntry, ToolkitEntry};
 use crate::modules::{self, Module};
 use crate::parallel;
@@ -30,6 +30,8 @@ use crate::toolkit::{discover, Discovery, ProcessEnv, Toolkit, DISCOVERY_ENV_VAR
 
 mod drift;
 mod no_toolkit;
+mod other_toolkit;
+use other_toolkit::Taken;
 mod report;
 
 /// A kernel build, configured by the caller's build script.
@@ -247,18 +249,8 @@ impl KernelBuild {
         settings::switch(cache::SWITCH_VAR)?;
         crate::toolkit::probe_timeout(&ProcessEnv)?;
         let discovery = (!switched_off).then(|| discover(&ProcessEnv, &self.candidates));
-        let passed_over = discovery.as_ref().map(passed_over).unwrap_or_default();
-        if let (true, Some(first)) = (require, passed_over.first()) {
-            return Err(Error::ToolkitUnusable {
-                var: vars.require.clone(),
-                probe: first.clone(),
-            });
-        }
-        for probe in discovery.iter().flat_map(Discovery::misconfigured) {
-            if !USER_NAMED.contains(&probe.place.as_str()) {
-                cargo.push(format!("cargo::warning={probe}: ignored, looking further"));
-            }
-        }
+        let passed_over =
+            other_toolkit::passed_over(discovery.as_ref(), require, &vars, &mut cargo)?;
         if self.prebuilt_dir.is_dir() {
             cargo.push(format!(
                 "cargo::rerun-if-changed={}",
@@ -275,12 +267,8 @@ impl KernelBuild {
             }
             None => match self.check_prebuilt(&inputs)? {
                 Check::Matching(prebuilt) => {
-                    warn_passed_over(
-                        &passed_over,
-                        &format!("the prebuilt kernels of CUDA {}", prebuilt.prebuilt.toolkit),
-                        Some(prebuilt::major_minor(&prebuilt.prebuilt.toolkit)),
-                        &mut cargo,
-                    );
+                    let taken = Taken::Prebuilt(&prebuilt.prebuilt.toolkit);
+                    other_toolkit::warn_passed_over(&passed_over, taken, &mut cargo);
                     let manifest = self.embed_prebuilt(inputs, &prebuilt, &out_dir, &mut cargo)?;
                     self.finish(manifest, None, discovery, &out_dir, cargo)
                 }
@@ -292,24 +280,15 @@ impl KernelBuild {
                     if require {
                         return Err(self.toolkit_required(&vars, discovery.as_ref(), stale));
                     }
-                    warn_passed_over(&passed_over, "no kernels (CPU-only)", None, &mut cargo);
+                    other_toolkit::warn_passed_over(&passed_over, Taken::Nothing, &mut cargo);
                     let manifest =
                         self.cpu_only(inputs, discovery.as_ref(), stale, &vars, &mut cargo)?;
                     self.finish(manifest, None, discovery, &out_dir, cargo)
                 }
             },
             Some(toolkit) => {
-                warn_passed_over(
-                    &passed_over,
-                    &format!(
-                        "CUDA {} ({}, {})",
-                        toolkit.version,
-                        toolkit.found_by,
-                        toolkit.root.display()
-                    ),
-                    Some((toolkit.version.major, toolkit.version.minor)),
-                    &mut cargo,
-                );
+                let taken = Taken::Toolkit(&toolkit);
+                other_toolkit::warn_passed_over(&passed_over, taken, &mut cargo);
                 let manifest = self.compile(inputs, &toolkit, &vars, &out_dir, &mut cargo)?;
                 self.finish(manifest, Some(toolkit), discovery, &out_dir, cargo)
             }
@@ -480,7 +459,7 @@ impl KernelBuild {
             plans.push(ModulePlan::new(module, archs, &cx));
         }
         if plans.iter().any(|plan| !plan.archs.ptx.is_empty()) {
-            self.check_floor(toolkit, vars, cargo)?;
+            other_toolkit::check_floor(&self.audit_file, toolkit, vars, cargo)?;
         }
         let entries = bring_up_to_date(&plans, &cx)?;
         cargo.extend(entries.iter().flat_map(|e| {
@@ -535,59 +514,6 @@ impl KernelBuild {
         Ok(manifest)
     }
 
-    /// The toolkit's PTX against the driver floor: one warning naming the
-    /// three fixes when the floor's drivers cannot JIT it, an error under
-    /// `<P>_REQUIRE_CUDA`.
-    fn check_floor(
-        &self,
-        toolkit: &Toolkit,
-        vars: &Vars,
-        cargo: &mut Vec<String>,
-    ) -> Result<(), Error> {
-        let floor = DriverFloor::read(&self.audit_file)?;
-        let isa = PtxIsa::written_by(toolkit.version);
-        if isa <= floor.max_ptx_isa {
-            return Ok(());
-        }
-        let store = crate::toolkit::store_default(&ProcessEnv)
-            .map(|default| default.join("cuda"))
-            .filter(|root| {
-                root.join("bin").join("nvcc").is_file()
-                    && !crate::toolkit::same_root(root, &toolkit.root)
-            });
-        let pinned = match store {
-            Some(root) => format!(
-                "the toolkit `cargo kiln toolkit install` made the default, at {}, \
-                 which {} comes before: set CUDA_PATH to it",
-                root.display(),
-                toolkit.found_by
-            ),
-            None => "the pinned toolkit (`cargo kiln toolkit install`)".to_string(),
-        };
-        let detail = format!(
-            "CUDA {} ({}, {}) writes PTX ISA {isa}, which the oldest driver these kernels \
-             serve, CUDA {} ({}; PTX ISA {}), cannot JIT: build with {pinned}, build SASS \
-             only, for every GPU they target ({} or kiln.toml's archs, each item `-real`), \
-             or raise the floor in {} [driver]",
-            toolkit.version,
-            toolkit.found_by,
-            toolkit.root.display(),
-            floor.min_cuda,
-            floor.origin,
-            floor.max_ptx_isa,
-            vars.archs,
-            floor::AUDIT_FILE,
-        );
-        if settings::switch(&vars.require)? == Some(true) {
-            return Err(Error::PtxAboveFloor {
-                var: vars.require.clone(),
-                detail,
-            });
-        }
-        cargo.push(format!("cargo::warning={detail}"));
-        Ok(())
-    }
-
     fn finish(
         &self,
         manifest: Manifest,
@@ -619,44 +545,6 @@ impl KernelBuild {
             directives: cargo,
         })
     }
-}
-
-/// The variables a user sets to name a toolkit: one that cannot compile is
-/// not passed over in silence.
-const USER_NAMED: &[&str] = &["NVCC", "CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"];
-
-/// The toolkits the user named that cannot compile (`CUDA_PATH=/x (no
-/// bin/nvcc)`), in search order.
-fn passed_over(discovery: &Discovery) -> Vec<String> {
-    discovery
-        .misconfigured()
-        .filter(|p| USER_NAMED.contains(&p.place.as_str()))
-        .map(ToString::to_string)
-        .collect()
-}
-
-/// One warning for the toolkits the user named and the build passed over:
-/// what it took instead and the CUDA its kernels need at run time.
-fn warn_passed_over(
-    passed_over: &[String],
-    took: &str,
-    cuda: Option<(u32, u32)>,
-    cargo: &mut Vec<String>,
-) {
-    if passed_over.is_empty() {
-        return;
-    }
-    let needs = match cuda {
-        Some((major, minor)) => format!(
-            ", whose kernels need a CUDA {major} driver at run time \
-             ({major}.{minor} or newer to JIT their PTX)"
-        ),
-        None => String::new(),
-    };
-    cargo.push(format!(
-        "cargo::warning={} cannot compile CUDA: the build took {took} instead{needs}",
-        passed_over.join("; ")
-    ));
 }
 
 /// Every source compiled (in parallel across modules), then every module
@@ -729,40 +617,4 @@ pub fn cpu_only_directives() -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn relative_paths_are_made_absolute_for_nvcc() {
-        let build = KernelBuild::new("kernels")
-            .include_dir("extra")
-            .out_dir("out")
-            .with_absolute_paths()
-            .unwrap();
-        let cwd = std::env::current_dir().unwrap();
-        assert_eq!(build.kernels_dir, cwd.join("kernels"));
-        assert_eq!(build.include_dirs, [cwd.join("extra")]);
-        assert_eq!(build.config_file, Some(cwd.join("kernels/kiln.toml")));
-        assert_eq!(build.out_dir, Some(cwd.join("out")));
-    }
-
-    #[test]
-    fn every_name_derives_from_the_prefix() {
-        let build = KernelBuild::new("k").env_prefix("MYCRATE");
-        let vars = build.vars();
-        assert_eq!(
-            [vars.archs, vars.require, vars.switch, vars.launcher],
-            [
-                "MYCRATE_CUDA_ARCHS",
-                "MYCRATE_REQUIRE_CUDA",
-                "MYCRATE_CUDA",
-                "MYCRATE_NVCC_LAUNCHER"
-            ]
-        );
-        assert_eq!(
-            static_lib_name(&build.lower_prefix(), "reduce"),
-            "mycrate_reduce"
-        );
-        assert_eq!(manifest::file_name("MYCRATE"), "mycrate-manifest.toml");
-    }
-}
+mod tests;
