@@ -102,7 +102,11 @@ impl DriverFloor {
         })
     }
 
-    fn parse(text: &str) -> Result<Self, String> {
+    /// The floor of an audit file's text: its `[driver]`, or the default
+    /// without one; a key other than `min_cuda` and `max_ptx_isa`, or a
+    /// value of the wrong form, is one line (cargo-kiln's audit reads the
+    /// table through this, so the build and the audit agree on the file).
+    pub fn parse(text: &str) -> Result<Self, String> {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             format!("{} (the driver floor is read from [driver])", e.message())
         })?;
@@ -110,6 +114,17 @@ impl DriverFloor {
             return Ok(Self::default_floor());
         };
         let bad = |key: &str, what: &str| format!("[driver] {key} must be {what}");
+        let table = driver
+            .as_table()
+            .ok_or_else(|| "[driver] must be a table".to_string())?;
+        if let Some(key) = table
+            .keys()
+            .find(|k| !["min_cuda", "max_ptx_isa"].contains(&k.as_str()))
+        {
+            return Err(format!(
+                "[driver] has no key `{key}` (it takes min_cuda and max_ptx_isa)"
+            ));
+        }
         let min_cuda = driver
             .get("min_cuda")
             .ok_or_else(|| bad("min_cuda", "set (\"13.0\")"))?
@@ -185,6 +200,10 @@ mod tests {
         assert_eq!(derived.max_ptx_isa.to_string(), "9.5");
         for (text, error) in [
             ("[driver]\n", "[driver] min_cuda must be set (\"13.0\")"),
+            (
+                "[driver]\nmin_cuda = \"13.0\"\nmax_ptx = \"9.0\"\n",
+                "[driver] has no key `max_ptx` (it takes min_cuda and max_ptx_isa)",
+            ),
             (
                 "[driver]\nmin_cuda = 13\n",
                 "[driver] min_cuda must be a string (\"13.0\")",
