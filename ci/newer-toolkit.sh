@@ -6,8 +6,10 @@
 # must warn once that its PTX is newer than the driver floor (CUDA 13.0)
 # JITs, naming the three fixes; fail in one line under
 # DOWNSTREAM_REQUIRE_CUDA=1; and `cargo kiln audit` must report the PTX ISA
-# against the floor and no table that names no kernel. No build script may
-# panic. The wheels stay in target/cuda-newer between runs (pip reinstalls
+# against the floor and no table that names no kernel. Then CUDA_PATH at the
+# CUDA 12 nvcc wheel, which ships ptxas and no nvcc: one warning naming what
+# the build took instead, and one line under DOWNSTREAM_REQUIRE_CUDA=1. No
+# build script may panic. The wheels stay in target/cuda-newer between runs (pip reinstalls
 # only when a newer 13.x is out); the crate builds in target/downstream, whose
 # dependencies the downstream cells already built.
 set -euo pipefail
@@ -63,3 +65,18 @@ fi
 grep -q "PTX ISA $isa > 9.0, which CUDA 13.0 drivers cannot JIT" "$log" || { cat "$log"; fail "the audit does not name the floor"; }
 ! grep -q "names no kernel" "$log" || { cat "$log"; fail "an audit table names no kernel under CUDA $version"; }
 echo "ok: the audit reports PTX ISA $isa > 9.0 and nothing else of the toolkit"
+
+# 4. CUDA_PATH at the CUDA 12 wheel (ptxas, no nvcc), as a CUDA 12 user sets
+# it: one warning naming what the build took instead, one line under REQUIRE.
+pip install --no-deps "nvidia-cuda-nvcc-cu12>=12.8,<13"
+cu12=$(echo "$root_dir/$dir"/venv/lib/python3*/site-packages/nvidia/cuda_nvcc)
+[[ -e $cu12/bin/ptxas && ! -e $cu12/bin/nvcc ]] || fail "the cu12 wheel at $cu12 no longer has the shape this step checks (ptxas, no nvcc)"
+CUDA_PATH=$cu12 cargo build --manifest-path "$manifest" >"$log" 2>&1 || { cat "$log"; fail "the build with CUDA_PATH at the cu12 wheel failed"; }
+grep -qF "CUDA_PATH=$cu12 (no bin/nvcc) cannot compile CUDA: the build took " "$log" || { cat "$log"; fail "no warning names the cu12 CUDA_PATH"; }
+echo "ok: $(grep -m1 -o "CUDA_PATH=$cu12 (no bin/nvcc) cannot compile CUDA.*" "$log")"
+if CUDA_PATH=$cu12 DOWNSTREAM_REQUIRE_CUDA=1 cargo build --manifest-path "$manifest" >"$log" 2>&1; then
+  cat "$log"; fail "DOWNSTREAM_REQUIRE_CUDA=1 built with CUDA_PATH at a toolkit without nvcc"
+fi
+grep -qF "DOWNSTREAM_REQUIRE_CUDA=1 but CUDA_PATH=$cu12 (no bin/nvcc) cannot compile CUDA" "$log" || { cat "$log"; fail "REQUIRE failed for another reason"; }
+! grep -q panicked "$log" || { cat "$log"; fail "a build script panicked"; }
+echo "ok: CUDA_PATH at the cu12 wheel under DOWNSTREAM_REQUIRE_CUDA=1 fails in one line"
