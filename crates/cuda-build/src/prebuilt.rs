@@ -296,13 +296,6 @@ impl Verified {
         }
         let mut modules = self.prebuilt.modules.clone();
         for module in &mut modules {
-            // A toolkit build's stamps would vouch for these bytes next time.
-            for stamp in crate::compile::output_stamps(out_dir, &module.name) {
-                match std::fs::remove_file(&stamp) {
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    other => io(&stamp, other)?,
-                }
-            }
             module.output = module.output.as_ref().map(|name| out_dir.join(name));
             module.compiled = false;
             module.compile_ms = None;
