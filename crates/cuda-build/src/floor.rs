@@ -96,10 +96,15 @@ impl DriverFloor {
                 })
             }
         };
-        Self::parse(&text).map_err(|message| Error::Config {
+        let mut floor = Self::parse(&text).map_err(|message| Error::Config {
             path: path.to_path_buf(),
             message,
-        })
+        })?;
+        // Named as the file is (`KernelBuild::audit_file` may name another).
+        if let (true, Some(name)) = (floor.origin == DRIVER_TABLE, path.file_name()) {
+            floor.origin = format!("{} [driver]", name.to_string_lossy());
+        }
+        Ok(floor)
     }
 
     /// The floor of an audit file's text: its `[driver]`, or the default
@@ -143,10 +148,13 @@ impl DriverFloor {
         Ok(Self {
             min_cuda: min_cuda.trim().to_string(),
             max_ptx_isa,
-            origin: format!("{AUDIT_FILE} [driver]"),
+            origin: DRIVER_TABLE.to_string(),
         })
     }
 }
+
+/// Where a floor read from a file's `[driver]` comes from.
+const DRIVER_TABLE: &str = "kiln-audit.toml [driver]";
 
 #[cfg(test)]
 mod tests {
@@ -228,5 +236,11 @@ mod tests {
             DriverFloor::read(&dir.path().join(AUDIT_FILE)).unwrap(),
             DriverFloor::default_floor()
         );
+        // Another file (`KernelBuild::audit_file`) is named as it is.
+        let other = dir.path().join("floor.toml");
+        std::fs::write(&other, "[driver]\nmin_cuda = \"12.8\"\n").unwrap();
+        let floor = DriverFloor::read(&other).unwrap();
+        assert_eq!(floor.origin, "floor.toml [driver]");
+        assert_eq!(floor.max_ptx_isa.to_string(), "8.7");
     }
 }

@@ -51,7 +51,9 @@ pub(super) fn check_floor(
         floor.origin,
         floor.max_ptx_isa,
         vars.archs,
-        floor::AUDIT_FILE,
+        audit_file
+            .file_name()
+            .map_or(floor::AUDIT_FILE.into(), |name| name.to_string_lossy()),
     );
     if settings::switch(&vars.require)? == Some(true) {
         return Err(Error::PtxAboveFloor {
