@@ -519,6 +519,33 @@ ret;
         assert!(check_driver_floor(&budgets(), &ok).is_empty());
     }
 
+    /// Issue 43: PTX above the floor is the toolkit's doing; the failure
+    /// line says so instead of only "fix the kernels, or the budgets".
+    #[test]
+    fn the_failure_names_the_toolkit_fixes_for_ptx_above_the_floor() {
+        let audit = |isa: &str| {
+            let m = module(vec![("compute_90", ptx(isa, VECTOR_ADD))], vec![]);
+            let report = crate::audit::report::audit(
+                &requested(),
+                None,
+                std::slice::from_ref(&m),
+                &budgets(),
+                crate::audit::Abi::NotRead("test"),
+            );
+            crate::audit::failure(&report, "kiln-audit.toml").to_string()
+        };
+        let newer = audit("9.5");
+        assert!(
+            newer.contains(
+                "the 1 PTX ISA one(s) come from the toolkit: build with the pinned one \
+                 (`cargo kiln toolkit install`), SASS only for every target GPU (each arch \
+                 `-real`), or raise the floor in kiln-audit.toml [driver]"
+            ),
+            "{newer}"
+        );
+        assert!(!audit("9.0").contains("come from the toolkit"));
+    }
+
     #[test]
     fn f64_in_entries_called_funcs_and_stray_funcs() {
         let text = "
