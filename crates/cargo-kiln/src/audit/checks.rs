@@ -426,6 +426,17 @@ ret;
         }
     }
 
+    /// The whole audit of one module, as the CLI runs it.
+    fn report_of(m: &ModuleFacts) -> crate::audit::Report {
+        crate::audit::report::audit(
+            &requested(),
+            None,
+            std::slice::from_ref(m),
+            &budgets(),
+            crate::audit::Abi::NotRead("test"),
+        )
+    }
+
     fn messages(v: Vec<Violation>) -> Vec<String> {
         v.into_iter().map(|v| v.message).collect()
     }
@@ -463,13 +474,7 @@ ret;
             sass: vec!["sm_90a".into()],
             ptx: vec![],
         });
-        let report = crate::audit::report::audit(
-            &requested(),
-            None,
-            std::slice::from_ref(&m),
-            &budgets(),
-            crate::audit::Abi::NotRead("test"),
-        );
+        let report = report_of(&m);
         assert_eq!(
             report
                 .violations
@@ -525,14 +530,7 @@ ret;
     fn the_failure_names_the_toolkit_fixes_for_ptx_above_the_floor() {
         let audit = |isa: &str| {
             let m = module(vec![("compute_90", ptx(isa, VECTOR_ADD))], vec![]);
-            let report = crate::audit::report::audit(
-                &requested(),
-                None,
-                std::slice::from_ref(&m),
-                &budgets(),
-                crate::audit::Abi::NotRead("test"),
-            );
-            crate::audit::failure(&report, "kiln-audit.toml").to_string()
+            crate::audit::failure(&report_of(&m), "kiln-audit.toml").to_string()
         };
         let newer = audit("9.5");
         assert!(
