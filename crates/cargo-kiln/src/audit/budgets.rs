@@ -29,7 +29,11 @@ pub struct Budgets {
     /// relative to the crate; found under `src/` when not given.
     #[serde(default)]
     pub bindings: Option<PathBuf>,
-    #[serde(default = "DriverFloor::cuda_13_0")]
+    /// `[driver]`, accepted here and read into `driver` by cuda-build's
+    /// parser, the one the build warns with.
+    #[serde(default, rename = "driver")]
+    _driver: Option<serde::de::IgnoredAny>,
+    #[serde(skip)]
     pub(crate) driver: DriverFloor,
     #[serde(default)]
     pub(crate) default: Limits,
@@ -40,21 +44,29 @@ pub struct Budgets {
     pub(crate) patterns: Vec<(String, glob::Pattern)>,
 }
 
-/// The oldest driver the crate supports, and what PTX it can JIT.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The oldest driver the crate supports, and what PTX it can JIT
+/// (`cuda_build::floor`'s, with the audit's ISA type).
+#[derive(Debug, Clone)]
 pub(crate) struct DriverFloor {
     pub(crate) min_cuda: String,
-    #[serde(deserialize_with = "ptx_isa")]
     pub(crate) max_ptx_isa: PtxIsa,
 }
 
-impl DriverFloor {
+impl Default for DriverFloor {
     /// CUDA 13.0 drivers (r580) JIT PTX ISA up to 9.0.
-    fn cuda_13_0() -> Self {
+    fn default() -> Self {
+        Self::from(cuda_build::floor::DriverFloor::default_floor())
+    }
+}
+
+impl From<cuda_build::floor::DriverFloor> for DriverFloor {
+    fn from(floor: cuda_build::floor::DriverFloor) -> Self {
         Self {
-            min_cuda: "13.0".to_string(),
-            max_ptx_isa: PtxIsa { major: 9, minor: 0 },
+            min_cuda: floor.min_cuda,
+            max_ptx_isa: PtxIsa {
+                major: floor.max_ptx_isa.major,
+                minor: floor.max_ptx_isa.minor,
+            },
         }
     }
 }
@@ -120,12 +132,6 @@ impl Default for Limits {
     }
 }
 
-fn ptx_isa<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PtxIsa, D::Error> {
-    let text = String::deserialize(d)?;
-    PtxIsa::parse(&text)
-        .ok_or_else(|| serde::de::Error::custom(format!("max_ptx_isa `{text}` is not MAJOR.MINOR")))
-}
-
 /// A limit and the line it comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Limit<T> {
@@ -160,6 +166,10 @@ impl Budgets {
             .map_err(|e| anyhow::anyhow!("{origin}: {}", e.message()))
             .with_context(|| format!("fix {origin} (see the comments at its top)"))?;
         budgets.origin = origin.to_string();
+        budgets.driver = cuda_build::floor::DriverFloor::parse(text)
+            .map(DriverFloor::from)
+            .map_err(|e| anyhow::anyhow!("{origin}: {e}"))
+            .with_context(|| format!("fix {origin} (see the comments at its top)"))?;
         budgets.patterns = super::keys::compile(&budgets.kernel, origin)?;
         Ok(budgets)
     }
@@ -310,6 +320,28 @@ allow_f64 = true
         assert_eq!(empty.driver.min_cuda, written.driver.min_cuda);
         assert_eq!(empty.driver.max_ptx_isa, written.driver.max_ptx_isa);
         assert!(empty.bindings.is_none() && empty.kernel.is_empty());
+    }
+
+    /// The build (cuda-build's floor, issue 43) and the audit read one
+    /// `[driver]` one way: a floor given as a CUDA version alone takes the
+    /// ISA that CUDA writes, and a key neither knows is refused by both.
+    #[test]
+    fn the_audit_reads_driver_as_the_build_does() {
+        let b = Budgets::parse("[driver]\nmin_cuda = \"13.5\"\n", "k.toml").unwrap();
+        assert_eq!(b.driver.max_ptx_isa, PtxIsa { major: 9, minor: 5 });
+        assert_eq!(
+            cuda_build::floor::DriverFloor::parse("[driver]\nmin_cuda = \"13.5\"\n")
+                .unwrap()
+                .max_ptx_isa
+                .to_string(),
+            b.driver.max_ptx_isa.to_string()
+        );
+        let error =
+            Budgets::parse("[driver]\nmin_cuda = \"13.0\"\nfloor = 1\n", "k.toml").unwrap_err();
+        assert_eq!(
+            error.root_cause().to_string(),
+            "k.toml: [driver] has no key `floor` (it takes min_cuda and max_ptx_isa)"
+        );
     }
 
     #[test]

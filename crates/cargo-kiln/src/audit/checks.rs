@@ -446,6 +446,17 @@ ret;
         }
     }
 
+    /// The whole audit of one module, as the CLI runs it.
+    fn report_of(m: &ModuleFacts) -> crate::audit::Report {
+        crate::audit::report::audit(
+            &requested(),
+            None,
+            std::slice::from_ref(m),
+            &budgets(),
+            crate::audit::Abi::NotRead("test"),
+        )
+    }
+
     fn messages(v: Vec<Violation>) -> Vec<String> {
         v.into_iter().map(|v| v.message).collect()
     }
@@ -494,13 +505,7 @@ ret;
             sass: vec!["sm_90a".into()],
             ptx: vec![],
         });
-        let report = crate::audit::report::audit(
-            &requested(),
-            None,
-            std::slice::from_ref(&m),
-            &budgets(),
-            crate::audit::Abi::NotRead("test"),
-        );
+        let report = report_of(&m);
         assert_eq!(
             report
                 .violations
@@ -548,6 +553,26 @@ ret;
         );
         let ok = module(vec![("compute_90", ptx("8.7", VECTOR_ADD))], vec![]);
         assert!(check_driver_floor(&budgets(), &ok).is_empty());
+    }
+
+    /// Issue 43: PTX above the floor is the toolkit's doing; the failure
+    /// line says so instead of only "fix the kernels, or the budgets".
+    #[test]
+    fn the_failure_names_the_toolkit_fixes_for_ptx_above_the_floor() {
+        let audit = |isa: &str| {
+            let m = module(vec![("compute_90", ptx(isa, VECTOR_ADD))], vec![]);
+            crate::audit::failure(&report_of(&m), "kiln-audit.toml").to_string()
+        };
+        let newer = audit("9.5");
+        assert!(
+            newer.contains(
+                "the 1 PTX ISA one(s) come from the toolkit: build with the pinned one \
+                 (`cargo kiln toolkit install`), SASS only for every target GPU (each arch \
+                 `-real`), or raise the floor in kiln-audit.toml [driver]"
+            ),
+            "{newer}"
+        );
+        assert!(!audit("9.0").contains("come from the toolkit"));
     }
 
     #[test]
