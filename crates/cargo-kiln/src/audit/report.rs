@@ -42,6 +42,8 @@ pub(crate) fn audit(
     budgets: &Budgets,
     declared: Abi<'_>,
 ) -> Report {
+    // The `toolkit."MAJOR.MINOR"` tables of the toolkit that built them.
+    let budgets = &budgets.for_toolkit(toolkit.as_deref());
     let mut violations = Vec::new();
     let mut not_audited = Vec::new();
     let absent = |kernel: &str, arch: u32| match &declared {
