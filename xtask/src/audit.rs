@@ -106,6 +106,9 @@ pub(crate) fn kiln_declarations() -> Declarations {
             .map(|k| Declaration::new(k.name, k.header, k.param_names, k.param_layout))
             .collect(),
         unreadable: Vec::new(),
+        // Declared by headers alone: codegen refused none of them.
+        refused: Vec::new(),
+        absent_at: Vec::new(),
     }
 }
 

@@ -31,6 +31,7 @@ pub(crate) fn doctor(root: &Path) -> Result<()> {
         kernels_dir: root.join("kernels"),
         kernels_shown: "kernels".to_string(),
         toolkit_dir: workspace::default_toolkit_dir(),
+        audit_file: root.join("crates/cuda-sys/kiln-audit.toml"),
     };
     let findings = kiln_doctor::gather(&subject)?;
     print!("{}", kiln_doctor::render(&findings));

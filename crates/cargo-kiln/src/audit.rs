@@ -99,10 +99,26 @@ pub fn crate_declarations(crate_dir: &Path, budgets: &Budgets) -> Result<Option<
 pub const NO_BINDINGS: &str = "no generated bindings (no file under src/ implements KernelDecl; \
      set `bindings` in kiln-audit.toml if they are elsewhere)";
 
-/// The one-line failure for a report with violations.
+/// The one-line failure for a report with violations. PTX above the
+/// driver floor is the toolkit's doing, not the kernels': where there is
+/// some, the line names that fix too.
 pub fn failure(report: &Report, budgets_file: &str) -> anyhow::Error {
+    let floor = report
+        .violations
+        .iter()
+        .filter(|v| v.check == checks::Check::DriverFloor)
+        .count();
+    let toolkit = if floor > 0 {
+        format!(
+            "; the {floor} PTX ISA one(s) come from the toolkit: build with the pinned one \
+             (`cargo kiln toolkit install`), SASS only for every target GPU (each arch \
+             `-real`), or raise the floor in {budgets_file} [driver]"
+        )
+    } else {
+        String::new()
+    };
     anyhow::anyhow!(
-        "audit: {} violation(s), listed above; fix the kernels, or the budgets in {budgets_file} if the change is intended",
+        "audit: {} violation(s), listed above; fix the kernels, or the budgets in {budgets_file} if the change is intended{toolkit}",
         report.violation_count()
     )
 }

@@ -86,6 +86,8 @@ pub fn make(project: &Project, arch: Option<&str>, out: &Path, exclude: &[&str])
     let Some(toolkit) = project.discovery().toolkit else {
         bail!("a bundle needs a CUDA toolkit to compile the kernels; run `cargo kiln toolkit install` or set CUDA_PATH");
     };
+    // From an earlier build or the build script's source, as `build` reads
+    // it; only a prefix the source does not spell out costs a build.
     let prefix = match project.known_env_prefix() {
         Some(p) => p,
         None => {
@@ -93,7 +95,7 @@ pub fn make(project: &Project, arch: Option<&str>, out: &Path, exclude: &[&str])
                 "cargo kiln: building {} once to learn its build script's env prefix",
                 project.name
             );
-            project.build(None, false)?.env_prefix
+            project.build(None, true)?.env_prefix
         }
     };
     eprintln!(

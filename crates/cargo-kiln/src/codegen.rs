@@ -39,6 +39,11 @@ pub struct CodegenArgs {
     /// the kernels folder stands for it (pass it to `check_bindings`).
     #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "kernels")]
     pub sources: Option<PathBuf>,
+    /// With --sources: the config file naming the modules (the one the
+    /// build script gives `KernelBuild::config_file`), relative to the
+    /// crate; default DIR/kiln.toml. Without either, --sources refuses.
+    #[arg(long, value_name = "FILE", requires = "sources")]
+    pub kiln_toml: Option<PathBuf>,
     /// Write nothing; fail when the committed file is not what codegen writes.
     #[arg(long)]
     pub check: bool,
@@ -69,6 +74,9 @@ impl CodegenArgs {
             Some(dir) => command += &format!(" --sources {}", dir.display()),
             None => {}
         }
+        if let Some(file) = &self.kiln_toml {
+            command += &format!(" --kiln-toml {}", file.display());
+        }
         command
     }
 }
@@ -82,6 +90,19 @@ pub fn run(project: &Project, args: &CodegenArgs) -> Result<()> {
             return Err(crate::error::usage_error!(
                 "no kernels folder at {}; pass --sources DIR (the folder of kiln.toml, relative to the crate)",
                 dir.display()
+            ));
+        }
+        let config = args.kiln_toml.as_ref().map(|f| project.dir.join(f));
+        if let Some(file) = config.as_ref().filter(|f| !f.is_file()) {
+            return Err(crate::error::usage_error!(
+                "--kiln-toml {}: no such file; name the config file the build script uses, relative to the crate",
+                project.display(file)
+            ));
+        }
+        if config.is_none() && !dir.join("kiln.toml").is_file() {
+            return Err(crate::error::usage_error!(
+                "{} has no kiln.toml, so nothing says which modules a build makes of its sources; write one, or pass --kiln-toml FILE (the config file the build script uses)",
+                project.display(dir)
             ));
         }
         // A vendored tree may have no headers folder: its kernels folder
@@ -98,6 +119,7 @@ pub fn run(project: &Project, args: &CodegenArgs) -> Result<()> {
     }
     point_bindgen_at_libclang(project)?;
     let mut codegen = Codegen::new(&headers)
+        .root(&project.dir)
         .include_dir(cuda_build::header::include_dir())
         .abi_path(&args.abi_path)
         .regenerate_with(&args.command())
@@ -107,6 +129,9 @@ pub fn run(project: &Project, args: &CodegenArgs) -> Result<()> {
     }
     if let Some(dir) = &sources {
         codegen = codegen.sources(dir);
+    }
+    if let Some(file) = &args.kiln_toml {
+        codegen = codegen.sources_config(project.dir.join(file));
     }
     if let Some(toolkit) = project.discovery().toolkit {
         codegen = codegen.toolkit(toolkit.root);
@@ -174,6 +199,7 @@ mod tests {
             cudarc_device_repr: false,
             cudarc_feature: None,
             sources: None,
+            kiln_toml: None,
             check: false,
         }
     }
@@ -220,6 +246,11 @@ mod tests {
         assert_eq!(
             sources.command(),
             "cargo kiln codegen --sources vendor/kernels"
+        );
+        sources.kiln_toml = Some("build/kiln.toml".into());
+        assert_eq!(
+            sources.command(),
+            "cargo kiln codegen --sources vendor/kernels --kiln-toml build/kiln.toml"
         );
     }
 }

@@ -184,6 +184,7 @@ pub fn doctor(krate: &CrateArg, args: &DoctorArgs) -> Result<()> {
         kernels_dir: project.dir.join(&args.kernels),
         kernels_shown: args.kernels.display().to_string(),
         toolkit_dir: project.toolkit_dir(),
+        audit_file: project.dir.join(cuda_build::floor::AUDIT_FILE),
     };
     let findings = doctor::gather(&subject)?;
     if args.json {
@@ -200,8 +201,13 @@ pub fn doctor(krate: &CrateArg, args: &DoctorArgs) -> Result<()> {
 
 /// `cargo kiln toolkit [install]`.
 pub fn toolkit(krate: &CrateArg, args: &ToolkitArgs) -> Result<()> {
-    let project = krate.project()?;
-    let touch = project.build_script.iter().cloned().collect();
+    // The store serves every crate, so no crate is needed; inside one, its
+    // build script is touched after an install so that it looks again.
+    let project = Project::locate_if_any(krate.manifest_path.as_deref())?;
+    let touch = project
+        .iter()
+        .flat_map(|p| p.build_script.iter().cloned())
+        .collect();
     let place = match &args.dir {
         Some(dir) => toolkit::Place::new(Some(dir), PathBuf::new(), touch)?,
         None => toolkit::Place::in_store(None, &toolkit::user_store()?, touch)?,

@@ -1,18 +1,20 @@
 //! `cargo kiln doctor` (and `cargo xtask doctor`): what this machine offers
-//! a crate's kernel build and run: the toolkit search, version and supported
-//! archs, libclang for codegen, the driver and GPUs, and what the default
-//! build of the crate's kernels dir would produce.
+//! a crate's kernel build and run: the toolkit search (every toolkit found,
+//! the one taken and those it shadows), version and supported archs, the
+//! driver floor the kernels serve, libclang for codegen, the driver and
+//! GPUs, and what the default build of the crate's kernels dir would produce.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Result};
-use cuda_build::toolkit::Discovery;
+use cuda_build::floor::{DriverFloor, PtxIsa};
+use cuda_build::toolkit::{Discovery, Toolkit};
 use cuda_build::{ArchSpec, KernelConfig, SupportedArchs};
 use serde::Serialize;
 
-use crate::project::discovery_with_local;
+use crate::project::every_toolkit_with_local;
 use crate::toolkit;
 
 /// What the doctor looks at: one crate's kernel build.
@@ -27,6 +29,9 @@ pub struct Subject {
     pub kernels_shown: String,
     /// The project-local toolkit install dir.
     pub toolkit_dir: PathBuf,
+    /// The crate's `kiln-audit.toml`, whose `[driver]` is the floor its
+    /// kernels serve (it need not exist).
+    pub audit_file: PathBuf,
 }
 
 /// Everything the report says, gathered first so the rendering is testable.
@@ -34,8 +39,10 @@ pub struct Subject {
 pub struct Findings {
     /// `<P>_CUDA=off` when that turned the search off.
     pub(crate) off_by: Option<String>,
-    /// The toolkit search; `None` when `<P>_CUDA=off`.
+    /// The toolkit search, every place looked at; `None` when `<P>_CUDA=off`.
     pub(crate) discovery: Option<Discovery>,
+    /// The driver floor the kernels serve, or why it could not be read.
+    pub(crate) floor: Result<DriverFloor, String>,
     /// What the toolkit found supports (`None` without one).
     pub(crate) supported: Option<Result<SupportedArchs, String>>,
     /// libclang's location, or why none was found.
@@ -56,6 +63,10 @@ pub struct Json<'a> {
     pub toolkit: Option<String>,
     pub toolkit_root: Option<&'a Path>,
     pub found_by: Option<&'a str>,
+    /// The other toolkits found, after the one taken (`PLACE=ROOT (CUDA V, shadowed)`).
+    pub shadowed: Vec<String>,
+    /// `13.0`, the oldest CUDA driver the kernels serve.
+    pub driver_floor: Option<&'a str>,
     pub supported_archs: Option<String>,
     pub libclang: Option<&'a Path>,
     pub gpus: Vec<String>,
@@ -78,6 +89,13 @@ impl Findings {
             toolkit: tk.map(|t| t.version.to_string()),
             toolkit_root: tk.map(|t| t.root.as_path()),
             found_by: tk.map(|t| t.found_by.as_str()),
+            shadowed: self
+                .discovery
+                .iter()
+                .flat_map(Discovery::shadowed)
+                .map(ToString::to_string)
+                .collect(),
+            driver_floor: self.floor.as_ref().ok().map(|f| f.min_cuda.as_str()),
             supported_archs: match &self.supported {
                 Some(Ok(s)) => Some(s.describe()),
                 _ => None,
@@ -187,6 +205,31 @@ fn toolkit_problems(discovery: Option<&Discovery>, install_dir: &Path) -> Vec<St
     problems
 }
 
+/// The toolkit taken against the driver floor: a problem naming the fixes
+/// when the floor's drivers cannot JIT its PTX.
+fn floor_problem(toolkit: Option<&Toolkit>, floor: &Result<DriverFloor, String>) -> Option<String> {
+    let floor = match floor {
+        Ok(floor) => floor,
+        Err(why) => return Some(why.clone()),
+    };
+    let tk = toolkit?;
+    let isa = PtxIsa::written_by(tk.version);
+    (isa > floor.max_ptx_isa).then(|| {
+        format!(
+            "CUDA {} (found by {}) writes PTX ISA {isa}, which drivers of the floor, CUDA {} \
+             (PTX ISA {}, {}), cannot JIT; build with the pinned toolkit (`cargo kiln toolkit \
+             install`, first in the search), build SASS only for every GPU the kernels target \
+             (each arch `-real`), or raise the floor in {} [driver]",
+            tk.version,
+            tk.found_by,
+            floor.min_cuda,
+            floor.max_ptx_isa,
+            floor.origin,
+            cuda_build::floor::AUDIT_FILE,
+        )
+    })
+}
+
 /// Looks at the machine and the subject's kernels dir.
 pub fn gather(subject: &Subject) -> Result<Findings> {
     // A bad limit is refused, not taken as the default without a word.
@@ -194,7 +237,7 @@ pub fn gather(subject: &Subject) -> Result<Findings> {
     let off_by = turned_off(subject.env_prefix.as_deref());
     let discovery = off_by
         .is_none()
-        .then(|| discovery_with_local(&subject.toolkit_dir));
+        .then(|| every_toolkit_with_local(&subject.toolkit_dir));
     let supported = discovery
         .as_ref()
         .and_then(|d| d.toolkit.as_ref())
@@ -236,10 +279,14 @@ pub fn gather(subject: &Subject) -> Result<Findings> {
         }
     }
     modules.sort();
-    let problems = toolkit_problems(discovery.as_ref(), &subject.toolkit_dir);
+    let mut problems = toolkit_problems(discovery.as_ref(), &subject.toolkit_dir);
+    let floor = DriverFloor::read(&subject.audit_file).map_err(|e| e.to_string());
+    let taken = discovery.as_ref().and_then(|d| d.toolkit.as_ref());
+    problems.extend(floor_problem(taken, &floor));
     Ok(Findings {
         off_by,
         discovery,
+        floor,
         supported,
         libclang: find_libclang(&subject.toolkit_dir),
         gpus: query_gpus(probe_limit),
@@ -328,6 +375,9 @@ pub fn render(f: &Findings) -> String {
                 tk.root.display(),
                 tk.found_by
             );
+            for probe in f.discovery.iter().flat_map(Discovery::shadowed) {
+                let _ = writeln!(out, "  shadows: {probe}");
+            }
         }
         None => {
             let _ = writeln!(
@@ -335,6 +385,13 @@ pub fn render(f: &Findings) -> String {
                 "toolkit: none; builds are CPU-only (run `cargo kiln toolkit install`)"
             );
         }
+    }
+    if let Ok(floor) = &f.floor {
+        let _ = writeln!(
+            out,
+            "driver floor: CUDA {} (PTX ISA {}, {})",
+            floor.min_cuda, floor.max_ptx_isa, floor.origin
+        );
     }
     match &f.supported {
         Some(Ok(s)) => {
@@ -419,126 +476,4 @@ fn join<T>(items: &[T], name: impl Fn(&T) -> String) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use cuda_build::toolkit::{Probe, ProbeOutcome, Toolkit, ToolkitVersion};
-
-    fn fake_findings() -> Findings {
-        let root = PathBuf::from("/fake/cuda");
-        let probes = vec![
-            Probe {
-                place: "NVCC".into(),
-                outcome: ProbeOutcome::NotSet,
-            },
-            Probe {
-                place: "CUDA_PATH".into(),
-                outcome: ProbeOutcome::NoNvcc("/opt/broken".into()),
-            },
-            Probe {
-                place: "CUDA_HOME".into(),
-                outcome: ProbeOutcome::NotSet,
-            },
-            Probe {
-                place: "CUDA_ROOT".into(),
-                outcome: ProbeOutcome::NotSet,
-            },
-            Probe {
-                place: "PATH".into(),
-                outcome: ProbeOutcome::NotOnPath,
-            },
-            Probe {
-                place: "project-local".into(),
-                outcome: ProbeOutcome::Found(root.clone()),
-            },
-            Probe {
-                place: "/usr/local/cuda".into(),
-                outcome: ProbeOutcome::NotReached,
-            },
-            Probe {
-                place: "/opt/cuda".into(),
-                outcome: ProbeOutcome::NotReached,
-            },
-        ];
-        let toolkit = Toolkit {
-            nvcc: root.join("bin/nvcc"),
-            root,
-            version: ToolkitVersion {
-                major: 13,
-                minor: 0,
-                patch: 88,
-            },
-            found_by: "project-local".into(),
-        };
-        Findings {
-            off_by: None,
-            discovery: Some(Discovery {
-                probes,
-                toolkit: Some(toolkit),
-            }),
-            supported: Some(Ok(SupportedArchs::from_nvcc_lists(
-                "13.0",
-                "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120",
-                "compute_75 compute_80 compute_86 compute_90 compute_100 compute_120",
-            ))),
-            libclang: Ok(PathBuf::from("/fake/libclang")),
-            gpus: Err("no nvidia-smi: no NVIDIA driver on this machine".into()),
-            spec: ("sm_80,sm_90".into(), "kernels/kiln.toml".into()),
-            modules: vec![
-                ("reduce".into(), "static".into()),
-                ("vector_add".into(), "fatbin".into()),
-            ],
-            problems: vec![],
-        }
-    }
-
-    #[test]
-    fn doctor_report_for_a_fake_toolkit() {
-        insta::assert_snapshot!(render(&fake_findings()));
-    }
-
-    #[test]
-    fn doctor_report_without_toolkit_or_with_a_bad_spec() {
-        let mut f = fake_findings();
-        f.discovery = None;
-        f.off_by = Some("KILN_CUDA=off".into());
-        f.supported = None;
-        f.spec = ("sm_12".into(), "KILN_CUDA_ARCHS".into());
-        insta::assert_snapshot!(render(&f));
-    }
-
-    #[test]
-    fn a_toolkit_without_cicc_is_a_problem_saying_what_to_do() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("cuda");
-        for file in toolkit::ESSENTIAL.iter().map(|(f, _)| f) {
-            let path = root.join(file);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, "").unwrap();
-        }
-        let mut f = fake_findings();
-        let d = f.discovery.as_mut().unwrap();
-        let tk = d.toolkit.as_mut().unwrap();
-        tk.root = root.clone();
-        tk.found_by = "CUDA_PATH".into();
-        assert_eq!(
-            toolkit_problems(f.discovery.as_ref(), Path::new("/nonexistent"))
-                .iter()
-                .filter(|p| p.contains("lacks"))
-                .count(),
-            0
-        );
-        std::fs::remove_dir_all(root.join("nvvm")).unwrap();
-        let problems = toolkit_problems(f.discovery.as_ref(), Path::new("/nonexistent"));
-        let lacks: Vec<&String> = problems.iter().filter(|p| p.contains("lacks")).collect();
-        assert_eq!(
-            lacks,
-            [&format!(
-                "the toolkit at {} (found by CUDA_PATH) lacks nvvm/bin/cicc (nvcc's CUDA front end); \
-                 reinstall that toolkit, or point CUDA_PATH elsewhere (`cargo kiln toolkit install` provides the pinned one)",
-                root.display()
-            )]
-        );
-        f.problems = problems;
-        assert!(render(&f).contains("\nproblem: the toolkit at "));
-    }
-}
+mod tests;

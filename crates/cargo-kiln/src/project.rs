@@ -97,6 +97,16 @@ fn cargo_error(stderr: &str) -> String {
 }
 
 impl Project {
+    /// [`Project::locate`], or `None` where no `manifest_path` is given and
+    /// no `Cargo.toml` is at or above the current directory (for commands
+    /// that serve every crate, such as `toolkit install`).
+    pub fn locate_if_any(manifest_path: Option<&Path>) -> Result<Option<Self>> {
+        if manifest_path.is_none() && nearest_manifest().is_err() {
+            return Ok(None);
+        }
+        Self::locate(manifest_path).map(Some)
+    }
+
     /// The crate of `manifest_path`, or of the nearest `Cargo.toml` above
     /// the current directory.
     pub fn locate(manifest_path: Option<&Path>) -> Result<Self> {
@@ -197,11 +207,9 @@ impl Project {
     /// first build of a crate is run once without the spec to learn it.
     pub fn build(&self, spec: Option<&str>, release: bool) -> Result<Built> {
         let profile = if release { "release" } else { "debug" };
-        let mut prefix = self.known_prefix(profile).or_else(|| {
-            self.build_script
-                .as_deref()
-                .and_then(prefix::from_build_script)
-        });
+        let mut prefix = self
+            .known_prefix(profile)
+            .or_else(|| self.build_script_prefix());
         let mut learning = None;
         if spec.is_some() && prefix.is_none() {
             eprintln!(
@@ -242,10 +250,20 @@ impl Project {
         Built::read(file)
     }
 
-    /// The env prefix of an earlier build of this crate, in either profile.
+    /// The env prefix of an earlier build of this crate, in either profile,
+    /// else the one its build script's source gives: what `build`, `bundle`
+    /// and `doctor` know without running a build.
     pub fn known_env_prefix(&self) -> Option<String> {
         self.known_prefix("debug")
             .or_else(|| self.known_prefix("release"))
+            .or_else(|| self.build_script_prefix())
+    }
+
+    /// The prefix the build script's source gives its kernel build.
+    fn build_script_prefix(&self) -> Option<String> {
+        self.build_script
+            .as_deref()
+            .and_then(prefix::from_build_script)
     }
 
     /// The env prefix of an earlier build of this crate in `profile`.
@@ -325,6 +343,15 @@ pub fn discovery_with_local(toolkit_dir: &Path) -> Discovery {
     )
 }
 
+/// [`discovery_with_local`], every place looked at: the toolkits after the
+/// one taken are reported as shadowed (for `doctor`).
+pub fn every_toolkit_with_local(toolkit_dir: &Path) -> Discovery {
+    cuda_build::discover_every(
+        &ProcessEnv,
+        &[(PROJECT_LOCAL.to_string(), toolkit_dir.join("cuda"))],
+    )
+}
+
 /// Runs a cargo build whose stdout is piped (its JSON messages); its
 /// stderr (progress, diagnostics) goes to the user. Fails when it does.
 pub fn cargo_stdout(mut cargo: Command) -> Result<Vec<u8>> {
@@ -396,6 +423,32 @@ mod tests {
             "kt-manifest.toml",
             "cuda-build's naming, which prefix_of inverts"
         );
+    }
+
+    /// Issue 42: `bundle` (and `doctor`) read a fresh crate's prefix from
+    /// its `build.rs` as `build` does, instead of a hidden debug build.
+    #[test]
+    fn a_fresh_crates_prefix_is_read_from_its_build_script() {
+        let tmp = tempfile::tempdir().unwrap();
+        let build_rs = tmp.path().join("build.rs");
+        std::fs::write(
+            &build_rs,
+            "fn main() { cuda_build::KernelBuild::new(\"kernels\").env_prefix(\"DOWNSTREAM\").run().unwrap(); }\n",
+        )
+        .unwrap();
+        let project = Project {
+            name: "fresh".into(),
+            manifest_path: tmp.path().join("Cargo.toml"),
+            dir: tmp.path().to_path_buf(),
+            target_dir: tmp.path().join("target"),
+            build_script: Some(build_rs),
+        };
+        assert_eq!(project.known_env_prefix().as_deref(), Some("DOWNSTREAM"));
+        let none = Project {
+            build_script: None,
+            ..project
+        };
+        assert_eq!(none.known_env_prefix(), None);
     }
 
     /// A fake cargo at `dir/cargo` running `body`.

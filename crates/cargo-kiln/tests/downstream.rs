@@ -262,3 +262,22 @@ fn bad_input_is_one_line_and_exit_2() {
         .unwrap();
     assert_usage_error(&out, "no Cargo.toml in");
 }
+
+/// Issue 42: `cargo kiln toolkit [install]` serves the user's store, which
+/// every crate shares, so it runs outside any crate.
+#[test]
+fn toolkit_runs_outside_a_crate() {
+    let bin = env!("CARGO_BIN_EXE_cargo-kiln");
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let out = Command::new(bin)
+        .args(["kiln", "toolkit"])
+        .current_dir(tmp.path())
+        .env("KILN_TOOLKIT_HOME", &store)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&store.display().to_string()), "{stdout}");
+}

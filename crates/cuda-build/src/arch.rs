@@ -205,19 +205,20 @@ impl ArchSpec {
         })
     }
 
-    /// The lowest arch the spec names (`sm_80,sm_90` -> sm_80), or `None`
-    /// when it names none (`native`, `all-major`): codegen reads a module's
-    /// sources as its lowest arch's device pass sees them, so kernels behind
-    /// `#if __CUDA_ARCH__ >= 800` are declared when every image holds them.
+    /// Every arch the spec names, once each, lowest first (none for
+    /// `native`, `all-major`): codegen reads a module's sources at each, so
+    /// a kernel behind `#if __CUDA_ARCH__ >= 890` is declared.
     #[cfg(feature = "codegen")]
-    pub(crate) fn lowest_named(&self) -> Option<Arch> {
-        self.items
-            .iter()
+    pub(crate) fn named(&self) -> Vec<Arch> {
+        let mut archs: Vec<Arch> = (self.items.iter())
             .filter_map(|(_, item)| match item {
                 Item::Plain(a) | Item::Real(a) | Item::Virtual(a) | Item::RealAndPtx(a) => Some(*a),
                 Item::Native | Item::AllMajor => None,
             })
-            .min_by_key(|a| a.number())
+            .collect();
+        archs.sort_by_key(|a| (a.number(), a.variant));
+        archs.dedup();
+        archs
     }
 
     /// The spec as written.

@@ -1,7 +1,12 @@
 //! The committed-bindings check that needs no libclang: generated files carry
 //! a fingerprint of the headers they came from (and, generated with
-//! sources, of every source file read, each listed by its path relative to
-//! the include dir), and a test compares it with the files on disk.
+//! sources, of what every source file read declares, each listed by its
+//! path relative to the include dir: its tokens, with comments, whitespace
+//! and plain function bodies left out, so a comment or a kernel
+//! body edited leaves it as it was), and a test compares it with the files
+//! on disk.
+
+mod declared;
 
 use std::path::{Path, PathBuf};
 
@@ -72,14 +77,28 @@ pub fn header_fingerprint(include_dir: &Path) -> Result<String, Error> {
     Ok(format!("{:016x}", hash.0))
 }
 
+/// What a sources fingerprint starts with: one made from the files' bytes
+/// (an older cuda-build) has no such start.
+const DECLARED_MARK: &str = "declared-";
+
 /// FNV-1a (64-bit) over each source file's path (relative to `include_dir`,
-/// as listed) and bytes.
+/// as listed) and what it declares (`declared.rs`: comments, whitespace and
+/// plain function bodies left out; a `kiln.toml` by its bytes).
 pub fn sources_fingerprint(include_dir: &Path, files: &[String]) -> Result<String, Error> {
     let mut hash = Fnv::new();
     for file in files {
-        hash.feed_file(file, &include_dir.join(file))?;
+        let path = include_dir.join(file);
+        if path.extension().is_some_and(|e| e == "toml") {
+            hash.feed_file(file, &path)?;
+            continue;
+        }
+        let bytes = io(&path, std::fs::read(&path))?;
+        hash.feed(file.as_bytes());
+        hash.feed(&[0]);
+        hash.feed(declared::declared(&String::from_utf8_lossy(&bytes)).as_bytes());
+        hash.feed(&[0]);
     }
-    Ok(format!("{:016x}", hash.0))
+    Ok(format!("{DECLARED_MARK}{:016x}", hash.0))
 }
 
 /// Checks that a committed generated file was made from the headers as they
@@ -107,6 +126,12 @@ pub fn check_committed(generated: &Path, include_dir: &Path, command: &str) -> R
     let Some(recorded) = text.lines().find_map(|l| l.strip_prefix(SOURCES_PREFIX)) else {
         return Ok(());
     };
+    if !recorded.starts_with(DECLARED_MARK) {
+        return Err(format!(
+            "{} is stale: an older cuda-build fingerprinted its sources byte by byte; run `{command}` and commit the result",
+            generated.display()
+        ));
+    }
     let files = source_files(&text);
     let current = sources_fingerprint(include_dir, &files).map_err(|e| {
         format!(
@@ -135,6 +160,45 @@ pub fn source_files(generated_text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The regression of issue 42: a comment or a kernel body edited in a
+    /// source made its bindings stale, failing the build until codegen ran.
+    #[test]
+    fn sources_fingerprint_follows_declarations_not_bytes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let kernel = "extern \"C\" __global__ void k(float *x) { x[0] = 1.0f; }\n";
+        std::fs::write(dir.join("k.cu"), kernel).unwrap();
+        std::fs::write(dir.join("kiln.toml"), "archs = \"sm_80\"\n").unwrap();
+        let files = ["k.cu".to_string(), "kiln.toml".to_string()];
+        let first = sources_fingerprint(dir, &files).unwrap();
+        std::fs::write(dir.join("gen.rs"), format!(
+            "{FINGERPRINT_PREFIX}{}\n{SOURCES_PREFIX}{first}\n{SOURCE_PREFIX}k.cu\n{SOURCE_PREFIX}kiln.toml\n",
+            header_fingerprint(dir).unwrap()
+        )).unwrap();
+        let check = || check_committed(&dir.join("gen.rs"), dir, "regen");
+        assert_eq!(check(), Ok(()));
+        std::fs::write(
+            dir.join("k.cu"),
+            format!("// a comment\n{}", kernel.replace("1.0f", "2.0f")),
+        )
+        .unwrap();
+        assert_eq!(check(), Ok(()), "a comment and a body edit");
+        std::fs::write(dir.join("k.cu"), kernel.replace("float *x", "double *x")).unwrap();
+        assert!(
+            check().unwrap_err().contains("is stale"),
+            "a signature edit"
+        );
+        std::fs::write(dir.join("k.cu"), kernel).unwrap();
+        std::fs::write(dir.join("kiln.toml"), "archs = \"sm_90\"\n").unwrap();
+        assert!(check().is_err(), "kiln.toml by its bytes");
+        std::fs::write(dir.join("kiln.toml"), "archs = \"sm_80\"\n").unwrap();
+        let old = std::fs::read_to_string(dir.join("gen.rs"))
+            .unwrap()
+            .replace(&first, "0123456789abcdef");
+        std::fs::write(dir.join("gen.rs"), old).unwrap();
+        assert!(check().unwrap_err().contains("an older cuda-build"));
+    }
 
     #[test]
     fn fingerprint_follows_header_edits() {

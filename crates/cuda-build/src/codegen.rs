@@ -32,7 +32,10 @@
 //! asserts at compile time that the target's is as wide as clang's, so a
 //! 32-bit target fails to compile), `__half`/`half` `::half::f16`,
 //! `__nv_bfloat16`/`nv_bfloat16` `::half::bf16` (the generated code then needs
-//! the `half` crate). C enums become bindgen's newtype consts (a
+//! the `half` crate), the 1-byte float types (`__nv_fp8_e4m3`, ...) the ABI's
+//! byte types (`Fp8E4M3`, ...), a kernel's `void *` / `const void *` the
+//! ABI's `MutVoidPtr` / `ConstVoidPtr` (a launch takes any view for them;
+//! host functions keep `c_void`), and `bool` stays `bool`. C enums become bindgen's newtype consts (a
 //! `#[repr(transparent)]` struct over the enum's underlying integer, the
 //! enumerators as associated consts), not Rust enums: a C enum may hold any
 //! value of its type (flags, values added by a newer header), and `GpuRepr`
@@ -103,6 +106,19 @@ const HALF_TYPES: [(&str, &str); 4] = [
     ("nv_bfloat16", "::half::bf16"),
 ];
 
+/// The 1-byte float types of CUDA's headers (`cuda_fp8.h`, `cuda_fp6.h`,
+/// `cuda_fp4.h`) and the ABI's `#[repr(transparent)]` byte types that stand
+/// for them (each one byte, checked against clang's size where it is mapped).
+const BYTE_FLOATS: [(&str, &str); 7] = [
+    ("__nv_fp8_e4m3", "Fp8E4M3"),
+    ("__nv_fp8_e5m2", "Fp8E5M2"),
+    ("__nv_fp8_e8m0", "Fp8E8M0"),
+    ("__nv_fp6_e2m3", "Fp6E2M3"),
+    ("__nv_fp6_e3m2", "Fp6E3M2"),
+    ("__nv_fp4_e2m1", "Fp4E2M1"),
+    ("__nv_fp4x2_e2m1", "Fp4x2E2M1"),
+];
+
 /// What to generate bindings from, and for which crate.
 #[derive(Debug, Clone)]
 pub struct Codegen {
@@ -114,6 +130,8 @@ pub struct Codegen {
     new_type_aliases: Vec<String>,
     cudarc: Cudarc,
     sources: Option<PathBuf>,
+    sources_config: Option<PathBuf>,
+    root: Option<PathBuf>,
 }
 
 /// Whether generated types implement cudarc's `DeviceRepr`, and under which
@@ -149,6 +167,8 @@ impl Codegen {
             new_type_aliases: Vec::new(),
             cudarc: Cudarc::default(),
             sources: None,
+            sources_config: None,
+            root: None,
         }
     }
 
@@ -159,12 +179,37 @@ impl Codegen {
     /// `extern "C"` kernels by name, other C++ kernels and explicit
     /// instantiations of kernel templates by their mangled names (the marker
     /// named after the source, `scale<float>` as `scale_float`). A kernel
-    /// also declared in a header keeps the header's marker. A parameter type
-    /// with no Rust mapping leaves its kernel without a marker, with a
-    /// warning. The generated file's fingerprint then covers every file
-    /// read, so an edited source is stale bindings like an edited header.
+    /// also declared in a header keeps the header's marker. Each module is
+    /// read at every arch it is built for, so a kernel only some archs
+    /// define is declared (one whose parameters differ between archs gets a
+    /// warning). A parameter type with no Rust mapping leaves its kernel
+    /// without a marker, with a warning, and listed in `kernels::UNDECLARED`
+    /// for the audit. The generated file's fingerprint then covers what
+    /// every file read declares, so a signature edited in a source is stale
+    /// bindings like an edited header, and a comment or a body is not.
+    ///
+    /// The modules come from `kernels_dir/kiln.toml`, or the file given to
+    /// [`Codegen::sources_config`]; with neither, `generate` fails in one
+    /// line (nothing says which modules a build makes).
     pub fn sources(mut self, kernels_dir: impl Into<PathBuf>) -> Self {
         self.sources = Some(kernels_dir.into());
+        self
+    }
+
+    /// The config file whose `[modules]` [`Codegen::sources`] reads, when
+    /// the build script gives one (`KernelBuild::config_file`) rather than
+    /// the kernels dir's `kiln.toml`.
+    pub fn sources_config(mut self, file: impl Into<PathBuf>) -> Self {
+        self.sources_config = Some(file.into());
+        self
+    }
+
+    /// The crate's root: the generated file's first line names the folders
+    /// it was generated from relative to it, so the same crate in a folder
+    /// of another name generates the same file. Without it, the last two
+    /// components of each folder are named.
+    pub fn root(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.root = Some(dir.into());
         self
     }
 
@@ -266,15 +311,16 @@ impl Codegen {
         })?;
         let mut file = syn::parse_file(&raw)
             .map_err(|e| codegen_error(format!("bindgen output does not parse: {e}")))?;
-        assemble::map_half_types(&mut file);
+        assemble::map_half_types(&mut file, &self.abi_path);
         let scan =
             scan::scan(WRAPPER, &wrapper, &args, &self.include_dir).map_err(codegen_error)?;
         let mut fingerprint = header_fingerprint(&self.include_dir)?;
-        let mut from = format!("{}/*.h", last_components(&self.include_dir));
+        let mut from = format!("{}/*.h", self.shown(&self.include_dir));
         let found = match &self.sources {
             Some(dir) => {
                 let found = sources::scan_sources(
                     dir,
+                    self.sources_config.as_deref(),
                     &language,
                     &includes,
                     toolkit.is_some(),
@@ -296,10 +342,11 @@ impl Codegen {
                 for file in &files {
                     fingerprint.push_str(&format!("\n{SOURCE_PREFIX}{file}"));
                 }
-                from.push_str(&format!(
-                    " and the sources of {}/kiln.toml",
-                    last_components(dir)
-                ));
+                let config = match &self.sources_config {
+                    Some(file) => self.shown(file),
+                    None => format!("{}/kiln.toml", self.shown(dir)),
+                };
+                from.push_str(&format!(" and the sources of {config}"));
                 Some(found)
             }
             None => None,
@@ -319,6 +366,25 @@ impl Codegen {
             ),
             warnings,
         })
+    }
+
+    /// `dir` as the generated file names it: relative to the crate's root
+    /// when inside it, else its last two components.
+    fn shown(&self, dir: &Path) -> String {
+        let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        if let Some(root) = &self.root {
+            if let Ok(inside) = canonical(dir).strip_prefix(canonical(root)) {
+                let parts: Vec<String> = inside
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                if !parts.is_empty() {
+                    return parts.join("/");
+                }
+                return ".".into();
+            }
+        }
+        last_components(dir)
     }
 
     /// clang's command line: C++ as nvcc reads the headers (the language),
@@ -376,7 +442,7 @@ impl Codegen {
             })
             .prepend_enum_name(false)
             .formatter(bindgen::Formatter::None);
-        for (c_name, _) in HALF_TYPES {
+        for (c_name, _) in HALF_TYPES.iter().chain(&BYTE_FLOATS) {
             // The type maps to `half`; its C++ members (`__half___half`, the
             // constructors cuda_fp16.h declares) must not be bound either.
             builder = builder
@@ -454,6 +520,30 @@ mod tests {
             Err("a\">b.h cannot be named in an #include (it holds both `\"` and `>`, a line break, or bytes that are not UTF-8); rename it".into())
         );
         assert!(include_line(Path::new("a\nb.h")).is_err());
+    }
+
+    /// The regression of issue 42: a crate whose kernels folder is its
+    /// headers folder was named by its own folder (`mycrate/kernels`), so
+    /// `codegen --check` failed on a copy in a folder of another name.
+    #[test]
+    fn folders_are_named_relative_to_the_crate_not_by_its_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        for name in ["mycrate", "copy-of-it"] {
+            let root = tmp.path().join(name);
+            std::fs::create_dir_all(root.join("kernels/include")).unwrap();
+            let codegen = Codegen::new(root.join("kernels")).root(&root);
+            assert_eq!(codegen.shown(&root.join("kernels")), "kernels", "{name}");
+            assert_eq!(
+                codegen.shown(&root.join("kernels/include")),
+                "kernels/include"
+            );
+            assert_eq!(codegen.shown(&root), ".");
+        }
+        let outside = Codegen::new("/ws/kernels/include");
+        assert_eq!(
+            outside.shown(Path::new("/ws/kernels/include")),
+            "kernels/include"
+        );
     }
 
     #[test]

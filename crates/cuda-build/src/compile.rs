@@ -224,6 +224,19 @@ fn link_steps(
     }
 }
 
+/// Every stamp that can say module `name`'s output in `out` is up to date:
+/// the one-call compile's (`NAME.stamp`), and the links' (`NAME.link.stamp`,
+/// `NAME.objs/link.stamp`). Whoever writes that output other than by
+/// compiling it (the prebuilt kernels) removes them, so the next toolkit
+/// build compiles again instead of keeping bytes it did not make.
+pub(crate) fn output_stamps(out: &Path, name: &str) -> [PathBuf; 3] {
+    [
+        out.join(format!("{name}.stamp")),
+        out.join(format!("{name}.link.stamp")),
+        out.join(format!("{name}.objs")).join("link.stamp"),
+    ]
+}
+
 impl ModulePlan {
     /// A module compiled in one nvcc call to one fat binary keeps today's
     /// file names (`NAME.fatbin`, `NAME.d`, `NAME.stamp`); every other shape

@@ -28,6 +28,28 @@ pub enum Error {
         /// What to do about it ([`KernelBuild::toolkit_hint`](crate::KernelBuild::toolkit_hint)).
         hint: String,
     },
+    /// `<PREFIX>_REQUIRE_CUDA=1` and a toolkit the user named (`NVCC`,
+    /// `CUDA_PATH`, `CUDA_HOME`, `CUDA_ROOT`) cannot compile: the build
+    /// takes no other in its place.
+    #[error(
+        "{var}=1 but {probe} cannot compile CUDA: point it at a toolkit with bin/nvcc and \
+         include/cuda_runtime.h, or unset it"
+    )]
+    ToolkitUnusable {
+        /// The variable that asked for CUDA.
+        var: String,
+        /// The place and what it held (`CUDA_PATH=/x (no bin/nvcc)`).
+        probe: String,
+    },
+    /// `<PREFIX>_REQUIRE_CUDA=1` and the toolkit writes PTX that the oldest
+    /// driver the kernels serve cannot JIT.
+    #[error("{var}=1 but {detail}")]
+    PtxAboveFloor {
+        /// The variable that asked for CUDA.
+        var: String,
+        /// The toolkit, its PTX ISA, the floor and the three fixes.
+        detail: String,
+    },
     /// An environment variable names something unusable (a launcher or host
     /// compiler that does not exist).
     #[error("{var}={value}: {problem}; {fix}")]

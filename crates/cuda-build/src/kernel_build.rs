@@ -20,6 +20,7 @@ use crate::cross::{self, Platform};
 use crate::driver::{nvcc_from_env, HOST_COMPILER_VARS, NVCC_OWN_VARS};
 use crate::emit;
 use crate::error::{io, Error};
+use crate::floor;
 use crate::manifest::{self, Manifest, ModuleEntry, ToolkitEntry};
 use crate::modules::{self, Module};
 use crate::parallel;
@@ -29,6 +30,8 @@ use crate::toolkit::{discover, Discovery, ProcessEnv, Toolkit, DISCOVERY_ENV_VAR
 
 mod drift;
 mod no_toolkit;
+mod other_toolkit;
+use other_toolkit::Taken;
 mod report;
 
 /// A kernel build, configured by the caller's build script.
@@ -43,6 +46,7 @@ pub struct KernelBuild {
     image_type: String,
     out_dir: Option<PathBuf>,
     prebuilt_dir: PathBuf,
+    audit_file: PathBuf,
     bindings: Option<(PathBuf, PathBuf)>,
 }
 
@@ -107,6 +111,7 @@ impl KernelBuild {
             image_type: "::gpu_core::FatbinImage".to_string(),
             out_dir: None,
             prebuilt_dir: PathBuf::from(prebuilt::DEFAULT_DIR),
+            audit_file: PathBuf::from(floor::AUDIT_FILE),
             bindings: None,
         }
     }
@@ -170,6 +175,15 @@ impl KernelBuild {
         self
     }
 
+    /// The file whose `[driver]` table names the oldest driver the kernels
+    /// serve (default `kiln-audit.toml` in the package root; missing means
+    /// CUDA 13.0). A toolkit that writes PTX those drivers cannot JIT is one
+    /// warning naming the fixes, and an error under `<P>_REQUIRE_CUDA`.
+    pub fn audit_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.audit_file = path.into();
+        self
+    }
+
     /// Runs the build and prints the Cargo directives. For build scripts.
     pub fn run(self) -> Result<BuildReport, Error> {
         let report = self.build()?;
@@ -215,6 +229,7 @@ impl KernelBuild {
             self.out_dir = Some(absolute(dir)?);
         }
         self.prebuilt_dir = absolute(&self.prebuilt_dir)?;
+        self.audit_file = absolute(&self.audit_file)?;
         Ok(self)
     }
 
@@ -235,9 +250,8 @@ impl KernelBuild {
         settings::switch(cache::SWITCH_VAR)?;
         crate::toolkit::probe_timeout(&ProcessEnv)?;
         let discovery = (!switched_off).then(|| discover(&ProcessEnv, &self.candidates));
-        for probe in discovery.iter().flat_map(Discovery::misconfigured) {
-            cargo.push(format!("cargo::warning={probe}: ignored, looking further"));
-        }
+        let passed_over =
+            other_toolkit::passed_over(discovery.as_ref(), require, &vars, &mut cargo)?;
         if self.prebuilt_dir.is_dir() {
             cargo.push(format!(
                 "cargo::rerun-if-changed={}",
@@ -254,6 +268,8 @@ impl KernelBuild {
             }
             None => match self.check_prebuilt(&inputs)? {
                 Check::Matching(prebuilt) => {
+                    let taken = Taken::Prebuilt(&prebuilt.prebuilt.toolkit);
+                    other_toolkit::warn_passed_over(&passed_over, taken, &mut cargo);
                     let manifest = self.embed_prebuilt(inputs, &prebuilt, &out_dir, &mut cargo)?;
                     self.finish(manifest, None, discovery, &out_dir, cargo)
                 }
@@ -265,12 +281,15 @@ impl KernelBuild {
                     if require {
                         return Err(self.toolkit_required(&vars, discovery.as_ref(), stale));
                     }
+                    other_toolkit::warn_passed_over(&passed_over, Taken::Nothing, &mut cargo);
                     let manifest =
                         self.cpu_only(inputs, discovery.as_ref(), stale, &vars, &mut cargo)?;
                     self.finish(manifest, None, discovery, &out_dir, cargo)
                 }
             },
             Some(toolkit) => {
+                let taken = Taken::Toolkit(&toolkit);
+                other_toolkit::warn_passed_over(&passed_over, taken, &mut cargo);
                 let manifest = self.compile(inputs, &toolkit, &vars, &out_dir, &mut cargo)?;
                 self.finish(manifest, Some(toolkit), discovery, &out_dir, cargo)
             }
@@ -327,6 +346,12 @@ impl KernelBuild {
             if record.is_file() {
                 cargo.push(format!("cargo::rerun-if-changed={}", record.display()));
             }
+        }
+        if self.audit_file.is_file() {
+            cargo.push(format!(
+                "cargo::rerun-if-changed={}",
+                self.audit_file.display()
+            ));
         }
         cargo
     }
@@ -433,6 +458,9 @@ impl KernelBuild {
             };
             check_rdc_archs(&module, &archs, &inputs.config_path)?;
             plans.push(ModulePlan::new(module, archs, &cx));
+        }
+        if plans.iter().any(|plan| !plan.archs.ptx.is_empty()) {
+            other_toolkit::check_floor(&self.audit_file, toolkit, vars, cargo)?;
         }
         let entries = bring_up_to_date(&plans, &cx)?;
         cargo.extend(entries.iter().flat_map(|e| {
@@ -590,40 +618,4 @@ pub fn cpu_only_directives() -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn relative_paths_are_made_absolute_for_nvcc() {
-        let build = KernelBuild::new("kernels")
-            .include_dir("extra")
-            .out_dir("out")
-            .with_absolute_paths()
-            .unwrap();
-        let cwd = std::env::current_dir().unwrap();
-        assert_eq!(build.kernels_dir, cwd.join("kernels"));
-        assert_eq!(build.include_dirs, [cwd.join("extra")]);
-        assert_eq!(build.config_file, Some(cwd.join("kernels/kiln.toml")));
-        assert_eq!(build.out_dir, Some(cwd.join("out")));
-    }
-
-    #[test]
-    fn every_name_derives_from_the_prefix() {
-        let build = KernelBuild::new("k").env_prefix("MYCRATE");
-        let vars = build.vars();
-        assert_eq!(
-            [vars.archs, vars.require, vars.switch, vars.launcher],
-            [
-                "MYCRATE_CUDA_ARCHS",
-                "MYCRATE_REQUIRE_CUDA",
-                "MYCRATE_CUDA",
-                "MYCRATE_NVCC_LAUNCHER"
-            ]
-        );
-        assert_eq!(
-            static_lib_name(&build.lower_prefix(), "reduce"),
-            "mycrate_reduce"
-        );
-        assert_eq!(manifest::file_name("MYCRATE"), "mycrate-manifest.toml");
-    }
-}
+mod tests;

@@ -58,6 +58,7 @@ mod driver;
 mod emit;
 mod error;
 mod fatbin;
+pub mod floor;
 pub mod header;
 mod kernel_build;
 pub mod manifest;
@@ -77,7 +78,7 @@ pub use error::Error;
 pub use fatbin::FatbinError;
 pub use kernel_build::{cpu_only_directives, BuildReport, KernelBuild};
 pub use manifest::{CacheReport, Manifest};
-pub use toolkit::{discover, Discovery, Toolkit, ToolkitVersion};
+pub use toolkit::{discover, discover_every, Discovery, Toolkit, ToolkitVersion};
 
 /// The oldest Rust this crate builds with (its `rust-version`): what a crate
 /// that depends on it (and on gpu-core, which shares it) may declare.

@@ -297,6 +297,14 @@ pub enum ProbeOutcome {
     Found(PathBuf),
     /// A toolkit may be here, but an earlier place was taken.
     NotReached,
+    /// A toolkit is here, but an earlier place's was taken: this one is
+    /// shadowed ([`discover_every`] only).
+    Shadowed {
+        /// Its root.
+        root: PathBuf,
+        /// From its `nvcc --version`.
+        version: ToolkitVersion,
+    },
 }
 
 /// One place of the search order and what it held.
@@ -333,6 +341,9 @@ impl fmt::Display for Probe {
             }
             ProbeOutcome::Found(p) => write!(f, "{place}={} (taken)", p.display()),
             ProbeOutcome::NotReached => write!(f, "{place} (not reached)"),
+            ProbeOutcome::Shadowed { root, version } => {
+                write!(f, "{place}={} (CUDA {version}, shadowed)", root.display())
+            }
         }
     }
 }
@@ -357,6 +368,13 @@ impl Discovery {
             .join(", ")
     }
 
+    /// The toolkits found after the one taken ([`discover_every`]).
+    pub fn shadowed(&self) -> impl Iterator<Item = &Probe> {
+        self.probes
+            .iter()
+            .filter(|p| matches!(p.outcome, ProbeOutcome::Shadowed { .. }))
+    }
+
     /// Places set explicitly (an env var) that held no usable toolkit: worth a
     /// warning even when a later place was taken.
     pub(crate) fn misconfigured(&self) -> impl Iterator<Item = &Probe> {
@@ -375,22 +393,49 @@ impl Discovery {
 
 /// Searches for a toolkit. `candidates` are the caller's own places, named by
 /// label (`("project-local", path)`), searched after `PATH` and before the
-/// system directories.
+/// system directories. Places after the one taken are not looked at.
 pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]) -> Discovery {
+    search(env, candidates, false)
+}
+
+/// [`discover`], and every place after the one taken looked at too: each
+/// other toolkit found is [`ProbeOutcome::Shadowed`] (for `doctor`, which
+/// shows what the toolkit taken passes over).
+pub fn discover_every<E: EnvSource + ?Sized>(
+    env: &E,
+    candidates: &[(String, PathBuf)],
+) -> Discovery {
+    search(env, candidates, true)
+}
+
+fn search<E: EnvSource + ?Sized>(
+    env: &E,
+    candidates: &[(String, PathBuf)],
+    every: bool,
+) -> Discovery {
     let mut probes = Vec::new();
-    let mut toolkit = None;
+    let mut toolkit: Option<Toolkit> = None;
     // An invalid limit is refused by the build before it discovers.
     let limit = probe_timeout(env).unwrap_or(DEFAULT_PROBE_TIMEOUT);
-    // Looked at only until a toolkit is taken: no nvcc runs after that.
+    // Unless `every`, looked at only until a toolkit is taken: no nvcc runs
+    // after that.
     let mut consider = |place: &str, probe: &dyn Fn() -> Result<Toolkit, ProbeOutcome>| {
-        let outcome = match (&toolkit, toolkit.is_none().then(probe)) {
-            (Some(_), _) | (None, None) => ProbeOutcome::NotReached,
+        let looked = (toolkit.is_none() || every).then(probe);
+        let outcome = match (&toolkit, looked) {
+            (_, None) => ProbeOutcome::NotReached,
             (None, Some(Ok(found))) => {
                 let outcome = ProbeOutcome::Found(found.root.clone());
                 toolkit = Some(found);
                 outcome
             }
-            (None, Some(Err(outcome))) => outcome,
+            (Some(taken), Some(Ok(found))) if same_root(&taken.root, &found.root) => {
+                ProbeOutcome::NotReached
+            }
+            (Some(_), Some(Ok(found))) => ProbeOutcome::Shadowed {
+                root: found.root,
+                version: found.version,
+            },
+            (_, Some(Err(outcome))) => outcome,
         };
         probes.push(Probe {
             place: place.to_string(),
@@ -446,6 +491,12 @@ pub fn discover<E: EnvSource + ?Sized>(env: &E, candidates: &[(String, PathBuf)]
         consider(root, &|| Toolkit::at(Path::new(root), root, limit));
     }
     Discovery { probes, toolkit }
+}
+
+/// Two roots of one toolkit (a link to it, or the same path).
+pub(crate) fn same_root(a: &Path, b: &Path) -> bool {
+    a == b
+        || matches!((std::fs::canonicalize(a), std::fs::canonicalize(b)), (Ok(a), Ok(b)) if a == b)
 }
 
 /// The toolkit for `NVCC=given`: `given` is the compiler to run, found on

@@ -343,6 +343,7 @@ fn params<K: KernelDecl>(p: K::Params) -> K::Params {
     p
 }
 fn by_value<T: AbiParam + GpuRepr>() {}
+fn declared<K: KernelDecl>(_: Option<K::Params>) {}
 
 pub fn checks() {
     use by_value::kernels::transform;
@@ -369,16 +370,14 @@ pub fn checks() {
     by_value::<fixture_boundary>();
     by_value::<fixture_precision>();
     by_value::<toolkit_enum::types::cudaDataType>();
-    let _: (*const core::ffi::c_void, toolkit_enum::types::cudaDataType) = {
-        let p = params::<toolkit_enum::kernels::convert>((
-            core::ptr::null(),
-            toolkit_enum::types::cudaDataType::CUDA_R_16F,
-            core::ptr::null_mut(),
-            toolkit_enum::types::cudaDataType::CUDA_R_32F,
-            0,
-        ));
-        (p.0, p.1)
-    };
+    // `const void *` and `void *` are the ABI's untyped pointers (issue 42).
+    declared::<toolkit_enum::kernels::convert>(None::<(
+        crate::abi::ConstVoidPtr,
+        toolkit_enum::types::cudaDataType,
+        crate::abi::MutVoidPtr,
+        toolkit_enum::types::cudaDataType,
+        usize,
+    )>);
     assert_eq!(plain_prototype::kernels::ALL.len(), 1);
     // Markers renamed off the names they would shadow; the parameters keep
     // the primitive and the header's types.
@@ -410,5 +409,9 @@ pub fn checks() {
         7,
     ));
     assert_eq!(<scale_uint32_t as KernelDecl>::NAME, "_Z5scaleIjEvPKT_PS0_S0_m");
+    // `void *`, `bool` and fp8 parameters from the sources (issue 42).
+    declared::<sources_tree::kernels::dequantize_block_q8_0_f32>(None::<(crate::abi::ConstVoidPtr, *mut f32, i32)>);
+    declared::<sources_tree::kernels::fill_flag>(None::<(*mut f32, bool, usize)>);
+    declared::<sources_tree::kernels::affine_fp8>(None::<(usize, crate::abi::Fp8E4M3, *mut crate::abi::Fp8E4M3)>);
 }
 "#;

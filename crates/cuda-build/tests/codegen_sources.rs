@@ -70,7 +70,8 @@ fn vendored_tree_kernels_get_markers_from_their_definitions() {
     };
     let generated = generated.unwrap();
     let expected = [
-        "templates/scale.cu:37: kernel `flag_set` gets no typed launch: parameter `on` has type `bool`, which has no Rust mapping (a struct or enum maps when a header of the include dir declares it); launch it by name",
+        "quantized.cu:29: kernel `mask_fill` gets no typed launch: parameter `mask` has type `const bool *`, which has no Rust mapping (a struct or enum maps when a header of the include dir declares it); launch it by name",
+        "quantized.cu:38: kernel `differs` gets no typed launch: its parameters at sm_80 differ from those at sm_90 (quantized.cu:36), and a marker has one parameter list; give each variant its own name, or launch it by name",
         "templates/scale.cu:38: kernel `local_by_value` gets no typed launch: parameter `local` has type `Local`, which has no Rust mapping (a struct or enum maps when a header of the include dir declares it); launch it by name",
         "templates/scale.cu:42: kernel `hidden` has internal linkage (static or in an anonymous namespace), so its symbol in the image is not its name and it gets no typed launch; launch it from host code or give it external linkage",
         "templates/scale.cu:52: macro `SCALE_INST` writes explicit instantiations of a kernel template, which codegen does not read from a macro, so they get no typed launch; write them out in the source, or launch them by name",
@@ -99,12 +100,43 @@ fn vendored_tree_kernels_get_markers_from_their_definitions() {
             "{name}"
         );
     }
+    // Issue 42: `void *` and `const void *` are the ABI's untyped pointers,
+    // `bool` is `bool`, fp8 the ABI's byte type, and a kernel only sm_89+
+    // defines has its marker.
+    for params in [
+        "type Params = (*mut u8, bool);",
+        "type Params = (crate::abi::ConstVoidPtr, *mut f32, i32);",
+        "type Params = (*const f32, crate::abi::MutVoidPtr, i32);",
+        "type Params = (*mut f32, bool, usize);",
+        "type Params = (usize, crate::abi::Fp8E4M3, *mut crate::abi::Fp8E4M3);",
+        "type Params = (*const f32, *mut crate::abi::Fp8E5M2, usize);",
+    ] {
+        assert!(text.contains(params), "no `{params}` in:\n{text}");
+    }
+    // The kernels left without a marker, for the audit (issue 42).
+    // Only the sm_90 pass defines it: the audit expects no sm_80 code.
+    assert!(
+        text.contains(
+            "pub static ABSENT_AT: &[(&str, &[&str])] = &[(\"cast_f32_fp8_e5m2\", &[\"sm_80\"])];"
+        ),
+        "{text}"
+    );
+    let undeclared = &text[text.find("pub static UNDECLARED").expect("UNDECLARED")..];
+    for symbol in [
+        "\"mask_fill\",\n",
+        "\"differs\",\n",
+        "\"local_by_value\",\n",
+    ] {
+        assert!(undeclared.contains(symbol), "UNDECLARED lacks {symbol}");
+    }
+    assert!(text.contains("::core::mem::size_of::<bool>() == 1,\n        \"kernel `fill_flag` takes `on` as a 1-byte bool"));
     for absent in [
         "never_defined",
         "unused",
         "host_only",
         "hidden",
-        "flag_set",
+        "mask_fill",
+        "differs",
         "local_by_value",
         "scale_T",
         "scale_double",
@@ -122,7 +154,8 @@ fn vendored_tree_kernels_get_markers_from_their_definitions() {
 }
 
 /// The fingerprint lists the files read, and a signature edited in a `.cu`
-/// (or in a `.cuh` it includes) makes the committed file stale, like a header.
+/// (or in a `.cuh` it includes) makes the committed file stale, like a
+/// header; a comment or a function body edited does not (issue 42).
 #[test]
 fn an_edited_source_is_stale_bindings() {
     let tmp = copy_tree();
@@ -149,8 +182,34 @@ fn an_edited_source_is_stale_bindings() {
     std::fs::write(&generated, &text).unwrap();
     assert_eq!(check_committed(&generated, &include, "regen"), Ok(()));
     for (file, from, to) in [
-        ("unary.cu", "const size_t numel", "const unsigned numel"),
         ("cuda_utils.cuh", "acc = 1", "acc = 2"),
+        (
+            "cuda_utils.cuh",
+            "// cuda_utils:",
+            "/* edited */ // cuda_utils:",
+        ),
+        ("quantized.cu", "y[i] = ", "y[i] = 2.0f * "),
+        ("unary.cu", "#include", "// a comment\n#include"),
+    ] {
+        let path = kernels.join(file);
+        let before = std::fs::read_to_string(&path).unwrap();
+        assert!(before.contains(from), "{file}: {from}");
+        std::fs::write(&path, before.replace(from, to)).unwrap();
+        assert_eq!(
+            check_committed(&generated, &include, "regen"),
+            Ok(()),
+            "{file}: {from} -> {to}"
+        );
+        std::fs::write(&path, before).unwrap();
+    }
+    for (file, from, to) in [
+        ("unary.cu", "const size_t numel", "const unsigned numel"),
+        (
+            "cuda_utils.cuh",
+            "const size_t num_dims",
+            "const unsigned num_dims",
+        ),
+        ("quantized.cu", "const int nb32", "const size_t nb32"),
         ("kiln.toml", "UNARY_WITH_F16", "UNARY_WITH_BF16"),
     ] {
         let path = kernels.join(file);
@@ -259,14 +318,17 @@ fn emitted_names_are_the_symbols_nvcc_gives() {
     let text = generated.unwrap().text;
     let tmp = tempfile::tempdir().unwrap();
     let mut images = Vec::new();
-    for (source, defines) in [
-        ("unary.cu", "-DUNARY_WITH_F16"),
-        ("templates/scale.cu", "-DX"),
-        ("declared.cu", "-DX"),
+    for (source, defines, arch) in [
+        ("unary.cu", "-DUNARY_WITH_F16", "-arch=sm_80"),
+        ("templates/scale.cu", "-DX", "-arch=sm_80"),
+        ("declared.cu", "-DX", "-arch=sm_80"),
+        // Its fp8 cast only sm_89+ defines: in the sm_90 image alone.
+        ("quantized.cu", "-DX", "-arch=sm_80"),
+        ("quantized.cu", "-DX", "-arch=sm_90"),
     ] {
         let out = tmp.path().join(format!("{}.cubin", images.len()));
         let status = Command::new(&nvcc)
-            .args(["-cubin", "-arch=sm_80", "-std=c++17", defines, "-o"])
+            .args(["-cubin", arch, "-std=c++17", defines, "-o"])
             .arg(&out)
             .arg(format!("-I{}", tree().join("include").display()))
             .arg(format!("-I{}", cuda_build::header::include_dir().display()))
@@ -364,14 +426,14 @@ fn an_instantiation_of_an_overloaded_template_is_a_warning() {
     assert!(!generated.text.contains("pub struct twice_float"));
 }
 
-/// Kernels behind `#if __CUDA_ARCH__ >= N` (candle guards its `__half`
-/// families so) are read as the device pass of the module's lowest arch
-/// sees them: declared when every arch of the module builds them, not when
-/// the lowest one leaves them out; an `a` arch gets nvcc's feature macro
-/// (a source that `#error`s off sm_90a reads), and `native` names no arch
-/// (only the unguarded kernels).
+/// Kernels behind `#if __CUDA_ARCH__ >= N` (candle guards its `__half` and
+/// fp8 families so) are read as the device pass of each arch of the module
+/// sees them: declared when any arch builds them (issue 42: `from_90` of an
+/// sm_80,sm_90 module vanished, read at sm_80 alone); an `a` arch gets
+/// nvcc's feature macro (a source that `#error`s off sm_90a reads), and
+/// `native` names no arch (only the unguarded kernels).
 #[test]
-fn arch_guarded_kernels_are_read_at_the_modules_lowest_arch() {
+fn arch_guarded_kernels_get_markers_for_every_arch_that_builds_them() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::create_dir(dir.join("include")).unwrap();
@@ -399,7 +461,10 @@ fn arch_guarded_kernels_are_read_at_the_modules_lowest_arch() {
             .collect::<Vec<_>>()
     };
     for (archs, want) in [
-        ("sm_90,sm_80", vec!["plain", "from_53", "hopper_only"]),
+        (
+            "sm_90,sm_80",
+            vec!["plain", "from_53", "from_90", "hopper_only"],
+        ),
         ("sm_90", vec!["plain", "from_53", "from_90", "hopper_only"]),
         ("native", vec!["plain", "hopper_only"]),
     ] {

@@ -407,7 +407,11 @@ fn nvcc_bin_false_is_reported_by_the_path_given() {
     let warnings = build_script_warnings(&output);
     assert_eq!(
         warnings,
-        ["NVCC=/bin/false (`/bin/false --version` printed no CUDA release; exit status: 1): ignored, looking further"]
+        [format!(
+            "NVCC=/bin/false (`/bin/false --version` printed no CUDA release; exit status: 1) \
+             cannot compile CUDA: the build took CUDA 13.0.88 (CUDA_PATH, {toolkit}) instead, \
+             whose kernels need a CUDA 13 driver at run time (13.0 or newer to JIT their PTX)"
+        )]
     );
 }
 

@@ -255,6 +255,41 @@ fn prebuilt_kernels_are_embedded_only_while_they_match_the_sources() {
     );
 }
 
+/// A toolkit build, then one that embeds the prebuilt kernels over its
+/// outputs, then the toolkit build again: the outputs are compiled again,
+/// never the prebuilt bytes kept under the first build's stamps (which
+/// embedded CUDA 13.0's images in a build whose manifest said 13.5).
+#[test]
+fn a_toolkit_build_after_the_prebuilt_kernels_compiles_again() {
+    let fixture = Fixture::with_sources("prebuilt-back", "prebuiltback", MODULE_SOURCES);
+    let exported = Exported::new(fixture);
+    let (fixture, dir) = (&exported.fixture, &exported.dir);
+    let Some(none) = no_toolkit(fixture) else {
+        return;
+    };
+    let newer = [
+        ("FAKE_NVCC_RELEASE", "13.5"),
+        ("FAKE_NVCC_VERSION", "13.5.37"),
+    ];
+    let built = |what: &str| {
+        let output = fixture.cargo_build(&newer);
+        assert_success(&output, what);
+        fixture.nvcc_calls();
+        let pair = std::fs::read(fixture.out_dir().join("pair.fatbin")).unwrap();
+        assert!(
+            String::from_utf8_lossy(&pair).contains("(release 13.5)"),
+            "{what}: pair.fatbin is not the CUDA 13.5 build's"
+        );
+    };
+    // The fake's version is no variable the build script watches.
+    fixture.touch("kernels");
+    built("CUDA 13.5");
+    build(fixture, &none, "the prebuilt kernels over it");
+    let embedded = std::fs::read(fixture.out_dir().join("pair.fatbin")).unwrap();
+    assert_eq!(embedded, std::fs::read(dir.join("pair.fatbin")).unwrap());
+    built("CUDA 13.5 again");
+}
+
 #[test]
 fn exporting_a_build_without_a_toolkit_is_refused() {
     let fixture = Fixture::with_sources("prebuilt-cpu", "prebuiltcpu", MODULE_SOURCES);

@@ -154,7 +154,11 @@
 //! (`examples/cudarc-interop` in kiln's repository).
 
 // cudarc's bindings are chosen by CUDA version, and gpu-core cannot see
-// which one cudarc was built with: the user names it through gpu-core.
+// which one cudarc was built with: the user names it through gpu-core. With
+// none, cudarc (an optional dependency every version feature enables) is
+// not built, so its build script never asks an `nvcc` it may not know for
+// a version; this error is then the build's only one, since every item
+// below is compiled only with a version (`with_cudarc!`).
 #[cfg(not(any(
     feature = "cuda-12040",
     feature = "cuda-12050",
@@ -171,37 +175,64 @@ compile_error!(
     "kiln-gpu-core needs one CUDA-version feature: cuda-12040, cuda-12050, cuda-12060, cuda-12080, cuda-12090, cuda-13000 (the default), cuda-13010, cuda-13020, cuda-13030 or cuda-13040; with default-features = false, enable the one your cudarc dependency uses"
 );
 
-mod backend;
-mod device;
-pub mod error;
-mod ffi;
-mod launch;
-mod memory;
-mod module;
-mod multi;
-mod pinned;
-mod ranks;
-mod stream;
-#[cfg(feature = "testing")]
-pub mod testing;
+/// The items it is given, compiled only when a CUDA-version feature (and
+/// so cudarc) is on.
+macro_rules! with_cudarc {
+    ($($item:item)*) => {
+        $(
+            #[cfg(any(
+                feature = "cuda-12040",
+                feature = "cuda-12050",
+                feature = "cuda-12060",
+                feature = "cuda-12080",
+                feature = "cuda-12090",
+                feature = "cuda-13000",
+                feature = "cuda-13010",
+                feature = "cuda-13020",
+                feature = "cuda-13030",
+                feature = "cuda-13040",
+            ))]
+            $item
+        )*
+    };
+}
 
-/// The cudarc gpu-core is built with, for the interop surface
-/// ([`Backend::cudarc_context`], [`Stream::cudarc_stream`]).
-pub use cudarc;
+with_cudarc! {
+    mod backend;
+    mod device;
+    pub mod error;
+    mod ffi;
+    mod launch;
+    mod memory;
+    mod module;
+    mod multi;
+    mod pinned;
+    mod ranks;
+    mod stream;
+    #[cfg(feature = "testing")]
+    pub mod testing;
 
-pub use backend::{Backend, BACKEND_ENV};
-pub use device::{
-    device_memory, devices, driver_present, driver_version, BackendKind, DeviceInfo, DeviceLimits,
-    MemoryInfo,
-};
-pub use error::{CpuReason, Error};
-pub use kiln_abi::{gpu_repr, param_kind, AbiParam, FatbinImage, GpuRepr, KernelDecl, KernelInfo};
-pub use launch::{
-    Arg, Args, CpuKernel, FfiParam, Kernel, KernelByName, KernelLimits, LaunchConfig, LaunchParams,
-    LaunchSite,
-};
-pub use memory::{DeviceBuffer, DeviceView, DeviceViewMut};
-pub use multi::{nccl_available, nccl_version, Collective, CollectiveElem, Devices, GpuCount};
-pub use pinned::{HostRegistration, InFlight, PinnedBuffer, PinnedView, PinnedViewMut};
-pub use ranks::{nccl_unique_id, AbortHandle, RankCollective, RankGroup, NCCL_ID_BYTES};
-pub use stream::{Event, Stream};
+    /// The cudarc gpu-core is built with, for the interop surface
+    /// ([`Backend::cudarc_context`], [`Stream::cudarc_stream`]).
+    pub use cudarc;
+
+    pub use backend::{Backend, BACKEND_ENV};
+    pub use device::{
+        device_memory, devices, driver_present, driver_version, BackendKind, DeviceInfo, DeviceLimits,
+        MemoryInfo,
+    };
+    pub use error::{CpuReason, Error};
+    pub use kiln_abi::{
+        gpu_repr, param_kind, AbiParam, ConstVoidPtr, FatbinImage, Fp4E2M1, Fp4x2E2M1, Fp6E2M3,
+        Fp6E3M2, Fp8E4M3, Fp8E5M2, Fp8E8M0, GpuRepr, KernelDecl, KernelInfo, MutVoidPtr,
+    };
+    pub use launch::{
+        Arg, Args, CpuKernel, FfiParam, HostPtr, HostPtrMut, Kernel, KernelByName, KernelLimits,
+        LaunchConfig, LaunchParams, LaunchSite,
+    };
+    pub use memory::{DeviceBuffer, DevicePtr, DevicePtrMut, DeviceView, DeviceViewMut};
+    pub use multi::{nccl_available, nccl_version, Collective, CollectiveElem, Devices, GpuCount};
+    pub use pinned::{HostRegistration, InFlight, PinnedBuffer, PinnedView, PinnedViewMut};
+    pub use ranks::{nccl_unique_id, AbortHandle, RankCollective, RankGroup, NCCL_ID_BYTES};
+    pub use stream::{Event, Stream};
+}

@@ -7,6 +7,7 @@
 //! [`GpuRepr`] type can live in it; elements are read back only as `GpuRepr`
 //! types, which are valid for every bit pattern.
 
+use std::any::TypeId;
 use std::marker::PhantomData;
 use std::ops::{Bound, Range, RangeBounds};
 
@@ -398,6 +399,143 @@ impl<T: GpuRepr> DeviceViewMut<'_, T> {
             ViewMutRef::Null => Some(&mut []),
             ViewMutRef::Cuda(_) => None,
         }
+    }
+}
+
+/// The host side of an untyped pointer on the CPU backend: where the
+/// elements it was made from are, how many, and their type (a CPU kernel
+/// body reads them back only as that type).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HostParts {
+    pub(crate) ptr: *mut (),
+    pub(crate) len: usize,
+    pub(crate) ty: TypeId,
+}
+
+impl HostParts {
+    fn of<T: GpuRepr>(ptr: *mut T, len: usize) -> Self {
+        Self {
+            ptr: ptr.cast(),
+            len,
+            ty: TypeId::of::<T>(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum UntypedRef<'a> {
+    Cuda(CudaView<'a, u8>),
+    /// Elements borrowed shared for `'a`.
+    Host(HostParts, PhantomData<&'a ()>),
+    Null,
+}
+
+#[derive(Debug)]
+pub(crate) enum UntypedMutRef<'a> {
+    Cuda(CudaViewMut<'a, u8>),
+    /// Elements borrowed mutably for `'a`.
+    Host(HostParts, PhantomData<&'a mut ()>),
+    Null,
+}
+
+/// What a kernel's `const void *` parameter takes: any [`DeviceView`] (or
+/// buffer) converted into it, whatever its element type, or
+/// [`DevicePtr::null`]. The kernel reads the bytes as its source says (a
+/// GGUF-style block of scales and quants, say); a CPU kernel body gets the
+/// elements back as their own type (`HostPtr::get`).
+#[derive(Debug)]
+pub struct DevicePtr<'a> {
+    pub(crate) inner: UntypedRef<'a>,
+    bytes: usize,
+}
+
+impl DevicePtr<'_> {
+    /// `nullptr`, for a parameter the kernel tests before it reads.
+    pub fn null() -> Self {
+        Self {
+            inner: UntypedRef::Null,
+            bytes: 0,
+        }
+    }
+
+    /// Whether this is [`DevicePtr::null`].
+    pub fn is_null(&self) -> bool {
+        matches!(self.inner, UntypedRef::Null)
+    }
+
+    /// The bytes of the view it was made from.
+    pub fn byte_len(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl<'a, T: GpuRepr> From<DeviceView<'a, T>> for DevicePtr<'a> {
+    fn from(view: DeviceView<'a, T>) -> Self {
+        let bytes = view.len * std::mem::size_of::<T>();
+        let inner = match view.inner {
+            ViewRef::Cuda(v) => UntypedRef::Cuda(v),
+            // Never written through: `ptr` is `*mut` only to share the type.
+            ViewRef::Host(s) => {
+                UntypedRef::Host(HostParts::of(s.as_ptr().cast_mut(), s.len()), PhantomData)
+            }
+            ViewRef::Null => UntypedRef::Null,
+        };
+        Self { inner, bytes }
+    }
+}
+
+impl<'a, T: GpuRepr> From<&'a DeviceBuffer<T>> for DevicePtr<'a> {
+    fn from(buffer: &'a DeviceBuffer<T>) -> Self {
+        buffer.view().into()
+    }
+}
+
+/// What a kernel's `void *` parameter takes: any [`DeviceViewMut`] (or
+/// buffer, borrowed mutably) converted into it, or [`DevicePtrMut::null`];
+/// as [`DevicePtr`] for memory the kernel may write.
+#[derive(Debug)]
+pub struct DevicePtrMut<'a> {
+    pub(crate) inner: UntypedMutRef<'a>,
+    bytes: usize,
+}
+
+impl DevicePtrMut<'_> {
+    /// `nullptr`, for a parameter the kernel tests before it writes.
+    pub fn null() -> Self {
+        Self {
+            inner: UntypedMutRef::Null,
+            bytes: 0,
+        }
+    }
+
+    /// Whether this is [`DevicePtrMut::null`].
+    pub fn is_null(&self) -> bool {
+        matches!(self.inner, UntypedMutRef::Null)
+    }
+
+    /// The bytes of the view it was made from.
+    pub fn byte_len(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl<'a, T: GpuRepr> From<DeviceViewMut<'a, T>> for DevicePtrMut<'a> {
+    fn from(view: DeviceViewMut<'a, T>) -> Self {
+        let bytes = view.len * std::mem::size_of::<T>();
+        let inner = match view.inner {
+            ViewMutRef::Cuda(v) => UntypedMutRef::Cuda(v),
+            ViewMutRef::Host(s) => {
+                UntypedMutRef::Host(HostParts::of(s.as_mut_ptr(), s.len()), PhantomData)
+            }
+            ViewMutRef::Null => UntypedMutRef::Null,
+        };
+        Self { inner, bytes }
+    }
+}
+
+impl<'a, T: GpuRepr> From<&'a mut DeviceBuffer<T>> for DevicePtrMut<'a> {
+    fn from(buffer: &'a mut DeviceBuffer<T>) -> Self {
+        buffer.view_mut().into()
     }
 }
 

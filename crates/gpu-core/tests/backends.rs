@@ -3,9 +3,12 @@
 
 mod common;
 
-use common::{add_f32, add_f32_cpu, backends};
+use common::{add_f32, add_f32_cpu, add_f32_untyped, add_f32_untyped_cpu, backends};
 use gpu_core::error::LaunchLimit;
-use gpu_core::{Backend, BackendKind, CpuReason, DeviceView, DeviceViewMut, Error, LaunchConfig};
+use gpu_core::{
+    Backend, BackendKind, CpuReason, DevicePtr, DevicePtrMut, DeviceView, DeviceViewMut, Error,
+    LaunchConfig,
+};
 
 #[test]
 fn vector_add_matches_the_cpu_oracle() {
@@ -33,6 +36,105 @@ fn vector_add_matches_the_cpu_oracle() {
             expected,
             "{:?}",
             backend.kind()
+        );
+    }
+}
+
+/// A kernel whose C parameters are `const void *` / `void *` (codegen's
+/// `ConstVoidPtr` / `MutVoidPtr`, issue 42) launches typed: any view
+/// converts into the untyped pointer, and the result matches the CPU.
+#[test]
+fn void_pointer_kernels_launch_with_any_view() {
+    let n = 300usize;
+    let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.25).collect();
+    let b: Vec<f32> = (0..n).map(|i| 3.0 - i as f32).collect();
+    let expected: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    for backend in backends() {
+        let stream = backend.default_stream();
+        let kernel = backend
+            .kernel_with_cpu::<add_f32_untyped>(add_f32_untyped_cpu)
+            .unwrap();
+        let da = stream.to_device(&a).unwrap();
+        let db = stream.to_device(&b).unwrap();
+        let mut dc = stream.alloc_zeros::<f32>(n).unwrap();
+        let (pa, pb) = (DevicePtr::from(&da), DevicePtr::from(db.view()));
+        assert_eq!(pa.byte_len(), 4 * n);
+        let config = LaunchConfig::for_elements(n as u32, 128);
+        stream
+            .launch(&kernel, config, (pa, pb, (&mut dc).into(), n as u32))
+            .unwrap();
+        stream.synchronize().unwrap();
+        assert_eq!(
+            stream.to_host(&dc.view()).unwrap(),
+            expected,
+            "{:?}",
+            backend.kind()
+        );
+    }
+}
+
+#[test]
+fn untyped_pointers_are_null_or_their_views_bytes() {
+    assert!(DevicePtr::null().is_null() && DevicePtr::null().byte_len() == 0);
+    assert!(DevicePtrMut::null().is_null());
+    let backend = Backend::cpu();
+    let stream = backend.default_stream();
+    let kernel = backend
+        .kernel_with_cpu::<add_f32_untyped>(|_, (a, b, mut c, n)| {
+            // A null pointer is empty as any type; a view reads back only
+            // as its own element type.
+            assert!(a.is_null() && a.get::<u64>() == Some(&[][..]));
+            assert!(!b.is_null() && b.get::<u32>().is_none());
+            assert_eq!(b.get::<f32>().unwrap().len(), n as usize);
+            assert!(c.get_mut::<i32>().is_none());
+            c.get_mut::<f32>().unwrap()[0] = 7.0;
+        })
+        .unwrap();
+    let b = stream.to_device(&[1.0f32, 2.0]).unwrap();
+    let mut c = stream.alloc_zeros::<f32>(2).unwrap();
+    let c_ptr = DevicePtrMut::from(c.view_mut());
+    assert_eq!(c_ptr.byte_len(), 8);
+    stream
+        .launch(
+            &kernel,
+            LaunchConfig::for_elements(2, 32),
+            (DevicePtr::null(), (&b).into(), c_ptr, 2),
+        )
+        .unwrap();
+    assert_eq!(stream.to_host(&c.view()).unwrap(), [7.0, 0.0]);
+}
+
+/// `bool` and fp8 parameters by value (issue 42): a launch takes them as
+/// the kernel's C types, and a CPU body gets them back.
+#[test]
+fn bool_and_fp8_parameters_pass_by_value() {
+    #[allow(non_camel_case_types)]
+    #[derive(Debug, Clone, Copy)]
+    struct flag_fp8;
+    // SAFETY: only launched on the CPU backend, by the body below.
+    unsafe impl gpu_core::KernelDecl for flag_fp8 {
+        const NAME: &'static str = "flag_fp8";
+        const HEADER: &'static str = "tests/backends.rs";
+        const PARAM_NAMES: &'static [&'static str] = &["on", "v", "out"];
+        const PARAM_LAYOUT: &'static [(usize, usize)] = &[(1, 1), (1, 1), (8, 8)];
+        type Params = (bool, gpu_core::Fp8E4M3, *mut gpu_core::Fp8E4M3);
+    }
+    let backend = Backend::cpu();
+    let stream = backend.default_stream();
+    let kernel = backend
+        .kernel_with_cpu::<flag_fp8>(|_, (on, v, out)| {
+            out[0] = if on { v } else { gpu_core::Fp8E4M3(0) };
+        })
+        .unwrap();
+    let mut out = stream.alloc_zeros::<gpu_core::Fp8E4M3>(1).unwrap();
+    for (on, want) in [(true, 0x38), (false, 0)] {
+        let args = (on, gpu_core::Fp8E4M3(0x38), out.view_mut());
+        stream
+            .launch(&kernel, LaunchConfig::for_elements(1, 32), args)
+            .unwrap();
+        assert_eq!(
+            stream.to_host(&out.view()).unwrap(),
+            [gpu_core::Fp8E4M3(want)]
         );
     }
 }

@@ -11,7 +11,10 @@
 //! the Rust integers and floats; `size_t`/`ptrdiff_t` to `usize`/`isize`
 //! (64-bit targets only: CUDA's device code is 64-bit, so this crate does not
 //! compile for a 32-bit target rather than let the sizes differ); `__half` and
-//! `__nv_bfloat16` to [`half::f16`] and [`half::bf16`].
+//! `__nv_bfloat16` to [`half::f16`] and [`half::bf16`]; the 1-byte float
+//! types (`__nv_fp8_e4m3`, ...) to byte newtypes ([`Fp8E4M3`], ...); `bool`
+//! to `bool` (a parameter only); `void *` and `const void *` to
+//! [`MutVoidPtr`] and [`ConstVoidPtr`].
 
 #[cfg(not(target_pointer_width = "64"))]
 compile_error!(
@@ -138,6 +141,72 @@ pub mod param_kind {
     /// `T`: copied into the launch's parameter buffer.
     #[derive(Debug)]
     pub struct ByValue<T>(PhantomData<T>);
+    /// `const void *`: read-only device memory of any type
+    /// ([`ConstVoidPtr`](crate::ConstVoidPtr)).
+    #[derive(Debug)]
+    pub struct ConstUntyped;
+    /// `void *`: device memory of any type the kernel may write
+    /// ([`MutVoidPtr`](crate::MutVoidPtr)).
+    #[derive(Debug)]
+    pub struct MutUntyped;
+    /// `bool`, by value: one byte, 0 or 1. Not a [`GpuRepr`](crate::GpuRepr)
+    /// type (a byte read back from the GPU may be neither), so only ever a
+    /// parameter.
+    #[derive(Debug)]
+    pub struct Bool;
+}
+
+/// C's `const void *` as a kernel parameter type in a [`KernelDecl`]'s
+/// `Params` (C's `void` has no Rust type that is valid device data): a
+/// launch passes any device view for it, or a null one.
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy)]
+pub struct ConstVoidPtr(*const core::ffi::c_void);
+
+/// C's `void *` as a kernel parameter type, as [`ConstVoidPtr`] for memory
+/// the kernel may write.
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy)]
+pub struct MutVoidPtr(*mut core::ffi::c_void);
+
+impl AbiParam for ConstVoidPtr {
+    type Kind = param_kind::ConstUntyped;
+}
+
+impl AbiParam for MutVoidPtr {
+    type Kind = param_kind::MutUntyped;
+}
+
+impl AbiParam for bool {
+    type Kind = param_kind::Bool;
+}
+
+macro_rules! byte_floats {
+    ($($t:ident => $c:literal),* $(,)?) => {$(
+        #[doc = concat!("`", $c, "` (`cuda_fp8.h`, `cuda_fp6.h`, `cuda_fp4.h`): a 1-byte float type, as its storage byte.")]
+        #[repr(transparent)]
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+        pub struct $t(pub u8);
+        // SAFETY: `#[repr(transparent)]` over a `u8`, as the C type is one
+        // byte of storage (size 1, align 1, checked below); every byte is a
+        // value of the C type.
+        unsafe impl GpuRepr for $t {
+            const C_NAME: &'static str = $c;
+            const SIZE: usize = 1;
+            const ALIGN: usize = 1;
+            const FIELD_OFFSETS: &'static [(&'static str, usize)] = &[];
+        }
+        impl AbiParam for $t {
+            type Kind = param_kind::ByValue<$t>;
+        }
+        const _: () = assert!(core::mem::size_of::<$t>() == 1 && core::mem::align_of::<$t>() == 1);
+    )*};
+}
+
+byte_floats! {
+    Fp8E4M3 => "__nv_fp8_e4m3", Fp8E5M2 => "__nv_fp8_e5m2", Fp8E8M0 => "__nv_fp8_e8m0",
+    Fp6E2M3 => "__nv_fp6_e2m3", Fp6E3M2 => "__nv_fp6_e3m2",
+    Fp4E2M1 => "__nv_fp4_e2m1", Fp4x2E2M1 => "__nv_fp4x2_e2m1",
 }
 
 /// A type that appears in a kernel's parameter list, with how it is passed.
@@ -259,6 +328,21 @@ mod tests {
         }
         assert!(kind::<*const f32>().contains("ConstPtr<f32>"));
         assert!(kind::<*mut half::f16>().contains("MutPtr<half::binary16::f16>"));
+    }
+
+    #[test]
+    fn untyped_pointers_bools_and_byte_floats_have_their_own_kinds() {
+        fn kind<T: AbiParam>() -> &'static str {
+            core::any::type_name::<T::Kind>()
+        }
+        assert!(kind::<ConstVoidPtr>().ends_with("ConstUntyped"));
+        assert!(kind::<MutVoidPtr>().ends_with("MutUntyped"));
+        assert!(kind::<bool>().ends_with("param_kind::Bool"));
+        assert!(kind::<Fp8E4M3>().contains("ByValue<kiln_abi::Fp8E4M3>"));
+        assert_eq!(core::mem::size_of::<ConstVoidPtr>(), 8);
+        assert_eq!(core::mem::align_of::<MutVoidPtr>(), 8);
+        check::<Fp8E5M2>("__nv_fp8_e5m2", 1);
+        check::<Fp4x2E2M1>("__nv_fp4x2_e2m1", 1);
     }
 
     #[derive(Clone, Copy)]

@@ -44,6 +44,17 @@ pub const INDEXING: &[(&str, &str)] = &[
     ("i64", "u32"),
 ];
 
+/// quantized.cu's kernels: q8_0 blocks behind `void *`, a `bool` flag,
+/// fp8, and `affine_fp8e4m3`, which only the sm_89+ device passes define
+/// (the module's image holds it in its sm_90 SASS and compute_90 PTX).
+pub const QUANTIZED: &[&str] = &[
+    "dequantize_block_q8_0_f32",
+    "quantize_q8_0",
+    "fill_flag_f32",
+    "cast_fp8e4m3_f32",
+    "affine_fp8e4m3",
+];
+
 /// `fast_sum<T>`'s mangled name for the dtype (`f32`, `f64`, `f16`, `bf16`).
 pub fn fast_sum(dtype: &str) -> String {
     reduce_name("fast_sum", dtype)
@@ -95,6 +106,7 @@ pub fn expected() -> Vec<(&'static FatbinImage, Vec<String>)> {
         .collect();
     let mut reduce: Vec<String> = FLOATS.iter().map(|d| fast_sum(d)).collect();
     reduce.extend(["f32", "f16"].map(fast_max));
+    let quantized = QUANTIZED.iter().map(|k| k.to_string()).collect();
     vec![
         (&modules::UNARY, unary),
         (&modules::BINARY, binary),
@@ -104,5 +116,6 @@ pub fn expected() -> Vec<(&'static FatbinImage, Vec<String>)> {
         (&modules::TERNARY, ternary),
         (&modules::INDEXING, indexing),
         (&modules::REDUCE, reduce),
+        (&modules::QUANTIZED, quantized),
     ]
 }

@@ -32,7 +32,7 @@ use gpu_core::FatbinImage;
 
 /// The fat binaries the build script compiled, one per top-level `.cu`
 /// (`UNARY`, `BINARY`, `AFFINE`, `FILL`, `CAST`, `TERNARY`, `INDEXING`,
-/// `REDUCE`, and `ALL`); empty in a CPU-only build. `moe` is a static library
+/// `REDUCE`, `QUANTIZED`, and `ALL`); empty in a CPU-only build. `moe` is a static library
 /// linked in instead.
 pub mod modules {
     include!(concat!(env!("OUT_DIR"), "/cp_modules.rs"));
@@ -48,6 +48,7 @@ pub static FATBINS: &[&FatbinImage] = &[
     &modules::TERNARY,
     &modules::INDEXING,
     &modules::REDUCE,
+    &modules::QUANTIZED,
 ];
 
 /// Whether this build carries GPU code (a toolkit was found at build time).

@@ -230,6 +230,57 @@ pub fn expert_offsets(ids: &[u32], num_experts: usize) -> (Vec<u32>, Vec<u32>) {
     (counts, offsets)
 }
 
+/// Bytes of GGUF's q8_0 block: an f16 scale `d`, then 32 `i8` quants.
+pub const Q8_0_BLOCK: usize = 34;
+
+/// `dequantize_block_q8_0_f32`: `d * qs[j]` for each q8_0 block of
+/// `blocks`.
+pub fn dequantize_q8_0(blocks: &[u8]) -> Vec<f32> {
+    blocks
+        .chunks_exact(Q8_0_BLOCK)
+        .flat_map(|b| {
+            let d = half::f16::from_le_bytes([b[0], b[1]]).to_f32();
+            b[2..].iter().map(move |&q| d * f32::from(q as i8))
+        })
+        .collect()
+}
+
+/// `quantize_q8_0`: per 32 values, `d = amax / 127` (stored as f16) and
+/// the quants `round(x / d)`, as the kernel computes them in f32.
+pub fn quantize_q8_0(x: &[f32]) -> Vec<u8> {
+    x.chunks_exact(32)
+        .flat_map(|v| {
+            let amax = v.iter().fold(0f32, |a, x| a.max(x.abs()));
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            let mut block = half::f16::from_f32(d).to_le_bytes().to_vec();
+            block.extend(v.iter().map(|x| (x * id).round() as i8 as u8));
+            block
+        })
+        .collect()
+}
+
+/// `__nv_fp8_e4m3` as f32: a sign, 4 exponent bits (bias 7) and 3 mantissa
+/// bits, subnormals below; `0x7f` and `0xff` are NaN (no infinities).
+pub fn fp8_e4m3_to_f32(bits: u8) -> f32 {
+    let sign = if bits & 0x80 != 0 { -1.0 } else { 1.0 };
+    let exp = i32::from((bits >> 3) & 0xf);
+    let man = f32::from(bits & 7);
+    if bits & 0x7f == 0x7f {
+        return f32::NAN;
+    }
+    sign * if exp == 0 {
+        man / 8.0 * 2f32.powi(-6)
+    } else {
+        (1.0 + man / 8.0) * 2f32.powi(exp - 7)
+    }
+}
+
+/// The e4m3 code of `x` where `x` is exactly an e4m3 value (`+0` for 0).
+pub fn fp8_e4m3_exact(x: f32) -> Option<u8> {
+    (0..=255u8).find(|&b| fp8_e4m3_to_f32(b) == x)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

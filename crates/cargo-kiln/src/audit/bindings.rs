@@ -45,6 +45,26 @@ pub struct Declarations {
     pub kernels: Vec<Declaration>,
     /// `kernel: parameter type T has no layout this audit can read`.
     pub unreadable: Vec<String>,
+    /// `(symbol, warning)` of each kernel codegen left without a marker
+    /// (the bindings' `UNDECLARED`): reported with codegen's warning.
+    pub refused: Vec<(String, String)>,
+    /// `(symbol, archs)` of each kernel whose module's device passes at
+    /// `archs` leave it out (the bindings' `ABSENT_AT`): no code of it is
+    /// expected there.
+    pub absent_at: Vec<(String, Vec<String>)>,
+}
+
+impl Declarations {
+    /// Whether codegen found `kernel` left out of the device pass of the
+    /// arch numbered `arch` (`80` for sm_80 and compute_80).
+    pub fn absent_at(&self, kernel: &str, arch: u32) -> bool {
+        self.absent_at.iter().any(|(k, archs)| {
+            k == kernel
+                && archs
+                    .iter()
+                    .any(|a| super::model::arch_number(a) == Some(arch))
+        })
+    }
 }
 
 /// The generated bindings of the crate in `crate_dir`: `configured` (the
@@ -144,6 +164,8 @@ impl Ty {
 #[derive(Default)]
 struct Collector {
     impls: Vec<Impl>,
+    refused: Vec<(String, String)>,
+    absent_at: Vec<(String, Vec<String>)>,
     /// Struct name -> (size, align), from bindgen's asserts.
     sizes: BTreeMap<String, usize>,
     aligns: BTreeMap<String, usize>,
@@ -162,6 +184,36 @@ impl<'ast> Visit<'ast> for Collector {
             self.impls.push(read_impl(item));
         }
         syn::visit::visit_item_impl(self, item);
+    }
+
+    /// `pub static UNDECLARED: &[(&str, &str)] = &[("symbol", "warning"), ...];`
+    /// and `pub static ABSENT_AT: &[(&str, &[&str])] = &[("symbol", &["sm_80"])];`
+    fn visit_item_static(&mut self, item: &'ast syn::ItemStatic) {
+        let list = item.ident == "UNDECLARED" || item.ident == "ABSENT_AT";
+        let mut expr = &*item.expr;
+        while let syn::Expr::Reference(r) = expr {
+            expr = &r.expr;
+        }
+        let tuples = match expr {
+            syn::Expr::Array(a) if list => a.elems.iter().collect(),
+            _ => Vec::new(),
+        };
+        for tuple in tuples {
+            let syn::Expr::Tuple(t) = tuple else { continue };
+            let (Some(symbol), Some(second)) =
+                (t.elems.first().and_then(string_lit), t.elems.get(1))
+            else {
+                continue;
+            };
+            if item.ident == "UNDECLARED" {
+                if let Some(warning) = string_lit(second) {
+                    self.refused.push((symbol, warning));
+                }
+            } else {
+                self.absent_at.push((symbol, string_list(second)));
+            }
+        }
+        syn::visit::visit_item_static(self, item);
     }
 
     fn visit_item_type(&mut self, item: &'ast syn::ItemType) {
@@ -193,7 +245,11 @@ impl<'ast> Visit<'ast> for Collector {
 
 impl Collector {
     fn finish(self) -> Declarations {
-        let mut out = Declarations::default();
+        let mut out = Declarations {
+            refused: self.refused.clone(),
+            absent_at: self.absent_at.clone(),
+            ..Declarations::default()
+        };
         for i in &self.impls {
             let Some(name) = i.name.clone() else { continue };
             let mut layout = Vec::new();
@@ -243,6 +299,12 @@ impl Collector {
 fn primitive(name: &str) -> Option<(usize, usize)> {
     Some(match name {
         "u8" | "i8" | "bool" | "c_char" | "c_uchar" | "c_schar" => (1, 1),
+        // The ABI's 1-byte float types (`__nv_fp8_e4m3`, ...).
+        "Fp8E4M3" | "Fp8E5M2" | "Fp8E8M0" | "Fp6E2M3" | "Fp6E3M2" | "Fp4E2M1" | "Fp4x2E2M1" => {
+            (1, 1)
+        }
+        // The ABI's `const void *` and `void *`.
+        "ConstVoidPtr" | "MutVoidPtr" => (8, 8),
         "u16" | "i16" | "f16" | "bf16" | "c_short" | "c_ushort" => (2, 2),
         "u32" | "i32" | "f32" | "char" | "c_int" | "c_uint" | "c_float" => (4, 4),
         "u64" | "i64" | "f64" | "usize" | "isize" | "c_long" | "c_ulong" | "c_longlong"
@@ -365,6 +427,38 @@ pub mod kernels {
             d.unreadable,
             ["opaque: a parameter's type has no layout this audit can read from the bindings"]
         );
+    }
+
+    /// Issue 42: the untyped pointers, bool and the fp8 types lay out, and
+    /// the kernels codegen refused are read with its warnings.
+    #[test]
+    fn untyped_pointers_byte_floats_and_refused_kernels_are_read() {
+        let d = parse_declarations(
+            r#"
+pub mod kernels {
+    pub struct dequantize;
+    unsafe impl ::gpu_core::KernelDecl for dequantize {
+        const NAME: &'static str = "dequantize";
+        const HEADER: &'static str = "quantized.cu";
+        const PARAM_NAMES: &'static [&'static str] = &["vx", "vy", "on", "mul"];
+        type Params = (::gpu_core::ConstVoidPtr, ::gpu_core::MutVoidPtr, bool, ::gpu_core::Fp8E4M3);
+    }
+    pub static UNDECLARED: &[(&str, &str)] = &[("mask_fill", "q.cu:3: kernel `mask_fill` gets no typed launch")];
+    pub static ABSENT_AT: &[(&str, &[&str])] = &[("dequantize", &["sm_80", "sm_86"])];
+}
+"#,
+        )
+        .unwrap();
+        assert_eq!(d.kernels[0].param_layout, [(8, 8), (8, 8), (1, 1), (1, 1)]);
+        assert_eq!(
+            d.refused,
+            [(
+                "mask_fill".to_string(),
+                "q.cu:3: kernel `mask_fill` gets no typed launch".to_string()
+            )]
+        );
+        assert!(d.absent_at("dequantize", 80) && d.absent_at("dequantize", 86));
+        assert!(!d.absent_at("dequantize", 90) && !d.absent_at("mask_fill", 80));
     }
 
     #[test]

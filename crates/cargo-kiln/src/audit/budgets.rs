@@ -29,7 +29,11 @@ pub struct Budgets {
     /// relative to the crate; found under `src/` when not given.
     #[serde(default)]
     pub bindings: Option<PathBuf>,
-    #[serde(default = "DriverFloor::cuda_13_0")]
+    /// `[driver]`, accepted here and read into `driver` by cuda-build's
+    /// parser, the one the build warns with.
+    #[serde(default, rename = "driver")]
+    _driver: Option<serde::de::IgnoredAny>,
+    #[serde(skip)]
     pub(crate) driver: DriverFloor,
     #[serde(default)]
     pub(crate) default: Limits,
@@ -38,23 +42,35 @@ pub struct Budgets {
     /// The `[kernel.KEY]` tables whose KEY is a glob, compiled.
     #[serde(skip)]
     pub(crate) patterns: Vec<(String, glob::Pattern)>,
+    /// The toolkit that built the kernels audited (`13.5.37`), which picks
+    /// the `[kernel.KEY.toolkit."MAJOR.MINOR"]` tables that apply.
+    #[serde(skip)]
+    pub(crate) toolkit: Option<String>,
 }
 
-/// The oldest driver the crate supports, and what PTX it can JIT.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The oldest driver the crate supports, and what PTX it can JIT
+/// (`cuda_build::floor`'s, with the audit's ISA type).
+#[derive(Debug, Clone)]
 pub(crate) struct DriverFloor {
     pub(crate) min_cuda: String,
-    #[serde(deserialize_with = "ptx_isa")]
     pub(crate) max_ptx_isa: PtxIsa,
 }
 
-impl DriverFloor {
+impl Default for DriverFloor {
     /// CUDA 13.0 drivers (r580) JIT PTX ISA up to 9.0.
-    fn cuda_13_0() -> Self {
+    fn default() -> Self {
+        Self::from(cuda_build::floor::DriverFloor::default_floor())
+    }
+}
+
+impl From<cuda_build::floor::DriverFloor> for DriverFloor {
+    fn from(floor: cuda_build::floor::DriverFloor) -> Self {
         Self {
-            min_cuda: "13.0".to_string(),
-            max_ptx_isa: PtxIsa { major: 9, minor: 0 },
+            min_cuda: floor.min_cuda,
+            max_ptx_isa: PtxIsa {
+                major: floor.max_ptx_isa.major,
+                minor: floor.max_ptx_isa.minor,
+            },
         }
     }
 }
@@ -91,6 +107,11 @@ pub(crate) struct Overrides {
     /// Launched by name only (no header declares it; gpu-core checks its
     /// arguments against its image's parameter table at launch): not an ABI violation.
     pub(crate) by_name: Option<bool>,
+    /// `[kernel.KEY.toolkit."13.5"]`: the keys that differ when that
+    /// toolkit (`MAJOR.MINOR`, any patch) built the kernels, where a newer
+    /// ptxas allocates differently; they win over the table's own keys.
+    #[serde(default)]
+    pub(crate) toolkit: BTreeMap<String, Overrides>,
 }
 
 impl Limits {
@@ -118,12 +139,6 @@ impl Default for Limits {
             by_name: false,
         }
     }
-}
-
-fn ptx_isa<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PtxIsa, D::Error> {
-    let text = String::deserialize(d)?;
-    PtxIsa::parse(&text)
-        .ok_or_else(|| serde::de::Error::custom(format!("max_ptx_isa `{text}` is not MAJOR.MINOR")))
 }
 
 /// A limit and the line it comes from.
@@ -160,8 +175,47 @@ impl Budgets {
             .map_err(|e| anyhow::anyhow!("{origin}: {}", e.message()))
             .with_context(|| format!("fix {origin} (see the comments at its top)"))?;
         budgets.origin = origin.to_string();
+        budgets.driver = cuda_build::floor::DriverFloor::parse(text)
+            .map(DriverFloor::from)
+            .map_err(|e| anyhow::anyhow!("{origin}: {e}"))
+            .with_context(|| format!("fix {origin} (see the comments at its top)"))?;
         budgets.patterns = super::keys::compile(&budgets.kernel, origin)?;
+        for (key, table) in &budgets.kernel {
+            for (version, inner) in &table.toolkit {
+                let shown = format!("{origin} [kernel.{}.toolkit.\"{version}\"]", shown_key(key));
+                if !is_major_minor(version) {
+                    anyhow::bail!("{shown}: a toolkit is named by its MAJOR.MINOR version (\"13.5\"); fix {origin}");
+                }
+                if !inner.toolkit.is_empty() {
+                    anyhow::bail!("{shown}: a toolkit's table holds budgets, not other toolkits; fix {origin}");
+                }
+            }
+        }
         Ok(budgets)
+    }
+
+    /// These budgets for kernels built by the toolkit of version `version`
+    /// (`13.5.37`; `None` when unknown: no toolkit table applies).
+    pub fn for_toolkit(&self, version: Option<&str>) -> Self {
+        Self {
+            toolkit: version.map(str::to_string),
+            ..self.clone()
+        }
+    }
+
+    /// The toolkit table of `table` that applies to the kernels audited.
+    fn toolkit_table<'a>(&self, table: &'a Overrides) -> Option<(&'a str, &'a Overrides)> {
+        let version = self.toolkit.as_deref()?;
+        table
+            .toolkit
+            .iter()
+            .find(|(key, _)| {
+                version == key.as_str()
+                    || version
+                        .strip_prefix(key.as_str())
+                        .is_some_and(|rest| rest.starts_with('.'))
+            })
+            .map(|(key, t)| (key.as_str(), t))
     }
 
     /// These budgets without their `[kernel.KEY]` tables: the driver floor
@@ -191,13 +245,19 @@ impl Budgets {
         over: impl Fn(&Overrides) -> Option<T>,
         default: T,
     ) -> Limit<T> {
-        match self
-            .tables_for(kernel)
-            .find_map(|(table, o)| Some((table, over(o)?)))
-        {
+        let found = self.tables_for(kernel).find_map(|(table, o)| {
+            let shown = shown_key(table);
+            if let Some((version, t)) = self.toolkit_table(o) {
+                if let Some(value) = over(t) {
+                    return Some((format!("{shown}.toolkit.\"{version}\""), value));
+                }
+            }
+            Some((shown.to_string(), over(o)?))
+        });
+        match found {
             Some((table, value)) => Limit {
                 value,
-                source: format!("{} [kernel.{}] {key}", self.origin, shown_key(table)),
+                source: format!("{} [kernel.{table}] {key}", self.origin),
             },
             None => Limit {
                 value: default,
@@ -243,6 +303,13 @@ impl Budgets {
     pub(crate) fn ptx_isa_source(&self) -> String {
         format!("{} [driver] max_ptx_isa", self.origin)
     }
+}
+
+/// Whether `text` is a `MAJOR.MINOR` version (`13.5`).
+fn is_major_minor(text: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    text.split_once('.')
+        .is_some_and(|(major, minor)| digits(major) && digits(minor))
 }
 
 #[cfg(test)]
@@ -299,6 +366,59 @@ allow_f64 = true
         assert!(!b.allow_f64("small").value);
     }
 
+    /// Issue 43: a budget that changes with the toolkit is said per
+    /// toolkit; it applies to that MAJOR.MINOR's kernels only, wins over
+    /// the table's own key, and says where it comes from.
+    #[test]
+    fn a_toolkits_table_governs_that_toolkits_kernels_only() {
+        let text = r#"
+[kernel."wide_*"]
+max_spill_bytes = 264
+max_registers = 128
+[kernel."wide_*".toolkit."13.5"]
+max_spill_bytes = 544
+"#;
+        let b = Budgets::parse(text, "budgets.toml").unwrap();
+        for version in [None, Some("13.0.88"), Some("13.50.1"), Some("13")] {
+            let spill = b.for_toolkit(version).max_spill_bytes("wide_f32");
+            assert_eq!(spill.value, 264, "{version:?}");
+            assert_eq!(
+                spill.source,
+                "budgets.toml [kernel.\"wide_*\"] max_spill_bytes"
+            );
+        }
+        for version in ["13.5", "13.5.37"] {
+            let b = b.for_toolkit(Some(version));
+            let spill = b.max_spill_bytes("wide_f32");
+            assert_eq!(spill.value, 544, "{version}");
+            assert_eq!(
+                spill.source,
+                "budgets.toml [kernel.\"wide_*\".toolkit.\"13.5\"] max_spill_bytes"
+            );
+            // A key the toolkit's table leaves out is the table's own.
+            assert_eq!(b.max_registers("wide_f32").value, 128);
+            assert_eq!(b.max_spill_bytes("narrow").value, 0);
+        }
+        for (bad, says) in [
+            (
+                "[kernel.k.toolkit.\"13\"]\nmax_registers = 1",
+                "MAJOR.MINOR",
+            ),
+            (
+                "[kernel.k.toolkit.\"v13.5\"]\nmax_registers = 1",
+                "MAJOR.MINOR",
+            ),
+            (
+                "[kernel.k.toolkit.\"13.5\".toolkit.\"13.6\"]\nmax_registers = 1",
+                "not other toolkits",
+            ),
+            ("[kernel.k.toolkit.\"13.5\"]\nmax_regs = 1", "unknown field"),
+        ] {
+            let err = format!("{:#}", Budgets::parse(bad, "b.toml").unwrap_err());
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
     #[test]
     fn the_documented_defaults_are_what_an_empty_file_gets() {
         let empty = Budgets::parse("", "none").unwrap();
@@ -310,6 +430,28 @@ allow_f64 = true
         assert_eq!(empty.driver.min_cuda, written.driver.min_cuda);
         assert_eq!(empty.driver.max_ptx_isa, written.driver.max_ptx_isa);
         assert!(empty.bindings.is_none() && empty.kernel.is_empty());
+    }
+
+    /// The build (cuda-build's floor, issue 43) and the audit read one
+    /// `[driver]` one way: a floor given as a CUDA version alone takes the
+    /// ISA that CUDA writes, and a key neither knows is refused by both.
+    #[test]
+    fn the_audit_reads_driver_as_the_build_does() {
+        let b = Budgets::parse("[driver]\nmin_cuda = \"13.5\"\n", "k.toml").unwrap();
+        assert_eq!(b.driver.max_ptx_isa, PtxIsa { major: 9, minor: 5 });
+        assert_eq!(
+            cuda_build::floor::DriverFloor::parse("[driver]\nmin_cuda = \"13.5\"\n")
+                .unwrap()
+                .max_ptx_isa
+                .to_string(),
+            b.driver.max_ptx_isa.to_string()
+        );
+        let error =
+            Budgets::parse("[driver]\nmin_cuda = \"13.0\"\nfloor = 1\n", "k.toml").unwrap_err();
+        assert_eq!(
+            error.root_cause().to_string(),
+            "k.toml: [driver] has no key `floor` (it takes min_cuda and max_ptx_isa)"
+        );
     }
 
     #[test]

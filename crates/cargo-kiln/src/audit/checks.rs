@@ -84,13 +84,20 @@ impl Violation {
 }
 
 /// 1. Every kernel has SASS for every requested real arch and PTX for every
-///    requested virtual arch.
-pub(crate) fn check_coverage(requested: &Requested, module: &ModuleFacts) -> Vec<Violation> {
+///    requested virtual arch, but where `absent(kernel, arch number)` says
+///    codegen found the arch's device pass leaves it out (`#if
+///    __CUDA_ARCH__ >= 890`).
+pub(crate) fn check_coverage(
+    requested: &Requested,
+    module: &ModuleFacts,
+    absent: &dyn Fn(&str, u32) -> bool,
+) -> Vec<Violation> {
     let why = format!("arch spec `{}` from {}", requested.spec, requested.origin);
     let mut out = Vec::new();
+    let left_out = |kernel: &str, arch: &str| arch_number(arch).is_some_and(|n| absent(kernel, n));
     for kernel in module.kernels() {
         for arch in &requested.sass {
-            if module.sass_of(&kernel, arch).is_none() {
+            if module.sass_of(&kernel, arch).is_none() && !left_out(&kernel, arch) {
                 out.push(
                     Violation::new(Check::Coverage, &module.name, Some(&kernel), Some(arch)).says(
                         format!("{kernel} {arch}: no SASS in the fat binary ({why})"),
@@ -99,7 +106,7 @@ pub(crate) fn check_coverage(requested: &Requested, module: &ModuleFacts) -> Vec
             }
         }
         for arch in &requested.ptx {
-            if module.ptx_entry(&kernel, arch).is_none() {
+            if module.ptx_entry(&kernel, arch).is_none() && !left_out(&kernel, arch) {
                 out.push(
                     Violation::new(Check::Coverage, &module.name, Some(&kernel), Some(arch))
                         .says(format!("{kernel} {arch}: no PTX in the fat binary ({why})")),
@@ -253,10 +260,13 @@ fn f64_place(function: &PtxFunction, called_from: Option<&str>) -> String {
 ///    every declaration has a kernel.
 ///
 /// A kernel for which `by_name` answers true (`[kernel.NAME] by_name =
-/// true`) may have no declaration.
+/// true`) may have no declaration; one that codegen left without a marker
+/// (`refused`: symbol and codegen's warning) is reported with that warning,
+/// not with advice to run codegen again.
 pub(crate) fn check_abi(
     modules: &[ModuleFacts],
     declared: &[Declaration],
+    refused: &[(String, String)],
     by_name: &dyn Fn(&str) -> bool,
 ) -> Vec<Violation> {
     let mut out = Vec::new();
@@ -265,6 +275,16 @@ pub(crate) fn check_abi(
         for kernel in module.kernels() {
             let Some(decl) = declared.iter().find(|d| d.name == kernel) else {
                 if by_name(&kernel) {
+                    continue;
+                }
+                if let Some((_, warning)) = refused.iter().find(|(symbol, _)| *symbol == kernel) {
+                    out.push(
+                        Violation::new(Check::Abi, &module.name, Some(&kernel), None).says(format!(
+                            "{kernel}: kernel in the {} fat binary has no Rust declaration, as codegen warned: {warning}; \
+                             launched by name, mark it `by_name = true` in its [kernel.NAME] table of kiln-audit.toml",
+                            module.name
+                        )),
+                    );
                     continue;
                 }
                 out.push(
@@ -426,6 +446,17 @@ ret;
         }
     }
 
+    /// The whole audit of one module, as the CLI runs it.
+    fn report_of(m: &ModuleFacts) -> crate::audit::Report {
+        crate::audit::report::audit(
+            &requested(),
+            None,
+            std::slice::from_ref(m),
+            &budgets(),
+            crate::audit::Abi::NotRead("test"),
+        )
+    }
+
     fn messages(v: Vec<Violation>) -> Vec<String> {
         v.into_iter().map(|v| v.message).collect()
     }
@@ -443,11 +474,22 @@ ret;
             vec![elf("sm_80", "vector_add", 16, 0)],
         );
         assert_eq!(
-            messages(check_coverage(&requested(), &m)),
+            messages(check_coverage(&requested(), &m, &|_, _| false)),
             [
                 "vector_add sm_90: no SASS in the fat binary (arch spec `sm_80,sm_90` from --arch)",
                 "vector_add compute_90: no PTX in the fat binary (arch spec `sm_80,sm_90` from --arch)",
             ]
+        );
+        // Issue 42: codegen found the sm_90 pass leaves it out (`#if
+        // __CUDA_ARCH__ < 900`): only the PTX is missing then.
+        assert_eq!(
+            messages(check_coverage(&requested(), &m, &|k, a| k == "vector_add" && a == 90)),
+            Vec::<String>::new()
+        );
+        let sm_80_only = module(vec![], vec![elf("sm_90", "vector_add", 16, 0)]);
+        assert_eq!(
+            messages(check_coverage(&requested(), &sm_80_only, &|_, a| a == 80)),
+            ["vector_add compute_90: no PTX in the fat binary (arch spec `sm_80,sm_90` from --arch)"]
         );
     }
 
@@ -463,13 +505,7 @@ ret;
             sass: vec!["sm_90a".into()],
             ptx: vec![],
         });
-        let report = crate::audit::report::audit(
-            &requested(),
-            None,
-            std::slice::from_ref(&m),
-            &budgets(),
-            crate::audit::Abi::NotRead("test"),
-        );
+        let report = report_of(&m);
         assert_eq!(
             report
                 .violations
@@ -482,7 +518,7 @@ ret;
         );
         m.sass = vec![elf("sm_80", "vector_add", 16, 0)];
         assert_eq!(
-            messages(check_coverage(m.requested(&requested()), &m)),
+            messages(check_coverage(m.requested(&requested()), &m, &|_, _| false)),
             ["vector_add sm_90a: no SASS in the fat binary (arch spec `sm_90a` from module vector_add (its own archs in kiln.toml))"]
         );
     }
@@ -517,6 +553,26 @@ ret;
         );
         let ok = module(vec![("compute_90", ptx("8.7", VECTOR_ADD))], vec![]);
         assert!(check_driver_floor(&budgets(), &ok).is_empty());
+    }
+
+    /// Issue 43: PTX above the floor is the toolkit's doing; the failure
+    /// line says so instead of only "fix the kernels, or the budgets".
+    #[test]
+    fn the_failure_names_the_toolkit_fixes_for_ptx_above_the_floor() {
+        let audit = |isa: &str| {
+            let m = module(vec![("compute_90", ptx(isa, VECTOR_ADD))], vec![]);
+            crate::audit::failure(&report_of(&m), "kiln-audit.toml").to_string()
+        };
+        let newer = audit("9.5");
+        assert!(
+            newer.contains(
+                "the 1 PTX ISA one(s) come from the toolkit: build with the pinned one \
+                 (`cargo kiln toolkit install`), SASS only for every target GPU (each arch \
+                 `-real`), or raise the floor in kiln-audit.toml [driver]"
+            ),
+            "{newer}"
+        );
+        assert!(!audit("9.0").contains("come from the toolkit"));
     }
 
     #[test]
@@ -563,6 +619,7 @@ ret;
         assert!(check_abi(
             std::slice::from_ref(&m),
             &[vector_add_decl(VECTOR_ADD_LAYOUT)],
+            &[],
             &|_| false
         )
         .is_empty());
@@ -587,7 +644,7 @@ ret;
             ["vector_add: param 2 (c) is 16-byte aligned in PTX but 8-byte aligned in Rust (vector_add.h)"]
         );
         assert_eq!(
-            messages(check_abi(std::slice::from_ref(&m), std::slice::from_ref(&unbuilt), &|_| false)),
+            messages(check_abi(std::slice::from_ref(&m), std::slice::from_ref(&unbuilt), &[], &|_| false)),
             [
                 "vector_add: kernel in the vector_add fat binary has no Rust declaration (declare it with KILN_KERNEL in a header, or read it from its source with `cargo kiln codegen --sources`, then regenerate the bindings)",
                 "gone: declared in gone.h but no fat binary has the kernel (define it in a .cu file of the kernels dir or remove the declaration)",
@@ -595,9 +652,20 @@ ret;
         );
         // `[kernel.vector_add] by_name = true`: launched by name, undeclared on purpose.
         assert_eq!(
-            messages(check_abi(&[m], &[unbuilt], &|k| k == "vector_add")),
+            messages(check_abi(std::slice::from_ref(&m), std::slice::from_ref(&unbuilt), &[], &|k| k == "vector_add")),
             ["gone: declared in gone.h but no fat binary has the kernel (define it in a .cu file of the kernels dir or remove the declaration)"]
         );
+        // Issue 42: a kernel codegen warned about is reported with codegen's
+        // warning, once, not looped back to `cargo kiln codegen --sources`.
+        let refused = [(
+            "vector_add".to_string(),
+            "k.cu:3: kernel `vector_add` gets no typed launch: parameter `m` has type `const bool *`, which has no Rust mapping (a struct or enum maps when a header of the include dir declares it); launch it by name".to_string(),
+        )];
+        assert_eq!(
+            messages(check_abi(std::slice::from_ref(&m), &[], &refused, &|_| false)),
+            ["vector_add: kernel in the vector_add fat binary has no Rust declaration, as codegen warned: k.cu:3: kernel `vector_add` gets no typed launch: parameter `m` has type `const bool *`, which has no Rust mapping (a struct or enum maps when a header of the include dir declares it); launch it by name; launched by name, mark it `by_name = true` in its [kernel.NAME] table of kiln-audit.toml"]
+        );
+        assert!(check_abi(&[m], &[], &refused, &|k| k == "vector_add").is_empty());
     }
 
     #[test]
@@ -606,7 +674,7 @@ ret;
             vec![("compute_90", ptx("9.0", VECTOR_ADD))],
             vec![elf("sm_80", "vector_add", 16, 0)],
         );
-        let v = check_coverage(&requested(), &m);
+        let v = check_coverage(&requested(), &m, &|_, _| false);
         let rows = rows(&requested(), &m, &v);
         assert_eq!(rows.len(), 2);
         assert_eq!(

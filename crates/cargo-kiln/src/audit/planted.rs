@@ -198,6 +198,8 @@ fn run(
     let declared = Declarations {
         kernels: vec![decl],
         unreadable: Vec::new(),
+        refused: Vec::new(),
+        absent_at: Vec::new(),
     };
     audit(
         requested,

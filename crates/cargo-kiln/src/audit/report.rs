@@ -42,10 +42,20 @@ pub(crate) fn audit(
     budgets: &Budgets,
     declared: Abi<'_>,
 ) -> Report {
+    // The `toolkit."MAJOR.MINOR"` tables of the toolkit that built them.
+    let budgets = &budgets.for_toolkit(toolkit.as_deref());
     let mut violations = Vec::new();
     let mut not_audited = Vec::new();
+    let absent = |kernel: &str, arch: u32| match &declared {
+        Abi::Declared(d) => d.absent_at(kernel, arch),
+        Abi::NotRead(_) => false,
+    };
     for module in modules {
-        violations.extend(checks::check_coverage(module.requested(requested), module));
+        violations.extend(checks::check_coverage(
+            module.requested(requested),
+            module,
+            &absent,
+        ));
         violations.extend(checks::check_resources(budgets, module));
         violations.extend(checks::check_driver_floor(budgets, module));
         violations.extend(checks::check_f64(budgets, module));
@@ -73,6 +83,7 @@ pub(crate) fn audit(
             violations.extend(checks::check_abi(
                 modules,
                 &declared.kernels,
+                &declared.refused,
                 &undeclared_ok,
             ));
             not_audited.extend(declared.unreadable.iter().cloned());

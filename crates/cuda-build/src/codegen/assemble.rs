@@ -12,17 +12,20 @@ use syn::visit_mut::VisitMut;
 use super::decl::{kernel_decl, marker_name, Decl};
 use super::scan::{Layout, Role, Scan};
 use super::sources::Sources;
-use super::{codegen_error, Cudarc, HALF_TYPES, KERNEL_PREFIX};
+use super::{codegen_error, Cudarc, BYTE_FLOATS, HALF_TYPES, KERNEL_PREFIX};
 use crate::error::Error;
 
-/// Replaces the (blocklisted) CUDA half types with the `half` crate's.
-pub(super) fn map_half_types(file: &mut syn::File) {
-    HalfTypes.visit_file_mut(file);
+/// Replaces the (blocklisted) CUDA half types with the `half` crate's, and
+/// the 1-byte float types with the ABI's byte types.
+pub(super) fn map_half_types(file: &mut syn::File, abi: &str) {
+    HalfTypes { abi }.visit_file_mut(file);
 }
 
-struct HalfTypes;
+struct HalfTypes<'a> {
+    abi: &'a str,
+}
 
-impl VisitMut for HalfTypes {
+impl VisitMut for HalfTypes<'_> {
     fn visit_type_mut(&mut self, ty: &mut syn::Type) {
         if let syn::Type::Path(path) = ty {
             let single = path.qself.is_none() && path.path.segments.len() == 1;
@@ -31,9 +34,34 @@ impl VisitMut for HalfTypes {
                 *ty = syn::parse_str(rust).expect("HALF_TYPES holds Rust paths");
                 return;
             }
+            if let Some((_, rust)) = BYTE_FLOATS.iter().find(|(c, _)| single && *c == name) {
+                if let Ok(mapped) = syn::parse_str(&format!("{}::{rust}", self.abi)) {
+                    *ty = mapped;
+                    return;
+                }
+            }
         }
         syn::visit_mut::visit_type_mut(self, ty);
     }
+}
+
+/// A kernel parameter's Rust type as bindgen wrote it, with `void *` and
+/// `const void *` (bindgen's `*mut c_void`, `*const c_void`) made the ABI's
+/// untyped pointers, which a launch takes (host functions keep `c_void`).
+fn kernel_param_type(ty: &syn::Type, abi: &str) -> String {
+    if let syn::Type::Ptr(ptr) = ty {
+        let void = matches!(&*ptr.elem, syn::Type::Path(p)
+            if p.path.segments.last().is_some_and(|s| s.ident == "c_void"));
+        if void {
+            let name = if matches!(ptr.mutability, syn::PointerMutability::Const(_)) {
+                "ConstVoidPtr"
+            } else {
+                "MutVoidPtr"
+            };
+            return format!("{abi}::{name}");
+        }
+    }
+    ty.to_token_stream().to_string()
 }
 
 /// The file's body (before formatting) and the warnings.
@@ -64,7 +92,7 @@ pub(super) fn assemble(
                     let prototype = scan.prototype(&name);
                     match (name.strip_prefix(KERNEL_PREFIX), prototype) {
                         (Some(kernel), Some(p)) if p.role == Role::Kernel => {
-                            let (names, types) = foreign_params(func);
+                            let (names, types) = foreign_params(func, abi);
                             let rust = marker_name(kernel, &reserved);
                             let decl = Decl { rust: &rust, name: kernel, shown: kernel, origin: &p.header };
                             kernels.push_str(&kernel_decl(&decl, &names, &types, &p.param_sizes, abi));
@@ -141,6 +169,32 @@ pub(super) fn assemble(
         kernels.push_str(&added.text);
         kernel_names.extend(added.rust_names);
         warnings.extend(added.warnings);
+        let refused: Vec<String> = added
+            .refused
+            .iter()
+            .map(|(symbol, warning)| format!("({symbol:?}, {warning:?})"))
+            .collect();
+        let _ = writeln!(
+            kernels,
+            "/// The kernels the sources define that got no marker, each with the\n\
+             /// warning codegen gave, as `(symbol, warning)`: `cargo kiln audit`\n\
+             /// reports such a kernel of an image with that warning.\n\
+             pub static UNDECLARED: &[(&str, &str)] = &[{}];",
+            refused.join(", ")
+        );
+        let absent: Vec<String> = added
+            .absent_at
+            .iter()
+            .map(|(symbol, archs)| format!("({symbol:?}, &[{}])", quoted(archs)))
+            .collect();
+        let _ = writeln!(
+            kernels,
+            "/// The kernels the device passes of some of their module's archs\n\
+             /// leave out (`#if __CUDA_ARCH__ >= 890`), with those archs, as\n\
+             /// `(symbol, archs)`: `cargo kiln audit` expects no code of them there.\n\
+             pub static ABSENT_AT: &[(&str, &[&str])] = &[{}];",
+            absent.join(", ")
+        );
     }
     let infos: Vec<String> = kernel_names
         .iter()
@@ -203,6 +257,15 @@ pub(super) fn assemble(
     Ok((text, warnings))
 }
 
+/// `"a", "b"`.
+fn quoted(items: &[String]) -> String {
+    items
+        .iter()
+        .map(|i| format!("{i:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A host function as declared, without the `link_name` bindgen adds for a
 /// C++ name (a `KILN_HOST_API` function has C linkage, so it has none).
 fn without_link_name(func: &syn::ForeignItemFn) -> String {
@@ -212,7 +275,7 @@ fn without_link_name(func: &syn::ForeignItemFn) -> String {
 }
 
 /// The parameter names and Rust types of a bindgen prototype.
-fn foreign_params(func: &syn::ForeignItemFn) -> (Vec<String>, Vec<String>) {
+fn foreign_params(func: &syn::ForeignItemFn, abi: &str) -> (Vec<String>, Vec<String>) {
     let mut names = Vec::new();
     let mut types = Vec::new();
     for input in &func.sig.inputs {
@@ -220,7 +283,7 @@ fn foreign_params(func: &syn::ForeignItemFn) -> (Vec<String>, Vec<String>) {
             continue;
         };
         names.push(arg.pat.to_token_stream().to_string());
-        types.push(arg.ty.to_token_stream().to_string());
+        types.push(kernel_param_type(&arg.ty, abi));
     }
     (names, types)
 }
@@ -263,7 +326,8 @@ fn is_plain_type(ty: &syn::Type, plain: &HashSet<String>) -> bool {
                     | "c_ulonglong"
                     | "c_float"
                     | "c_double"
-            ) || plain.contains(&name)
+            ) || BYTE_FLOATS.iter().any(|(_, rust)| *rust == name)
+                || plain.contains(&name)
         }
         _ => false,
     }
@@ -366,6 +430,31 @@ fn reserved_names(file: &syn::File, abi: &str) -> HashSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_void_pointers_become_the_abis_untyped_pointers() {
+        let ty = |t: &str| syn::parse_str::<syn::Type>(t).unwrap();
+        assert_eq!(
+            kernel_param_type(&ty("*const ::core::ffi::c_void"), "::gpu_core"),
+            "::gpu_core::ConstVoidPtr"
+        );
+        assert_eq!(
+            kernel_param_type(&ty("*mut ::core::ffi::c_void"), "::kiln_abi"),
+            "::kiln_abi::MutVoidPtr"
+        );
+        assert_eq!(
+            kernel_param_type(&ty("*mut f32"), "::gpu_core"),
+            "* mut f32"
+        );
+        let mut file: syn::File =
+            syn::parse_str("struct S { a: __nv_fp8_e4m3, b: __half }").unwrap();
+        map_half_types(&mut file, "::gpu_core");
+        let text = file.to_token_stream().to_string();
+        assert!(
+            text.contains(":: gpu_core :: Fp8E4M3") && text.contains(":: half :: f16"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn device_repr_is_emitted_only_when_asked_and_under_the_named_feature() {

@@ -20,6 +20,8 @@ const PRIMITIVES: [&str; 17] = [
 pub(super) fn marker_name(name: &str, taken: &HashSet<String>) -> String {
     let mut rust = name.to_string();
     while rust == "ALL"
+        || rust == "UNDECLARED"
+        || rust == "ABSENT_AT"
         || PRIMITIVES.contains(&rust.as_str())
         || taken.contains(&rust)
         || syn::parse_str::<syn::Ident>(&rust).is_err()
@@ -63,9 +65,17 @@ pub(super) fn kernel_decl(
         .map(|t| format!("(::core::mem::size_of::<{t}>(), ::core::mem::align_of::<{t}>())"))
         .collect();
     // usize/isize are the only parameter types whose width follows the Rust
-    // target; every other one is fixed or checked with its type.
+    // target, and bool the only one whose C width is the compiler's choice;
+    // every other one is fixed or checked with its type.
     let mut width_checks = String::new();
     for ((param, ty), size) in names.iter().zip(types).zip(clang_sizes) {
+        if let (Some(size), "bool") = (size, ty.as_str()) {
+            let _ = writeln!(
+                width_checks,
+                "const _: () = assert!(::core::mem::size_of::<bool>() == {size}, {:?});",
+                format!("kernel `{shown}` takes `{param}` as a {size}-byte bool, and Rust's bool is 1 byte")
+            );
+        }
         if let (Some(size), "usize" | "isize") = (size, ty.as_str()) {
             let _ = writeln!(
                 width_checks,
@@ -101,6 +111,7 @@ mod tests {
         let taken: HashSet<String> = ["fixture_window", "gpu_core"].map(String::from).into();
         for (name, rust) in [
             ("ALL", "ALL_"),
+            ("UNDECLARED", "UNDECLARED_"),
             ("f32", "f32_"),
             ("str", "str_"),
             ("match", "match_"),

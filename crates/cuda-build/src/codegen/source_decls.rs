@@ -18,6 +18,11 @@ pub(super) struct Added {
     /// (symbol, marker) of each.
     pub(super) rust_names: Vec<(String, String)>,
     pub(super) warnings: Vec<String>,
+    /// `(symbol, warning)` of each kernel left without a marker.
+    pub(super) refused: Vec<(String, String)>,
+    /// `(symbol, archs)` of each marker's kernel that those archs' device
+    /// passes leave out.
+    pub(super) absent_at: Vec<(String, Vec<String>)>,
 }
 
 /// Markers for `sources`' kernels; `header_kernels` are the headers'
@@ -36,6 +41,8 @@ pub(super) fn source_decls(
         rust_names: Vec::new(),
         // The walk's own (internal linkage, unresolved instantiations) first.
         warnings: sources.warnings.clone(),
+        refused: sources.refused.clone(),
+        absent_at: Vec::new(),
     };
     // Rust name -> where it came from, for the collision error.
     let mut taken: BTreeMap<String, String> = header_kernels
@@ -51,7 +58,7 @@ pub(super) fn source_decls(
         let mut types = Vec::new();
         let mut unmapped = None;
         for (name, ty) in &d.params {
-            match ty.rust(&|n| bound.contains(n)) {
+            match ty.rust(&|n| bound.contains(n), abi) {
                 Ok(rust) => types.push(rust),
                 Err(c) => {
                     unmapped = Some((name, c));
@@ -60,10 +67,12 @@ pub(super) fn source_decls(
             }
         }
         if let Some((param, c)) = unmapped {
-            added.warnings.push(format!(
+            let warning = format!(
                 "{site}: kernel `{}` gets no typed launch: parameter `{param}` has type `{c}`, which has no Rust mapping (a struct or enum maps when a header of the include dir declares it); launch it by name",
                 d.source_name
-            ));
+            );
+            added.warnings.push(warning.clone());
+            added.refused.push((d.symbol.clone(), warning));
             continue;
         }
         let rust = marker_name(&rust_name(&d.source_name), reserved);
@@ -85,6 +94,9 @@ pub(super) fn source_decls(
             .text
             .push_str(&kernel_decl(&decl, &names, &types, &d.sizes, abi));
         added.rust_names.push((d.symbol.clone(), rust));
+        if let Some((symbol, archs)) = sources.absent_at.iter().find(|(s, _)| *s == d.symbol) {
+            added.absent_at.push((symbol.clone(), archs.clone()));
+        }
     }
     Ok(added)
 }

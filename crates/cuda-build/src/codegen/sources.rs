@@ -39,6 +39,13 @@ pub(super) struct SourceKernel {
 pub(super) struct Sources {
     pub(super) kernels: Vec<SourceKernel>,
     pub(super) warnings: Vec<String>,
+    /// `(symbol, warning)` of each kernel of the images left without a
+    /// marker: the generated file lists them for the audit.
+    pub(super) refused: Vec<(String, String)>,
+    /// `(symbol, archs)` of each kernel its module's device passes at
+    /// `archs` (`sm_80`) left out (`#if __CUDA_ARCH__ >= 890`): the audit
+    /// expects no code of it there.
+    pub(super) absent_at: Vec<(String, Vec<String>)>,
     /// Every file read (the config, the sources, the headers they include
     /// outside the system headers and `ignore`), absolute.
     pub(super) files: BTreeSet<PathBuf>,
@@ -47,9 +54,14 @@ pub(super) struct Sources {
 /// Reads the modules of `kernels_dir` and walks their sources; clang's
 /// command line is `language`, the module's own flags and include dirs, then
 /// `includes` (the build's include dirs, then the system ones); files under
-/// `ignore` (kiln.h's dir) are not inputs of the fingerprint.
+/// `ignore` (kiln.h's dir) are not inputs of the fingerprint. The modules
+/// are `config` (the build script's config file) or `kernels_dir/kiln.toml`;
+/// with neither there, nothing says which modules a build makes (a tree
+/// compiled into a static library would be read as fat binaries), so it is
+/// refused.
 pub(super) fn scan_sources(
     kernels_dir: &Path,
+    config: Option<&Path>,
     language: &[String],
     includes: &[String],
     with_runtime: bool,
@@ -58,14 +70,21 @@ pub(super) fn scan_sources(
     let kernels_dir = kernels_dir
         .canonicalize()
         .map_err(|e| format!("kernels dir {}: {e}", kernels_dir.display()))?;
-    let config_path = kernels_dir.join("kiln.toml");
-    let mut sources = Sources::default();
-    let config = if config::present(&config_path) {
-        sources.files.insert(config_path.clone());
-        KernelConfig::load(&config_path).map_err(|e| e.to_string())?
-    } else {
-        KernelConfig::default()
+    let config_path = match config {
+        Some(file) => file
+            .canonicalize()
+            .map_err(|e| format!("config file {}: {e}", file.display()))?,
+        None => kernels_dir.join("kiln.toml"),
     };
+    let mut sources = Sources::default();
+    if !config::present(&config_path) {
+        return Err(format!(
+            "{} has no kiln.toml, so nothing says which modules a build makes of its sources; write one ([modules.NAME] entries, or none for a fat binary per top-level .cu), or name the config file the build script uses",
+            kernels_dir.display()
+        ));
+    }
+    sources.files.insert(config_path.clone());
+    let config = KernelConfig::load(&config_path).map_err(|e| e.to_string())?;
     let modules =
         crate::modules::resolve(&config, &kernels_dir, &config_path).map_err(|e| e.to_string())?;
     let prelude = prelude(with_runtime);
@@ -73,98 +92,202 @@ pub(super) fn scan_sources(
         .iter()
         .map(|d| d.canonicalize().unwrap_or_else(|_| d.clone()))
         .collect();
-    // symbol -> (definition site, module) of the kernel kept.
-    let mut seen: BTreeMap<String, (PathBuf, u32, String)> = BTreeMap::new();
+    // symbol -> the kernel kept: where, in which module, at which archs.
+    let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
+    // module -> the archs its sources were read at.
+    let mut passes: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for module in modules.iter().filter(|m| m.link == LinkMode::Fatbin) {
-        let mut module_args = language.to_vec();
-        module_args.extend(device_arch_defines(module, &config));
-        module_args.extend(module_flags(&module.flags));
-        module_args.extend(
-            module
-                .include_dirs
-                .iter()
-                .map(|d| format!("-I{}", d.display())),
-        );
-        module_args.extend(includes.iter().cloned());
-        for source in &module.sources {
-            super::inputs::check_include_graph(std::slice::from_ref(source), &module_args)
-                .map_err(|e| shorten(&e, &kernels_dir))?;
-            let trial = || super::source_walk::check_source(source, &prelude, &module_args);
-            let walked = super::child::trial(&source.display().to_string(), trial)
-                .and_then(|()| walk(source, &prelude, &module_args))
-                .map_err(|e| {
-                format!(
-                    "cannot read the kernels of [modules.{}]: {}; fix the source (codegen reads it as C++, with its module's defines and include dirs)",
-                    module.name,
-                    shorten(&e, &kernels_dir)
-                )
-            })?;
-            for file in walked.files {
-                let file = file.canonicalize().unwrap_or(file);
-                if !ignore.iter().any(|d| file.starts_with(d)) {
-                    sources.files.insert(file);
-                }
-            }
-            sources
-                .warnings
-                .extend(walked.warnings.iter().map(|w| shorten(w, &kernels_dir)));
-            for defined in walked.kernels {
-                let file = defined.file.canonicalize().unwrap_or(defined.file.clone());
-                let shown = relative(&file, &kernels_dir);
-                match seen.get(&defined.symbol) {
-                    // One source read through two modules, or a source's
-                    // prototype of its own kernel.
-                    Some((f, l, _)) if *f == file && *l == defined.line => continue,
-                    Some((_, _, other)) if *other == module.name => continue,
-                    Some((f, l, other)) => {
-                        return Err(format!(
-                            "kernel `{}` is defined twice: {}:{l} ([modules.{other}]) and {shown}:{} ([modules.{}]); a typed launch finds a kernel by name, so rename one",
-                            defined.source_name,
-                            relative(f, &kernels_dir),
-                            defined.line,
-                            module.name
-                        ))
+        for (arch, defines) in device_passes(module, &config) {
+            passes
+                .entry(module.name.clone())
+                .or_default()
+                .push(arch.clone());
+            let mut module_args = language.to_vec();
+            module_args.extend(defines);
+            module_args.extend(module_flags(&module.flags));
+            module_args.extend(
+                module
+                    .include_dirs
+                    .iter()
+                    .map(|d| format!("-I{}", d.display())),
+            );
+            module_args.extend(includes.iter().cloned());
+            for source in &module.sources {
+                let walked = walk_source(source, &prelude, &module_args, &module.name, &arch)
+                    .map_err(|e| shorten(&e, &kernels_dir))?;
+                for file in walked.files {
+                    let file = file.canonicalize().unwrap_or(file);
+                    if !ignore.iter().any(|d| file.starts_with(d)) {
+                        sources.files.insert(file);
                     }
-                    None => {}
                 }
-                seen.insert(
-                    defined.symbol.clone(),
-                    (file, defined.line, module.name.clone()),
-                );
-                sources.kernels.push(SourceKernel { defined, shown });
+                for warning in walked.warnings.iter().map(|w| shorten(w, &kernels_dir)) {
+                    if !sources.warnings.contains(&warning) {
+                        sources.warnings.push(warning);
+                    }
+                }
+                for defined in walked.kernels {
+                    let file = defined.file.canonicalize().unwrap_or(defined.file.clone());
+                    let shown = relative(&file, &kernels_dir);
+                    let site = format!("{shown}:{}", defined.line);
+                    match seen.get_mut(&defined.symbol) {
+                        // One source read through two modules or at two archs,
+                        // or a source's prototype of its own kernel: one
+                        // kernel, if the parameters agree.
+                        Some(kept)
+                            if kept.module == module.name
+                                || (kept.file == file && kept.line == defined.line) =>
+                        {
+                            let first = &sources.kernels[kept.index].defined;
+                            if first.params == defined.params && first.sizes == defined.sizes {
+                                if !kept.archs.contains(&arch) {
+                                    kept.archs.push(arch.clone());
+                                }
+                            } else if kept.differs.is_none() {
+                                kept.differs = Some(format!("{arch} ({site})"));
+                            }
+                            continue;
+                        }
+                        Some(kept) => {
+                            return Err(format!(
+                                "kernel `{}` is defined twice: {}:{} ([modules.{}]) and {site} ([modules.{}]); a typed launch finds a kernel by name, so rename one",
+                                defined.source_name,
+                                relative(&kept.file, &kernels_dir),
+                                kept.line,
+                                kept.module,
+                                module.name
+                            ))
+                        }
+                        None => {}
+                    }
+                    seen.insert(
+                        defined.symbol.clone(),
+                        Seen {
+                            file,
+                            line: defined.line,
+                            module: module.name.clone(),
+                            index: sources.kernels.len(),
+                            archs: vec![arch.clone()],
+                            differs: None,
+                        },
+                    );
+                    sources.kernels.push(SourceKernel { defined, shown });
+                }
             }
         }
     }
+    // A kernel whose parameters differ between archs has no one marker.
+    let mut dropped = BTreeSet::new();
+    for (symbol, kept) in &seen {
+        let absent: Vec<String> = passes[&kept.module]
+            .iter()
+            .filter(|a| !a.is_empty() && !kept.archs.contains(a))
+            .cloned()
+            .collect();
+        if !absent.is_empty() && kept.differs.is_none() {
+            sources.absent_at.push((symbol.clone(), absent));
+        }
+        if let Some(other) = &kept.differs {
+            let kernel = &sources.kernels[kept.index];
+            let warning = format!(
+                "{}:{}: kernel `{}` gets no typed launch: its parameters at {} differ from those at {other}, and a marker has one parameter list; give each variant its own name, or launch it by name",
+                kernel.shown,
+                kernel.defined.line,
+                kernel.defined.source_name,
+                kept.archs.join(", "),
+            );
+            sources.warnings.push(warning.clone());
+            sources
+                .refused
+                .push((kernel.defined.symbol.clone(), warning));
+            dropped.insert(kept.index);
+        }
+    }
+    let mut index = 0;
+    sources.kernels.retain(|_| {
+        index += 1;
+        !dropped.contains(&(index - 1))
+    });
     Ok(sources)
 }
 
-/// `-D__CUDA_ARCH__=800` for a module built for sm_80 and up: clang reads
-/// the source as the device pass of the module's lowest arch does, so the
-/// kernels candle-style trees guard (`#if __CUDA_ARCH__ >= 530` around the
-/// `__half` family) are declared, as every image of the module holds them;
-/// an `a` / `f` arch adds the feature macros nvcc defines for it (sources
-/// that `#error` off their arch read as nvcc reads them). None where the
-/// spec names no arch (`native`) or does not parse (the build reports that).
-fn device_arch_defines(module: &crate::modules::Module, config: &KernelConfig) -> Vec<String> {
+/// Where one kernel was kept, and at which device passes it was read.
+struct Seen {
+    file: PathBuf,
+    line: u32,
+    module: String,
+    /// Into `Sources::kernels`.
+    index: usize,
+    /// The device passes (`sm_80`) that read it with these parameters.
+    archs: Vec<String>,
+    /// The first pass that read other parameters for it, with the site.
+    differs: Option<String>,
+}
+
+/// Walks one source at one device pass, after the checks on what libclang
+/// reads; an error names the module and the pass.
+fn walk_source(
+    source: &Path,
+    prelude: &str,
+    args: &[String],
+    module: &str,
+    arch: &str,
+) -> Result<super::source_walk::Walked, String> {
+    super::inputs::check_include_graph(&[source.to_path_buf()], args)?;
+    let trial = || super::source_walk::check_source(source, prelude, args);
+    super::child::trial(&source.display().to_string(), trial)
+        .and_then(|()| walk(source, prelude, args))
+        .map_err(|e| {
+            let pass = if arch.is_empty() {
+                String::new()
+            } else {
+                format!(" (read as {arch})")
+            };
+            format!(
+                "cannot read the kernels of [modules.{module}]{pass}: {e}; fix the source (codegen reads it as C++, with its module's defines and include dirs)"
+            )
+        })
+}
+
+/// One device pass per arch the module is built for, lowest first, each
+/// `(sm_80, [-D__CUDA_ARCH__=800])`: clang reads the source as that arch's
+/// device pass does, so every kernel of every image is seen, those candle-
+/// style trees guard (`#if __CUDA_ARCH__ >= 890` around an fp8 family)
+/// included; an `a` / `f` arch adds the feature macros nvcc defines for it
+/// (sources that `#error` off their arch read as nvcc reads them). One pass
+/// with no define where the spec names no arch (`native`) or does not parse
+/// (the build reports that).
+fn device_passes(
+    module: &crate::modules::Module,
+    config: &KernelConfig,
+) -> Vec<(String, Vec<String>)> {
     let spec = module
         .archs
         .as_ref()
         .map_or(config.archs.as_str(), |(s, _)| s);
-    let Some(lowest) = crate::arch::ArchSpec::parse(spec, "kiln.toml")
-        .ok()
-        .and_then(|spec| spec.lowest_named())
-    else {
-        return Vec::new();
-    };
-    let (number, arch) = (lowest.number(), lowest.number() * 10);
-    let mut defines = vec![format!("-D__CUDA_ARCH__={arch}")];
-    match lowest.variant {
+    let archs = crate::arch::ArchSpec::parse(spec, "kiln.toml")
+        .map(|spec| spec.named())
+        .unwrap_or_default();
+    if archs.is_empty() {
+        return vec![(String::new(), Vec::new())];
+    }
+    archs
+        .into_iter()
+        .map(|arch| (arch.sm_name(), arch_defines(arch)))
+        .collect()
+}
+
+/// The macros nvcc defines in `arch`'s device pass.
+fn arch_defines(arch: crate::arch::Arch) -> Vec<String> {
+    let (number, value) = (arch.number(), arch.number() * 10);
+    let mut defines = vec![format!("-D__CUDA_ARCH__={value}")];
+    match arch.variant {
         Variant::Portable => {}
         Variant::ArchSpecific => defines.extend([
             format!("-D__CUDA_ARCH_FEAT_SM{number}_ALL"),
-            format!("-D__CUDA_ARCH_SPECIFIC__={arch}"),
+            format!("-D__CUDA_ARCH_SPECIFIC__={value}"),
         ]),
-        Variant::Family => defines.push(format!("-D__CUDA_ARCH_FAMILY_SPECIFIC__={arch}")),
+        Variant::Family => defines.push(format!("-D__CUDA_ARCH_FAMILY_SPECIFIC__={value}")),
     }
     defines
 }

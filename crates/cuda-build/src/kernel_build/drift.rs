@@ -137,7 +137,10 @@ mod tests {
             ],
             "the kernels dir's own source is watched with the dir"
         );
+        // A comment is no declaration; a declaration is.
         std::fs::write(root.join("vendor/v.cuh"), "// edited\n").unwrap();
+        build.check_bindings_now(&mut Vec::new()).unwrap();
+        std::fs::write(root.join("vendor/v.cuh"), "int v;\n").unwrap();
         let err = build
             .check_bindings_now(&mut Vec::new())
             .unwrap_err()

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::{check_rdc_archs, Inputs, KernelBuild, Vars};
 use crate::arch::SupportedArchs;
-use crate::compile::static_lib_name;
+use crate::compile::{output_stamps, static_lib_name};
 use crate::config::LinkMode;
 use crate::cross::Platform;
 use crate::emit;
@@ -105,6 +105,16 @@ impl KernelBuild {
         cargo: &mut Vec<String>,
     ) -> Result<Manifest, Error> {
         let modules = verified.install(out_dir)?;
+        // A toolkit build's stamps would vouch for these bytes next time.
+        for stamp in modules
+            .iter()
+            .flat_map(|module| output_stamps(out_dir, &module.name))
+        {
+            match std::fs::remove_file(&stamp) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                other => io(&stamp, other)?,
+            }
+        }
         let prebuilt = &verified.prebuilt;
         let libraries: Vec<String> = modules
             .iter()

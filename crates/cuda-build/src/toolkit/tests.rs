@@ -258,3 +258,46 @@ fn the_store_is_the_variable_else_the_data_dir() {
         }
     }
 }
+
+/// A fake toolkit whose nvcc reports `release`.
+#[cfg(unix)]
+fn fake_toolkit_of(root: &Path, release: &str) {
+    fake_toolkit_after(root, "");
+    std::fs::write(
+        root.join("bin/nvcc"),
+        format!("#!/bin/sh\necho 'Cuda compilation tools, release {release}, V{release}.37'\n"),
+    )
+    .unwrap();
+}
+
+#[test]
+#[cfg(unix)]
+fn nvcc_on_path_shadows_the_store_and_discover_every_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let newer = tmp.path().join("cuda-13.5");
+    fake_toolkit_of(&newer, "13.5");
+    let store = tmp.path().join("store");
+    fake_toolkit(&store.join("cuda-13.0.88/cuda"));
+    std::os::unix::fs::symlink("cuda-13.0.88", store.join(STORE_DEFAULT)).unwrap();
+    let path = newer.join("bin").display().to_string();
+    let env: &[(&str, &str)] = &[("PATH", &path), (STORE_VAR, store.to_str().unwrap())];
+    // The build's search stops at the first: the store is not looked at.
+    let d = discover(env, &[]);
+    assert_eq!(d.toolkit.as_ref().unwrap().found_by, "PATH");
+    assert_eq!(d.shadowed().count(), 0);
+    let every = discover_every(env, &[]);
+    assert_eq!(every.toolkit, d.toolkit, "the same toolkit wins");
+    let shadowed: Vec<String> = every.shadowed().map(ToString::to_string).collect();
+    assert_eq!(
+        shadowed,
+        [format!(
+            "{STORE_VAR}={} (CUDA 13.0.88, shadowed)",
+            store.join("default/cuda").display()
+        )]
+    );
+    // The same toolkit reached twice (PATH at the store's nvcc) shadows
+    // nothing.
+    let store_bin = store.join("default/cuda/bin").display().to_string();
+    let env: &[(&str, &str)] = &[("PATH", &store_bin), (STORE_VAR, store.to_str().unwrap())];
+    assert_eq!(discover_every(env, &[]).shadowed().count(), 0);
+}

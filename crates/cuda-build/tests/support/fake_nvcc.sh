@@ -18,7 +18,10 @@
 # refused as nvcc refuses an unsupported GCC. With $FAKE_NVCC_COMMANDS set,
 # every command line is appended to that file too. `--version` anywhere
 # prints the version and writes nothing, as nvcc does. $FAKE_NVCC_VERSION
-# (default 13.0.88) is the version it reports, as another toolkit would.
+# (default 13.0.88) is the version it reports, as another toolkit would, and
+# $FAKE_NVCC_RELEASE (default 13.0) the release (`release 13.5, V13.5.37`);
+# where that is set, each output's text names it, so that another toolkit's
+# bytes differ.
 set -euo pipefail
 
 archs="75 80 86 87 88 89 90 100 103 110 120 121"
@@ -28,7 +31,7 @@ case " $* " in *" --version "*) first=--version ;; esac
 case "$first" in
 --version)
     echo 'nvcc: NVIDIA (R) Cuda compiler driver'
-    echo "Cuda compilation tools, release 13.0, V${FAKE_NVCC_VERSION:-13.0.88}"
+    echo "Cuda compilation tools, release ${FAKE_NVCC_RELEASE:-13.0}, V${FAKE_NVCC_VERSION:-13.0.88}"
     echo 'Build cuda_13.0.r13.0/compiler.36424714_0 (fake)'
     exit 0
     ;;
@@ -116,7 +119,7 @@ case "$step" in
 dlink)
     echo "dlink $(basename "$output")" >>"$FAKE_NVCC_LOG"
     kernels=$(sed -n 's/^kernels: //p' "${inputs[@]}")
-    text=$(printf 'fake device link of %s for %s\n' "${inputs[*]}" "${sass[*]-}")
+    text=$(printf 'fake device link of %s for %s%s\n' "${inputs[*]}" "${sass[*]-}" "${FAKE_NVCC_RELEASE:+ (release $FAKE_NVCC_RELEASE)}")
     if [ "$fatbin" = yes ]; then
         # The device link keeps SASS only.
         write_fatbin "$text" no
@@ -191,7 +194,7 @@ visit "$source"
 
 kernels=$(sed -n 's/.*__global__[[:space:]][[:space:]]*void[[:space:]][[:space:]]*\([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' "$source")
 text=$(
-    printf 'fake output of %s for %s\n' "$(basename "$source")" "${sass[*]-}"
+    printf 'fake output of %s for %s%s\n' "$(basename "$source")" "${sass[*]-}" "${FAKE_NVCC_RELEASE:+ (release $FAKE_NVCC_RELEASE)}"
     echo "kernels: $(echo $kernels)"
 )
 if [ "$fatbin" = yes ]; then

@@ -578,7 +578,7 @@ pub(crate) fn compiles(modules: &[&str]) -> Vec<String> {
 
 /// `PATH` without the dirs that hold an `nvcc`, so that only the toolkit a
 /// test names is found.
-fn path_without_nvcc() -> String {
+pub(crate) fn path_without_nvcc() -> String {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let dirs = std::env::split_paths(&path).filter(|dir| !dir.join("nvcc").exists());
     std::env::join_paths(dirs)

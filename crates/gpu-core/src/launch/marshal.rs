@@ -7,21 +7,23 @@
 //! the driver a value of each parameter's C type, which the types above
 //! (views, `GpuRepr` values, `KernelDecl` tuples) make true.
 
+use std::any::TypeId;
 use std::ffi::c_void;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use cudarc::driver::{
     sys, CudaFunction, CudaStream, CudaView, CudaViewMut, DeviceSlice, SyncOnDrop,
 };
-use kiln_abi::param_kind::{ByValue, ConstPtr, MutPtr};
+use kiln_abi::param_kind::{Bool, ByValue, ConstPtr, ConstUntyped, MutPtr, MutUntyped};
 use kiln_abi::{AbiParam, GpuRepr};
 
 use super::by_name::{ArgInner, Args, KernelByName, ValueArg};
 use super::{LaunchConfig, LaunchSite};
 use crate::error::Error;
 use crate::ffi;
-use crate::memory::{ViewMutRef, ViewRef};
-use crate::{DeviceView, DeviceViewMut};
+use crate::memory::{HostParts, UntypedMutRef, UntypedRef, ViewMutRef, ViewRef};
+use crate::{DevicePtr, DevicePtrMut, DeviceView, DeviceViewMut};
 
 /// Maps one kind of C parameter ([`param_kind`](crate::param_kind): a
 /// `const T*`, a `T*`, or a value) to the argument a launch takes.
@@ -276,6 +278,184 @@ unsafe impl<T: GpuRepr> FfiParam for ByValue<T> {
     #[inline]
     fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut c_void {
         (marshalled as *const T).cast_mut().cast()
+    }
+
+    #[inline]
+    fn to_host<'a>(arg: Self::Arg<'a>) -> Result<Self::HostArg<'a>, Error> {
+        Ok(arg)
+    }
+}
+
+/// A kernel's `const void *` parameter as a CPU kernel body gets it: the
+/// elements of the view the [`DevicePtr`] was made from, read back as
+/// their own type.
+#[derive(Debug, Clone, Copy)]
+pub struct HostPtr<'a> {
+    /// `None` for a null pointer.
+    parts: Option<HostParts>,
+    _borrow: PhantomData<&'a ()>,
+}
+
+impl<'a> HostPtr<'a> {
+    /// Whether the launch passed [`DevicePtr::null`].
+    pub fn is_null(&self) -> bool {
+        self.parts.is_none()
+    }
+
+    /// The elements, when the pointer was made from a view of `T` (empty
+    /// for a null pointer); `None` when it was made from another type.
+    pub fn get<T: GpuRepr>(&self) -> Option<&'a [T]> {
+        match self.parts {
+            None => Some(&[]),
+            Some(p) if p.ty == TypeId::of::<T>() => {
+                // SAFETY: `p` was made from a `&'a [T]` of exactly this `T`
+                // (the type ids match) and this length, borrowed shared for
+                // `'a` (`DevicePtr<'a>`), so the slice is that one again.
+                Some(unsafe { std::slice::from_raw_parts(p.ptr.cast::<T>(), p.len) })
+            }
+            Some(_) => None,
+        }
+    }
+}
+
+/// A kernel's `void *` parameter as a CPU kernel body gets it, as
+/// [`HostPtr`] for elements the body may write.
+#[derive(Debug)]
+pub struct HostPtrMut<'a> {
+    parts: Option<HostParts>,
+    _borrow: PhantomData<&'a mut ()>,
+}
+
+impl<'a> HostPtrMut<'a> {
+    /// Whether the launch passed [`DevicePtrMut::null`].
+    pub fn is_null(&self) -> bool {
+        self.parts.is_none()
+    }
+
+    /// The elements, when the pointer was made from a view of `T` (empty
+    /// for a null pointer); `None` when it was made from another type.
+    pub fn get_mut<T: GpuRepr>(&mut self) -> Option<&mut [T]> {
+        match self.parts {
+            None => Some(&mut []),
+            Some(p) if p.ty == TypeId::of::<T>() => {
+                // SAFETY: as in `into_mut`; the slice borrows `self`
+                // mutably, so no other slice of it is alive meanwhile.
+                Some(unsafe { std::slice::from_raw_parts_mut(p.ptr.cast::<T>(), p.len) })
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// As [`HostPtrMut::get_mut`], for all of `'a`.
+    pub fn into_mut<T: GpuRepr>(self) -> Option<&'a mut [T]> {
+        match self.parts {
+            None => Some(&mut []),
+            Some(p) if p.ty == TypeId::of::<T>() => {
+                // SAFETY: `p` was made from a `&'a mut [T]` of exactly this
+                // `T` and length (`DevicePtrMut<'a>` borrowed it mutably for
+                // `'a`), and `self`, the only holder of it, is consumed.
+                Some(unsafe { std::slice::from_raw_parts_mut(p.ptr.cast::<T>(), p.len) })
+            }
+            Some(_) => None,
+        }
+    }
+}
+
+// SAFETY: as for `ConstPtr<T>`: a `const void *` is one pointer-sized device
+// address, of the view's first byte (or 0 for a null pointer), the view
+// borrowed for the launch on the same context (checked).
+unsafe impl FfiParam for ConstUntyped {
+    type Arg<'a> = DevicePtr<'a>;
+    type HostArg<'a> = HostPtr<'a>;
+    type Marshalled<'a> = PointerParam<'a>;
+
+    #[inline]
+    fn marshal<'a>(
+        arg: Self::Arg<'a>,
+        stream: OnStream<'a>,
+    ) -> Result<Self::Marshalled<'a>, Error> {
+        match arg.inner {
+            UntypedRef::Cuda(view) => PointerParam::of_view(view, stream.0),
+            UntypedRef::Null => Ok(PointerParam::null()),
+            UntypedRef::Host(..) => Err(host_on_cuda()),
+        }
+    }
+
+    #[inline]
+    fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut c_void {
+        marshalled.param_ptr()
+    }
+
+    fn to_host<'a>(arg: Self::Arg<'a>) -> Result<Self::HostArg<'a>, Error> {
+        let parts = match arg.inner {
+            UntypedRef::Host(parts, _) => Some(parts),
+            UntypedRef::Null => None,
+            UntypedRef::Cuda(_) => return Err(cuda_on_host()),
+        };
+        Ok(HostPtr {
+            parts,
+            _borrow: PhantomData,
+        })
+    }
+}
+
+// SAFETY: as for `ConstUntyped` (`void *`); the view it was made from
+// borrowed its buffer mutably, so the kernel's writes alias no other view
+// handed to the same launch.
+unsafe impl FfiParam for MutUntyped {
+    type Arg<'a> = DevicePtrMut<'a>;
+    type HostArg<'a> = HostPtrMut<'a>;
+    type Marshalled<'a> = PointerParam<'a>;
+
+    #[inline]
+    fn marshal<'a>(
+        arg: Self::Arg<'a>,
+        stream: OnStream<'a>,
+    ) -> Result<Self::Marshalled<'a>, Error> {
+        match arg.inner {
+            UntypedMutRef::Cuda(view) => PointerParam::of_view_mut(view, stream.0),
+            UntypedMutRef::Null => Ok(PointerParam::null()),
+            UntypedMutRef::Host(..) => Err(host_on_cuda()),
+        }
+    }
+
+    #[inline]
+    fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut c_void {
+        marshalled.param_ptr()
+    }
+
+    fn to_host<'a>(arg: Self::Arg<'a>) -> Result<Self::HostArg<'a>, Error> {
+        let parts = match arg.inner {
+            UntypedMutRef::Host(parts, _) => Some(parts),
+            UntypedMutRef::Null => None,
+            UntypedMutRef::Cuda(_) => return Err(cuda_on_host()),
+        };
+        Ok(HostPtrMut {
+            parts,
+            _borrow: PhantomData,
+        })
+    }
+}
+
+// SAFETY: C's `bool` is one byte holding 0 or 1 (its 1-byte size is
+// asserted by generated code against clang's); `param_ptr` points to such a
+// byte, kept alive in `Marshalled`.
+unsafe impl FfiParam for Bool {
+    type Arg<'a> = bool;
+    type HostArg<'a> = bool;
+    type Marshalled<'a> = u8;
+
+    #[inline]
+    fn marshal<'a>(
+        arg: Self::Arg<'a>,
+        _stream: OnStream<'a>,
+    ) -> Result<Self::Marshalled<'a>, Error> {
+        Ok(u8::from(arg))
+    }
+
+    #[inline]
+    fn param_ptr(marshalled: &Self::Marshalled<'_>) -> *mut c_void {
+        (marshalled as *const u8).cast_mut().cast()
     }
 
     #[inline]

@@ -31,7 +31,7 @@ use crate::KernelDecl;
 
 pub use by_name::{Arg, Args, KernelByName};
 pub(crate) use marshal::{launch_by_name, CudaLaunch};
-pub use marshal::{FfiParam, LaunchParams};
+pub use marshal::{FfiParam, HostPtr, HostPtrMut, LaunchParams};
 
 /// Grid, block and dynamic shared memory of a launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,9 @@
 //! `gpu_core::testing`), and a read-only file mapping.
 #![allow(dead_code, non_camel_case_types)]
 
-use gpu_core::{Backend, FatbinImage, KernelDecl, LaunchConfig};
+use gpu_core::{
+    Backend, ConstVoidPtr, FatbinImage, HostPtr, HostPtrMut, KernelDecl, LaunchConfig, MutVoidPtr,
+};
 
 /// `c[i] = a[i] + b[i]` for `i < n`; PTX ISA 7.0 so that any driver since
 /// CUDA 11.0 JITs it for any device since sm_70.
@@ -94,6 +96,31 @@ unsafe impl KernelDecl for add_f32 {
     const PARAM_NAMES: &'static [&'static str] = &["a", "b", "c", "n"];
     const PARAM_LAYOUT: &'static [(usize, usize)] = &[(8, 8), (8, 8), (8, 8), (4, 4)];
     type Params = (*const f32, *const f32, *mut f32, u32);
+}
+
+/// `add_f32` declared as codegen declares a kernel whose source takes
+/// `const void *` / `void *` (a GGUF block, say): any view converts into
+/// each pointer; PTX passes every pointer as one `.u64` either way.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct add_f32_untyped;
+// SAFETY: the test kernel's entry point; `void *` parameters are its
+// pointers as untyped addresses (the same `.u64` params), then `n`.
+unsafe impl KernelDecl for add_f32_untyped {
+    const NAME: &'static str = "add_f32";
+    const HEADER: &'static str = "tests/common/mod.rs";
+    const PARAM_NAMES: &'static [&'static str] = &["a", "b", "c", "n"];
+    const PARAM_LAYOUT: &'static [(usize, usize)] = &[(8, 8), (8, 8), (8, 8), (4, 4)];
+    type Params = (ConstVoidPtr, ConstVoidPtr, MutVoidPtr, u32);
+}
+
+/// The CPU body of `add_f32_untyped`: the pointers read back as `f32`, as
+/// the kernel's source casts them.
+pub(crate) fn add_f32_untyped_cpu(
+    config: &LaunchConfig,
+    (a, b, c, n): (HostPtr<'_>, HostPtr<'_>, HostPtrMut<'_>, u32),
+) {
+    let (a, b) = (a.get::<f32>().unwrap(), b.get::<f32>().unwrap());
+    add_f32_cpu(config, (a, b, c.into_mut::<f32>().unwrap(), n));
 }
 
 #[derive(Debug, Clone, Copy)]

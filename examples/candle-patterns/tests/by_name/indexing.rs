@@ -162,6 +162,14 @@ fn family_sizes(name: &str) -> Vec<usize> {
         "u8" => 1,
         other => panic!("{other}"),
     };
+    // quantized.cu's: `void *` blocks, a bool, fp8 (issue 42).
+    match name {
+        "dequantize_block_q8_0_f32" | "quantize_q8_0" => return vec![8, 8, 4],
+        "fill_flag_f32" => return vec![8, 4, 1, 8],
+        "cast_fp8e4m3_f32" => return vec![8, 8, 8],
+        "affine_fp8e4m3" => return vec![8, 8, 8, 1],
+        _ => {}
+    }
     let last = name.rsplit('_').next().unwrap();
     match name.split('_').next().unwrap() {
         "affine" => [vec![8; 5], vec![dtype_size(last); 2]].concat(),
@@ -179,9 +187,15 @@ fn family_sizes(name: &str) -> Vec<usize> {
 #[test]
 fn by_name_every_kernel_resolves_with_its_family_parameter_table() {
     let Some(gpu) = Gpu::open() else { return };
+    let arch = gpu.backend.device().map_or(0, |d| d.arch());
     let mut seen = 0;
     for (image, names) in kernels::expected() {
         for name in names {
+            if name == "affine_fp8e4m3" && arch < 89 {
+                // Only sm_89+ device passes define it: not in this image.
+                seen += 1;
+                continue;
+            }
             let kernel = gpu.kernel(&name);
             assert_eq!(kernel.module(), image.name, "{name}");
             assert_eq!(kernel.param_sizes(), family_sizes(&name), "{name}");
@@ -189,8 +203,8 @@ fn by_name_every_kernel_resolves_with_its_family_parameter_table() {
         }
     }
     assert_eq!(
-        seen, 147,
-        "the families stamp out 147 kernels (tests/image.rs)"
+        seen, 152,
+        "the families stamp out 152 kernels (tests/image.rs)"
     );
 }
 

@@ -9,3 +9,4 @@
 mod elementwise;
 mod families;
 mod indexing;
+mod quantized;

@@ -19,6 +19,7 @@ fn main() -> ExitCode {
     let generated = cuda_build::codegen::Codegen::new(root.join("kernels/include"))
         .include_dir(cuda_build::header::include_dir())
         .abi_path("::gpu_core")
+        .root(root)
         .sources(root.join("kernels"))
         .regenerate_with(COMMAND)
         .generate();
