@@ -38,7 +38,6 @@ const TORCH_JSON: &str = "torch.json";
 const BENCH_JSON: &str = "bench.json";
 const SPEEDUP_SVG: &str = "speedup.svg";
 const KMEANS_MD: &str = "kmeans.md";
-const ENCODE_MD: &str = "encode.md";
 
 /// Where PyTorch's figures come from.
 #[derive(Debug, PartialEq)]
@@ -174,25 +173,12 @@ pub(crate) fn run(root: &Path, args: &BenchArgs, argv: &[String]) -> Result<()> 
             }
         }
     };
-    let encode_md = opts.out.join(ENCODE_MD);
-    match &opts.encode_anchor {
-        Some(script) => {
-            let plan = encode_run::Plan::new(&apps, script, opts.quick);
-            match encode_run::run(&plan) {
-                Ok(table) => {
-                    let md = encode_run::render_markdown(&table);
-                    print!("{md}");
-                    write_atomic(&encode_md, md.as_bytes())?;
-                    written.push(encode_md);
-                }
-                Err(e) => println!("bench: encode not compared: {e:#}"),
-            }
-        }
-        // An older encode.md would read as this run's.
-        None if encode_md.exists() => std::fs::remove_file(&encode_md)
-            .with_context(|| format!("cannot remove the stale {}", encode_md.display()))?,
-        None => {}
-    }
+    written.extend(encode_run::compare(
+        &apps,
+        opts.encode_anchor.as_deref(),
+        opts.quick,
+        &opts.out,
+    )?);
     let command = format!("xtask {}", argv.join(" "));
     let mut bench = report::merge(today(), command, report, torch);
     bench.kmeans = kmeans;

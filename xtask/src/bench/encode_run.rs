@@ -97,6 +97,41 @@ pub(crate) struct EncodeTable {
     pub(crate) read_gbps: std::result::Result<f64, String>,
 }
 
+/// `encode.md` beside the bench's other outputs.
+const ENCODE_MD: &str = "encode.md";
+
+/// With `script` (`--encode-anchor`), runs the comparison and writes
+/// `OUT/encode.md` (a comparison that could not start is a line, not the
+/// bench's end); without, removes an older `encode.md`, which would read
+/// as this run's. Returns the file written.
+pub(crate) fn compare(
+    apps: &Path,
+    script: Option<&Path>,
+    quick: bool,
+    out: &Path,
+) -> Result<Option<PathBuf>> {
+    let path = out.join(ENCODE_MD);
+    let Some(script) = script else {
+        if path.exists() {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("cannot remove the stale {}", path.display()))?;
+        }
+        return Ok(None);
+    };
+    match run(&Plan::new(apps, script, quick)) {
+        Ok(table) => {
+            let md = render_markdown(&table);
+            print!("{md}");
+            crate::output::write_atomic(&path, md.as_bytes())?;
+            Ok(Some(path))
+        }
+        Err(e) => {
+            println!("bench: encode not compared: {e:#}");
+            Ok(None)
+        }
+    }
+}
+
 /// Writes the points and the index, runs both programs on them, removes
 /// the points; `Err` only when the points' folder cannot be made.
 pub(crate) fn run(plan: &Plan<'_>) -> Result<EncodeTable> {
@@ -415,6 +450,17 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("kiln over the anchor"), "{md}");
+    }
+
+    #[test]
+    fn without_the_flag_an_older_table_is_removed_and_nothing_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join(ENCODE_MD);
+        std::fs::write(&old, "an older run's table").unwrap();
+        let apps = dir.path().join("no-apps");
+        assert_eq!(compare(&apps, None, true, dir.path()).unwrap(), None);
+        assert!(!old.exists());
+        assert_eq!(compare(&apps, None, true, dir.path()).unwrap(), None);
     }
 
     #[test]

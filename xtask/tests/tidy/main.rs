@@ -148,6 +148,10 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
         "kernels declared by hand; launches by name under test",
     ),
     (
+        "crates/gpu-core/tests/backends.rs",
+        "a kernel of bool and fp8 parameters declared by hand (`unsafe impl KernelDecl`)",
+    ),
+    (
         "crates/gpu-core/tests/ui/wrong_count.rs",
         "compile-fail fixture: a kernel declared by hand",
     ),
