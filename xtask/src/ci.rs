@@ -1,6 +1,7 @@
 //! `cargo xtask ci-cpu [--require-toolkit] [--require-vulkan] [--only CELL]...`: runs the
 //! CPU-only CI matrix of `ci/matrix.toml`, one cell after another, and
-//! prints a summary table and the `N passed, N failed, N skipped` line.
+//! prints each failed cell's last lines again, a summary table and the
+//! `N passed, N failed, N skipped` line.
 //!
 //! Deciding what runs (skip, fail, environment) is pure and tested apart from
 //! spawning the commands.
@@ -8,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -77,6 +77,7 @@ pub(crate) fn run(args: &CiArgs) -> Result<()> {
     let root = workspace::root();
     let total = cells.len();
     let mut results = Vec::with_capacity(total);
+    let mut failed_tails = Vec::new();
     for (i, cell) in cells.iter().enumerate() {
         let plan = plan(cell, &context, is_set);
         let outcome = match plan {
@@ -88,10 +89,11 @@ pub(crate) fn run(args: &CiArgs) -> Result<()> {
                     command_line(cell, &env)
                 );
                 let started = Instant::now();
-                let outcome = run_cell(&root, cell, &absolute_tool_paths(env, &root));
+                let (outcome, lines) = run_cell(&root, cell, &absolute_tool_paths(env, &root));
                 let time = started.elapsed();
                 if let Outcome::Fail(why) = &outcome {
                     println!("==> [{}/{total}] {}: FAIL: {why}", i + 1, cell.name);
+                    failed_tails.push((cell.name.clone(), lines));
                 }
                 results.push(CellResult {
                     name: cell.name.clone(),
@@ -117,6 +119,7 @@ pub(crate) fn run(args: &CiArgs) -> Result<()> {
     }
 
     println!();
+    print!("{}", render_failed_tails(&failed_tails));
     print!("{}", render_table(&results));
     let summary = Summary::of(&results);
     println!("{summary}");
@@ -336,21 +339,36 @@ fn shell_word(word: &str) -> String {
         .map_or_else(|_| word.to_string(), std::borrow::Cow::into_owned)
 }
 
-/// Runs the cell's command with inherited stdout/stderr (live output).
-fn run_cell(root: &Path, cell: &Cell, env: &BTreeMap<String, String>) -> Outcome {
-    let status = Command::new(&cell.command[0])
-        .args(&cell.command[1..])
-        .current_dir(root)
-        .envs(env)
-        .status();
-    match status {
-        Ok(s) if s.success() => Outcome::Pass,
-        Ok(s) => Outcome::Fail(match s.code() {
-            Some(code) => format!("exit status {code}"),
-            None => s.to_string(),
-        }),
-        Err(e) => Outcome::Fail(format!("cannot run `{}`: {e}", cell.command[0])),
+/// Runs the cell's command, its output passed through live; returns how it
+/// ended and its last lines (see [`tail`]).
+fn run_cell(root: &Path, cell: &Cell, env: &BTreeMap<String, String>) -> (Outcome, Vec<String>) {
+    match tail::run(&cell.command, root, env) {
+        Ok((s, lines)) if s.success() => (Outcome::Pass, lines),
+        Ok((s, lines)) => (
+            Outcome::Fail(match s.code() {
+                Some(code) => format!("exit status {code}"),
+                None => s.to_string(),
+            }),
+            lines,
+        ),
+        Err(e) => (
+            Outcome::Fail(format!("cannot run `{}`: {e}", cell.command[0])),
+            Vec::new(),
+        ),
     }
+}
+
+/// Each failed cell's last lines, printed again above the summary table so
+/// that a log read from its end says why.
+pub(crate) fn render_failed_tails(failed: &[(String, Vec<String>)]) -> String {
+    let mut out = String::new();
+    for (name, lines) in failed {
+        let _ = writeln!(out, "--- {name}: its last {} lines ---", lines.len());
+        for line in lines {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------
@@ -449,5 +467,6 @@ fn format_time(d: Duration) -> String {
     }
 }
 
+mod tail;
 #[cfg(test)]
 mod tests;

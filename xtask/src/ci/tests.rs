@@ -286,3 +286,19 @@ fn times_format_short() {
     assert_eq!(format_time(Duration::from_millis(412)), "0.4s");
     assert_eq!(format_time(Duration::from_secs(245)), "4m05s");
 }
+
+#[test]
+fn failed_cells_last_lines_come_before_the_table_under_their_names() {
+    let text = render_failed_tails(&[
+        (
+            "package".into(),
+            vec!["error: one".into(), "error: two".into()],
+        ),
+        ("test".into(), vec![]),
+    ]);
+    assert_eq!(
+        text,
+        "--- package: its last 2 lines ---\nerror: one\nerror: two\n--- test: its last 0 lines ---\n"
+    );
+    assert_eq!(render_failed_tails(&[]), "");
+}

@@ -1,0 +1,187 @@
+//! A cell's output, passed through live and its last lines kept: a CI log
+//! that shows only its end (the summary table) still says why a cell in the
+//! middle failed, because `ci-cpu` prints each failed cell's last lines
+//! again just before the table.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How many of a failed cell's last lines are printed again.
+pub(crate) const KEPT_LINES: usize = 40;
+
+/// How long the readers may go on after the command exits: a process it
+/// left behind holding the pipe open must not hold up the matrix.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// The last `cap` lines pushed, oldest first.
+#[derive(Debug)]
+pub(crate) struct Tail {
+    lines: VecDeque<String>,
+    cap: usize,
+}
+
+impl Tail {
+    pub(crate) fn new(cap: usize) -> Self {
+        Tail {
+            lines: VecDeque::with_capacity(cap),
+            cap,
+        }
+    }
+
+    pub(crate) fn push(&mut self, line: String) {
+        if self.cap == 0 {
+            return;
+        }
+        if self.lines.len() == self.cap {
+            self.lines.pop_front();
+        }
+        self.lines.push_back(line);
+    }
+
+    pub(crate) fn lines(&self) -> Vec<String> {
+        self.lines.iter().cloned().collect()
+    }
+}
+
+/// Copies `from` line by line to `to` (flushed per line, so the output
+/// stays live) and into `tail`. Bytes that are not UTF-8 are kept lossily.
+pub(crate) fn pass_through(from: impl Read, mut to: impl Write, tail: &Mutex<Tail>) {
+    let mut reader = BufReader::new(from);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                // A closed terminal must not stop the cell: its output is
+                // still kept.
+                let _ = to.write_all(&buf).and_then(|()| to.flush());
+                let line = String::from_utf8_lossy(&buf);
+                let line = line.trim_end_matches(['\n', '\r']).to_string();
+                if let Ok(mut tail) = tail.lock() {
+                    tail.push(line);
+                }
+            }
+        }
+    }
+}
+
+/// Runs `command` in `root` with `env`, its stdout and stderr passed through
+/// to ours; returns its exit status and its last [`KEPT_LINES`] lines
+/// (stdout and stderr together, in the order they were read).
+pub(crate) fn run(
+    command: &[String],
+    root: &Path,
+    env: &std::collections::BTreeMap<String, String>,
+) -> std::io::Result<(ExitStatus, Vec<String>)> {
+    let mut child = Command::new(&command[0])
+        .args(&command[1..])
+        .current_dir(root)
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let tail = Arc::new(Mutex::new(Tail::new(KEPT_LINES)));
+    let (done, finished) = mpsc::channel();
+    let stdout = child.stdout.take().map(|out| {
+        let (tail, done) = (Arc::clone(&tail), done.clone());
+        std::thread::spawn(move || {
+            pass_through(out, std::io::stdout(), &tail);
+            let _ = done.send(());
+        })
+    });
+    let stderr = child.stderr.take().map(|err| {
+        let (tail, done) = (Arc::clone(&tail), done.clone());
+        std::thread::spawn(move || {
+            pass_through(err, std::io::stderr(), &tail);
+            let _ = done.send(());
+        })
+    });
+    drop(done);
+    let status = child.wait()?;
+    let readers = usize::from(stdout.is_some()) + usize::from(stderr.is_some());
+    for _ in 0..readers {
+        if finished.recv_timeout(DRAIN).is_err() {
+            break;
+        }
+    }
+    let lines = tail.lock().map(|t| t.lines()).unwrap_or_default();
+    Ok((status, lines))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tail_keeps_the_last_lines_in_order() {
+        let mut tail = Tail::new(3);
+        for i in 0..7 {
+            tail.push(i.to_string());
+        }
+        assert_eq!(tail.lines(), ["4", "5", "6"]);
+        let mut none = Tail::new(0);
+        none.push("x".into());
+        assert!(none.lines().is_empty());
+    }
+
+    #[test]
+    fn pass_through_copies_every_byte_and_keeps_lines() {
+        let input: &[u8] = b"one\r\ntwo\n\xffbad\nlast without newline";
+        let tail = Mutex::new(Tail::new(2));
+        let mut copy = Vec::new();
+        pass_through(input, &mut copy, &tail);
+        assert_eq!(copy, input);
+        let lines = tail.lock().unwrap().lines();
+        assert_eq!(lines, ["\u{fffd}bad", "last without newline"]);
+    }
+
+    #[test]
+    fn a_failing_command_returns_its_status_and_last_lines() {
+        let command = [
+            "sh".to_string(),
+            "-c".into(),
+            "i=0; while [ $i -lt 50 ]; do echo out $i; i=$((i+1)); done; echo why >&2; exit 3"
+                .into(),
+        ];
+        let (status, lines) = run(&command, Path::new("."), &Default::default()).unwrap();
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(lines.len(), KEPT_LINES);
+        // stdout and stderr are two pipes: their lines interleave as read.
+        assert!(lines.contains(&"why".to_string()), "{lines:?}");
+        assert!(lines.contains(&"out 49".to_string()), "{lines:?}");
+        assert!(!lines.contains(&"out 0".to_string()), "{lines:?}");
+    }
+
+    #[test]
+    fn a_process_left_holding_the_pipe_does_not_hold_up_the_cell() {
+        // The background sleep keeps stdout open after `sh` exits; the run
+        // returns while it still lives.
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let command = [
+            "sh".to_string(),
+            "-c".into(),
+            format!(
+                "sleep 600 & echo $! > '{}'; echo started; exit 1",
+                pid_file.display()
+            ),
+        ];
+        let (status, lines) = run(&command, Path::new("."), &Default::default()).unwrap();
+        let pid = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .to_string();
+        let alive = Path::new("/proc").join(&pid).exists();
+        let _ = Command::new("kill").arg(&pid).status();
+        assert_eq!(status.code(), Some(1));
+        assert_eq!(lines, ["started"]);
+        assert!(alive, "the sleeper {pid} had ended: the run waited for it");
+    }
+}
