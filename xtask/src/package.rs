@@ -138,6 +138,11 @@ pub(crate) fn unpacked_downstream_tests(
         )?;
     }
     let package_dir = root.join("target/downstream-package");
+    // The patches below are unused by a packaging run, and cargo records
+    // them in the example's lock file: put back the committed one.
+    let lock = root.join("examples/downstream/Cargo.lock");
+    let committed_lock =
+        std::fs::read(&lock).with_context(|| format!("cannot read {}", lock.display()))?;
     let status = cargo(root)
         .args(["package", "--no-verify", "--allow-dirty", "--manifest-path"])
         .arg(root.join("examples/downstream/Cargo.toml"))
@@ -147,7 +152,12 @@ pub(crate) fn unpacked_downstream_tests(
         // only after a verified `cargo package`.
         .args(patches(unpacked.path()))
         .status()
-        .context("cannot run cargo package")?;
+        .context("cannot run cargo package");
+    if std::fs::read(&lock).ok().as_deref() != Some(committed_lock.as_slice()) {
+        std::fs::write(&lock, &committed_lock)
+            .with_context(|| format!("cannot restore {}", lock.display()))?;
+    }
+    let status = status?;
     if !status.success() {
         bail!("cargo package of examples/downstream failed ({status})");
     }
