@@ -364,10 +364,8 @@ pub fn check_anchors(anchors: &[f32], m: usize, d: usize) -> Result<(), AnnealEr
         return Err(AnnealError::NoDimensions);
     }
     let bound = coordinate_bound(d);
-    let Some(i) = values
-        .iter()
-        .position(|x| !x.is_finite() || x.abs() > bound)
-    else {
+    // The points' rule on the bits, as every other check of coordinates.
+    let Some(i) = first_out(bytemuck::cast_slice::<f32, u32>(values), f32_limit(bound)) else {
         return Ok(());
     };
     let (anchor, dim, value) = (i / d, i % d, values[i]);
@@ -511,5 +509,49 @@ mod tests {
             values[at] = f32::NAN.to_bits();
             assert_eq!(first_out(&values, f32_limit(2.0)), Some(at));
         }
+    }
+
+    /// An index's anchors go through the points' rule: each kind of bad
+    /// value is named with its anchor and dimension, values at the bound
+    /// pass, and a short slice is refused before any value is read.
+    #[test]
+    fn anchors_are_checked_by_the_points_rule() {
+        let (m, d) = (3, 4);
+        let bound = coordinate_bound(d);
+        let mut anchors = vec![0.5f32; m * d];
+        anchors[1] = bound;
+        anchors[2] = -bound;
+        anchors[3] = -0.0;
+        assert!(check_anchors(&anchors, m, d).is_ok());
+        let up = f32::from_bits(bound.to_bits() + 1);
+        for (value, out_of_range) in [
+            (up, true),
+            (-up, true),
+            (f32::MAX, true),
+            (f32::NAN, false),
+            (-f32::NAN, false),
+            (f32::INFINITY, false),
+            (f32::NEG_INFINITY, false),
+        ] {
+            let mut bad = anchors.clone();
+            bad[2 * d + 1] = value;
+            match check_anchors(&bad, m, d) {
+                Err(AnnealError::AnchorOutOfRange {
+                    anchor: 2, dim: 1, ..
+                }) => assert!(out_of_range, "{value}"),
+                Err(AnnealError::AnchorNonFinite {
+                    anchor: 2, dim: 1, ..
+                }) => assert!(!out_of_range, "{value}"),
+                other => panic!("{value}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            check_anchors(&anchors[..m * d - 1], m, d),
+            Err(AnnealError::AnchorValues { .. })
+        ));
+        assert!(matches!(
+            check_anchors(&[], 0, d),
+            Err(AnnealError::NoAnchors)
+        ));
     }
 }
