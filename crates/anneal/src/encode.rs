@@ -183,7 +183,19 @@ fn assign_rows(
     points: Points<'_>,
     first: usize,
 ) -> Result<Vec<u32>, EncodeError> {
-    let Some(problem) = checked(index, points, first)? else {
+    check_index(index)?;
+    assign_with_checked_index(backend, index, points, first)
+}
+
+/// [`assign_rows`] for an index already checked (once per encode, not once
+/// per chunk).
+fn assign_with_checked_index(
+    backend: &Backend,
+    index: &Index,
+    points: Points<'_>,
+    first: usize,
+) -> Result<Vec<u32>, EncodeError> {
+    let Some(problem) = checked_points(index, points, first)? else {
         return Ok(Vec::new());
     };
     let (d, m) = (index.meta.d as usize, index.meta.m as usize);
@@ -220,18 +232,8 @@ fn check_index(index: &Index) -> Result<(), EncodeError> {
 }
 
 /// `points` (rows from row `first` of the whole input) checked as the
-/// anneal checks its input, for `index`; `None` when there are no rows.
-fn checked<'a>(
-    index: &Index,
-    points: Points<'a>,
-    first: usize,
-) -> Result<Option<Problem<'a>>, EncodeError> {
-    check_index(index)?;
-    checked_points(index, points, first)
-}
-
-/// [`checked`] for an index already checked (once per encode, not once
-/// per chunk).
+/// anneal checks its input, for an index already checked by
+/// [`check_index`]; `None` when there are no rows.
 fn checked_points<'a>(
     index: &Index,
     points: Points<'a>,
@@ -439,7 +441,13 @@ fn stream_chunks(
         // Dropping `receive` on an error ends the reader at its next send.
         for chunk in receive {
             let chunk = chunk.map_err(EncodeError::Shards)?;
-            sink(&assign_rows(backend, index, chunk.points(), chunk.start)?)?;
+            // `encode` checked the index before the first chunk.
+            sink(&assign_with_checked_index(
+                backend,
+                index,
+                chunk.points(),
+                chunk.start,
+            )?)?;
         }
         Ok(())
     })
