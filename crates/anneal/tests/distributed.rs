@@ -9,7 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use kiln_anneal::distributed::{
-    gather_assignments, rendezvous, rows_of, Communicator, DistError, JobSecret, RankEngine,
+    self, gather_assignments, rendezvous, rows_of, Communicator, DistError, JobSecret, RankEngine,
     RankEnv, SecretSource, TcpComm, Watchdog, NCCL_ID_BYTES,
 };
 use kiln_anneal::{cpu::CpuEngine, Params, Points};
@@ -522,6 +522,72 @@ fn ranks_together_match_one_process() {
     }
 }
 
+/// The library's rank session (rendezvous on a thread while the rows are
+/// checked, barrier, run) on CPU ranks: the same run as one process, each
+/// rank's setup times filled in, and a rank with another problem refused
+/// through `join`, naming it.
+#[test]
+fn rank_sessions_match_one_process_and_refuse_another_problem() {
+    let (points, n, d, m, params) = problem_points();
+    let whole = kiln_anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
+    let one =
+        kiln_anneal::run_with(&mut CpuEngine::new(&whole), &whole, &mut |_, _, _| {}).unwrap();
+    let world = 3;
+    let port = free_port();
+    let ranks: Vec<_> = (0..world)
+        .map(|rank| {
+            thread::spawn(move || {
+                let env = env(rank, world, port, 30);
+                let meeting = distributed::meet(&env, "p", false, |r| panic!("{r}")).unwrap();
+                let (points, n, d, m, params) = problem_points();
+                let rows = rows_of(rank, world, n).unwrap();
+                let mine = Points::F32(&points[rows.start * d..rows.end * d]);
+                let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
+                let mut session = meeting.join(None, &problem).unwrap();
+                assert!(!session.is_gpu());
+                assert_eq!(session.rank(), (rank, world));
+                let times = session.times();
+                assert_eq!(
+                    (times.upload, times.nccl_init, times.warmup),
+                    (0.0, 0.0, 0.0)
+                );
+                assert!(times.rendezvous > 0.0 && times.engine > 0.0, "{times:?}");
+                let (out, _) = session.run(&problem, &mut |_, _, _| {}).unwrap();
+                out
+            })
+        })
+        .collect();
+    let outs: Vec<_> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
+    for (rank, out) in outs.iter().enumerate() {
+        assert_eq!(out.iterations, one.iterations, "rank {rank}");
+        assert_eq!(out.maintenance, one.maintenance, "rank {rank}");
+        assert_eq!(out.anchors, one.anchors, "rank {rank}");
+    }
+    assert_eq!(outs[0].assignments, one.assignments);
+    assert!(outs[1..].iter().all(|o| o.assignments.is_empty()));
+
+    // Rank 1 brings another problem: every rank's join fails, rank 0's
+    // naming rank 1.
+    let port = free_port();
+    let other = thread::spawn(move || {
+        let meeting = distributed::meet(&env(1, 2, port, 30), "q", false, |_| {}).unwrap();
+        meeting.join(None, &whole_problem()).map(|_| ())
+    });
+    let meeting = distributed::meet(&env(0, 2, port, 30), "p", false, |_| {}).unwrap();
+    let root = meeting.join(None, &whole_problem()).map(|_| ());
+    let message = root.unwrap_err().to_string();
+    assert!(message.contains("rank 1 runs another problem"), "{message}");
+    assert!(other.join().unwrap().is_err());
+}
+
+/// A problem over every row of [`problem_points`], leaked for a test's
+/// lifetime.
+fn whole_problem() -> kiln_anneal::Problem<'static> {
+    let (points, n, d, m, params) = problem_points();
+    let points: &'static [f32] = Vec::leak(points);
+    kiln_anneal::validate(Points::F32(points), n, d, m, &params).unwrap()
+}
+
 /// Two GPU ranks (threads here, processes in a run), one GPU each, NCCL
 /// between them and TCP for the rest, against one GPU alone: the same
 /// iterations, maintenance and anchors count, the energy within 1e-6.
@@ -540,24 +606,29 @@ fn two_gpu_ranks_match_one_gpu() {
     let (points, n, d, m, params) = problem_points();
     let whole = kiln_anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
     let one = kiln_anneal::run_sharded(&backends[..1], &whole, &mut |_, _, _| {}).unwrap();
-    let id = gpu_core::nccl_unique_id().unwrap();
-    let outs = on_ranks(2, move |rank, comm| {
-        let backend = &backends[rank];
-        let (points, n, d, m, params) = problem_points();
-        let rows = rows_of(rank, 2, n).unwrap();
-        let mine = Points::F32(&points[rows.start * d..rows.end * d]);
-        let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
-        let engine =
-            kiln_anneal::distributed::GpuRankEngine::new(backend, &problem, &id, rank, 2).unwrap();
-        let abort = engine.abort_handle();
-        let watchdog = Watchdog::start(&comm, move |_| abort.abort()).unwrap();
-        let mut engine = engine.watched_by(watchdog);
-        let out = kiln_anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap();
-        engine.finish();
-        // The connections the watchdog watches stay open for the run.
-        drop(comm);
-        out
-    });
+    // The library's session: rank 0 makes the NCCL id, the rendezvous
+    // hands it out, the rows upload while it waits, NCCL joins under the
+    // watchdog.
+    let port = free_port();
+    let ranks: Vec<_> = (0..2)
+        .map(|rank| {
+            let backend = backends[rank].clone();
+            thread::spawn(move || {
+                let env = env(rank, 2, port, 30);
+                let meeting = distributed::meet(&env, "p", true, |r| panic!("{r}")).unwrap();
+                let (points, n, d, m, params) = problem_points();
+                let rows = rows_of(rank, 2, n).unwrap();
+                let mine = Points::F32(&points[rows.start * d..rows.end * d]);
+                let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
+                let mut session = meeting.join(Some(&backend), &problem).unwrap();
+                assert!(session.is_gpu());
+                let times = session.times();
+                assert!(times.upload > 0.0 && times.nccl_init > 0.0, "{times:?}");
+                session.run(&problem, &mut |_, _, _| {}).unwrap().0
+            })
+        })
+        .collect();
+    let outs: Vec<_> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
     for (rank, out) in outs.iter().enumerate() {
         assert_eq!(out.iterations, one.iterations, "rank {rank}");
         assert_eq!(out.maintenance, one.maintenance, "rank {rank}");

@@ -22,6 +22,7 @@ mod handshake;
 mod nodelist;
 mod rendezvous;
 mod secret;
+mod session;
 #[cfg(test)]
 mod tests;
 mod watchdog;
@@ -38,6 +39,7 @@ pub use gpu_engine::{GpuRankEngine, UploadedRank};
 pub use handshake::{Refusal, RefusalReason};
 pub use rendezvous::{rendezvous, Link};
 pub use secret::{JobSecret, SecretSource, SECRET_ENV};
+pub use session::{meet, Meeting, RankSession, SessionTimes};
 pub use watchdog::Watchdog;
 pub use wire::NCCL_ID_BYTES;
 

@@ -6,15 +6,17 @@
 //! what does not wait for the other ranks with what does
 //! ([`crate::rank_setup`] times each part): the points are made or mapped
 //! while the GPU's context loads, and the rows are checked and uploaded
-//! while the rendezvous waits for the slowest rank.
+//! while the rendezvous waits for the slowest rank. The session itself
+//! (rendezvous, upload, watchdog, NCCL, barrier) is the library's
+//! [`distributed::RankSession`]: this command reads its arguments and
+//! input and prints.
 
 use std::io::Write;
-use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use gpu_core::{AbortHandle, Backend, BackendKind};
-use kiln_anneal::distributed::{self, GpuRankEngine, RankEngine, RankEnv, TcpComm, Watchdog};
+use gpu_core::{Backend, BackendKind};
+use kiln_anneal::distributed::{self, RankEnv};
 use kiln_anneal::index::RunRecord;
 
 use crate::anneal_run::{self, AnnealRun};
@@ -41,12 +43,6 @@ fn fault(env: &RankEnv) -> Result<Option<u32>> {
         Some((rank, k)) => Ok((rank == env.rank).then_some(k)),
         None => anyhow::bail!("{FAULT_ENV}={value:?} is not RANK:ITERATION; unset it"),
     }
-}
-
-/// This rank's engine: the CPU's, or one GPU's.
-enum Ranked {
-    Cpu(Box<RankEngine<TcpComm>>),
-    Gpu(Box<GpuRankEngine>),
 }
 
 pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
@@ -119,78 +115,17 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
         env.master_addr,
         env.master_port
     );
-    // Rank 0 makes the NCCL id the others get at the rendezvous.
-    let id = match (&gpu, rank) {
-        (Some(_), 0) => gpu_core::nccl_unique_id()?,
-        _ => [0; distributed::NCCL_ID_BYTES],
-    };
     // The rendezvous waits for the slowest rank: meanwhile this one checks
-    // its rows and uploads them. On an error here the process exits, and
-    // the thread with it: its rendezvous is not waited for.
-    let meeting = {
-        let (env, problem_text) = (env.clone(), problem_text.clone());
-        std::thread::spawn(move || {
-            let started = Instant::now();
-            let met = distributed::rendezvous(&env, &problem_text, || Ok(id), refusals());
-            (met, started.elapsed().as_secs_f64())
-        })
-    };
+    // its rows, and the session uploads them. On an error here the process
+    // exits, and the rendezvous's thread with it.
+    let meeting = distributed::meet(env, &problem_text, gpu.is_some(), refusals())?;
     let parts = input.parts();
     let mut keep = Vec::new();
     let (problem, seconds) = timed(|| input.rank_problem(&parts, rows.clone(), &mut keep));
     setup.rows = seconds;
     let problem = problem.with_context(|| what.clone())?;
-    let uploaded = match &gpu {
-        Some(backend) => {
-            let uploaded = GpuRankEngine::upload(backend, &problem)?;
-            setup.upload = uploaded.seconds();
-            Some(uploaded)
-        }
-        None => None,
-    };
-    let (met, seconds) = meeting
-        .join()
-        .map_err(|_| anyhow::anyhow!("the rendezvous's thread panicked"))?;
-    setup.rendezvous = seconds;
-    let (link, id) = met?;
-    let mut comm = TcpComm::new(rank, world, link);
-    let mut engine = match (&gpu, uploaded) {
-        (Some(backend), Some(uploaded)) => {
-            // Watched from before NCCL's setup, which waits for every rank:
-            // a peer that dies then ends this process, naming it; later,
-            // NCCL is aborted and the engine names it.
-            let slot: Arc<OnceLock<AbortHandle>> = Arc::new(OnceLock::new());
-            let abort = Arc::clone(&slot);
-            let watchdog = Watchdog::start(&comm, move |gone| match abort.get() {
-                Some(handle) => handle.abort(),
-                None => {
-                    eprintln!(
-                        "error: rank {gone} closed its connection during nccl's setup: \
-                         that process exited or was killed; see its output"
-                    );
-                    std::process::exit(1);
-                }
-            })?;
-            let (engine, times) = uploaded.join(&problem, &id, rank, world)?;
-            (setup.nccl_init, setup.warmup) = (times.nccl_init, times.warmup);
-            let _ = slot.set(engine.abort_handle());
-            backend.synchronize()?;
-            let (done, seconds) = timed(|| barrier(&mut comm));
-            setup.barrier = seconds;
-            done?;
-            // `comm` stays open to the end of the run: the watchdog watches
-            // its connections, and closing them tells the peers this rank left.
-            Ranked::Gpu(Box::new(engine.watched_by(watchdog)))
-        }
-        _ => {
-            let (done, seconds) = timed(|| barrier(&mut comm));
-            setup.barrier = seconds;
-            done?;
-            let (engine, seconds) = timed(|| RankEngine::new(&problem, comm));
-            setup.engine = seconds;
-            Ranked::Cpu(Box::new(engine))
-        }
-    };
+    let mut session = meeting.join(gpu.as_ref(), &problem)?;
+    setup.session = session.times();
     let setup_seconds = launched.elapsed().as_secs_f64();
     out!("rank {rank}: setup {}", setup.describe(setup_seconds));
     let started = Instant::now();
@@ -209,14 +144,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
             .err();
         }
     };
-    let (out, phases) = match &mut engine {
-        Ranked::Cpu(engine) => kiln_anneal::run_timed(engine.as_mut(), &problem, &mut progress)?,
-        Ranked::Gpu(engine) => {
-            let run = kiln_anneal::run_timed(engine.as_mut(), &problem, &mut progress)?;
-            engine.finish();
-            run
-        }
-    };
+    let (out, phases) = session.run(&problem, &mut progress)?;
     if let Some(e) = write_error {
         return Err(e.into());
     }
@@ -292,14 +220,6 @@ fn warn_unset_secret(env: &RankEnv) {
             env.master_port
         );
     }
-}
-
-/// Waits until every rank has finished its setup, so that each rank's run
-/// (and its timing) starts together, not while a slower rank still sets up.
-fn barrier(comm: &mut TcpComm) -> Result<()> {
-    use distributed::Communicator;
-    comm.all_reduce_sum(&mut [0.0], "the end of the setup")?;
-    Ok(())
 }
 
 /// This process's peak resident memory (`VmHWM` of `/proc/self/status`),

@@ -7,6 +7,8 @@
 
 use std::time::Instant;
 
+use kiln_anneal::distributed::SessionTimes;
+
 /// Seconds of each part of a rank's setup (0 where the part did not run).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Setup {
@@ -16,19 +18,8 @@ pub(crate) struct Setup {
     pub(crate) points: f64,
     /// This rank's rows checked (read, for mapped files).
     pub(crate) rows: f64,
-    /// The rows uploaded to the GPU.
-    pub(crate) upload: f64,
-    /// The rendezvous: from this rank's arrival until every rank was there.
-    pub(crate) rendezvous: f64,
-    /// `ncclCommInitRank`.
-    pub(crate) nccl_init: f64,
-    /// NCCL's first calls of each collective and first sends, and the
-    /// engine's host side.
-    pub(crate) warmup: f64,
-    /// Waiting for the other ranks to end their setup.
-    pub(crate) barrier: f64,
-    /// The CPU engine's own copy of the rows.
-    pub(crate) engine: f64,
+    /// The library's part: upload, rendezvous, NCCL, barrier, CPU engine.
+    pub(crate) session: SessionTimes,
 }
 
 impl Setup {
@@ -39,12 +30,12 @@ impl Setup {
             ("context and modules", self.context),
             ("points", self.points),
             ("rows checked", self.rows),
-            ("upload", self.upload),
-            ("rendezvous", self.rendezvous),
-            ("nccl init", self.nccl_init),
-            ("nccl warm-up", self.warmup),
-            ("barrier", self.barrier),
-            ("cpu engine", self.engine),
+            ("upload", self.session.upload),
+            ("rendezvous", self.session.rendezvous),
+            ("nccl init", self.session.nccl_init),
+            ("nccl warm-up", self.session.warmup),
+            ("barrier", self.session.barrier),
+            ("cpu engine", self.session.engine),
         ];
         let shown: Vec<String> = parts
             .iter()
