@@ -230,10 +230,10 @@
 //! overflow flag, the anchors' f16 copy, tc kernel, list kernel), no
 //! synchronization.
 
-use crate::types::KILN_ANNEAL_EXCLUDE_SELF;
+use crate::bindings::types::KILN_ANNEAL_EXCLUDE_SELF;
 use rayon::prelude::*;
 
-use super::AnnealError;
+use crate::error::AnnealError;
 
 mod kernels;
 mod launch;
@@ -322,7 +322,7 @@ pub const SLIM_MAX_D: u32 = 384;
 /// kernel (anneal_tc.h, anneal_wgmma.h); [`Tile::Auto`] is resolved first
 /// ([`resolve_tile`]) and stands for the 128-anchor tile here.
 pub fn block_shape(tile: Tile) -> (u32, u32, u32) {
-    use crate::types::*;
+    use crate::bindings::types::*;
     match tile {
         Tile::Wgmma | Tile::WgmmaChunked => (
             KILN_ANNEAL_WGMMA_TILE,
@@ -405,7 +405,7 @@ pub fn eps(d: u32) -> f32 {
 /// `anneal_tc_device.cuh`'s `tc_eps_chunked` computes it in f32 for chunks of
 /// 16 steps.
 pub fn eps_chunked(d: u32) -> f32 {
-    const CHUNK_STEPS: u32 = crate::types::KILN_ANNEAL_WGMMA_CHUNK_DIMS / 16;
+    const CHUNK_STEPS: u32 = crate::bindings::types::KILN_ANNEAL_WGMMA_CHUNK_DIMS / 16;
     let steps = d / 16 + u32::from(!d.is_multiple_of(16));
     let chunks = steps.div_ceil(CHUNK_STEPS);
     let within = steps.min(CHUNK_STEPS);

@@ -17,7 +17,12 @@ pub(crate) use partial::SumsLayout;
 
 use rayon::prelude::*;
 
-use super::{AnchorStats, AnnealError, Engine, Points, Problem};
+use crate::{
+    engine::Engine,
+    error::AnnealError,
+    input::Problem,
+    vocab::{AnchorStats, Points},
+};
 
 /// Anchors per block: one AVX-512 vector of f32.
 const AB: usize = 16;
@@ -472,7 +477,7 @@ impl AnchorUpdate<'_> {
 
 impl Engine for CpuEngine {
     fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError> {
-        self.anchors = crate::anchor_values(anchors, m, self.d)?.to_vec();
+        self.anchors = crate::vocab::anchor_values(anchors, m, self.d)?.to_vec();
         self.m = m;
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! the same for every engine, which does the heavy steps; and where a
 //! run's time went ([`Phases`]).
 
-use super::{maintenance, AnnealError, Engine, Output, Problem};
+use crate::{engine::Engine, error::AnnealError, input::Problem, maintenance, vocab::Output};
 
 /// Progress of a run, for a CLI to print.
 pub type Progress<'a> = &'a mut dyn FnMut(u32, f64, usize);

@@ -28,7 +28,11 @@ use crate::gpu::{chunk_device_bytes, ChunkAssigner, Staged};
 use crate::index::Index;
 use crate::memory::TooLarge;
 use crate::npy::{self, ChunkRows, Chunks, ShardsError};
-use crate::{AnnealError, Dtype, Params, Points, Problem};
+use crate::{
+    error::AnnealError,
+    input::Problem,
+    vocab::{Dtype, Params, Points},
+};
 
 mod output;
 
@@ -208,7 +212,7 @@ fn assign_with_checked_index(
         gpu.read(&mut out)?;
         return Ok(out);
     }
-    let mut engine = crate::Target::Cpu.engine(&problem)?;
+    let mut engine = crate::target::Target::Cpu.engine(&problem)?;
     engine.set_anchors(&index.anchors, m)?;
     // A step assigns against the anchors it was given, then moves them
     // (by nothing, with a step of 0), which nothing reads.
@@ -228,7 +232,7 @@ fn check_index(index: &Index) -> Result<(), EncodeError> {
             d,
         }));
     }
-    crate::check_anchors(&index.anchors, m, d).map_err(EncodeError::Anneal)
+    crate::input::check_anchors(&index.anchors, m, d).map_err(EncodeError::Anneal)
 }
 
 /// `points` (rows from row `first` of the whole input) checked as the
@@ -256,7 +260,7 @@ fn checked_points<'a>(
         max_anchors: m,
         ..Params::default()
     };
-    let problem = crate::validate(points, n, d, 1, &params)
+    let problem = crate::input::validate(points, n, d, 1, &params)
         .map_err(|e| EncodeError::Anneal(e.numbered_from(first)))?;
     Ok(Some(problem))
 }
@@ -281,7 +285,7 @@ fn host_needs(d: usize, dtype: Dtype, cuda: bool, rows: usize) -> Option<u64> {
     let raw = (rows as u64)
         .checked_mul(d as u64)?
         .checked_mul(dtype.size())?;
-    let engine = crate::host_bytes(rows, d, 0, 0, !cuda)?;
+    let engine = crate::input::host_bytes(rows, d, 0, 0, !cuda)?;
     let buffers = if cuda { STAGES as u64 } else { 2 };
     // The assignments read back, as u32.
     raw.checked_mul(buffers)?

@@ -48,7 +48,12 @@ mod upload;
 pub use chunks::chunk_device_bytes;
 pub(crate) use chunks::{ChunkAssigner, Staged};
 
-use super::{AnchorStats, AnnealError, Engine, Problem, Steps};
+use crate::{
+    engine::Engine,
+    error::AnnealError,
+    input::Problem,
+    vocab::{AnchorStats, Steps},
+};
 use devices::Devices;
 pub use rank::JoinTimes;
 pub(crate) use rank::{GpuRank, Uploaded};
@@ -195,7 +200,7 @@ impl Engine for GpuEngine {
     /// `m × d` copy through the host); sharded, as [`Engine::start`] does.
     fn start(&mut self, problem: &Problem<'_>) -> Result<(), AnnealError> {
         let (n, m) = (problem.n(), problem.m());
-        let rows: Vec<u32> = crate::initial_rows(n, m, problem.params().seed)?
+        let rows: Vec<u32> = crate::engine::initial_rows(n, m, problem.params().seed)?
             .into_iter()
             .map(|r| r as u32)
             .collect();

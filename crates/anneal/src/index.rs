@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::npy::{self, NpyData, NpyError};
-use crate::{Params, Points};
+use crate::vocab::{Params, Points};
 
 /// `index.json`'s `schema`: what the file is.
 pub const SCHEMA: &str = "kiln.anneal.index";
@@ -98,7 +98,7 @@ pub enum IndexError {
         path: PathBuf,
         /// Which anchor, and the bound that holds (in the message, as for
         /// `Io`).
-        error: crate::AnnealError,
+        error: crate::error::AnnealError,
     },
     /// [`Index::write`] (or a measure) was given an index that
     /// [`Index::read`] would refuse (made or edited by hand); nothing was

@@ -3,7 +3,10 @@
 //! small enough that squared distances stay finite in f32). Its result,
 //! [`Problem`], is what the engines and the driver take.
 
-use super::{AnnealError, Dtype, Params, PartProblem, Points};
+use crate::{
+    error::{AnnealError, PartProblem},
+    vocab::{Dtype, Params, Points},
+};
 
 /// A checked anneal input: `n × d` points, `m` initial anchors, parameters
 /// with `max_anchors` resolved. Made only by [`validate`].
@@ -356,7 +359,7 @@ fn first_out<T: MagnitudeBits + PartialOrd>(values: &[T], limit: T) -> Option<us
 /// points within the same bound stay finite in f32 (the bound's
 /// derivation holds for any anchor within it, not only for means).
 pub fn check_anchors(anchors: &[f32], m: usize, d: usize) -> Result<(), AnnealError> {
-    let values = crate::anchor_values(anchors, m, d)?;
+    let values = crate::vocab::anchor_values(anchors, m, d)?;
     if m == 0 {
         return Err(AnnealError::NoAnchors);
     }

@@ -19,13 +19,16 @@
 //!    d)`; the new anchor goes after all survivors. Splits stop when the total
 //!    reaches `max_anchors`.
 
-use crate::types::{
+use crate::bindings::types::{
     AnnealRowOp, KILN_ANNEAL_ROW_COPY, KILN_ANNEAL_ROW_MERGE, KILN_ANNEAL_ROW_SPLIT_MINUS,
     KILN_ANNEAL_ROW_SPLIT_PLUS,
 };
 
-use super::{AnchorStats, AnnealError, Params};
 use crate::rng::Rng;
+use crate::{
+    error::AnnealError,
+    vocab::{AnchorStats, Params},
+};
 
 /// What a pass decided, without the anchors' values: the decisions read
 /// only the statistics and the neighbours, so an engine can apply a plan

@@ -152,7 +152,7 @@ fn shape_text(shape: &[u64]) -> String {
 }
 
 /// The element type of the data (the anneal's, which reads it).
-pub use crate::Dtype;
+pub use crate::vocab::Dtype;
 
 /// The `descr`s read as bfloat16: `numpy.save` of an `ml_dtypes.bfloat16`
 /// array writes `'<V2'` (numpy has no bfloat16 type code), other writers

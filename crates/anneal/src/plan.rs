@@ -8,7 +8,11 @@
 use crate::index::InputFile;
 use crate::memory::{self, TooLarge};
 use crate::npy::{Loaded, Shards, ShardsError};
-use crate::{check_sizes, AnnealError, Dtype, Params, Points, Problem};
+use crate::{
+    error::AnnealError,
+    input::{check_sizes, Problem},
+    vocab::{Dtype, Params, Points},
+};
 
 /// How spread the synthetic points' blobs are (see [`crate::synthetic_points`]).
 const SYNTHETIC_SPREAD: f32 = 0.25;
@@ -125,7 +129,8 @@ impl Plan {
     /// needs (`cpu`: the CPU engine runs it, holding its own copies);
     /// `what` names the run in the message.
     pub fn check_host(&self, what: &str, cpu: bool) -> Result<(), TooLarge> {
-        let needed = crate::host_bytes(self.n, self.d, self.max_anchors, self.held_bytes(), cpu);
+        let needed =
+            crate::input::host_bytes(self.n, self.d, self.max_anchors, self.held_bytes(), cpu);
         memory::check_host(what, needed)
     }
 
@@ -144,7 +149,7 @@ impl Plan {
     /// past `u64`): what [`Plan::check_device`] checks, for a caller that
     /// checks once the plan is loaded ([`crate::memory::check`]).
     pub fn device_bytes(&self, rows: usize) -> Option<u64> {
-        crate::device_bytes(rows, self.d, self.max_anchors, self.dtype(), 1)
+        crate::input::device_bytes(rows, self.d, self.max_anchors, self.dtype(), 1)
     }
 
     /// What every process of one run must agree on: the sizes, the
@@ -183,7 +188,7 @@ impl Plan {
             Source::Npy(_) => 0..self.n,
         };
         let data = match self.source {
-            Source::Synthetic => Data::Synthetic(crate::synthetic_rows(
+            Source::Synthetic => Data::Synthetic(crate::synthetic::synthetic_rows(
                 self.d,
                 (self.m / 2).max(1),
                 SYNTHETIC_SPREAD,
@@ -249,7 +254,7 @@ impl Input {
                 n: self.held.len(),
             });
         }
-        crate::validate(join(parts), self.n, self.d, self.m, &self.params)
+        crate::input::validate(join(parts), self.n, self.d, self.m, &self.params)
     }
 
     /// Rows `rows` of the input, validated, for one process of several
@@ -273,7 +278,7 @@ impl Input {
         let first = self.held.start;
         *keep = join(parts).pieces((rows.start - first) * d..(rows.end - first) * d);
         let keep: &'a Vec<Points<'a>> = keep;
-        crate::validate_rows(join(keep), rows, self.n, self.d, self.m, &self.params)
+        crate::input::validate_rows(join(keep), rows, self.n, self.d, self.m, &self.params)
     }
 }
 
@@ -320,7 +325,7 @@ mod tests {
     #[test]
     fn npy_shards_plan_as_one_input_and_rank_rows_are_checked() {
         let dir = tempfile::tempdir().unwrap();
-        let (d, values) = (3, crate::synthetic_points(10, 3, 2, 0.5, 1));
+        let (d, values) = (3, crate::synthetic::synthetic_points(10, 3, 2, 0.5, 1));
         let mut paths = Vec::new();
         for (i, rows) in [(0, 0..4), (1, 4..10)] {
             let path = dir.path().join(format!("p{i}.npy"));
@@ -394,7 +399,7 @@ mod tests {
     #[test]
     fn rows_of_a_rank_past_the_end_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let (d, values) = (3, crate::synthetic_points(10, 3, 2, 0.5, 1));
+        let (d, values) = (3, crate::synthetic::synthetic_points(10, 3, 2, 0.5, 1));
         let path = dir.path().join("p.npy");
         let mut file = std::fs::File::create(&path).unwrap();
         crate::npy::write_f32_matrix(&mut file, 10, d, &values).unwrap();

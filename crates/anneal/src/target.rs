@@ -5,7 +5,7 @@
 
 use gpu_core::{Backend, BackendKind};
 
-use crate::{AnnealError, Engine, Problem};
+use crate::{engine::Engine, error::AnnealError, input::Problem};
 
 /// What an anneal runs on.
 #[derive(Debug, Clone, Copy)]

@@ -21,7 +21,7 @@ mod device;
 
 pub use device::{Adapters, WgpuDevice, WgpuError};
 
-use super::{AnchorStats, AnnealError, Engine, Problem};
+use crate::{engine::Engine, error::AnnealError, input::Problem, vocab::AnchorStats};
 
 /// Rows per workgroup of `assign.wgsl`.
 const ASSIGN_ROWS: usize = 128;
@@ -460,7 +460,7 @@ impl Engine for WgpuEngine {
                 max: self.max_anchors,
             });
         }
-        let values = crate::anchor_values(anchors, m, self.d)?;
+        let values = crate::vocab::anchor_values(anchors, m, self.d)?;
         self.m = m;
         if !values.is_empty() {
             self.gpu

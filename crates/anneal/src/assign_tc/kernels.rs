@@ -2,14 +2,14 @@
 //! the kernels of each point type ([`TcPoint`], [`TypedKernels`]) out of all
 //! of them ([`TcKernels`]), which [`super::TcAssign`] loads.
 
-use crate::kernels::{
+use crate::bindings::kernels::{
     anneal_absmax_f16, anneal_absmax_f32, anneal_assign_list_f16, anneal_assign_list_f32,
     anneal_assign_list_finish, anneal_assign_tc_f16, anneal_assign_tc_f32,
     anneal_assign_tc_slim_f16, anneal_assign_tc_slim_f32, anneal_assign_wgmma_chunked_f16,
     anneal_assign_wgmma_chunked_f32, anneal_assign_wgmma_f16, anneal_assign_wgmma_f32,
     anneal_column_sums_f16, anneal_column_sums_f32, anneal_to_half_f16, anneal_to_half_f32,
 };
-use crate::types::AnnealControl;
+use crate::bindings::types::AnnealControl;
 use gpu_core::Kernel;
 use gpu_core::{GpuRepr, KernelDecl};
 

@@ -1,11 +1,11 @@
 //! [`TcAssign`]: the tensor-core assignment's kernels, buffers and launches
 //! (the design and the bound are in the parent module's docs).
 
-use crate::kernels::{
+use crate::bindings::kernels::{
     anneal_assign_tc_f16, anneal_assign_tc_f32, anneal_assign_tc_slim_f16,
     anneal_assign_tc_slim_f32,
 };
-use crate::types::{
+use crate::bindings::types::{
     AnnealControl, KILN_ANNEAL_COUNT, KILN_ANNEAL_LIST_THREADS, KILN_ANNEAL_TC_DP,
     KILN_ANNEAL_TC_SLIM_SMEM, KILN_ANNEAL_TC_SMEM, KILN_ANNEAL_TC_STATE,
     KILN_ANNEAL_TC_STATE_ANCHOR_NORM_MAX, KILN_ANNEAL_TC_STATE_OVERFLOW,

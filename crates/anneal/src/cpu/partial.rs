@@ -10,7 +10,10 @@
 use rayon::prelude::*;
 
 use super::{CpuEngine, Isa};
-use crate::{AnchorStats, AnnealError, Points};
+use crate::{
+    error::AnnealError,
+    vocab::{AnchorStats, Points},
+};
 
 /// Where the parts of [`CpuEngine::local_sums`]' vector are, for `m`
 /// anchors of dimension `d`: the point sums (`m × d`), the distance sums

@@ -168,8 +168,8 @@ fn anchor_neighbors_exclude_the_anchor_itself() {
 #[test]
 fn step_stats_and_update_match_a_direct_computation() {
     let (n, d, m) = (777, 13, 21);
-    let points = crate::synthetic_points(n, d, 8, 0.3, 4);
-    let anchors = crate::initial_anchors(Points::F32(&points), n, d, m, 4).unwrap();
+    let points = crate::synthetic::synthetic_points(n, d, 8, 0.3, 4);
+    let anchors = crate::engine::initial_anchors(Points::F32(&points), n, d, m, 4).unwrap();
     let eta = 0.6;
     for isa in Isa::available() {
         let mut engine = CpuEngine::with_isa(Points::F32(&points), n, d, isa);
@@ -212,8 +212,8 @@ fn step_stats_and_update_match_a_direct_computation() {
 #[test]
 fn runs_do_not_depend_on_the_thread_count() {
     let (n, d, m) = (3001, 37, 131);
-    let points = crate::synthetic_points(n, d, 60, 0.25, 2);
-    let params = crate::Params {
+    let points = crate::synthetic::synthetic_points(n, d, 60, 0.25, 2);
+    let params = crate::vocab::Params {
         seed: 2,
         ..Default::default()
     };
@@ -223,9 +223,9 @@ fn runs_do_not_depend_on_the_thread_count() {
             .build()
             .unwrap();
         pool.install(|| {
-            let problem = crate::validate(Points::F32(&points), n, d, m, &params).unwrap();
+            let problem = crate::input::validate(Points::F32(&points), n, d, m, &params).unwrap();
             let mut engine = CpuEngine::new(&problem);
-            crate::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap()
+            crate::driver::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap()
         })
     };
     let one = run(1);

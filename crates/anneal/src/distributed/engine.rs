@@ -5,7 +5,7 @@
 //! rank sets are rank 0's, broadcast, so rank 0's maintenance decides.
 
 use crate::cpu::{CpuEngine, SumsLayout};
-use crate::{AnchorStats, AnnealError, Engine, Problem};
+use crate::{engine::Engine, error::AnnealError, input::Problem, vocab::AnchorStats};
 
 use super::{rows_of, Communicator, DistError};
 
@@ -111,7 +111,7 @@ pub(super) fn own_initial_anchors(problem: &Problem<'_>) -> Result<Vec<f32>, Ann
     let (n, d, m, rows) = (problem.n(), problem.d(), problem.m(), problem.rows());
     let mut matrix = vec![0.0f32; m * d];
     let points = problem.points();
-    for (j, row) in crate::initial_rows(n, m, problem.params().seed)?
+    for (j, row) in crate::engine::initial_rows(n, m, problem.params().seed)?
         .into_iter()
         .enumerate()
     {
@@ -135,7 +135,7 @@ pub(super) fn broadcast_anchors<C: Communicator>(
 ) -> Result<(Vec<f32>, usize), AnnealError> {
     let mut bytes = Vec::new();
     if comm.rank() == 0 {
-        let values = crate::anchor_values(anchors, m, d)?;
+        let values = crate::vocab::anchor_values(anchors, m, d)?;
         bytes.extend((m as u64).to_le_bytes());
         bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
     }

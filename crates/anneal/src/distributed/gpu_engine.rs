@@ -12,7 +12,12 @@
 use gpu_core::{AbortHandle, Backend, NCCL_ID_BYTES};
 
 use crate::gpu::{GpuRank, JoinTimes, Uploaded};
-use crate::{AnchorStats, AnnealError, Engine, Problem, Steps};
+use crate::{
+    engine::Engine,
+    error::AnnealError,
+    input::Problem,
+    vocab::{AnchorStats, Steps},
+};
 
 use super::engine::own_initial_anchors;
 use super::{rows_of, DistError, Watchdog};

@@ -22,7 +22,12 @@ use super::{
     rendezvous, Communicator, GpuRankEngine, Link, RankEngine, RankEnv, Refusal, TcpComm, Watchdog,
     NCCL_ID_BYTES,
 };
-use crate::{AnnealError, Output, Phases, Problem, Progress};
+use crate::{
+    driver::{Phases, Progress},
+    error::AnnealError,
+    input::Problem,
+    vocab::Output,
+};
 
 /// Seconds of each part of a session's setup ([`RankSession::times`]); 0
 /// where the part did not run. The rendezvous runs beside the caller's own
@@ -253,9 +258,9 @@ impl RankSession {
         progress: Progress<'_>,
     ) -> Result<(Output, Phases), AnnealError> {
         match &mut self.engine {
-            Ranked::Cpu(engine) => crate::run_timed(engine.as_mut(), problem, progress),
+            Ranked::Cpu(engine) => crate::driver::run_timed(engine.as_mut(), problem, progress),
             Ranked::Gpu { engine, .. } => {
-                let run = crate::run_timed(engine.as_mut(), problem, progress);
+                let run = crate::driver::run_timed(engine.as_mut(), problem, progress);
                 // Peers that exit from now on are no failure.
                 engine.finish();
                 run

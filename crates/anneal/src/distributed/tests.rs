@@ -4,7 +4,11 @@
 //! refused as variants, never a panic.
 
 use super::{gather_assignments, rows_of, Communicator, DistError, RankEngine};
-use crate::{AnnealError, Engine, Params, Points};
+use crate::{
+    engine::Engine,
+    error::AnnealError,
+    vocab::{Params, Points},
+};
 
 /// One rank of `world` whose broadcasts bring `from_root` (on a rank
 /// other than 0) and whose other collectives do nothing.
@@ -62,13 +66,13 @@ const D: usize = 4;
 fn engine(rank: usize, points: &[f32], comm: Scripted) -> RankEngine<Scripted> {
     let rows = rows_of(rank, 2, N).unwrap();
     let mine = Points::F32(&points[rows.start * D..rows.end * D]);
-    let problem = crate::validate_rows(mine, rows, N, D, 3, &Params::default()).unwrap();
+    let problem = crate::input::validate_rows(mine, rows, N, D, 3, &Params::default()).unwrap();
     RankEngine::new(&problem, comm)
 }
 
 #[test]
 fn a_broken_rank_0s_anchors_are_a_protocol_error_naming_it() {
-    let points = crate::synthetic_points(N, D, 3, 0.1, 1);
+    let points = crate::synthetic::synthetic_points(N, D, 3, 0.1, 1);
     let count = |m: u64| m.to_le_bytes().to_vec();
     let anchors = |m: u64, values: usize| [count(m), vec![0; values * 4]].concat();
     let garbage = [
@@ -95,7 +99,7 @@ fn a_broken_rank_0s_anchors_are_a_protocol_error_naming_it() {
 
 #[test]
 fn too_few_anchors_on_rank_0_are_refused_before_anything_is_sent() {
-    let points = crate::synthetic_points(N, D, 3, 0.1, 1);
+    let points = crate::synthetic::synthetic_points(N, D, 3, 0.1, 1);
     let mut rank_0 = engine(0, &points, Scripted::new(0, 2, Vec::new()));
     for (values, m) in [(5, 2), (0, 1), (8, usize::MAX)] {
         match rank_0.set_anchors(&vec![0.0; values], m) {

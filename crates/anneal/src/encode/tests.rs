@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use gpu_core::Backend;
 
 use super::*;
+use crate::engine::Engine;
 use crate::index::tests::entries;
 use crate::index::{Index, RunRecord};
 use crate::npy::Shards;
-use crate::Engine;
 
 /// An npy file's bytes: `descr`, `(rows, d)`, then `data`.
 fn npy_file(descr: &str, rows: usize, d: usize, data: &[u8]) -> Vec<u8> {
@@ -46,8 +46,8 @@ fn fitted(n: usize, d: usize, m: usize, spread: f32) -> (Index, Vec<f32>) {
 }
 
 fn fitted_with(n: usize, d: usize, m: usize, spread: f32, params: Params) -> (Index, Vec<f32>) {
-    let points = crate::synthetic_points(n, d, m, spread, 7);
-    let problem = crate::validate(Points::F32(&points), n, d, m, &params).unwrap();
+    let points = crate::synthetic::synthetic_points(n, d, m, spread, 7);
+    let problem = crate::input::validate(Points::F32(&points), n, d, m, &params).unwrap();
     let out = crate::run(&Backend::cpu(), &problem, &mut |_, _, _| {}).unwrap();
     let record = RunRecord {
         backend: "cpu",
@@ -87,7 +87,7 @@ fn chunks_of_a_tenth_give_the_bits_of_one_piece_and_of_the_anneal_step() {
     let (n, d, m) = (3000, 13, 40);
     let (index, _) = fitted(1000, d, m, 0.5);
     // New points, near boundaries as often as not.
-    let points = crate::synthetic_points(n, d, 3, 1.0, 99);
+    let points = crate::synthetic::synthetic_points(n, d, 3, 1.0, 99);
     let dir = tempfile::tempdir().unwrap();
     let paths = write_shards(dir.path(), "p", &points, d, 3);
     let (whole, tenths) = (dir.path().join("whole.npy"), dir.path().join("tenths.npy"));
@@ -105,7 +105,7 @@ fn chunks_of_a_tenth_give_the_bits_of_one_piece_and_of_the_anneal_step() {
     assert_eq!(fs::read(&whole).unwrap(), fs::read(&tenths).unwrap());
     let written = crate::npy::read_u32_vector(&tenths).unwrap();
     // The anneal's own assignment step over all the points at once.
-    let problem = crate::validate(
+    let problem = crate::input::validate(
         Points::F32(&points),
         n,
         d,
@@ -152,7 +152,7 @@ fn the_training_points_reproduce_the_index_assignments() {
 fn f16_bf16_and_big_endian_shards_are_read_as_the_anneal_reads_them() {
     let (n, d) = (500, 6);
     let (index, _) = fitted(400, d, 10, 0.3);
-    let points = crate::synthetic_points(n, d, 4, 0.8, 5);
+    let points = crate::synthetic::synthetic_points(n, d, 4, 0.8, 5);
     let dir = tempfile::tempdir().unwrap();
     let f16: Vec<u16> = points
         .iter()
@@ -186,14 +186,14 @@ fn bad_inputs_are_refused_and_leave_no_output() {
     let good = write_shards(
         dir.path(),
         "good",
-        &crate::synthetic_points(90, d, 2, 0.3, 1),
+        &crate::synthetic::synthetic_points(90, d, 2, 0.3, 1),
         d,
         1,
     );
     let wide = write_shards(
         dir.path(),
         "wide",
-        &crate::synthetic_points(9, d + 1, 2, 0.3, 1),
+        &crate::synthetic::synthetic_points(9, d + 1, 2, 0.3, 1),
         d + 1,
         1,
     );
@@ -201,7 +201,7 @@ fn bad_inputs_are_refused_and_leave_no_output() {
     fs::write(&empty_file, b"").unwrap();
     let no_rows = dir.path().join("norows.npy");
     fs::write(&no_rows, npy_file("<f4", 0, d, &[])).unwrap();
-    let mut nan = crate::synthetic_points(30, d, 2, 0.3, 1);
+    let mut nan = crate::synthetic::synthetic_points(30, d, 2, 0.3, 1);
     nan[25 * d + 2] = f32::NAN;
     let bad = write_shards(dir.path(), "nan", &nan, d, 1);
     let out = dir.path().join("out.npy");
@@ -248,7 +248,7 @@ fn unsafe_outputs_are_refused_touching_nothing() {
     let inputs = write_shards(
         dir.path(),
         "in",
-        &crate::synthetic_points(50, d, 2, 0.3, 3),
+        &crate::synthetic::synthetic_points(50, d, 2, 0.3, 3),
         d,
         1,
     );
@@ -289,7 +289,7 @@ fn the_output_has_a_new_files_mode() {
     let dir = tempfile::tempdir().unwrap();
     let index_dir = dir.path().join("idx");
     index.write(&index_dir, false).unwrap();
-    let points = crate::synthetic_points(20, d, 2, 0.3, 5);
+    let points = crate::synthetic::synthetic_points(20, d, 2, 0.3, 5);
     let inputs = write_shards(dir.path(), "in", &points, d, 1);
     let out = dir.path().join("codes.npy");
     encode_files(&index, &index_dir, &inputs, &out, false, 8).unwrap();
@@ -307,7 +307,7 @@ fn concurrent_encodes_to_one_file_leave_one_whole_result() {
     let inputs = write_shards(
         dir.path(),
         "in",
-        &crate::synthetic_points(4000, d, 3, 0.5, 4),
+        &crate::synthetic::synthetic_points(4000, d, 3, 0.5, 4),
         d,
         2,
     );
@@ -369,7 +369,7 @@ fn a_pipe_is_streamed_and_its_short_or_long_data_refused() {
     let d = 4;
     let (index, _) = fitted(200, d, 6, 0.3);
     let dir = tempfile::tempdir().unwrap();
-    let points = crate::synthetic_points(100, d, 3, 0.5, 8);
+    let points = crate::synthetic::synthetic_points(100, d, 3, 0.5, 8);
     let file = npy_file("<f4", 100, d, &f32_le(&points));
     let want = assign(&Backend::cpu(), &index, Points::F32(&points)).unwrap();
     let idx = dir.path().join("idx");
@@ -440,7 +440,7 @@ fn an_index_made_by_hand_that_does_not_add_up_is_refused_not_a_panic() {
 #[test]
 fn an_in_memory_index_with_a_nan_or_huge_anchor_is_refused() {
     let (index, points) = fitted(100, 3, 4, 0.3);
-    let bound = crate::coordinate_bound(3);
+    let bound = crate::input::coordinate_bound(3);
     for (value, says) in [
         (f32::NAN, "anchor 2 is NaN at dimension 1".to_string()),
         (f32::INFINITY, "anchor 2 is inf at dimension 1".to_string()),
@@ -464,7 +464,7 @@ fn encode_to(out: &Path) -> Result<Encoded, EncodeError> {
     if !index_dir.exists() {
         index.write(&index_dir, false).unwrap();
     }
-    let points = crate::synthetic_points(20, d, 2, 0.3, 5);
+    let points = crate::synthetic::synthetic_points(20, d, 2, 0.3, 5);
     let inputs = write_shards(dir, "in", &points, d, 1);
     encode_files(&index, &index_dir, &inputs, out, false, 8)
 }
@@ -558,7 +558,7 @@ fn a_replaced_output_keeps_its_mode() {
     let (index, _) = fitted(60, d, 4, 0.3);
     let index_dir = dir.path().join("idx");
     index.write(&index_dir, false).unwrap();
-    let points = crate::synthetic_points(20, d, 2, 0.3, 5);
+    let points = crate::synthetic::synthetic_points(20, d, 2, 0.3, 5);
     let inputs = write_shards(dir.path(), "in", &points, d, 1);
     for mode in [0o600, 0o640, 0o604, 0o755] {
         let out = dir.path().join(format!("codes-{mode:o}.npy"));

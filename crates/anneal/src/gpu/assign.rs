@@ -3,13 +3,13 @@
 //! path to the same kernels: the tensor-core kernel with its exact list
 //! kernel ([`TcAssign`]) where it applies, the SIMT kernel otherwise.
 
-use crate::kernels::{anneal_assign_f16, anneal_assign_f32};
-use crate::types::AnnealControl;
+use crate::bindings::kernels::{anneal_assign_f16, anneal_assign_f32};
+use crate::bindings::types::AnnealControl;
 use gpu_core::{DeviceView, DeviceViewMut, Kernel, Stream};
 
 use super::super::assign_tc::{TcAssign, TcJob};
-use super::super::AnnealError;
 use super::assign_config;
+use crate::error::AnnealError;
 
 /// The points to assign (`n × d`, the ones the [`TcAssign`] was last
 /// prepared on), with the SIMT kernel of their type.

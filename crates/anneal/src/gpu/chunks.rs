@@ -21,19 +21,23 @@
 //! host goes on, and the buffer waits for that copy when it is next
 //! written or dropped.
 
-use crate::kernels::{
+use crate::bindings::kernels::{
     anneal_assign_f16, anneal_assign_f32, anneal_norms_f16, anneal_norms_f32, anneal_widen_bf16,
 };
-use crate::types::AnnealControl;
+use crate::bindings::types::AnnealControl;
 use gpu_core::{
     Backend, BackendKind, DeviceBuffer, Event, Kernel, LaunchConfig, PinnedBuffer, Stream,
 };
 
 use super::super::assign_tc::TcAssign;
-use super::super::{AnnealError, Dtype, Points, BF16_STAGING};
 use super::assign::{enqueue_assign, AssignArgs, AssignPoints};
 use super::norms_config;
 use super::upload::{copy_f16, copy_f32};
+use crate::{
+    error::AnnealError,
+    input::BF16_STAGING,
+    vocab::{Dtype, Points},
+};
 
 /// A chunk buffer: f16 points as they are, f32 and bf16 as f32.
 #[derive(Debug)]

@@ -5,14 +5,18 @@
 //! `Combine`: over this process's GPUs, or over the ranks) and how the
 //! anchors and assignments travel.
 
-use crate::types::AnnealControl;
+use crate::bindings::types::AnnealControl;
 use gpu_core::Backend;
 
 use super::super::maintenance::Plan;
-use super::super::{AnchorStats, AnnealError, Problem, Steps};
 use super::neighbors::Neighbors;
 use super::shard::Shard;
 use super::RUN;
+use crate::{
+    error::AnnealError,
+    input::Problem,
+    vocab::{AnchorStats, Steps},
+};
 
 /// Sums every shard's partial statistics of the first `m` anchors (of
 /// dimension `d`) into every shard's, between the statistics and the
@@ -123,7 +127,7 @@ impl Devices {
         // `max` fits u32 (`check_sizes`), so this holds.
         let m32 = u32::try_from(m).map_err(|_| too_many())?;
         if let Some(anchors) = anchors {
-            super::super::anchor_values(anchors, m, self.d())?;
+            crate::vocab::anchor_values(anchors, m, self.d())?;
         }
         self.m = m32;
         Ok(m32)

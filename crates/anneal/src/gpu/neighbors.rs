@@ -3,14 +3,14 @@
 //! with the anchors as its points and `EXCLUDE_SELF`, on tensor cores when
 //! the points' assignment runs there, on the first shard's device.
 
-use crate::kernels::anneal_assign_f32;
-use crate::types::{AnnealControl, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF};
+use crate::bindings::kernels::anneal_assign_f32;
+use crate::bindings::types::{AnnealControl, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF};
 use gpu_core::{Backend, DeviceBuffer, Kernel, Stream};
 
 use super::super::assign_tc::{TcAssign, TcJob};
-use super::super::AnnealError;
 use super::assign_config;
 use super::shard::AnchorViews;
+use crate::error::AnnealError;
 
 /// The buffers and kernels of the search, allocated once for the run.
 #[derive(Debug)]

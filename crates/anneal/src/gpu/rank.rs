@@ -11,9 +11,13 @@
 
 use gpu_core::{AbortHandle, Backend, BackendKind, DeviceBuffer, RankCollective, NCCL_ID_BYTES};
 
-use super::super::{AnchorStats, AnnealError, Problem, Steps};
 use super::devices::Devices;
 use super::shard::Shard;
+use crate::{
+    error::AnnealError,
+    input::Problem,
+    vocab::{AnchorStats, Steps},
+};
 
 /// Rows per piece of [`GpuRank::gather_assignments`] (4 MiB): rank 0's
 /// device buffer for the other ranks' assignments.

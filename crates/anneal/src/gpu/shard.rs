@@ -5,22 +5,27 @@
 
 use std::ops::Range;
 
-use crate::kernels::{
+use crate::bindings::kernels::{
     anneal_assign_f16, anneal_assign_f32, anneal_combine, anneal_finish, anneal_iota,
     anneal_norms_f16, anneal_norms_f32, anneal_reduce_f16, anneal_reduce_f32, anneal_scan,
     anneal_update,
 };
-use crate::types::{AnnealControl, KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_PIECE as PIECE};
+use crate::bindings::types::{
+    AnnealControl, KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_PIECE as PIECE,
+};
 use gpu_core::{
     Backend, BackendKind, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream,
 };
 
 use super::super::assign_tc::TcAssign;
-use super::super::{AnchorStats, AnnealError, Dtype, Points, Steps};
 use super::assign::{enqueue_assign, AssignArgs, AssignPoints};
 use super::sort::{sort_pairs_u32, sort_scratch_bytes, SortOut};
 use super::upload::{upload_f16, upload_f32};
 use super::{norms_config, RUN};
+use crate::{
+    error::AnnealError,
+    vocab::{AnchorStats, Dtype, Points, Steps},
+};
 
 mod moves;
 

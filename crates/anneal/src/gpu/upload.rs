@@ -8,14 +8,14 @@
 //! others, at the pinned rate. The driver's own copy from pageable memory is
 //! one thread's memcpy into its staging, a fraction of that rate.
 
-use crate::kernels::anneal_widen_bf16;
+use crate::bindings::kernels::anneal_widen_bf16;
 use gpu_core::{
     Backend, BackendKind, DeviceBuffer, DeviceViewMut, GpuRepr, Kernel, LaunchConfig, PinnedBuffer,
     Stream,
 };
 use rayon::prelude::*;
 
-use super::super::{AnnealError, Points, BF16_STAGING};
+use crate::{error::AnnealError, input::BF16_STAGING, vocab::Points};
 
 /// The f16 `pieces` (`len` values in all) in one buffer, as they are.
 pub(super) fn upload_f16(

@@ -6,7 +6,7 @@ use super::{
     energy, input_hash, Index, IndexError, IndexMeta, InputFile, InputRecord, MaintenanceRecord,
     HASH_ALGORITHM, SCHEMA, VERSION,
 };
-use crate::{Output, Problem};
+use crate::{input::Problem, vocab::Output};
 
 /// Where a run ran, as its index records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +33,7 @@ impl Index {
         files: Vec<InputFile>,
     ) -> Result<Self, IndexError> {
         let (points, n, d) = (problem.points(), problem.n(), problem.d());
-        let anchors = crate::anchor_values(&out.anchors, out.m, d)
+        let anchors = crate::vocab::anchor_values(&out.anchors, out.m, d)
             .map_err(|e| IndexError::Invalid {
                 message: e.to_string(),
             })?

@@ -25,7 +25,7 @@ pub(super) fn meta(meta: &IndexMeta) -> Result<(), String> {
     // The run's own checks of the sizes and parameters (n and d above 0
     // and within u32, every parameter finite and in range); one anchor
     // stands for m, which is checked below.
-    crate::check_sizes(nz, dz, 1, &meta.params).map_err(|e| e.to_string())?;
+    crate::input::check_sizes(nz, dz, 1, &meta.params).map_err(|e| e.to_string())?;
     if m == 0 {
         return fail("m = 0: an index has at least one anchor".into());
     }
@@ -176,6 +176,6 @@ pub(super) fn arrays(meta: &IndexMeta, assignments: &[u32]) -> Result<(), String
 
 /// The anchors (`m × d` values): every value finite and within
 /// [`crate::coordinate_bound`], as the run's points are.
-pub(super) fn anchors(anchors: &[f32], meta: &IndexMeta) -> Result<(), crate::AnnealError> {
-    crate::check_anchors(anchors, meta.m as usize, meta.d as usize)
+pub(super) fn anchors(anchors: &[f32], meta: &IndexMeta) -> Result<(), crate::error::AnnealError> {
+    crate::input::check_anchors(anchors, meta.m as usize, meta.d as usize)
 }

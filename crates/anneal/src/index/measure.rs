@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::{Index, IndexError};
-use crate::Points;
+use crate::vocab::Points;
 
 /// Rows per block of the error passes: fixed, so the sum's order (and so
 /// its value) does not depend on the thread count.

@@ -4,7 +4,7 @@
 //! measures against hand-computed values.
 
 use super::*;
-use crate::Params;
+use crate::vocab::Params;
 
 fn meta(n: u64, d: u64, m: u64) -> IndexMeta {
     IndexMeta {
@@ -332,7 +332,7 @@ fn energy_and_reconstruction_match_hand_computed_values() {
 #[test]
 fn the_energy_sum_does_not_depend_on_the_thread_count() {
     let (n, d, m) = (3 * measure::BLOCK + 17, 3, 5);
-    let points = crate::synthetic_points(n, d, m, 0.5, 9);
+    let points = crate::synthetic::synthetic_points(n, d, m, 0.5, 9);
     let anchors = &points[..m * d];
     let assignments: Vec<u32> = (0..n as u32).map(|i| i % m as u32).collect();
     let on = |threads| {
@@ -382,7 +382,7 @@ fn check_input_refuses_other_points_in_one_line() {
 
 #[test]
 fn huge_finite_anchors_are_refused_by_read_and_write_with_the_bound() {
-    let bound = crate::coordinate_bound(2);
+    let bound = crate::input::coordinate_bound(2);
     let index = small_index();
     // 3e38 is finite, but its squared distances overflow f32: points would
     // land on it.

@@ -8,7 +8,7 @@ use std::io::BufReader;
 use memmap2::Mmap;
 
 use super::{Dtype, NpyData, NpyError, NpyInput};
-use crate::Points;
+use crate::vocab::Points;
 
 /// One `.npy` input's `(n, d)` matrix, mapped or read.
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use super::{map, Dtype, NpyData, NpyError, NpyInput, NpyShard};
-use crate::Points;
+use crate::vocab::Points;
 
 /// Why shards were not opened, or their data not read. Each message starts
 /// with the file it is about.

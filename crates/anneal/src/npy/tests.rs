@@ -393,7 +393,7 @@ fn shard_of(bytes: &[u8]) -> (tempfile::TempDir, NpyShard) {
 
 #[test]
 fn regular_files_are_mapped_and_others_read() {
-    use crate::Points;
+    use crate::vocab::Points;
     let values = [1.0f32, -2.5, 3.0, 0.5, 65504.0, -0.0];
     let (_dir, shard) = shard_of(&npy_bytes(1, &dict("<f4", "(2, 3)"), &f32_bytes(&values)));
     assert!(shard.is_mapped());

@@ -6,13 +6,13 @@
 //! anchors through the host. Both give the host's bits:
 //! [`crate::maintenance::Plan::apply`] and [`crate::initial_anchors`].
 
-use crate::kernels::{anneal_apply_rows, anneal_gather_f16, anneal_gather_f32};
-use crate::types::AnnealRowOp;
+use crate::bindings::kernels::{anneal_apply_rows, anneal_gather_f16, anneal_gather_f32};
+use crate::bindings::types::AnnealRowOp;
 use gpu_core::{Backend, DeviceBuffer, Kernel};
 
-use super::super::super::maintenance::Plan;
-use super::super::super::AnnealError;
 use super::{per_anchor, Shard, ShardPoints};
+use crate::error::AnnealError;
+use crate::maintenance::Plan;
 
 /// The kernels and buffers of the moves, allocated with the shard.
 #[derive(Debug)]
