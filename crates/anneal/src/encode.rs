@@ -19,6 +19,7 @@
 
 use std::io::{self, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -462,6 +463,10 @@ fn stream_chunks(
 /// miss) does not leave the device idle.
 const STAGES: usize = 4;
 
+/// The first page-locked buffer's size: [`STAGES`]` - 1` whole-chunk
+/// buffers are page-locked while it is read into.
+const FIRST_STAGE_BYTES: usize = 8 << 20;
+
 /// A chunk read and checked in a staged buffer, or why not.
 type Read = Result<(Staged, ChunkRows), EncodeError>;
 
@@ -479,28 +484,38 @@ fn stream_staged(
 ) -> Result<Stages, EncodeError> {
     let (free, take_free) = mpsc::channel::<Staged>();
     let alloc = gpu.staged_alloc();
-    // `take_free` is alive: the send cannot fail.
-    let _ = free.send(alloc.alloc()?);
+    // A small first buffer: page-locked in a few milliseconds, so that the
+    // first read starts at once. `take_free` is alive: the send cannot fail.
+    let _ = free.send(alloc.alloc_first(FIRST_STAGE_BYTES, chunks.d())?);
     let setup = started.elapsed();
+    // Whole-chunk buffers page-locked so far.
+    let (pinned, whole) = (&AtomicUsize::new(0), alloc.chunk_values());
     std::thread::scope(|scope| {
-        // The other buffers are page-locked while the first chunks are
-        // read; one that cannot be leaves the encode with fewer (slower,
-        // not wrong: the reader waits for a buffer's copy to refill it).
-        let more = free.clone();
-        scope.spawn(move || {
-            for _ in 1..STAGES {
-                let Ok(staged) = alloc.alloc() else { break };
-                if more.send(staged).is_err() {
-                    break;
+        // The whole-chunk buffers are page-locked while the first chunks
+        // are read, each on a thread of its own (page-locking runs at about
+        // 2 GB/s a thread); one that cannot be leaves the encode with fewer
+        // (slower, not wrong: the reader waits for a buffer's copy to
+        // refill it).
+        for _ in 1..STAGES {
+            let (more, alloc) = (free.clone(), alloc.clone());
+            scope.spawn(move || {
+                if let Ok(staged) = alloc.alloc() {
+                    pinned.fetch_add(1, Ordering::Relaxed);
+                    let _ = more.send(staged);
                 }
-            }
-        });
+            });
+        }
         let (ready, take_ready) = mpsc::sync_channel::<Read>(STAGES);
         let reader = scope.spawn(move || {
             let mut stages = Stages::default();
             // Ends at the last chunk, at an error, or when the loop below
             // dropped its ends of the channels (after an error of its own).
             while let Ok(mut staged) = take_free.recv() {
+                // The small first buffer retires once two whole ones are
+                // there: its chunks cost a launch each for less work.
+                if staged.len() < whole && pinned.load(Ordering::Relaxed) >= 2 {
+                    continue;
+                }
                 let Some(read) = read_staged(&mut chunks, &mut staged, index, &mut stages) else {
                     break;
                 };

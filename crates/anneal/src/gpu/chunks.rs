@@ -95,6 +95,14 @@ impl Staged {
         })
     }
 
+    /// Values it holds.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Staged::F32(b) => b.len(),
+            Staged::Half(b, _) => b.len(),
+        }
+    }
+
     /// The first `values` values, as points.
     pub(crate) fn points(&self, values: usize) -> Result<Points<'_>, AnnealError> {
         let part = |len: usize| {
@@ -111,9 +119,9 @@ impl Staged {
 }
 
 /// Allocates [`Staged`] buffers for one [`ChunkAssigner`]: a chunk of its
-/// capacity and type each. Page-locking memory is slow (about 2 GB/s), so
-/// the encode allocates all but the first on a thread of their own while
-/// the first chunks are read.
+/// capacity and type each, or a smaller first one. Page-locking memory is
+/// slow (about 2 GB/s), so the encode starts reading into a small buffer
+/// while the whole-chunk ones are page-locked on threads of their own.
 #[derive(Debug, Clone)]
 pub(crate) struct StagedAlloc {
     stream: Stream,
@@ -122,11 +130,29 @@ pub(crate) struct StagedAlloc {
 }
 
 impl StagedAlloc {
-    /// One buffer.
+    /// Values of a whole chunk.
+    pub(crate) fn chunk_values(&self) -> usize {
+        self.values
+    }
+
+    /// One buffer of a whole chunk.
     pub(crate) fn alloc(&self) -> Result<Staged, AnnealError> {
+        self.alloc_values(self.values)
+    }
+
+    /// One buffer of at most `bytes` (a whole chunk when that is less),
+    /// holding whole rows of `d` values, at least one: the first buffer,
+    /// small so that the first read starts at once.
+    pub(crate) fn alloc_first(&self, bytes: usize, d: usize) -> Result<Staged, AnnealError> {
+        let d = d.max(1);
+        let rows = bytes / (d * self.dtype.size() as usize);
+        self.alloc_values((rows.max(1) * d).min(self.values))
+    }
+
+    fn alloc_values(&self, values: usize) -> Result<Staged, AnnealError> {
         Ok(match self.dtype {
-            Dtype::F32 => Staged::F32(self.stream.alloc_pinned(self.values)?),
-            dtype => Staged::Half(self.stream.alloc_pinned(self.values)?, dtype),
+            Dtype::F32 => Staged::F32(self.stream.alloc_pinned(values)?),
+            dtype => Staged::Half(self.stream.alloc_pinned(values)?, dtype),
         })
     }
 }

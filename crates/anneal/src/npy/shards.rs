@@ -60,10 +60,10 @@ pub enum ShardsError {
         /// The first file's element type.
         first_dtype: Dtype,
     },
-    /// A buffer given to [`Chunks::read_into`] is smaller than a chunk.
-    #[error("a buffer of {given} bytes cannot hold a chunk of {needed} bytes")]
+    /// A buffer given to [`Chunks::read_into`] cannot hold one row.
+    #[error("a buffer of {given} bytes cannot hold a row of {needed} bytes")]
     Buffer {
-        /// Bytes of the chunk.
+        /// Bytes of a row.
         needed: usize,
         /// Bytes of the buffer.
         given: usize,
@@ -275,8 +275,10 @@ impl Chunks {
     /// bf16 bits for the others): the caller's buffer, page-locked memory for
     /// a copy to the device, say. A regular file's rows are read by several
     /// threads at once, each from its own offset; a pipe's in order. `None`
-    /// after the last chunk (and after an error); `out` must hold
-    /// [`Chunks::chunk_bytes`].
+    /// after the last chunk (and after an error). A whole chunk when `out`
+    /// holds [`Chunks::chunk_bytes`], else as many of its rows as `out`
+    /// holds (the next read goes on from there); an error when `out` cannot
+    /// hold one row.
     pub fn read_into(&mut self, out: &mut [u8]) -> Option<Result<ChunkRows, ShardsError>> {
         self.read_checked(out, &|_| false)
             .map(|read| read.map(|(rows, _)| rows))
@@ -324,13 +326,16 @@ impl Chunks {
         out: &mut [u8],
         clean: &(dyn Fn(&[u8]) -> bool + Sync),
     ) -> Result<(ChunkRows, bool), ShardsError> {
-        let rows = self.rows.min(self.total - self.next);
         let size = self.dtype.size() as usize;
         let row_bytes = self.d * size;
-        let needed = rows * row_bytes;
-        if out.len() < needed {
+        // The chunk's rows, as many as `out` holds: at least one.
+        let rows = self
+            .rows
+            .min(self.total - self.next)
+            .min(out.len() / row_bytes.max(1));
+        if rows == 0 {
             return Err(ShardsError::Buffer {
-                needed,
+                needed: row_bytes,
                 given: out.len(),
             });
         }

@@ -527,14 +527,29 @@ fn read_checked_gives_every_piece_to_the_check_and_a_pipe_none() {
         .unwrap()
         .unwrap();
     assert!(!clean);
-    // A buffer too small for the chunk is an error, not a partial read.
+    // A buffer smaller than the chunk takes the rows it holds, and the next
+    // read goes on from there; one that cannot hold a row is an error.
     let mut chunks = Shards::open(&[&le]).unwrap().into_chunks(n);
-    let mut small = vec![0u8; 7];
+    let row = d * 4;
+    let mut part = vec![0u8; 1000 * row + row / 2];
+    let (rows, _) = chunks.read_checked(&mut part, &|_| true).unwrap().unwrap();
+    assert_eq!((rows.start, rows.rows), (0, 1000));
+    assert_eq!(&part[..1000 * row], f32_bytes(&values[..1000 * d]));
+    let mut rest = vec![0u8; chunks.chunk_bytes()];
+    let (rows, _) = chunks.read_checked(&mut rest, &|_| true).unwrap().unwrap();
+    assert_eq!((rows.start, rows.rows), (1000, n - 1000));
+    assert_eq!(&rest[..(n - 1000) * row], f32_bytes(&values[1000 * d..]));
+    assert!(chunks.read_checked(&mut rest, &|_| true).is_none());
+    let mut chunks = Shards::open(&[&le]).unwrap().into_chunks(n);
+    let mut small = vec![0u8; row - 1];
     let err = chunks
         .read_checked(&mut small, &|_| true)
         .unwrap()
         .unwrap_err();
-    assert!(matches!(err, ShardsError::Buffer { .. }), "{err}");
+    assert!(
+        matches!(err, ShardsError::Buffer { needed, given } if needed == row && given == row - 1),
+        "{err}"
+    );
 }
 
 /// A FIFO's chunk is read in order and never called clean: the check saw
