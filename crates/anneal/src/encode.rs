@@ -52,10 +52,11 @@ pub const DEFAULT_HOST_BYTES: u64 = 2 << 30;
 
 /// Bytes of input in the default chunk of a CUDA encode: large enough that
 /// a chunk's fixed costs (launches, the read-back's wait) are small beside
-/// its copy, small enough that page-locking the first buffer and reading
-/// the first chunk, which nothing overlaps, are a small part of the whole
-/// (measured on an H200: 32 to 128 MiB, `BENCHMARKS.md`).
-pub const STAGED_CHUNK_BYTES: u64 = 64 << 20;
+/// its copy, small enough that page-locking the whole-chunk buffers, which
+/// the first chunks wait for, is a small part of the whole (measured on an
+/// H200 with the 8 MiB first buffer: 32 MiB 0.36-0.43 s, 64 MiB 0.39-0.48 s,
+/// 128 MiB 0.54-0.62 s, 256 MiB 0.84-0.93 s for 12.3 GB, `BENCHMARKS.md`).
+pub const STAGED_CHUNK_BYTES: u64 = 32 << 20;
 
 /// Why an encode was refused or failed. One line each.
 #[derive(Debug, thiserror::Error)]

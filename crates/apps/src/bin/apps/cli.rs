@@ -242,7 +242,7 @@ pub(crate) struct EncodeArgs {
     /// Replace FILE if it exists
     #[arg(long)]
     pub(crate) force: bool,
-    /// Points per chunk (1 to 2^32 - 1) [default: 64 MiB of input on CUDA,
+    /// Points per chunk (1 to 2^32 - 1) [default: 32 MiB of input on CUDA,
     /// within 2 GiB of host memory and the GPU's free memory]
     #[arg(long, value_name = "N", value_parser = count::<1, { u32::MAX as u64 }>, allow_negative_numbers = true)]
     pub(crate) chunk: Option<u64>,
