@@ -292,6 +292,13 @@ pub enum AnnealError {
         /// The values it takes.
         expected: &'static str,
     },
+    /// One rank of several was given a target it cannot run on (several
+    /// GPUs, or wgpu).
+    #[error("a rank runs on the CPU or on one CUDA GPU, not {target}; start one process per GPU")]
+    RankTarget {
+        /// What it was given.
+        target: String,
+    },
     /// A GPU engine was given a backend other than CUDA.
     #[error("the GPU engine needs CUDA backends; pass backends from gpu_core::Backend::cuda")]
     NeedsCuda,

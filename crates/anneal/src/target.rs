@@ -1,7 +1,10 @@
 //! The one place a chosen backend becomes an engine: a [`Target`] (the CPU,
 //! CUDA GPUs, or a wgpu device) builds the [`Engine`] that runs a
 //! [`Problem`] on it. [`crate::run`], [`crate::run_sharded`], the encode's
-//! CPU path and kiln's CLI and benchmarks all build their engines here.
+//! CPU path and kiln's CLI and benchmarks all build their engines here; a
+//! rank of several processes is given its `Target` too
+//! ([`crate::distributed::Meeting::join`]), which builds the rank's engine
+//! over the same engines.
 
 use gpu_core::{Backend, BackendKind};
 
@@ -36,6 +39,16 @@ impl<'a> Target<'a> {
         match self {
             Target::Gpus(backends) => backends,
             _ => &[],
+        }
+    }
+
+    /// What the target is, in a few words, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Target::Cpu => "the CPU".into(),
+            Target::Gpus(backends) => format!("{} CUDA GPUs", backends.len()),
+            #[cfg(feature = "wgpu")]
+            Target::Wgpu(_) => "a wgpu device".into(),
         }
     }
 

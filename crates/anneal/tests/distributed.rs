@@ -12,7 +12,7 @@ use kiln_anneal::distributed::{
     self, gather_assignments, rendezvous, rows_of, Communicator, DistError, JobSecret, RankEngine,
     RankEnv, SecretSource, TcpComm, Watchdog, NCCL_ID_BYTES,
 };
-use kiln_anneal::{cpu::CpuEngine, Params, Points};
+use kiln_anneal::{cpu::CpuEngine, Params, Points, Target};
 
 mod rank_support;
 
@@ -543,7 +543,7 @@ fn rank_sessions_match_one_process_and_refuse_another_problem() {
                 let rows = rows_of(rank, world, n).unwrap();
                 let mine = Points::F32(&points[rows.start * d..rows.end * d]);
                 let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
-                let mut session = meeting.join(None, &problem).unwrap();
+                let mut session = meeting.join(Target::Cpu, &problem).unwrap();
                 assert!(!session.is_gpu());
                 assert_eq!(session.rank(), (rank, world));
                 let times = session.times();
@@ -571,13 +571,28 @@ fn rank_sessions_match_one_process_and_refuse_another_problem() {
     let port = free_port();
     let other = thread::spawn(move || {
         let meeting = distributed::meet(&env(1, 2, port, 30), "q", false, |_| {}).unwrap();
-        meeting.join(None, &whole_problem()).map(|_| ())
+        meeting.join(Target::Cpu, &whole_problem()).map(|_| ())
     });
     let meeting = distributed::meet(&env(0, 2, port, 30), "p", false, |_| {}).unwrap();
-    let root = meeting.join(None, &whole_problem()).map(|_| ());
+    let root = meeting.join(Target::Cpu, &whole_problem()).map(|_| ());
     let message = root.unwrap_err().to_string();
     assert!(message.contains("rank 1 runs another problem"), "{message}");
     assert!(other.join().unwrap().is_err());
+}
+
+/// A rank runs on the CPU or one GPU: several GPUs (or none) are refused
+/// in one line that says to start one process per GPU.
+#[test]
+fn a_rank_given_several_gpus_or_none_is_refused() {
+    let meeting = distributed::meet(&env(0, 1, free_port(), 5), "p", false, |_| {}).unwrap();
+    let err = meeting
+        .join(Target::Gpus(&[]), &whole_problem())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "a rank runs on the CPU or on one CUDA GPU, not 0 CUDA GPUs; start one process per GPU"
+    );
 }
 
 /// A problem over every row of [`problem_points`], leaked for a test's
@@ -620,7 +635,7 @@ fn two_gpu_ranks_match_one_gpu() {
                 let rows = rows_of(rank, 2, n).unwrap();
                 let mine = Points::F32(&points[rows.start * d..rows.end * d]);
                 let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
-                let mut session = meeting.join(Some(&backend), &problem).unwrap();
+                let mut session = meeting.join(Target::of(&backend), &problem).unwrap();
                 assert!(session.is_gpu());
                 let times = session.times();
                 assert!(times.upload > 0.0 && times.nccl_init > 0.0, "{times:?}");

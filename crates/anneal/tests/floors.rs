@@ -20,10 +20,11 @@ const FLOORS: &[&[&str]] = &[
     &["engine", "index", "assign_tc"],
     // The driver and the engines, the run's input plan.
     &["driver", "cpu", "gpu", "wgpu", "plan"],
-    // Choosing an engine; ranks of several processes.
-    &["target", "distributed"],
-    // Assigning new points to an index.
-    &["encode"],
+    // Choosing an engine.
+    &["target"],
+    // Ranks of several processes (given a target); assigning new points
+    // to an index.
+    &["distributed", "encode"],
 ];
 
 fn floor_of(module: &str) -> Option<usize> {

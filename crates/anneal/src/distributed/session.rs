@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use gpu_core::{AbortHandle, Backend, BackendKind};
+use gpu_core::{AbortHandle, BackendKind};
 
 use super::DistError;
 use super::{
@@ -26,6 +26,7 @@ use crate::{
     driver::{Phases, Progress},
     error::AnnealError,
     input::Problem,
+    target::Target,
     vocab::Output,
 };
 
@@ -99,9 +100,10 @@ pub fn meet(
 }
 
 impl Meeting {
-    /// Finishes the setup: uploads `problem` (this rank's rows) to `gpu`'s
-    /// device when given (a CUDA backend), while the rendezvous still
-    /// waits; then the TCP collectives over the rendezvous's connections,
+    /// Finishes the setup on `target` (the CPU, or one CUDA GPU: the
+    /// [`Target`] that names what every engine runs on): uploads `problem`
+    /// (this rank's rows) to the GPU while the rendezvous still waits;
+    /// then the TCP collectives over the rendezvous's connections,
     /// on a GPU the watchdog and NCCL's join (which waits for every rank),
     /// and a barrier, so that every rank's run starts together.
     ///
@@ -111,18 +113,23 @@ impl Meeting {
     /// NCCL and the run fails with [`DistError::PeerGone`].
     pub fn join(
         self,
-        gpu: Option<&Backend>,
+        target: Target<'_>,
         problem: &Problem<'_>,
     ) -> Result<RankSession, AnnealError> {
         let mut times = SessionTimes::default();
-        let uploaded = match gpu {
-            Some(backend) if backend.kind() == BackendKind::Cuda => {
+        let uploaded = match target {
+            Target::Cpu => None,
+            Target::Gpus([backend]) if backend.kind() == BackendKind::Cuda => {
                 let uploaded = GpuRankEngine::upload(backend, problem)?;
                 times.upload = uploaded.seconds();
                 Some((backend, uploaded))
             }
-            Some(_) => return Err(AnnealError::NeedsCuda),
-            None => None,
+            Target::Gpus([_]) => return Err(AnnealError::NeedsCuda),
+            other => {
+                return Err(AnnealError::RankTarget {
+                    target: other.describe(),
+                })
+            }
         };
         let (met, seconds) = self
             .thread
@@ -213,7 +220,7 @@ enum Ranked {
 /// let meeting = distributed::meet(&env, "my run", false, |refused| eprintln!("{refused}"))?;
 /// let mine = Points::F32(&points[rows.start * d..rows.end * d]);
 /// let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &Params::default())?;
-/// let mut session = meeting.join(None, &problem)?;
+/// let mut session = meeting.join(kiln_anneal::Target::Cpu, &problem)?;
 /// let (out, _phases) = session.run(&problem, &mut |it, energy, _| {
 ///     if env.rank == 0 {
 ///         println!("iteration {it}: energy {energy}");

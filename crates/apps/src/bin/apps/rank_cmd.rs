@@ -18,6 +18,7 @@ use anyhow::{Context, Result};
 use gpu_core::{Backend, BackendKind};
 use kiln_anneal::distributed::{self, RankEnv};
 use kiln_anneal::index::RunRecord;
+use kiln_anneal::Target;
 
 use crate::anneal_run::{self, AnnealRun};
 use crate::cli::AnnealArgs;
@@ -124,7 +125,11 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
     let (problem, seconds) = timed(|| input.rank_problem(&parts, rows.clone(), &mut keep));
     setup.rows = seconds;
     let problem = problem.with_context(|| what.clone())?;
-    let mut session = meeting.join(gpu.as_ref(), &problem)?;
+    let target = match &gpu {
+        Some(backend) => Target::of(backend),
+        None => Target::Cpu,
+    };
+    let mut session = meeting.join(target, &problem)?;
     setup.session = session.times();
     let setup_seconds = launched.elapsed().as_secs_f64();
     out!("rank {rank}: setup {}", setup.describe(setup_seconds));
