@@ -4,7 +4,7 @@
 //! again just before the table.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -48,68 +48,80 @@ impl Tail {
     }
 }
 
-/// Copies `from` line by line to `to` (flushed per line, so the output
-/// stays live) and into `tail`. Bytes that are not UTF-8 are kept lossily.
-pub(crate) fn pass_through(from: impl Read, mut to: impl Write, tail: &Mutex<Tail>) {
-    let mut reader = BufReader::new(from);
-    let mut buf = Vec::new();
+/// The longest line kept, in bytes: the rest of a longer one is dropped
+/// from the tail (not from the output).
+const LINE_BYTES: usize = 1000;
+
+/// Copies `from` to `to` as it comes (flushed per read, so the output stays
+/// live, whatever its lines' length) and keeps its lines in `tail`, each cut
+/// to [`LINE_BYTES`]. Bytes that are not UTF-8 are kept lossily.
+pub(crate) fn pass_through(mut from: impl Read, mut to: impl Write, tail: &Mutex<Tail>) {
+    let mut buf = [0u8; 8192];
+    let mut line = Vec::new();
+    let keep = |line: &mut Vec<u8>| {
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim_end_matches(['\n', '\r']).to_string();
+        if let Ok(mut tail) = tail.lock() {
+            tail.push(text);
+        }
+        line.clear();
+    };
     loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                // A closed terminal must not stop the cell: its output is
-                // still kept.
-                let _ = to.write_all(&buf).and_then(|()| to.flush());
-                let line = String::from_utf8_lossy(&buf);
-                let line = line.trim_end_matches(['\n', '\r']).to_string();
-                if let Ok(mut tail) = tail.lock() {
-                    tail.push(line);
-                }
+        let read = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(read) => read,
+        };
+        // A closed terminal must not stop the cell: its output is still
+        // kept.
+        let _ = to.write_all(&buf[..read]).and_then(|()| to.flush());
+        for &byte in &buf[..read] {
+            if byte == b'\n' {
+                keep(&mut line);
+            } else if line.len() < LINE_BYTES {
+                line.push(byte);
             }
         }
+    }
+    if !line.is_empty() {
+        keep(&mut line);
     }
 }
 
 /// Runs `command` in `root` with `env`, its stdout and stderr passed through
-/// to ours; returns its exit status and its last [`KEPT_LINES`] lines
-/// (stdout and stderr together, in the order they were read).
+/// to our stdout in the order it wrote them (one pipe for both); returns
+/// its exit status and its last [`KEPT_LINES`] lines.
 pub(crate) fn run(
     command: &[String],
     root: &Path,
     env: &std::collections::BTreeMap<String, String>,
 ) -> std::io::Result<(ExitStatus, Vec<String>)> {
-    let mut child = Command::new(&command[0])
-        .args(&command[1..])
-        .current_dir(root)
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
+    let (reader, writer) = std::io::pipe()?;
+    let mut child = {
+        // Dropped once the child has its ends: the reader then sees the
+        // pipe's end when the child (and what it left running) closes them.
+        let mut cmd = Command::new(&command[0]);
+        cmd.args(&command[1..])
+            .current_dir(root)
+            .envs(env)
+            .stdin(Stdio::null())
+            .stdout(writer.try_clone()?)
+            .stderr(writer);
+        cmd.spawn()?
+    };
     let tail = Arc::new(Mutex::new(Tail::new(KEPT_LINES)));
     let (done, finished) = mpsc::channel();
-    let stdout = child.stdout.take().map(|out| {
-        let (tail, done) = (Arc::clone(&tail), done.clone());
+    let passer = {
+        let tail = Arc::clone(&tail);
         std::thread::spawn(move || {
-            pass_through(out, std::io::stdout(), &tail);
+            pass_through(reader, std::io::stdout(), &tail);
             let _ = done.send(());
         })
-    });
-    let stderr = child.stderr.take().map(|err| {
-        let (tail, done) = (Arc::clone(&tail), done.clone());
-        std::thread::spawn(move || {
-            pass_through(err, std::io::stderr(), &tail);
-            let _ = done.send(());
-        })
-    });
-    drop(done);
+    };
     let status = child.wait()?;
-    let readers = usize::from(stdout.is_some()) + usize::from(stderr.is_some());
-    for _ in 0..readers {
-        if finished.recv_timeout(DRAIN).is_err() {
-            break;
-        }
+    // A process the command left holding the pipe may keep it open: the
+    // passer is waited for a while, then left to it.
+    if finished.recv_timeout(DRAIN).is_ok() {
+        let _ = passer.join();
     }
     let lines = tail.lock().map(|t| t.lines()).unwrap_or_default();
     Ok((status, lines))
@@ -143,6 +155,16 @@ mod tests {
     }
 
     #[test]
+    fn a_line_without_end_is_passed_on_whole_and_kept_cut() {
+        let input = vec![b'x'; 100_000];
+        let tail = Mutex::new(Tail::new(4));
+        let mut copy = Vec::new();
+        pass_through(input.as_slice(), &mut copy, &tail);
+        assert_eq!(copy, input);
+        assert_eq!(tail.lock().unwrap().lines(), ["x".repeat(LINE_BYTES)]);
+    }
+
+    #[test]
     fn a_failing_command_returns_its_status_and_last_lines() {
         let command = [
             "sh".to_string(),
@@ -153,8 +175,8 @@ mod tests {
         let (status, lines) = run(&command, Path::new("."), &Default::default()).unwrap();
         assert_eq!(status.code(), Some(3));
         assert_eq!(lines.len(), KEPT_LINES);
-        // stdout and stderr are two pipes: their lines interleave as read.
-        assert!(lines.contains(&"why".to_string()), "{lines:?}");
+        // stdout and stderr share one pipe: in the order written.
+        assert_eq!(lines.last().map(String::as_str), Some("why"));
         assert!(lines.contains(&"out 49".to_string()), "{lines:?}");
         assert!(!lines.contains(&"out 0".to_string()), "{lines:?}");
     }
