@@ -9,14 +9,14 @@ use std::thread;
 use std::time::Duration;
 
 use kiln_anneal::distributed::{
-    self, gather_assignments, rendezvous, rows_of, Communicator, DistError, JobSecret, RankEngine,
+    gather_assignments, rendezvous, rows_of, Communicator, DistError, JobSecret, RankEngine,
     RankEnv, SecretSource, TcpComm, Watchdog, NCCL_ID_BYTES,
 };
-use kiln_anneal::{cpu::CpuEngine, Params, Points, Target};
+use kiln_anneal::{cpu::CpuEngine, Points};
 
 mod rank_support;
 
-use rank_support::{env, free_port};
+use rank_support::{env, free_port, problem_points};
 
 fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
     let map: HashMap<String, String> = vars
@@ -469,24 +469,6 @@ fn the_watchdog_aborts_when_a_peer_goes_and_not_after_the_run() {
     assert_eq!(aborts.load(Ordering::SeqCst), 1, "one abort, rank 0's");
 }
 
-/// A shape with maintenance passes (merges and splits) in its 12 iterations.
-fn problem_points() -> (Vec<f32>, usize, usize, usize, Params) {
-    let (n, d, m) = (3000, 16, 24);
-    let params = Params {
-        max_iters: 12,
-        tol: 0.0,
-        seed: 5,
-        ..Params::default()
-    };
-    (
-        kiln_anneal::synthetic_points(n, d, 12, 0.25, 5),
-        n,
-        d,
-        m,
-        params,
-    )
-}
-
 #[test]
 fn ranks_together_match_one_process() {
     let (points, n, d, m, params) = problem_points();
@@ -520,139 +502,4 @@ fn ranks_together_match_one_process() {
         );
         assert!(outs[1..].iter().all(|o| o.assignments.is_empty()));
     }
-}
-
-/// The library's rank session (rendezvous on a thread while the rows are
-/// checked, barrier, run) on CPU ranks: the same run as one process, each
-/// rank's setup times filled in, and a rank with another problem refused
-/// through `join`, naming it.
-#[test]
-fn rank_sessions_match_one_process_and_refuse_another_problem() {
-    let (points, n, d, m, params) = problem_points();
-    let whole = kiln_anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
-    let one =
-        kiln_anneal::run_with(&mut CpuEngine::new(&whole), &whole, &mut |_, _, _| {}).unwrap();
-    let world = 3;
-    let port = free_port();
-    let ranks: Vec<_> = (0..world)
-        .map(|rank| {
-            thread::spawn(move || {
-                let env = env(rank, world, port, 30);
-                let meeting = distributed::meet(&env, "p", false, |r| panic!("{r}")).unwrap();
-                let (points, n, d, m, params) = problem_points();
-                let rows = rows_of(rank, world, n).unwrap();
-                let mine = Points::F32(&points[rows.start * d..rows.end * d]);
-                let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
-                let mut session = meeting.join(Target::Cpu, &problem).unwrap();
-                assert!(!session.is_gpu());
-                assert_eq!(session.rank(), (rank, world));
-                let times = session.times();
-                assert_eq!(
-                    (times.upload, times.nccl_init, times.warmup),
-                    (0.0, 0.0, 0.0)
-                );
-                assert!(times.rendezvous > 0.0 && times.engine > 0.0, "{times:?}");
-                let (out, _) = session.run(&problem, &mut |_, _, _| {}).unwrap();
-                out
-            })
-        })
-        .collect();
-    let outs: Vec<_> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
-    for (rank, out) in outs.iter().enumerate() {
-        assert_eq!(out.iterations, one.iterations, "rank {rank}");
-        assert_eq!(out.maintenance, one.maintenance, "rank {rank}");
-        assert_eq!(out.anchors, one.anchors, "rank {rank}");
-    }
-    assert_eq!(outs[0].assignments, one.assignments);
-    assert!(outs[1..].iter().all(|o| o.assignments.is_empty()));
-
-    // Rank 1 brings another problem: every rank's join fails, rank 0's
-    // naming rank 1.
-    let port = free_port();
-    let other = thread::spawn(move || {
-        let meeting = distributed::meet(&env(1, 2, port, 30), "q", false, |_| {}).unwrap();
-        meeting.join(Target::Cpu, &whole_problem()).map(|_| ())
-    });
-    let meeting = distributed::meet(&env(0, 2, port, 30), "p", false, |_| {}).unwrap();
-    let root = meeting.join(Target::Cpu, &whole_problem()).map(|_| ());
-    let message = root.unwrap_err().to_string();
-    assert!(message.contains("rank 1 runs another problem"), "{message}");
-    assert!(other.join().unwrap().is_err());
-}
-
-/// A rank runs on the CPU or one GPU: several GPUs (or none) are refused
-/// in one line that says to start one process per GPU.
-#[test]
-fn a_rank_given_several_gpus_or_none_is_refused() {
-    let meeting = distributed::meet(&env(0, 1, free_port(), 5), "p", false, |_| {}).unwrap();
-    let err = meeting
-        .join(Target::Gpus(&[]), &whole_problem())
-        .unwrap_err()
-        .to_string();
-    assert_eq!(
-        err,
-        "a rank runs on the CPU or on one CUDA GPU, not 0 CUDA GPUs; start one process per GPU"
-    );
-}
-
-/// A problem over every row of [`problem_points`], leaked for a test's
-/// lifetime.
-fn whole_problem() -> kiln_anneal::Problem<'static> {
-    let (points, n, d, m, params) = problem_points();
-    let points: &'static [f32] = Vec::leak(points);
-    kiln_anneal::validate(Points::F32(points), n, d, m, &params).unwrap()
-}
-
-/// Two GPU ranks (threads here, processes in a run), one GPU each, NCCL
-/// between them and TCP for the rest, against one GPU alone: the same
-/// iterations, maintenance and anchors count, the energy within 1e-6.
-#[test]
-fn two_gpu_ranks_match_one_gpu() {
-    let Some(devices) = gpu_core::testing::devices(kiln_anneal::modules::ALL, 2) else {
-        return;
-    };
-    let backends = devices.backends()[..2].to_vec();
-    // The gate that skips (or fails under KILN_REQUIRE_NCCL) without libnccl.
-    let streams: Vec<_> = backends.iter().map(|b| b.default_stream()).collect();
-    let Some(gate) = gpu_core::testing::collective(&streams) else {
-        return;
-    };
-    drop(gate);
-    let (points, n, d, m, params) = problem_points();
-    let whole = kiln_anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
-    let one = kiln_anneal::run_sharded(&backends[..1], &whole, &mut |_, _, _| {}).unwrap();
-    // The library's session: rank 0 makes the NCCL id, the rendezvous
-    // hands it out, the rows upload while it waits, NCCL joins under the
-    // watchdog.
-    let port = free_port();
-    let ranks: Vec<_> = (0..2)
-        .map(|rank| {
-            let backend = backends[rank].clone();
-            thread::spawn(move || {
-                let env = env(rank, 2, port, 30);
-                let meeting = distributed::meet(&env, "p", true, |r| panic!("{r}")).unwrap();
-                let (points, n, d, m, params) = problem_points();
-                let rows = rows_of(rank, 2, n).unwrap();
-                let mine = Points::F32(&points[rows.start * d..rows.end * d]);
-                let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
-                let mut session = meeting.join(Target::of(&backend), &problem).unwrap();
-                assert!(session.is_gpu());
-                let times = session.times();
-                assert!(times.upload > 0.0 && times.nccl_init > 0.0, "{times:?}");
-                session.run(&problem, &mut |_, _, _| {}).unwrap().0
-            })
-        })
-        .collect();
-    let outs: Vec<_> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
-    for (rank, out) in outs.iter().enumerate() {
-        assert_eq!(out.iterations, one.iterations, "rank {rank}");
-        assert_eq!(out.maintenance, one.maintenance, "rank {rank}");
-        assert_eq!(out.m, one.m, "rank {rank}");
-        let rel = (out.energy - one.energy).abs() / one.energy;
-        assert!(rel <= 1e-6, "rank {rank}: {rel:e}");
-    }
-    assert_eq!(outs[0].assignments.len(), n);
-    // NCCL's sums reach every rank with the same bits.
-    assert_eq!(outs[0].anchors, outs[1].anchors);
-    assert_eq!(outs[0].history, outs[1].history);
 }

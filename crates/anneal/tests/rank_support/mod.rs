@@ -1,10 +1,12 @@
-//! What the rank suites share: a free loopback port, and a rank's
-//! variables for a rendezvous on it (one job's secret unless told).
+//! What the rank suites share: a free loopback port, a rank's variables
+//! for a rendezvous on it (one job's secret unless told), and a problem
+//! with maintenance passes to run on ranks.
 #![allow(dead_code)]
 
 use std::time::Duration;
 
 use kiln_anneal::distributed::{JobSecret, RankEnv};
+use kiln_anneal::{Params, Points};
 
 /// A port free on loopback when this returns.
 pub(crate) fn free_port() -> u16 {
@@ -36,4 +38,30 @@ pub(crate) fn job_env(rank: usize, world: usize, port: u16, secret: &str) -> Ran
         secret: JobSecret::new(secret),
         ..env(rank, world, port, 30)
     }
+}
+
+/// A shape with maintenance passes (merges and splits) in its 12 iterations.
+pub(crate) fn problem_points() -> (Vec<f32>, usize, usize, usize, Params) {
+    let (n, d, m) = (3000, 16, 24);
+    let params = Params {
+        max_iters: 12,
+        tol: 0.0,
+        seed: 5,
+        ..Params::default()
+    };
+    (
+        kiln_anneal::synthetic_points(n, d, 12, 0.25, 5),
+        n,
+        d,
+        m,
+        params,
+    )
+}
+
+/// A problem over every row of [`problem_points`], leaked for a test's
+/// lifetime.
+pub(crate) fn whole_problem() -> kiln_anneal::Problem<'static> {
+    let (points, n, d, m, params) = problem_points();
+    let points: &'static [f32] = Vec::leak(points);
+    kiln_anneal::validate(Points::F32(points), n, d, m, &params).unwrap()
 }
