@@ -176,10 +176,14 @@ pub(crate) fn unpacked_downstream_tests(
         "CUDA_ROOT",
         "KILN_CUDA",
         "DOWNSTREAM_CUDA",
+        "KILN_TOOLKIT_HOME",
     ] {
         build.env_remove(var);
     }
+    // Nor the user's toolkit store (`cargo kiln toolkit install`'s default,
+    // under the data folder): an empty data folder of its own.
     build
+        .env("XDG_DATA_HOME", unpacked.path().join("data"))
         .env("PATH", path_without_nvcc())
         .env("DOWNSTREAM_REQUIRE_CUDA", "1")
         .env("CARGO_TARGET_DIR", root.join("target/downstream-prebuilt"))

@@ -327,10 +327,14 @@ impl Fixture {
             "KILN_CACHE_DIR",
             "KILN_CACHE_MAX",
             "KILN_PROBE_TIMEOUT",
+            "KILN_TOOLKIT_HOME",
         ] {
             command.env_remove(key);
         }
+        // The user's toolkit store (`~/.local/share/kiln/toolkits`) is not
+        // the fixture's: discovery looks in an empty data folder instead.
         command
+            .env("XDG_DATA_HOME", self.root.join("data"))
             .env("PATH", path_without_nvcc())
             .env("CARGO_TARGET_DIR", &self.target_dir)
             .env("CARGO_TERM_COLOR", "never")
