@@ -55,7 +55,9 @@ pub struct SessionTimes {
 /// the seconds it waited.
 type Met = (Result<(Link, [u8; NCCL_ID_BYTES]), DistError>, f64);
 
-/// A rendezvous under way ([`meet`]).
+/// A rendezvous under way ([`meet`]). Dropped without [`Meeting::join`],
+/// its thread goes on until the rendezvous ends (every rank arrived, or
+/// [`RankEnv::timeout`] passed), holding rank 0's port until then.
 #[derive(Debug)]
 pub struct Meeting {
     env: RankEnv,
