@@ -44,16 +44,52 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// `text` without comments (line comments, doc comments included) and
-/// without its unit tests (from `#[cfg(test)]` on).
+/// without its unit tests: each `#[cfg(test)]` item, a `mod tests;` line or
+/// a braced `mod tests { ... }`, is left out, and the code after it kept.
 fn code(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]") {
-        Some(i) => &text[..i],
-        None => text,
-    };
-    text.lines()
-        .map(|line| match line.find("//") {
-            Some(i) => &line[..i],
-            None => line,
+    let mut kept = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("#[cfg(test)]") {
+        kept.push_str(&rest[..i]);
+        let after = &rest[i + "#[cfg(test)]".len()..];
+        // The item ends at its `;` or at the brace that closes its first `{`,
+        // whichever comes first.
+        let mut depth = 0usize;
+        let mut end = after.len();
+        for (j, c) in after.char_indices() {
+            match c {
+                ';' if depth == 0 => {
+                    end = j + 1;
+                    break;
+                }
+                '{' => depth += 1,
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        end = j + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &after[end..];
+    }
+    kept.push_str(rest);
+    kept.lines()
+        .map(|line| {
+            // A `//` inside a string literal is kept: only one outside
+            // quotes starts a comment.
+            let mut quoted = false;
+            let bytes = line.as_bytes();
+            for i in 0..bytes.len() {
+                match bytes[i] {
+                    b'"' if i == 0 || bytes[i - 1] != b'\\' => quoted = !quoted,
+                    b'/' if !quoted && bytes.get(i + 1) == Some(&b'/') => return &line[..i],
+                    _ => {}
+                }
+            }
+            line
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -96,12 +132,12 @@ fn names_after(code: &str, root: &str) -> Vec<String> {
                 match c {
                     '{' => depth += 1,
                     '}' if depth == 0 => {
-                        names.push(ident(group[start..j].trim()).to_string());
+                        entry(&group[start..j], &mut names);
                         break;
                     }
                     '}' => depth -= 1,
                     ',' if depth == 0 => {
-                        names.push(ident(group[start..j].trim()).to_string());
+                        entry(&group[start..j], &mut names);
                         start = j + 1;
                     }
                     _ => {}
@@ -111,8 +147,27 @@ fn names_after(code: &str, root: &str) -> Vec<String> {
             names.push(ident(rest).to_string());
         }
     }
-    names.retain(|n| !n.is_empty());
+    // A glob (`crate::*`) or an entry that is not a path (an attribute, a
+    // comment) is kept as `*`: reported, never skipped.
+    for name in &mut names {
+        if name.is_empty() {
+            *name = "*".to_string();
+        }
+    }
     names
+}
+
+/// One entry of a `{...}` group: its first identifier, `*` when it has
+/// none (a glob, an attribute, a comment); nothing for the empty entry a
+/// trailing comma leaves.
+fn entry(text: &str, names: &mut Vec<String>) {
+    let text = text.trim();
+    if !text.is_empty() {
+        names.push(match ident(text) {
+            "" => "*".to_string(),
+            name => name.to_string(),
+        });
+    }
 }
 
 /// Each module's imports of other modules (through `crate::` or enough
@@ -133,7 +188,9 @@ fn imports() -> Vec<(String, String, String)> {
             continue;
         }
         let module = name.split('/').next().unwrap().trim_end_matches(".rs");
-        let depth = name.matches('/').count();
+        // `a/b.rs` is `a::b`, two `super::`s from the root; `a/mod.rs` is
+        // `a`, one.
+        let depth = name.matches('/').count() - usize::from(name.ends_with("/mod.rs"));
         let code = code(&std::fs::read_to_string(&file).unwrap());
         let to_root = "super::".repeat(depth + 1);
         for imported in names_after(&code, "crate::")
@@ -153,7 +210,12 @@ fn every_module_is_on_a_floor() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
     for line in lib.lines() {
-        let line = line.trim_start_matches("pub ");
+        // `mod x;`, `pub mod x;`, `pub(crate) mod x;`, indented or after an
+        // attribute on the same line.
+        let line = line.rsplit(']').next().unwrap_or(line).trim_start();
+        let line = ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .fold(line, |l, vis| l.strip_prefix(vis).unwrap_or(l));
         if let Some(rest) = line.strip_prefix("mod ") {
             let module = ident(rest);
             if module == "tests" {
@@ -178,6 +240,12 @@ fn no_import_runs_up_a_floor_or_through_the_root() {
     );
     let mut bad = Vec::new();
     for (file, module, imported) in &imports {
+        if imported == "*" {
+            bad.push(format!(
+                "src/{file}: a glob or an entry that is no path through the crate root (`crate::*`, `super::*`, an attribute in a group); name each module"
+            ));
+            continue;
+        }
         let (Some(own), Some(theirs)) = (floor_of(module), floor_of(imported)) else {
             bad.push(format!(
                 "src/{file}: imports `crate::{imported}`, which is the root's re-export, not a module; name the module it lives in"
@@ -201,5 +269,19 @@ fn the_scan_reads_groups_nested_paths_and_supers() {
     assert_eq!(names_after(text, "crate::"), ["error", "vocab", "input"]);
     assert_eq!(names_after(text, "super::super::"), ["gpu"]);
     assert_eq!(names_after(text, "super::"), Vec::<String>::new());
-    assert_eq!(code("use x; // crate::Points\n/// [`crate::run`]\n#[cfg(test)]\nmod tests { use crate::Points; }"), "use x; \n");
+    assert_eq!(
+        code("use x; // crate::Points\n/// [`crate::run`]\n#[cfg(test)]\nmod tests { use crate::Points; }\nuse y;"),
+        "use x; \n\n\nuse y;"
+    );
+    // A `mod tests;` line leaves the code after it in the scan.
+    assert_eq!(
+        code("#[cfg(test)]\nmod tests;\npub use crate::Target;"),
+        "\npub use crate::Target;"
+    );
+    assert_eq!(code("let s = \"a // b\"; // c"), "let s = \"a // b\"; ");
+    assert_eq!(names_after("use crate::*;", "crate::"), ["*"]);
+    assert_eq!(
+        names_after("use crate::{#[cfg(x)] a::B, c::D};", "crate::"),
+        ["*", "c"]
+    );
 }
