@@ -299,6 +299,11 @@ pub enum AnnealError {
         /// What it was given.
         target: String,
     },
+    /// A rank session was asked to run a second time.
+    #[error(
+        "this rank session has run: a session runs once; start another with distributed::meet"
+    )]
+    SessionRan,
     /// A GPU engine was given a backend other than CUDA.
     #[error("the GPU engine needs CUDA backends; pass backends from gpu_core::Backend::cuda")]
     NeedsCuda,

@@ -28,12 +28,12 @@ fn rank_sessions_match_one_process_and_refuse_another_problem() {
         .map(|rank| {
             thread::spawn(move || {
                 let env = env(rank, world, port, 30);
-                let meeting = distributed::meet(&env, "p", false, |r| panic!("{r}")).unwrap();
+                let meeting = distributed::meet(&env, "p", Target::Cpu, |r| panic!("{r}")).unwrap();
                 let (points, n, d, m, params) = problem_points();
                 let rows = rows_of(rank, world, n).unwrap();
                 let mine = Points::F32(&points[rows.start * d..rows.end * d]);
                 let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
-                let mut session = meeting.join(Target::Cpu, &problem).unwrap();
+                let mut session = meeting.join(&problem).unwrap();
                 assert!(!session.is_gpu());
                 assert_eq!(session.rank(), (rank, world));
                 let times = session.times();
@@ -60,28 +60,44 @@ fn rank_sessions_match_one_process_and_refuse_another_problem() {
     // naming rank 1.
     let port = free_port();
     let other = thread::spawn(move || {
-        let meeting = distributed::meet(&env(1, 2, port, 30), "q", false, |_| {}).unwrap();
-        meeting.join(Target::Cpu, &whole_problem()).map(|_| ())
+        let meeting = distributed::meet(&env(1, 2, port, 30), "q", Target::Cpu, |_| {}).unwrap();
+        meeting.join(&whole_problem()).map(|_| ())
     });
-    let meeting = distributed::meet(&env(0, 2, port, 30), "p", false, |_| {}).unwrap();
-    let root = meeting.join(Target::Cpu, &whole_problem()).map(|_| ());
+    let meeting = distributed::meet(&env(0, 2, port, 30), "p", Target::Cpu, |_| {}).unwrap();
+    let root = meeting.join(&whole_problem()).map(|_| ());
     let message = root.unwrap_err().to_string();
     assert!(message.contains("rank 1 runs another problem"), "{message}");
     assert!(other.join().unwrap().is_err());
 }
 
-/// A rank runs on the CPU or one GPU: several GPUs (or none) are refused
-/// in one line that says to start one process per GPU.
+/// A rank runs on the CPU or one CUDA GPU: no GPU, several, or a CPU
+/// backend given as a GPU are refused by `meet`, before a thread starts,
+/// in one line; and a session runs once.
 #[test]
-fn a_rank_given_several_gpus_or_none_is_refused() {
-    let meeting = distributed::meet(&env(0, 1, free_port(), 5), "p", false, |_| {}).unwrap();
-    let err = meeting
-        .join(Target::Gpus(&[]), &whole_problem())
+fn a_rank_on_a_wrong_target_is_refused_and_a_session_runs_once() {
+    let env = env(0, 1, free_port(), 5);
+    let err = distributed::meet(&env, "p", Target::Gpus(&[]), |_| {})
         .unwrap_err()
         .to_string();
     assert_eq!(
         err,
         "a rank runs on the CPU or on one CUDA GPU, not 0 CUDA GPUs; start one process per GPU"
+    );
+    let cpu = [gpu_core::Backend::cpu(), gpu_core::Backend::cpu()];
+    let err = distributed::meet(&env, "p", Target::Gpus(&cpu), |_| {}).unwrap_err();
+    assert!(err.to_string().contains("not 2 CUDA GPUs"), "{err}");
+    let err = distributed::meet(&env, "p", Target::Gpus(&cpu[..1]), |_| {}).unwrap_err();
+    assert!(matches!(err, kiln_anneal::AnnealError::NeedsCuda), "{err}");
+
+    let problem = whole_problem();
+    let meeting = distributed::meet(&env, "p", Target::Cpu, |_| {}).unwrap();
+    let mut session = meeting.join(&problem).unwrap();
+    let (out, _) = session.run(&problem, &mut |_, _, _| {}).unwrap();
+    assert_eq!(out.assignments.len(), problem.n());
+    let again = session.run(&problem, &mut |_, _, _| {}).unwrap_err();
+    assert!(
+        matches!(again, kiln_anneal::AnnealError::SessionRan),
+        "{again}"
     );
 }
 
@@ -112,12 +128,13 @@ fn two_gpu_ranks_match_one_gpu() {
             let backend = backends[rank].clone();
             thread::spawn(move || {
                 let env = env(rank, 2, port, 30);
-                let meeting = distributed::meet(&env, "p", true, |r| panic!("{r}")).unwrap();
+                let meeting =
+                    distributed::meet(&env, "p", Target::of(&backend), |r| panic!("{r}")).unwrap();
                 let (points, n, d, m, params) = problem_points();
                 let rows = rows_of(rank, 2, n).unwrap();
                 let mine = Points::F32(&points[rows.start * d..rows.end * d]);
                 let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
-                let mut session = meeting.join(Target::of(&backend), &problem).unwrap();
+                let mut session = meeting.join(&problem).unwrap();
                 assert!(session.is_gpu());
                 let times = session.times();
                 assert!(times.upload > 0.0 && times.nccl_init > 0.0, "{times:?}");

@@ -55,32 +55,50 @@ pub struct SessionTimes {
 /// the seconds it waited.
 type Met = (Result<(Link, [u8; NCCL_ID_BYTES]), DistError>, f64);
 
-/// A rendezvous under way ([`meet`]). Dropped without [`Meeting::join`],
-/// its thread goes on until the rendezvous ends (every rank arrived, or
-/// [`RankEnv::timeout`] passed), holding rank 0's port until then.
+/// A rendezvous under way ([`meet`]). Dropped without [`Meeting::join`]
+/// (or when `join` fails before the rendezvous ended: an upload that
+/// failed), its thread goes on until the rendezvous ends (every rank
+/// arrived, or [`RankEnv::timeout`] passed), holding rank 0's port until
+/// then.
 #[derive(Debug)]
-pub struct Meeting {
+pub struct Meeting<'a> {
     env: RankEnv,
     thread: JoinHandle<Met>,
+    target: Target<'a>,
 }
 
 /// Starts this rank's rendezvous at `env`'s rank 0 on a thread and returns
-/// at once. Every rank must give the same `problem` (a text naming the run:
-/// a rank with another is refused, naming it); `gpu` says whether the ranks
-/// run on GPUs, so that rank 0 makes the NCCL id the others get. Rank 0
-/// calls `on_refused` for each connection it turns away (another job's
-/// rank, a wrong secret).
-pub fn meet(
+/// at once. `target` is what this rank runs on: the CPU, or one CUDA GPU
+/// ([`Target::of`] its backend); several GPUs, none, or wgpu are refused
+/// here, before anything starts. Every rank must give the same `problem` (a
+/// text naming the run) and the same kind of target: a rank with another is
+/// refused at the rendezvous, naming it. On GPUs rank 0 makes the NCCL id
+/// the others get. Rank 0 calls `on_refused` for each connection it turns
+/// away (another job's rank, a wrong secret).
+pub fn meet<'a>(
     env: &RankEnv,
     problem: &str,
-    gpu: bool,
+    target: Target<'a>,
     on_refused: impl FnMut(&Refusal) + Send + 'static,
-) -> Result<Meeting, AnnealError> {
+) -> Result<Meeting<'a>, AnnealError> {
+    let gpu = match target {
+        Target::Cpu => false,
+        Target::Gpus([backend]) if backend.kind() == BackendKind::Cuda => true,
+        Target::Gpus([_]) => return Err(AnnealError::NeedsCuda),
+        other => {
+            return Err(AnnealError::RankTarget {
+                target: other.describe(),
+            })
+        }
+    };
     let id = match (gpu, env.rank) {
         (true, 0) => gpu_core::nccl_unique_id()?,
         _ => [0; NCCL_ID_BYTES],
     };
-    let (thread_env, problem) = (env.clone(), problem.to_string());
+    // A CPU rank and a GPU rank of one job would wait for each other in
+    // different collectives: the kind of target is part of the problem.
+    let problem = format!("{problem} rank-target={}", if gpu { "cuda" } else { "cpu" });
+    let thread_env = env.clone();
     let thread = std::thread::Builder::new()
         .name(format!("rank {} rendezvous", env.rank))
         .spawn(move || {
@@ -98,12 +116,12 @@ pub fn meet(
     Ok(Meeting {
         env: env.clone(),
         thread,
+        target,
     })
 }
 
-impl Meeting {
-    /// Finishes the setup on `target` (the CPU, or one CUDA GPU: the
-    /// [`Target`] that names what every engine runs on): uploads `problem`
+impl Meeting<'_> {
+    /// Finishes the setup on the meeting's target: uploads `problem`
     /// (this rank's rows) to the GPU while the rendezvous still waits;
     /// then the TCP collectives over the rendezvous's connections,
     /// on a GPU the watchdog and NCCL's join (which waits for every rank),
@@ -113,25 +131,16 @@ impl Meeting {
     /// setup cannot be interrupted, so the watchdog ends this process with
     /// status 1 after naming the peer on stderr. Later, a dead peer aborts
     /// NCCL and the run fails with [`DistError::PeerGone`].
-    pub fn join(
-        self,
-        target: Target<'_>,
-        problem: &Problem<'_>,
-    ) -> Result<RankSession, AnnealError> {
+    pub fn join(self, problem: &Problem<'_>) -> Result<RankSession, AnnealError> {
         let mut times = SessionTimes::default();
-        let uploaded = match target {
-            Target::Cpu => None,
-            Target::Gpus([backend]) if backend.kind() == BackendKind::Cuda => {
+        // `meet` took only the CPU or one CUDA GPU.
+        let uploaded = match self.target {
+            Target::Gpus([backend]) => {
                 let uploaded = GpuRankEngine::upload(backend, problem)?;
                 times.upload = uploaded.seconds();
                 Some((backend, uploaded))
             }
-            Target::Gpus([_]) => return Err(AnnealError::NeedsCuda),
-            other => {
-                return Err(AnnealError::RankTarget {
-                    target: other.describe(),
-                })
-            }
+            _ => None,
         };
         let (met, seconds) = self
             .thread
@@ -183,6 +192,7 @@ impl Meeting {
             times,
             rank,
             world,
+            ran: false,
         })
     }
 }
@@ -219,10 +229,11 @@ enum Ranked {
 /// let points = kiln_anneal::synthetic_points(n, d, 32, 0.2, 7);
 /// let rows = distributed::rows_of(env.rank, env.world_size, n).ok_or("more ranks than points")?;
 /// // The rendezvous waits for the slowest rank while this one checks its rows.
-/// let meeting = distributed::meet(&env, "my run", false, |refused| eprintln!("{refused}"))?;
+/// let cpu = kiln_anneal::Target::Cpu;
+/// let meeting = distributed::meet(&env, "my run", cpu, |refused| eprintln!("{refused}"))?;
 /// let mine = Points::F32(&points[rows.start * d..rows.end * d]);
 /// let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &Params::default())?;
-/// let mut session = meeting.join(kiln_anneal::Target::Cpu, &problem)?;
+/// let mut session = meeting.join(&problem)?;
 /// let (out, _phases) = session.run(&problem, &mut |it, energy, _| {
 ///     if env.rank == 0 {
 ///         println!("iteration {it}: energy {energy}");
@@ -239,6 +250,8 @@ pub struct RankSession {
     times: SessionTimes,
     rank: usize,
     world: usize,
+    /// A session runs once: its watchdog ends with the first run.
+    ran: bool,
 }
 
 impl RankSession {
@@ -260,12 +273,16 @@ impl RankSession {
     /// Runs the anneal on this rank's rows, `problem` the one given to
     /// [`Meeting::join`] (`progress` is called on every rank). The output's
     /// anchors and energies are every rank's; its assignments are every
-    /// point's on rank 0 and empty elsewhere.
+    /// point's on rank 0 and empty elsewhere. A session runs once (its
+    /// watchdog ends with the run): a second call is refused.
     pub fn run(
         &mut self,
         problem: &Problem<'_>,
         progress: Progress<'_>,
     ) -> Result<(Output, Phases), AnnealError> {
+        if std::mem::replace(&mut self.ran, true) {
+            return Err(AnnealError::SessionRan);
+        }
         match &mut self.engine {
             Ranked::Cpu(engine) => crate::driver::run_timed(engine.as_mut(), problem, progress),
             Ranked::Gpu { engine, .. } => {

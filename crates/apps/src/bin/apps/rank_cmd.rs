@@ -119,17 +119,17 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
     // The rendezvous waits for the slowest rank: meanwhile this one checks
     // its rows, and the session uploads them. On an error here the process
     // exits, and the rendezvous's thread with it.
-    let meeting = distributed::meet(env, &problem_text, gpu.is_some(), refusals())?;
+    let target = match &gpu {
+        Some(backend) => Target::of(backend),
+        None => Target::Cpu,
+    };
+    let meeting = distributed::meet(env, &problem_text, target, refusals())?;
     let parts = input.parts();
     let mut keep = Vec::new();
     let (problem, seconds) = timed(|| input.rank_problem(&parts, rows.clone(), &mut keep));
     setup.rows = seconds;
     let problem = problem.with_context(|| what.clone())?;
-    let target = match &gpu {
-        Some(backend) => Target::of(backend),
-        None => Target::Cpu,
-    };
-    let mut session = meeting.join(target, &problem)?;
+    let mut session = meeting.join(&problem)?;
     setup.session = session.times();
     let setup_seconds = launched.elapsed().as_secs_f64();
     out!("rank {rank}: setup {}", setup.describe(setup_seconds));
