@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,8 +15,9 @@ use std::time::Duration;
 /// How many of a failed cell's last lines are printed again.
 pub(crate) const KEPT_LINES: usize = 40;
 
-/// How long the readers may go on after the command exits: a process it
-/// left behind holding the pipe open must not hold up the matrix.
+/// How long the pipe may stay quiet after the command exits before its
+/// reader is left to itself: a process the command left behind holding the
+/// pipe open must not hold up the matrix.
 const DRAIN: Duration = Duration::from_secs(5);
 
 /// The last `cap` lines pushed, oldest first.
@@ -54,8 +56,14 @@ const LINE_BYTES: usize = 1000;
 
 /// Copies `from` to `to` as it comes (flushed per read, so the output stays
 /// live, whatever its lines' length) and keeps its lines in `tail`, each cut
-/// to [`LINE_BYTES`]. Bytes that are not UTF-8 are kept lossily.
-pub(crate) fn pass_through(mut from: impl Read, mut to: impl Write, tail: &Mutex<Tail>) {
+/// to [`LINE_BYTES`], before passing them on; counts the bytes read in
+/// `moved`. Bytes that are not UTF-8 are kept lossily.
+pub(crate) fn pass_through(
+    mut from: impl Read,
+    mut to: impl Write,
+    tail: &Mutex<Tail>,
+    moved: &AtomicU64,
+) {
     let mut buf = [0u8; 8192];
     let mut line = Vec::new();
     let keep = |line: &mut Vec<u8>| {
@@ -68,12 +76,12 @@ pub(crate) fn pass_through(mut from: impl Read, mut to: impl Write, tail: &Mutex
     };
     loop {
         let read = match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
+            Ok(0) => break,
             Ok(read) => read,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
         };
-        // A closed terminal must not stop the cell: its output is still
-        // kept.
-        let _ = to.write_all(&buf[..read]).and_then(|()| to.flush());
+        moved.fetch_add(read as u64, Ordering::Relaxed);
         for &byte in &buf[..read] {
             if byte == b'\n' {
                 keep(&mut line);
@@ -81,6 +89,9 @@ pub(crate) fn pass_through(mut from: impl Read, mut to: impl Write, tail: &Mutex
                 line.push(byte);
             }
         }
+        // A closed terminal must not stop the cell: its output is still
+        // kept.
+        let _ = to.write_all(&buf[..read]).and_then(|()| to.flush());
     }
     if !line.is_empty() {
         keep(&mut line);
@@ -109,19 +120,34 @@ pub(crate) fn run(
         cmd.spawn()?
     };
     let tail = Arc::new(Mutex::new(Tail::new(KEPT_LINES)));
+    let moved = Arc::new(AtomicU64::new(0));
     let (done, finished) = mpsc::channel();
     let passer = {
-        let tail = Arc::clone(&tail);
+        let (tail, moved) = (Arc::clone(&tail), Arc::clone(&moved));
         std::thread::spawn(move || {
-            pass_through(reader, std::io::stdout(), &tail);
+            pass_through(reader, std::io::stdout(), &tail, &moved);
             let _ = done.send(());
         })
     };
     let status = child.wait()?;
     // A process the command left holding the pipe may keep it open: the
-    // passer is waited for a while, then left to it.
-    if finished.recv_timeout(DRAIN).is_ok() {
-        let _ = passer.join();
+    // passer is waited for while output still comes, then left to it once
+    // the pipe has been quiet for `DRAIN`.
+    let mut seen = moved.load(Ordering::Relaxed);
+    loop {
+        match finished.recv_timeout(DRAIN) {
+            Ok(()) => {
+                let _ = passer.join();
+                break;
+            }
+            Err(_) => {
+                let now = moved.load(Ordering::Relaxed);
+                if now == seen {
+                    break;
+                }
+                seen = now;
+            }
+        }
     }
     let lines = tail.lock().map(|t| t.lines()).unwrap_or_default();
     Ok((status, lines))
@@ -148,7 +174,7 @@ mod tests {
         let input: &[u8] = b"one\r\ntwo\n\xffbad\nlast without newline";
         let tail = Mutex::new(Tail::new(2));
         let mut copy = Vec::new();
-        pass_through(input, &mut copy, &tail);
+        pass_through(input, &mut copy, &tail, &AtomicU64::new(0));
         assert_eq!(copy, input);
         let lines = tail.lock().unwrap().lines();
         assert_eq!(lines, ["\u{fffd}bad", "last without newline"]);
@@ -159,7 +185,7 @@ mod tests {
         let input = vec![b'x'; 100_000];
         let tail = Mutex::new(Tail::new(4));
         let mut copy = Vec::new();
-        pass_through(input.as_slice(), &mut copy, &tail);
+        pass_through(input.as_slice(), &mut copy, &tail, &AtomicU64::new(0));
         assert_eq!(copy, input);
         assert_eq!(tail.lock().unwrap().lines(), ["x".repeat(LINE_BYTES)]);
     }
