@@ -142,7 +142,9 @@ pub enum EncodeError {
 pub struct Encoded {
     /// Points encoded.
     pub n: usize,
-    /// Chunks they were read in.
+    /// Reads they were assigned in: the chunks, and on CUDA with chunks of
+    /// more than 8 MiB also the first buffer's smaller reads, whose number
+    /// depends on how soon the whole-chunk buffers are page-locked.
     pub chunks: usize,
     /// Where the time went, on CUDA (zero on the CPU).
     pub stages: Stages,
@@ -154,7 +156,9 @@ pub struct Encoded {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stages {
     /// Making the assigner: the anchors uploaded, the device buffers and
-    /// the page-locked host buffers allocated.
+    /// the first (8 MiB) page-locked buffer allocated; the others are
+    /// page-locked meanwhile, and a wait for them counts in
+    /// `waiting_for_input`.
     pub setup: Duration,
     /// The reader reading the files into page-locked memory (each piece's
     /// coordinates checked as it is read).
@@ -459,9 +463,10 @@ fn stream_chunks(
     })
 }
 
-/// Page-locked host buffers of the CUDA encode: one being read, one whose
-/// upload runs, and two read and waiting, so that a slow read (a page-cache
-/// miss) does not leave the device idle.
+/// Page-locked host buffers of the CUDA encode: a small first one and
+/// three of a chunk, which stay once the small one retires: one being
+/// read, one whose upload runs, one read and waiting, so that a slow read
+/// (a page-cache miss) does not leave the device idle.
 const STAGES: usize = 4;
 
 /// The first page-locked buffer's size: [`STAGES`]` - 1` whole-chunk

@@ -58,6 +58,7 @@ fn try_encode(
 ) -> Result<Vec<u32>, encode::EncodeError> {
     let shards = Shards::open(files).unwrap();
     let n = shards.n();
+    let value_bytes = shards.dtype().size() as usize;
     let output = EncodeOutput::prepare(out, false, &[], Path::new("no-index")).unwrap();
     let mut seen = Vec::new();
     let done = encode::encode(
@@ -67,10 +68,11 @@ fn try_encode(
         output,
         &mut |done, total| seen.push((done, total)),
     )?;
-    // A chunk of more than 8 MiB starts with a smaller page-locked
-    // buffer (`FIRST_STAGE_BYTES`), which makes pieces of its own.
-    let chunk_bytes = chunk.min(n) * index.meta.d as usize * 4;
-    if chunk_bytes <= 8 << 20 {
+    // A chunk of more rows than 8 MiB holds starts with a smaller
+    // page-locked buffer (`FIRST_STAGE_BYTES`), which makes reads of its
+    // own.
+    let first_rows = ((8usize << 20) / (index.meta.d as usize * value_bytes)).max(1);
+    if chunk.min(n) <= first_rows {
         assert_eq!((done.n, done.chunks), (n, n.div_ceil(chunk)));
     } else {
         assert!(done.n == n && done.chunks > n.div_ceil(chunk), "{done:?}");

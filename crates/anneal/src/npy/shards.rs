@@ -304,7 +304,8 @@ impl Chunks {
         Some(read)
     }
 
-    /// Bytes of one whole chunk: what [`Chunks::read_into`] needs.
+    /// Bytes of one whole chunk: what [`Chunks::read_into`] needs to read
+    /// a whole chunk at once.
     pub fn chunk_bytes(&self) -> usize {
         self.rows.min(self.total) * self.d * self.dtype.size() as usize
     }
@@ -328,11 +329,13 @@ impl Chunks {
     ) -> Result<(ChunkRows, bool), ShardsError> {
         let size = self.dtype.size() as usize;
         let row_bytes = self.d * size;
-        // The chunk's rows, as many as `out` holds: at least one.
-        let rows = self
-            .rows
-            .min(self.total - self.next)
-            .min(out.len() / row_bytes.max(1));
+        // The chunk's rows, as many as `out` holds: at least one (rows of
+        // no values, d = 0, fit any buffer).
+        let rows = self.rows.min(self.total - self.next);
+        let rows = match out.len().checked_div(row_bytes) {
+            Some(fit) => rows.min(fit),
+            None => rows,
+        };
         if rows == 0 {
             return Err(ShardsError::Buffer {
                 needed: row_bytes,

@@ -540,6 +540,16 @@ fn read_checked_gives_every_piece_to_the_check_and_a_pipe_none() {
     assert_eq!((rows.start, rows.rows), (1000, n - 1000));
     assert_eq!(&rest[..(n - 1000) * row], f32_bytes(&values[1000 * d..]));
     assert!(chunks.read_checked(&mut rest, &|_| true).is_none());
+    // Rows of no values (d = 0) fit any buffer, an empty one too.
+    let empty = dir.path().join("empty.npy");
+    std::fs::write(&empty, npy_bytes(1, &dict("<f4", "(5, 0)"), &[])).unwrap();
+    let mut chunks = Shards::open(&[&empty]).unwrap().into_chunks(2);
+    let mut starts = Vec::new();
+    while let Some(read) = chunks.read_checked(&mut [], &|_| true) {
+        let (rows, _) = read.unwrap();
+        starts.push((rows.start, rows.rows));
+    }
+    assert_eq!(starts, [(0, 2), (2, 2), (4, 1)]);
     let mut chunks = Shards::open(&[&le]).unwrap().into_chunks(n);
     let mut small = vec![0u8; row - 1];
     let err = chunks
