@@ -176,7 +176,7 @@ pub(crate) fn unpacked_downstream_tests(
         "CUDA_ROOT",
         "KILN_CUDA",
         "DOWNSTREAM_CUDA",
-        "KILN_TOOLKIT_HOME",
+        cuda_build::toolkit::STORE_VAR,
     ] {
         build.env_remove(var);
     }

@@ -326,8 +326,8 @@ impl Fixture {
             "CARGO_BUILD_TARGET_DIR",
             "KILN_CACHE_DIR",
             "KILN_CACHE_MAX",
-            "KILN_PROBE_TIMEOUT",
-            "KILN_TOOLKIT_HOME",
+            cuda_build::toolkit::PROBE_TIMEOUT_VAR,
+            cuda_build::toolkit::STORE_VAR,
         ] {
             command.env_remove(key);
         }
