@@ -1,7 +1,8 @@
 //! `cargo xtask package`: kiln's library crates as a user gets them.
 //! 1. `cargo package` of the crates a user depends on (kiln-abi,
 //!    kiln-cuda-build, kiln-gpu-core), each verified by building the packed
-//!    copy.
+//!    copy, in a target dir named by the packed crates' hash
+//!    ([`verify_dir`]).
 //! 2. `examples/downstream` packaged, unpacked with them in a temp dir and
 //!    built where no toolkit can be found (no `NVCC`, `CUDA_PATH`,
 //!    `CUDA_HOME`, `CUDA_ROOT`, no nvcc on `PATH`, `DOWNSTREAM_REQUIRE_CUDA=1`
@@ -56,13 +57,24 @@ fn cargo(root: &Path) -> Command {
     cargo
 }
 
-/// `cargo package` of the user crates into `target/package`.
+/// `cargo package` of the user crates into `target/package`; verified, also
+/// built from a local registry of the packed copies (see [`verify_dir`]).
 fn package_user_crates(root: &Path, verify: bool) -> Result<()> {
+    package_into(root, None)?;
+    if verify {
+        package_into(root, Some(&verify_dir(root)?))?;
+    }
+    Ok(())
+}
+
+/// One `cargo package` of the user crates, verified when given a target dir.
+fn package_into(root: &Path, verify_target: Option<&Path>) -> Result<()> {
     let mut cargo = cargo(root);
     cargo.args(["package", "--allow-dirty"]);
-    if !verify {
-        cargo.arg("--no-verify");
-    }
+    match verify_target {
+        Some(dir) => cargo.arg("--target-dir").arg(dir),
+        None => cargo.arg("--no-verify"),
+    };
     for krate in USER_CRATES {
         cargo.args(["-p", krate]);
     }
@@ -74,6 +86,46 @@ fn package_user_crates(root: &Path, verify: bool) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The target dir of a verified packaging: `target/package-verify/<hash>`,
+/// the hash of the packed `.crate`s just written to `target/package`.
+///
+/// Cargo verifies crates packaged together against a local registry in
+/// `<target dir>/package/tmp-registry` and unpacks from it into
+/// `$CARGO_HOME/registry/src/<hash of that path>/`, never again once a crate
+/// of the same name and version is there (the miden-vm report,
+/// 0xMiden/miden-vm#2530). A CI that keeps `CARGO_HOME` and clones to the
+/// same path would build gpu-core against the kiln-abi of an earlier run:
+/// a path per content gives changed crates a folder of their own. Older
+/// folders under `target/package-verify` are removed (kiln wrote them).
+fn verify_dir(root: &Path) -> Result<PathBuf> {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for krate in USER_CRATES {
+        let path = root.join(format!("target/package/{krate}-0.1.0.crate"));
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        hasher.update(krate.as_bytes());
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(&bytes);
+    }
+    let key: String = hasher.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let parent = root.join("target/package-verify");
+    if let Ok(entries) = std::fs::read_dir(&parent) {
+        for entry in entries.flatten() {
+            let stale = entry.file_name() != key.as_str();
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if stale && is_dir {
+                std::fs::remove_dir_all(entry.path())
+                    .with_context(|| format!("cannot remove {}", entry.path().display()))?;
+            }
+        }
+    }
+    Ok(parent.join(key))
 }
 
 /// `--config patch.crates-io.<crate>.path=...` for each user crate unpacked
@@ -340,4 +392,52 @@ fn git_user(root: &Path) -> Result<()> {
         println!("git-URL crate built {what}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_crates(root: &Path, abi: &[u8]) {
+        let dir = root.join("target/package");
+        std::fs::create_dir_all(&dir).unwrap();
+        for krate in USER_CRATES {
+            let bytes: &[u8] = if *krate == "kiln-abi" { abi } else { b"same" };
+            std::fs::write(dir.join(format!("{krate}-0.1.0.crate")), bytes).unwrap();
+        }
+    }
+
+    /// A changed crate gets a new folder (so cargo unpacks it afresh), the
+    /// same crates the same one; older folders go, files and links stay.
+    #[test]
+    fn verify_dir_follows_the_packed_crates() {
+        let root = tempfile::tempdir().unwrap();
+        write_crates(root.path(), b"abi one");
+        let first = verify_dir(root.path()).unwrap();
+        assert_eq!(first, verify_dir(root.path()).unwrap());
+        std::fs::create_dir_all(first.join("package/tmp-registry")).unwrap();
+
+        let parent = root.path().join("target/package-verify");
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep"), b"not kiln's").unwrap();
+        std::os::unix::fs::symlink(outside.path(), parent.join("link")).unwrap();
+        std::fs::write(parent.join("note"), b"a file").unwrap();
+
+        write_crates(root.path(), b"abi two");
+        let second = verify_dir(root.path()).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(second.parent(), Some(parent.as_path()));
+        assert!(!first.exists(), "the older folder stayed");
+        assert!(parent.join("note").is_file());
+        assert!(outside.path().join("keep").is_file());
+        assert!(parent.join("link").symlink_metadata().is_ok());
+    }
+
+    /// With no packed crates there is nothing to name the folder by.
+    #[test]
+    fn verify_dir_needs_the_packed_crates() {
+        let root = tempfile::tempdir().unwrap();
+        let error = verify_dir(root.path()).unwrap_err().to_string();
+        assert!(error.contains("kiln-abi-0.1.0.crate"), "{error}");
+    }
 }
