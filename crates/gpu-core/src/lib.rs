@@ -158,19 +158,9 @@
 // none, cudarc (an optional dependency every version feature enables) is
 // not built, so its build script never asks an `nvcc` it may not know for
 // a version; this error is then the build's only one, since every item
-// below is compiled only with a version (`with_cudarc!`).
-#[cfg(not(any(
-    feature = "cuda-12040",
-    feature = "cuda-12050",
-    feature = "cuda-12060",
-    feature = "cuda-12080",
-    feature = "cuda-12090",
-    feature = "cuda-13000",
-    feature = "cuda-13010",
-    feature = "cuda-13020",
-    feature = "cuda-13030",
-    feature = "cuda-13040",
-)))]
+// below is compiled only with a version (`cfg(with_cudarc)`, which
+// `build.rs` sets from the features).
+#[cfg(not(with_cudarc))]
 compile_error!(
     "kiln-gpu-core needs one CUDA-version feature: cuda-12040, cuda-12050, cuda-12060, cuda-12080, cuda-12090, cuda-13000 (the default), cuda-13010, cuda-13020, cuda-13030 or cuda-13040; with default-features = false, enable the one your cudarc dependency uses"
 );
@@ -180,18 +170,7 @@ compile_error!(
 macro_rules! with_cudarc {
     ($($item:item)*) => {
         $(
-            #[cfg(any(
-                feature = "cuda-12040",
-                feature = "cuda-12050",
-                feature = "cuda-12060",
-                feature = "cuda-12080",
-                feature = "cuda-12090",
-                feature = "cuda-13000",
-                feature = "cuda-13010",
-                feature = "cuda-13020",
-                feature = "cuda-13030",
-                feature = "cuda-13040",
-            ))]
+            #[cfg(with_cudarc)]
             $item
         )*
     };

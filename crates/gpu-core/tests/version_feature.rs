@@ -98,8 +98,14 @@ fn no_version_feature_with_path_first(bin: Option<&Path>) {
     );
 }
 
-/// Every CUDA-version feature in the manifest is one the compile_error
-/// accepts and names, and the other way round.
+/// `build.rs`, whose rule the test below holds against the manifest.
+#[allow(dead_code)]
+#[path = "../build.rs"]
+mod build_script;
+
+/// Every CUDA-version feature in the manifest brings cudarc in, turns
+/// `cfg(with_cudarc)` on (`build.rs`) and is named by the compile_error; no
+/// other feature turns the cfg on.
 #[test]
 fn the_compile_error_names_exactly_the_manifests_version_features() {
     let core = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -111,25 +117,40 @@ fn the_compile_error_names_exactly_the_manifests_version_features() {
         .map(|(name, _)| name)
         .collect();
     assert_eq!(features.len(), 10, "{features:?}");
-    // Two lists: the compile_error's `not(any(..))` and `with_cudarc!`'s.
-    let cfg_names = lib.matches("feature = \"cuda-").count();
-    assert_eq!(
-        cfg_names,
-        2 * features.len(),
-        "the cfg lists and the manifest differ"
-    );
+    let var = |feature: &str| format!("CARGO_FEATURE_{}", feature.to_uppercase().replace('-', "_"));
     for feature in &features {
-        assert_eq!(
-            lib.matches(&format!("feature = \"{feature}\"")).count(),
-            2,
-            "{feature} is not in both cfg lists"
-        );
         assert!(
             manifest.contains(&format!(
                 "{feature} = [\"dep:cudarc\", \"cudarc/{feature}\"]"
             )),
             "{feature} does not bring cudarc in"
         );
+        assert!(
+            build_script::is_version_feature(&var(feature)),
+            "build.rs does not turn cfg(with_cudarc) on for {feature}"
+        );
+    }
+    let others = manifest
+        .lines()
+        .skip_while(|l| *l != "[features]")
+        .skip(1)
+        .take_while(|l| !l.starts_with('['))
+        .filter_map(|l| l.split_once(" = ").map(|(name, _)| name.trim()))
+        .filter(|name| !name.starts_with('#') && !features.contains(name))
+        .collect::<Vec<_>>();
+    assert!(others.contains(&"testing"), "{others:?}");
+    for other in others {
+        assert!(
+            !build_script::is_version_feature(&var(other)),
+            "{other} would turn cfg(with_cudarc) on"
+        );
+    }
+    for near in [
+        "CARGO_FEATURE_CUDA_1300",
+        "CARGO_FEATURE_CUDA_130000",
+        "CARGO_FEATURE_CUDA_X3000",
+    ] {
+        assert!(!build_script::is_version_feature(near), "{near}");
     }
     let message = lib
         .split_once("compile_error!(")
@@ -137,10 +158,15 @@ fn the_compile_error_names_exactly_the_manifests_version_features() {
         .map(|(message, _)| message)
         .expect("lib.rs has the compile_error");
     for feature in &features {
-        assert!(
-            lib.contains(&format!("feature = \"{feature}\"")),
-            "{feature} not in the cfg"
-        );
         assert!(message.contains(feature), "{feature} not in the message");
     }
+    assert_eq!(
+        message.matches("cuda-1").count(),
+        features.len(),
+        "the message names a version the manifest lacks"
+    );
+    assert!(
+        !lib.contains("feature = \"cuda-"),
+        "lib.rs lists versions again: cfg(with_cudarc) is build.rs's"
+    );
 }
