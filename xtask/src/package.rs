@@ -98,7 +98,9 @@ fn package_into(root: &Path, verify_target: Option<&Path>) -> Result<()> {
 /// 0xMiden/miden-vm#2530). A CI that keeps `CARGO_HOME` and clones to the
 /// same path would build gpu-core against the kiln-abi of an earlier run:
 /// a path per content gives changed crates a folder of their own. Older
-/// folders under `target/package-verify` are removed (kiln wrote them).
+/// folders under `target/package-verify` named as it names them are
+/// removed; anything else there is left, and `target/package-verify` as a
+/// link or a file is refused.
 fn verify_dir(root: &Path) -> Result<PathBuf> {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
@@ -115,9 +117,19 @@ fn verify_dir(root: &Path) -> Result<PathBuf> {
         .map(|b| format!("{b:02x}"))
         .collect();
     let parent = root.join("target/package-verify");
+    if let Ok(meta) = std::fs::symlink_metadata(&parent) {
+        if !meta.is_dir() {
+            bail!(
+                "{} is a link or a file, not the folder `xtask package` makes: remove it and rerun",
+                parent.display()
+            );
+        }
+    }
     if let Ok(entries) = std::fs::read_dir(&parent) {
         for entry in entries.flatten() {
-            let stale = entry.file_name() != key.as_str();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let stale = name != key.as_str() && is_key(&name);
             let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
             if stale && is_dir {
                 std::fs::remove_dir_all(entry.path())
@@ -126,6 +138,12 @@ fn verify_dir(root: &Path) -> Result<PathBuf> {
         }
     }
     Ok(parent.join(key))
+}
+
+/// Whether `name` is a folder name [`verify_dir`] makes: 16 lowercase hex
+/// digits.
+fn is_key(name: &str) -> bool {
+    name.len() == 16 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// `--config patch.crates-io.<crate>.path=...` for each user crate unpacked
@@ -431,6 +449,42 @@ mod tests {
         assert!(parent.join("note").is_file());
         assert!(outside.path().join("keep").is_file());
         assert!(parent.join("link").symlink_metadata().is_ok());
+    }
+
+    /// Only folders named as `verify_dir` names them are removed; a link or
+    /// a file in place of `target/package-verify` is refused, and what it
+    /// points at is untouched.
+    #[test]
+    fn verify_dir_touches_only_its_own_folders() {
+        let root = tempfile::tempdir().unwrap();
+        write_crates(root.path(), b"abi");
+        let parent = root.path().join("target/package-verify");
+        let mine = parent.join("0123456789abcdef");
+        let other = parent.join("user-notes");
+        let upper = parent.join("0123456789ABCDEF");
+        for dir in [&mine, &other, &upper] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        verify_dir(root.path()).unwrap();
+        assert!(!mine.exists(), "kiln's older folder stayed");
+        assert!(
+            other.is_dir() && upper.is_dir(),
+            "a folder kiln did not name went"
+        );
+
+        std::fs::remove_dir_all(&parent).unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let victim = elsewhere.path().join("0123456789abcdef");
+        std::fs::create_dir(&victim).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), &parent).unwrap();
+        let error = verify_dir(root.path()).unwrap_err().to_string();
+        assert!(error.contains("is a link or a file"), "{error}");
+        assert!(victim.is_dir(), "removed through the link");
+
+        std::fs::remove_file(&parent).unwrap();
+        std::fs::write(&parent, b"a file").unwrap();
+        let error = verify_dir(root.path()).unwrap_err().to_string();
+        assert!(error.contains("remove it and rerun"), "{error}");
     }
 
     /// With no packed crates there is nothing to name the folder by.
