@@ -170,6 +170,34 @@ fn entry(text: &str, names: &mut Vec<String>) {
     }
 }
 
+/// Whether `code` names the crate root under another name (`use crate as
+/// root;`, `use crate::{self as root}`, `extern crate self as name;`), so
+/// that paths through that name would slip past the scan.
+fn aliases_the_root(code: &str) -> bool {
+    let flat: String = code.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.contains("use crate as ") || flat.contains("extern crate self") {
+        return true;
+    }
+    // `self` at the top level of a `crate::{...}` group.
+    flat.match_indices("crate::{").any(|(at, open)| {
+        let mut depth = 0;
+        for piece in flat[at + open.len()..].split_inclusive(['{', '}', ',']) {
+            if depth == 0 && piece.trim_start().starts_with("self as ") {
+                return true;
+            }
+            if piece.ends_with('{') {
+                depth += 1;
+            } else if piece.ends_with('}') {
+                if depth == 0 {
+                    break;
+                }
+                depth -= 1;
+            }
+        }
+        false
+    })
+}
+
 /// Each module's imports of other modules (through `crate::` or enough
 /// `super::`s to reach the root), as `(file, module, imported)`.
 fn imports() -> Vec<(String, String, String)> {
@@ -192,6 +220,9 @@ fn imports() -> Vec<(String, String, String)> {
         // `a`, one.
         let depth = name.matches('/').count() - usize::from(name.ends_with("/mod.rs"));
         let code = code(&std::fs::read_to_string(&file).unwrap());
+        if aliases_the_root(&code) {
+            found.push((name.clone(), module.to_string(), "crate as".to_string()));
+        }
         let to_root = "super::".repeat(depth + 1);
         for imported in names_after(&code, "crate::")
             .into_iter()
@@ -240,6 +271,12 @@ fn no_import_runs_up_a_floor_or_through_the_root() {
     );
     let mut bad = Vec::new();
     for (file, module, imported) in &imports {
+        if imported == "crate as" {
+            bad.push(format!(
+                "src/{file}: names the crate root under another name; write `crate::MODULE::Item` so the floors can be read"
+            ));
+            continue;
+        }
         if imported == "*" {
             bad.push(format!(
                 "src/{file}: a glob or an entry that is no path through the crate root (`crate::*`, `super::*`, an attribute in a group); name each module"
@@ -280,6 +317,22 @@ fn the_scan_reads_groups_nested_paths_and_supers() {
     );
     assert_eq!(code("let s = \"a // b\"; // c"), "let s = \"a // b\"; ");
     assert_eq!(names_after("use crate::*;", "crate::"), ["*"]);
+    for aliased in [
+        "use crate as root;",
+        "use crate\n    as root;",
+        "extern crate self as kiln_anneal;",
+        "use crate::{self as root, vocab::Points};",
+        "use crate::{vocab::Points, self as root};",
+    ] {
+        assert!(aliases_the_root(aliased), "{aliased}");
+    }
+    for plain in [
+        "use crate::vocab::Points as P; let s = \"crate\";",
+        "use std::io::{Read, self as io}; use crate::{vocab::Points};",
+        "use crate::{vocab::{self as v}, error::E};",
+    ] {
+        assert!(!aliases_the_root(plain), "{plain}");
+    }
     assert_eq!(
         names_after("use crate::{#[cfg(x)] a::B, c::D};", "crate::"),
         ["*", "c"]
