@@ -452,7 +452,7 @@ mod tests {
         let err = kinds(&["--kinds", "normal,gaussian"]).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "`--kinds`: unknown kind `gaussian`; the kinds are normal, offset, scaled-up, scaled-down, clustered, anisotropic"
+            "`--kinds`: unknown kind `gaussian`; the kinds are normal, offset, scaled-up, scaled-down, clustered, anisotropic, embedding"
         );
         assert!(err.downcast_ref::<crate::cli::UsageError>().is_some());
         // cli.rs names the kinds in `--help` by hand (it cannot import

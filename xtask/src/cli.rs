@@ -145,8 +145,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "plot_only")]
     pub(crate) kmeans_anchors: Option<PathBuf>,
     /// The points' kinds for --kmeans-anchors, comma-separated: normal,
-    /// offset, scaled-up, scaled-down, clustered, anisotropic (default: all;
-    /// with --quick, normal,offset).
+    /// offset, scaled-up, scaled-down, clustered, anisotropic, embedding
+    /// (default: all; with --quick, normal,offset).
     #[arg(
         long,
         value_name = "KIND,...",

@@ -1,6 +1,7 @@
-//! The k-means bench's data kinds (issue 39): standard normal and five
+//! The k-means bench's data kinds (issue 39): standard normal and six
 //! distributions shaped like the data users have (a shared offset, extreme
-//! scales, unit-norm clusters, a few dominant directions), each generated
+//! scales, unit-norm clusters, a few dominant directions, unit vectors in
+//! one narrow cone as embedding models give them), each generated
 //! from a seed, row by row, and written as f32 `KIND/x_N_D.npy`.
 
 use std::io::BufWriter;
@@ -36,16 +37,22 @@ pub(crate) enum Kind {
     /// [`DOMINANT`] orthonormal random directions of scale
     /// [`DOMINANT_SCALE`] over isotropic unit noise.
     Anisotropic,
+    /// Unit vectors in one narrow cone, as sentence-embedding models give
+    /// them: one shared random unit direction plus gaussian noise of
+    /// `1 / sqrt(d)` per coordinate, each point scaled to unit norm (cosine
+    /// to the shared direction about 0.7, to each other about 0.5).
+    Embedding,
 }
 
 /// Every kind, in the order the table shows them.
-pub(crate) const ALL: [Kind; 6] = [
+pub(crate) const ALL: [Kind; 7] = [
     Kind::Normal,
     Kind::Offset,
     Kind::ScaledUp,
     Kind::ScaledDown,
     Kind::Clustered,
     Kind::Anisotropic,
+    Kind::Embedding,
 ];
 
 /// The mean of each coordinate of [`Kind::Offset`]'s shared vector.
@@ -68,6 +75,7 @@ impl Kind {
             Kind::ScaledDown => "scaled-down",
             Kind::Clustered => "clustered",
             Kind::Anisotropic => "anisotropic",
+            Kind::Embedding => "embedding",
         }
     }
 
@@ -82,6 +90,9 @@ impl Kind {
                 "1024 random unit centres, noise 0.05/sqrt(d) per coordinate, each point unit norm"
             }
             Kind::Anisotropic => "4 orthonormal random directions of scale 10 over unit noise",
+            Kind::Embedding => {
+                "one shared unit direction plus noise 1/sqrt(d) per coordinate, each point unit norm"
+            }
         }
     }
 
@@ -132,6 +143,7 @@ fn seed(kind: Kind, n: u64, d: u64) -> u64 {
         Kind::Offset => 1,
         Kind::Clustered => 2,
         Kind::Anisotropic => 3,
+        Kind::Embedding => 4,
     };
     normal ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15_u64)
 }
@@ -146,6 +158,8 @@ enum Params {
     Centres(Vec<f32>),
     /// `DOMINANT × d`, orthonormal rows.
     Directions(Vec<f32>),
+    /// The cone's shared unit direction.
+    Cone(Vec<f32>),
 }
 
 /// The points of one kind and `(n, d)`, one row at a time.
@@ -169,6 +183,7 @@ impl Points {
             }
             Kind::Clustered => Params::Centres(unit_rows(&mut rng, CENTRES, d, false)),
             Kind::Anisotropic => Params::Directions(unit_rows(&mut rng, DOMINANT.min(d), d, true)),
+            Kind::Embedding => Params::Cone(unit_rows(&mut rng, 1, d, false)),
         };
         Self { d, rng, params }
     }
@@ -201,6 +216,13 @@ impl Points {
                         *x += g * u;
                     }
                 }
+            }
+            Params::Cone(direction) => {
+                let sigma = (1.0 / (self.d as f64).sqrt()) as f32;
+                for (x, u) in row.iter_mut().zip(direction) {
+                    *x = u + sigma * normal(rng);
+                }
+                normalise(row);
             }
         }
     }

@@ -19,7 +19,7 @@ fn sample(kind: Kind, n: u64, d: u64) -> Vec<f32> {
 /// The rows a kind draws before its points: centres or directions.
 fn drawn(kind: Kind, n: u64, d: usize) -> Vec<f32> {
     match Points::new(kind, n, d as u64).params {
-        Params::Centres(rows) | Params::Directions(rows) => rows,
+        Params::Centres(rows) | Params::Directions(rows) | Params::Cone(rows) => rows,
         other => panic!("{kind:?} draws {other:?}"),
     }
 }
@@ -60,7 +60,7 @@ fn kinds_parse_by_name_and_a_bad_one_names_them_all() {
     let err = "gaussian".parse::<Kind>().unwrap_err();
     assert_eq!(
         err,
-        "unknown kind `gaussian`; the kinds are normal, offset, scaled-up, scaled-down, clustered, anisotropic"
+        "unknown kind `gaussian`; the kinds are normal, offset, scaled-up, scaled-down, clustered, anisotropic, embedding"
     );
     assert_eq!(Kind::defaults(true), [Kind::Normal, Kind::Offset]);
     assert_eq!(Kind::defaults(false), ALL);
@@ -263,4 +263,26 @@ fn each_kind_writes_its_own_folder_once_per_n_d() {
         assert!(write_points(&dir, Kind::Normal, &sizes).is_err(), "{dir:?}");
         assert!(!dir.join("normal").exists());
     }
+}
+
+/// Unit vectors in one narrow cone: every point at about 0.7 to the shared
+/// direction, about 0.5 to each other, far from the origin's spread.
+#[test]
+fn embedding_points_are_unit_vectors_in_one_cone() {
+    let (n, d) = (2000, 64);
+    let cone = drawn(Kind::Embedding, n, d);
+    assert_eq!(cone.len(), d);
+    assert!((dot(&cone, &cone) - 1.0).abs() < 1e-5);
+    let v = sample(Kind::Embedding, n, d as u64);
+    let rows: Vec<&[f32]> = v.chunks_exact(d).collect();
+    let mut to_cone = 0.0;
+    for p in &rows {
+        assert!((dot(p, p) - 1.0).abs() < 1e-5, "{}", dot(p, p));
+        let cos = dot(p, &cone);
+        assert!(cos > 0.3 && cos < 0.95, "{cos}");
+        to_cone += cos / n as f64;
+    }
+    assert!((to_cone - 0.707).abs() < 0.03, "{to_cone}");
+    let pairs: f64 = rows.windows(2).map(|w| dot(w[0], w[1])).sum::<f64>() / (n - 1) as f64;
+    assert!((pairs - 0.5).abs() < 0.05, "{pairs}");
 }
