@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use cuda_build::codegen::{write_if_changed, Codegen};
+use cuda_build::codegen::{read_committed, write_if_changed, Codegen};
 
 use crate::cli::CodegenArgs;
 
@@ -32,7 +32,7 @@ pub(crate) fn run(root: &Path, args: &CodegenArgs) -> Result<()> {
     let text = generated.text;
     let path = root.join(GENERATED);
     if check {
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        let committed = read_committed(&path)?.unwrap_or_default();
         if committed != text {
             bail!("{GENERATED} is out of date with kernels/include/*.h; run `cargo xtask codegen` and commit it");
         }

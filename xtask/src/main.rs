@@ -38,7 +38,7 @@ fn main() -> ExitCode {
     match dispatch(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", cargo_kiln::error::one_line(&e));
             if e.is::<UsageError>() {
                 ExitCode::from(2)
             } else {

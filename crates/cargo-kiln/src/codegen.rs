@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use clap::Args;
-use cuda_build::codegen::{write_if_changed, Codegen};
+use cuda_build::codegen::{read_committed, write_if_changed, Codegen};
 
 use crate::project::Project;
 
@@ -143,7 +143,7 @@ pub fn run(project: &Project, args: &CodegenArgs) -> Result<()> {
     let path = project.dir.join(&args.out);
     let shown = project.display(&path);
     if args.check {
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        let committed = read_committed(&path)?.unwrap_or_default();
         if committed != generated.text {
             bail!(
                 "{shown} is not what codegen writes for {}; run `{}` and commit it",

@@ -56,7 +56,7 @@ fn main() -> ExitCode {
     match dispatch(&kiln.krate, kiln.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", cargo_kiln::error::one_line(&e));
             ExitCode::from(cargo_kiln::error::exit_status(&e))
         }
     }

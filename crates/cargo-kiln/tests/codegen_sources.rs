@@ -151,6 +151,45 @@ fn sources_give_a_headerless_crate_typed_declarations_and_a_drift_check() {
         "{}",
         bindings.lines().next().unwrap_or_default()
     );
+    // A FIFO, or a link, where the bindings go: refused in one line, left
+    // as it is, never read (a FIFO would block codegen for ever) nor
+    // written through.
+    let out_path = dir.join("src/planted.rs");
+    let status = std::process::Command::new("mkfifo").arg(&out_path).status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "mkfifo: a FIFO is what this test plants"
+    );
+    let elsewhere = tmp.path().join("theirs.rs");
+    std::fs::write(&elsewhere, "not kiln's").unwrap();
+    let link_path = dir.join("src/linked.rs");
+    std::os::unix::fs::symlink(&elsewhere, &link_path).unwrap();
+    for (out, check) in [
+        ("src/planted.rs", false),
+        ("src/planted.rs", true),
+        ("src/linked.rs", false),
+    ] {
+        let mut args = vec!["--kiln-toml", "modules.toml", "--out", out];
+        if check {
+            args.push("--check");
+        }
+        let err = codegen(&args).code(1).get_output().stderr.clone();
+        let err = String::from_utf8_lossy(&err);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert_eq!(err.matches("not a regular file").count(), 1, "{err}");
+        assert!(
+            err.contains(out) && err.contains("remove it and rerun"),
+            "{err}"
+        );
+    }
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+        &std::fs::symlink_metadata(&out_path).unwrap().file_type()
+    ));
+    assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "not kiln's");
+    assert!(std::fs::symlink_metadata(&link_path)
+        .unwrap()
+        .file_type()
+        .is_symlink());
 }
 
 fn copy_dir(from: &Path, to: &Path) {

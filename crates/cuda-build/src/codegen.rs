@@ -489,16 +489,21 @@ fn last_components(dir: &Path) -> String {
 }
 
 /// Writes `text` to `path` unless it already holds it; returns whether it
-/// wrote.
+/// wrote. A link, a FIFO, a folder or a device at `path` is refused and
+/// left as it is; the file is replaced whole (a temp file beside it,
+/// renamed), keeping its permissions.
 pub fn write_if_changed(path: &Path, text: &str) -> Result<bool, Error> {
-    if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
-        return Ok(false);
+    crate::emit::write_if_changed(path, text)
+}
+
+/// The committed generated file at `path` for a `--check`, `None` when
+/// there is none; a link, a FIFO, a folder or a device there is an error
+/// (never read: a FIFO would block for ever).
+pub fn read_committed(path: &Path) -> Result<Option<String>, Error> {
+    match crate::emit::regular_file(path)? {
+        Some(_) => crate::error::io(path, std::fs::read_to_string(path)).map(Some),
+        None => Ok(None),
     }
-    std::fs::write(path, text).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    Ok(true)
 }
 
 #[cfg(test)]

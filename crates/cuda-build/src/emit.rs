@@ -100,13 +100,64 @@ pub(crate) fn arch_numbers(names: &[String], separator: &str) -> String {
         .join(separator)
 }
 
-/// Writes `text` unless the file already holds it (keeps mtimes still, so
-/// nothing downstream rebuilds for nothing).
-pub(crate) fn write_if_changed(path: &Path, text: &str) -> Result<(), Error> {
-    if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
-        return Ok(());
+/// The metadata of the regular file at `path`, `None` when there is
+/// nothing there; a link, a FIFO, a folder or a device is an error that
+/// says to remove it (never read: a FIFO would block for ever).
+pub(crate) fn regular_file(path: &Path) -> Result<Option<std::fs::Metadata>, Error> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_file() => Ok(Some(meta)),
+        Ok(_) => Err(Error::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a link, a FIFO, a folder or a device); kiln reads and writes \
+                 only regular files here: remove it and rerun",
+            ),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => io(path, Err(e)),
     }
-    io(path, std::fs::write(path, text))
+}
+
+/// Writes `text` to `path` unless the file already holds it (keeps mtimes
+/// still, so nothing downstream rebuilds for nothing); returns whether it
+/// wrote. Only a regular file or nothing is taken at `path`: a link, a
+/// FIFO (which would block the read for ever), a folder or a device there
+/// is refused, untouched. The text goes to a temp file beside it, renamed
+/// over it, so a killed run leaves the old file or the new one, never half
+/// of one; an existing file keeps its permissions, a new one gets 0644.
+pub(crate) fn write_if_changed(path: &Path, text: &str) -> Result<bool, Error> {
+    let existing = regular_file(path)?;
+    if existing.is_some() && io(path, std::fs::read(path))? == text.as_bytes() {
+        return Ok(false);
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut temp = io(
+        dir,
+        tempfile::Builder::new()
+            .prefix(".kiln-write-")
+            .tempfile_in(dir),
+    )?;
+    let written = std::io::Write::write_all(&mut temp, text.as_bytes());
+    io(temp.path(), written)?;
+    let permissions = match &existing {
+        Some(meta) => Some(meta.permissions()),
+        #[cfg(unix)]
+        None => Some(std::os::unix::fs::PermissionsExt::from_mode(0o644)),
+        #[cfg(not(unix))]
+        None => None,
+    };
+    if let Some(permissions) = permissions {
+        io(temp.path(), temp.as_file().set_permissions(permissions))?;
+    }
+    temp.persist(path).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    Ok(true)
 }
 
 /// The names the generated Rust defines beside the modules' statics.
@@ -206,5 +257,101 @@ fn images_from(manifest: &Manifest) -> String {
     match &manifest.toolkit {
         Some(tk) => format!("nvcc of CUDA {} at {}", tk.version, tk.root.display()),
         None => "nvcc".to_string(),
+    }
+}
+
+#[cfg(all(test, unix))]
+mod write_tests {
+    use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+    use std::path::Path;
+
+    use super::write_if_changed;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    /// Only the file itself in the folder: no temp file left behind.
+    fn only(dir: &Path, name: &str) {
+        let names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, [name.to_string()], "{names:?}");
+    }
+
+    #[test]
+    fn a_new_file_is_written_whole_and_the_same_text_not_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bindings.rs");
+        assert!(write_if_changed(&path, "one").unwrap());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "one");
+        assert_eq!(mode(&path), 0o644);
+        let before = std::fs::metadata(&path).unwrap().modified().unwrap();
+        assert!(!write_if_changed(&path, "one").unwrap());
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().modified().unwrap(),
+            before
+        );
+        only(dir.path(), "bindings.rs");
+    }
+
+    #[test]
+    fn a_changed_file_keeps_its_permissions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bindings.rs");
+        std::fs::write(&path, "old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(write_if_changed(&path, "new").unwrap());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        assert_eq!(mode(&path), 0o600);
+        only(dir.path(), "bindings.rs");
+    }
+
+    /// A FIFO would block the read for ever; a link would be written
+    /// through; a folder cannot be a file: each is refused at once, left as
+    /// it is, and nothing else appears beside it.
+    #[test]
+    fn a_fifo_a_link_or_a_folder_at_the_path_is_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo.rs");
+        let status = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "mkfifo: a FIFO is what this test writes to"
+        );
+        let error = write_if_changed(&fifo, "text").unwrap_err().to_string();
+        assert!(
+            error.contains("not a regular file") && error.contains("fifo.rs"),
+            "{error}"
+        );
+        assert!(std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo());
+
+        let target = dir.path().join("elsewhere.rs");
+        std::fs::write(&target, "theirs").unwrap();
+        let link = dir.path().join("link.rs");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let error = write_if_changed(&link, "text").unwrap_err().to_string();
+        assert!(error.contains("remove it and rerun"), "{error}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "theirs");
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+
+        let folder = dir.path().join("folder.rs");
+        std::fs::create_dir(&folder).unwrap();
+        assert!(write_if_changed(&folder, "text").is_err());
+        assert!(folder.is_dir());
+
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["elsewhere.rs", "fifo.rs", "folder.rs", "link.rs"]);
     }
 }
