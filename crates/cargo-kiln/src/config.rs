@@ -3,15 +3,33 @@
 
 use std::path::Path;
 
+use cuda_build::regular::Links;
 use serde::de::DeserializeOwned;
 
 use crate::error::usage_error;
 
+/// The largest config file read (16 MiB).
+pub const CONFIG_BOUND: u64 = 16 << 20;
+
 /// Reads and parses `path` (`shown` in messages); a missing or malformed
 /// file is a usage error.
 pub fn load<T: DeserializeOwned>(path: &Path, shown: &str) -> anyhow::Result<T> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| usage_error!("cannot read {shown}: {e}; restore it from git"))?;
+    // A regular file (or a link to one) only: a FIFO is refused, never
+    // waited on.
+    let text = match cuda_build::regular::read_text(path, CONFIG_BOUND, Links::Follow) {
+        Ok(Some(text)) => text,
+        Ok(None) => {
+            return Err(usage_error!(
+                "cannot read {shown}: it is not there; restore it from git"
+            ))
+        }
+        Err(cuda_build::Error::Io { source, .. }) => {
+            return Err(usage_error!(
+                "cannot read {shown}: {source}; restore it from git"
+            ))
+        }
+        Err(e) => return Err(usage_error!("{e}")),
+    };
     parse(shown, &text).map_err(|msg| usage_error!("{msg}"))
 }
 
@@ -39,7 +57,7 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[derive(Debug, serde::Deserialize)]
@@ -53,6 +71,43 @@ mod tests {
         let err = parse::<T>("f.toml", "\na = \"x\"\n").unwrap_err();
         assert!(!err.contains('\n'), "{err}");
         assert!(err.starts_with("f.toml:2:5: "), "{err}");
+    }
+
+    /// Makes a FIFO at `path` (what the tests that plant one read).
+    pub(crate) fn fifo_at(path: &Path) -> std::path::PathBuf {
+        let status = std::process::Command::new("mkfifo").arg(path).status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "mkfifo: a FIFO is what this test reads"
+        );
+        path.to_path_buf()
+    }
+
+    /// A FIFO, a folder or nothing where a config file should be: one line,
+    /// a usage error, and the FIFO is never waited on.
+    #[test]
+    fn a_fifo_a_folder_or_nothing_is_one_line_never_a_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = fifo_at(&dir.path().join("kiln-audit.toml"));
+        let err = load::<T>(&fifo, "kiln-audit.toml").unwrap_err();
+        assert_eq!(crate::error::exit_status(&err), 2);
+        let text = crate::error::one_line(&err);
+        assert!(
+            text.contains("is a FIFO, not a regular file") && !text.contains('\n'),
+            "{text}"
+        );
+        let err = load::<T>(dir.path(), "the folder").unwrap_err();
+        assert!(crate::error::one_line(&err).contains("is a dir"), "{err:#}");
+        let err = load::<T>(&dir.path().join("none.toml"), "none.toml").unwrap_err();
+        assert_eq!(
+            crate::error::one_line(&err),
+            "cannot read none.toml: it is not there; restore it from git"
+        );
+        std::fs::write(dir.path().join("t.toml"), "a = 1\n").unwrap();
+        assert_eq!(
+            load::<T>(&dir.path().join("t.toml"), "t.toml").unwrap().a,
+            1
+        );
     }
 
     #[test]

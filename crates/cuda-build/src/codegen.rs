@@ -500,10 +500,7 @@ pub fn write_if_changed(path: &Path, text: &str) -> Result<bool, Error> {
 /// there is none; a link, a FIFO, a folder or a device there is an error
 /// (never read: a FIFO would block for ever).
 pub fn read_committed(path: &Path) -> Result<Option<String>, Error> {
-    match crate::emit::regular_file(path)? {
-        Some(_) => crate::error::io(path, std::fs::read_to_string(path)).map(Some),
-        None => Ok(None),
-    }
+    crate::regular::read_text(path, u64::MAX, crate::regular::Links::Refuse)
 }
 
 #[cfg(test)]

@@ -103,10 +103,18 @@ impl KernelConfig {
         if !present(path) {
             return Ok(Self::default());
         }
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+        // Never waited on (a FIFO), never a dir: a regular file, or a link
+        // to one, of at most 16 MiB.
+        let unreadable = |why: String| Error::Config {
             path: path.to_path_buf(),
-            message: format!("cannot be read ({e}); make it a readable file or remove it"),
-        })?;
+            message: format!("cannot be read ({why}); make it a readable file or remove it"),
+        };
+        let text = match crate::regular::read_text(path, 16 << 20, crate::regular::Links::Follow) {
+            Ok(Some(text)) => text,
+            Ok(None) => return Err(unreadable("a link to nothing".into())),
+            Err(Error::Io { source, .. }) => return Err(unreadable(source.to_string())),
+            Err(other) => return Err(other),
+        };
         Self::parse(&text, path)
     }
 

@@ -10,6 +10,7 @@ use crate::arch::Arch;
 use crate::config::LinkMode;
 use crate::error::{io, Error};
 use crate::manifest::Manifest;
+use crate::regular::Links;
 
 /// Toolkit versions published as `cuda_ge_MAJOR_MINOR` cfgs.
 const VERSION_CFGS: &[(u32, u32)] = &[
@@ -100,25 +101,6 @@ pub(crate) fn arch_numbers(names: &[String], separator: &str) -> String {
         .join(separator)
 }
 
-/// The metadata of the regular file at `path`, `None` when there is
-/// nothing there; a link, a FIFO, a folder or a device is an error that
-/// says to remove it (never read: a FIFO would block for ever).
-pub(crate) fn regular_file(path: &Path) -> Result<Option<std::fs::Metadata>, Error> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_file() => Ok(Some(meta)),
-        Ok(_) => Err(Error::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "not a regular file (a link, a FIFO, a folder or a device); kiln reads and writes \
-                 only regular files here: remove it and rerun",
-            ),
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => io(path, Err(e)),
-    }
-}
-
 /// Writes `text` to `path` unless the file already holds it (keeps mtimes
 /// still, so nothing downstream rebuilds for nothing); returns whether it
 /// wrote. Only a regular file or nothing is taken at `path`: a link, a
@@ -127,10 +109,14 @@ pub(crate) fn regular_file(path: &Path) -> Result<Option<std::fs::Metadata>, Err
 /// over it, so a killed run leaves the old file or the new one, never half
 /// of one; an existing file keeps its permissions, a new one gets 0644.
 pub(crate) fn write_if_changed(path: &Path, text: &str) -> Result<bool, Error> {
-    let existing = regular_file(path)?;
-    if existing.is_some() && io(path, std::fs::read(path))? == text.as_bytes() {
+    let old = crate::regular::read_text(path, u64::MAX, Links::Refuse)?;
+    if old.as_deref() == Some(text) {
         return Ok(false);
     }
+    let existing = match old {
+        Some(_) => Some(io(path, std::fs::symlink_metadata(path))?),
+        None => None,
+    };
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),

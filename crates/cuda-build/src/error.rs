@@ -71,6 +71,18 @@ pub enum Error {
         /// What failed.
         source: std::io::Error,
     },
+    /// A file kiln reads or writes is not a regular file.
+    #[error(
+        "{} is {kind}, not a regular file; kiln reads and writes only regular files there: remove it and rerun",
+        path.display()
+    )]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What is there: "a symlink", "a dir", "a FIFO", "a socket", "a
+        /// device" or "a special file".
+        kind: &'static str,
+    },
     /// A program could not be started.
     #[error("cannot run {}: {source}", program.display())]
     Spawn {

@@ -67,7 +67,7 @@ mod nvcc;
 mod parallel;
 pub mod prebuilt;
 mod probe;
-mod regular;
+pub mod regular;
 pub mod resources;
 mod settings;
 pub mod toolkit;

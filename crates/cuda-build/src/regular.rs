@@ -1,8 +1,10 @@
 //! Reading a file the build does not trust: a regular file only, never
 //! through a symlink (where asked), never waiting on a FIFO, never past a
 //! size bound; looked at before it is opened and again once open, in case
-//! it was swapped. The kernel cache (where any refusal is a miss) and
-//! prebuilt folders (where a refusal names why) both read through it.
+//! it was swapped. The kernel cache (where any refusal is a miss), prebuilt
+//! folders (where a refusal names why), the kernels' `kiln.toml`, codegen's
+//! inputs and outputs, and cargo-kiln's config files read through it
+//! ([`read`], or [`read_text`] for a text file that may be absent).
 
 use std::fs::File;
 use std::io::Read as _;
@@ -10,7 +12,7 @@ use std::path::Path;
 
 /// Whether a read may go through a symlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Links {
+pub enum Links {
     /// Never: the cache store's files, a prebuilt folder's.
     Refuse,
     /// A compile's inputs may be links (a header linked into the tree).
@@ -19,7 +21,7 @@ pub(crate) enum Links {
 
 /// Why a file was not read.
 #[derive(Debug)]
-pub(crate) enum Refusal {
+pub enum Refusal {
     /// Nothing at the path.
     Missing,
     /// A symlink (with [`Links::Refuse`]), dir, FIFO, socket or device.
@@ -32,7 +34,7 @@ pub(crate) enum Refusal {
 
 /// The file at `path` and its bytes, when it is a regular file of at most
 /// `bound` bytes.
-pub(crate) fn read(path: &Path, bound: u64, links: Links) -> Result<(File, Vec<u8>), Refusal> {
+pub fn read(path: &Path, bound: u64, links: Links) -> Result<(File, Vec<u8>), Refusal> {
     let meta = match links {
         Links::Refuse => std::fs::symlink_metadata(path),
         Links::Follow => std::fs::metadata(path),
@@ -54,6 +56,44 @@ pub(crate) fn read(path: &Path, bound: u64, links: Links) -> Result<(File, Vec<u
         return Err(Refusal::TooLarge);
     }
     Ok((file, bytes))
+}
+
+/// The text of the file at `path` (UTF-8, at most `bound` bytes), `None`
+/// when nothing is there; a symlink (with [`Links::Refuse`]), a dir, a
+/// FIFO, a socket or a device is [`Error::NotRegular`](crate::Error::NotRegular),
+/// never waited on.
+pub fn read_text(path: &Path, bound: u64, links: Links) -> Result<Option<String>, crate::Error> {
+    let bytes = match read(path, bound, links) {
+        Ok((_, bytes)) => bytes,
+        Err(Refusal::Missing) => return Ok(None),
+        Err(Refusal::NotRegular(kind)) => {
+            return Err(crate::Error::NotRegular {
+                path: path.to_path_buf(),
+                kind,
+            })
+        }
+        Err(Refusal::TooLarge) => {
+            return Err(crate::Error::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("larger than {bound} bytes"),
+                ),
+            })
+        }
+        Err(Refusal::Io(source)) => {
+            return Err(crate::Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|e| crate::Error::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+        })
 }
 
 fn check(meta: &std::fs::Metadata, bound: u64) -> Result<(), Refusal> {

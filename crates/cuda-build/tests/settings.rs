@@ -211,4 +211,19 @@ fn bad_defines_and_a_looping_kiln_toml_are_refused() {
     std::os::unix::fs::symlink("kiln.toml", fixture.path("kernels/other.toml")).unwrap();
     let line = refusal(&fixture, &[], "kiln.toml -> other.toml -> kiln.toml");
     assert!(line.contains("cannot be read"), "{line}");
+    // A FIFO is refused at once, never waited on.
+    std::fs::remove_file(&toml).unwrap();
+    let status = std::process::Command::new("mkfifo").arg(&toml).status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "mkfifo: a FIFO is what this test plants"
+    );
+    let line = refusal(&fixture, &[], "kiln.toml as a FIFO");
+    assert_eq!(
+        line,
+        format!(
+            "{} is a FIFO, not a regular file; kiln reads and writes only regular files there: remove it and rerun",
+            toml.display()
+        )
+    );
 }

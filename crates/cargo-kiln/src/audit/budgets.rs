@@ -233,8 +233,18 @@ impl Budgets {
 
     /// Reads a budgets file.
     pub fn read(path: &Path, origin: &str) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {origin}; it holds the audit's budgets"))?;
+        let text = cuda_build::regular::read_text(
+            path,
+            crate::config::CONFIG_BOUND,
+            cuda_build::regular::Links::Follow,
+        )
+        .and_then(|text| {
+            text.ok_or_else(|| cuda_build::Error::Io {
+                path: path.to_path_buf(),
+                source: std::io::ErrorKind::NotFound.into(),
+            })
+        })
+        .with_context(|| format!("cannot read {origin}; it holds the audit's budgets"))?;
         Self::parse(&text, origin)
     }
 
@@ -315,6 +325,20 @@ fn is_major_minor(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO in place of the budgets file is refused at once.
+    #[test]
+    fn a_fifo_for_the_budgets_is_refused_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = crate::config::tests::fifo_at(&dir.path().join("kiln-audit.toml"));
+        let err = Budgets::read(&fifo, "kiln-audit.toml").unwrap_err();
+        let text = crate::error::one_line(&err);
+        assert!(
+            text.starts_with("cannot read kiln-audit.toml; it holds the audit's budgets: ")
+                && text.contains("is a FIFO, not a regular file"),
+            "{text}"
+        );
+    }
 
     /// Another crate's kernels are held to the floor and defaults alone:
     /// kiln's tables neither govern them nor count as stale there.
