@@ -86,15 +86,11 @@ impl DriverFloor {
     /// is missing. The rest of the file is the audit's. A `[driver]` that
     /// cannot be read is one line naming the file.
     pub fn read(path: &Path) -> Result<Self, Error> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default_floor()),
-            Err(source) => {
-                return Err(Error::Io {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
+        // A regular file (or a link to one): a FIFO is refused, never
+        // waited on.
+        let text = match crate::regular::read_text(path, 16 << 20, crate::regular::Links::Follow)? {
+            Some(text) => text,
+            None => return Ok(Self::default_floor()),
         };
         let mut floor = Self::parse(&text).map_err(|message| Error::Config {
             path: path.to_path_buf(),
@@ -227,6 +223,21 @@ mod tests {
         ] {
             assert_eq!(DriverFloor::parse(text).unwrap_err(), error, "{text}");
         }
+    }
+
+    /// A FIFO as the audit file stops the build with one line, at once.
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_as_the_audit_file_is_refused_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join(AUDIT_FILE);
+        let status = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "mkfifo: a FIFO is what this test reads"
+        );
+        let err = DriverFloor::read(&fifo).unwrap_err().to_string();
+        assert!(err.contains("is a FIFO, not a regular file"), "{err}");
     }
 
     #[test]
