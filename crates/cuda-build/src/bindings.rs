@@ -11,6 +11,7 @@ mod declared;
 use std::path::{Path, PathBuf};
 
 use crate::error::{io, Error};
+use crate::regular::Links;
 
 /// The line that carries the fingerprint in a generated file.
 pub const FINGERPRINT_PREFIX: &str = "// kiln-codegen-headers: ";
@@ -40,7 +41,7 @@ impl Fnv {
     /// A file's name and its bytes, line endings aside (they do not change
     /// the bindings).
     fn feed_file(&mut self, name: &str, path: &Path) -> Result<(), Error> {
-        let text = io(path, std::fs::read(path))?;
+        let text = read_input(path)?;
         let text: Vec<u8> = text.into_iter().filter(|b| *b != b'\r').collect();
         self.feed(name.as_bytes());
         self.feed(&[0]);
@@ -92,7 +93,7 @@ pub fn sources_fingerprint(include_dir: &Path, files: &[String]) -> Result<Strin
             hash.feed_file(file, &path)?;
             continue;
         }
-        let bytes = io(&path, std::fs::read(&path))?;
+        let bytes = read_input(&path)?;
         hash.feed(file.as_bytes());
         hash.feed(&[0]);
         hash.feed(declared::declared(&String::from_utf8_lossy(&bytes)).as_bytes());
@@ -101,11 +102,31 @@ pub fn sources_fingerprint(include_dir: &Path, files: &[String]) -> Result<Strin
     Ok(format!("{DECLARED_MARK}{:016x}", hash.0))
 }
 
+/// The largest header, source or bindings file read (64 MiB).
+const INPUT_BOUND: u64 = 64 << 20;
+
+/// A header or source the bindings were made from: a regular file (or a
+/// link to one), never a FIFO waited on.
+fn read_input(path: &Path) -> Result<Vec<u8>, Error> {
+    crate::regular::read_bytes(path, INPUT_BOUND, Links::Follow)?.ok_or_else(|| Error::Io {
+        path: path.to_path_buf(),
+        source: std::io::ErrorKind::NotFound.into(),
+    })
+}
+
 /// Checks that a committed generated file was made from the headers as they
 /// are now. The error says what to run.
 pub fn check_committed(generated: &Path, include_dir: &Path, command: &str) -> Result<(), String> {
-    let text = std::fs::read_to_string(generated)
-        .map_err(|e| format!("cannot read {}: {e}; run `{command}`", generated.display()))?;
+    let text = match crate::regular::read_text(generated, INPUT_BOUND, Links::Follow) {
+        Ok(Some(text)) => text,
+        Ok(None) => {
+            return Err(format!(
+                "cannot read {}: it is not there; run `{command}`",
+                generated.display()
+            ))
+        }
+        Err(e) => return Err(format!("{e}; run `{command}`")),
+    };
     let recorded = text
         .lines()
         .find_map(|l| l.strip_prefix(FINGERPRINT_PREFIX))
@@ -160,6 +181,38 @@ pub fn source_files(generated_text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The build's check (`check_bindings`) with a FIFO for the committed
+    /// bindings, or for a header: one line naming it, never a wait.
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_for_the_bindings_or_a_header_is_refused_not_waited_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let include = tmp.path().join("include");
+        std::fs::create_dir(&include).unwrap();
+        std::fs::write(include.join("a.h"), "struct A { int x; };\n").unwrap();
+        let generated = tmp.path().join("bindings.rs");
+        let fifo = |path: &Path| {
+            let status = std::process::Command::new("mkfifo").arg(path).status();
+            assert!(
+                status.is_ok_and(|s| s.success()),
+                "mkfifo: a FIFO is what this test reads"
+            );
+        };
+        fifo(&generated);
+        let err = check_committed(&generated, &include, "regen").unwrap_err();
+        assert!(
+            err.contains("is a FIFO, not a regular file") && err.ends_with("run `regen`"),
+            "{err}"
+        );
+        std::fs::remove_file(&generated).unwrap();
+        let fingerprint = header_fingerprint(&include).unwrap();
+        std::fs::write(&generated, format!("{FINGERPRINT_PREFIX}{fingerprint}\n")).unwrap();
+        assert_eq!(check_committed(&generated, &include, "regen"), Ok(()));
+        fifo(&include.join("b.h"));
+        let err = check_committed(&generated, &include, "regen").unwrap_err();
+        assert!(err.contains("b.h is a FIFO, not a regular file"), "{err}");
+    }
 
     /// The regression of issue 42: a comment or a kernel body edited in a
     /// source made its bindings stale, failing the build until codegen ran.

@@ -58,35 +58,34 @@ pub fn read(path: &Path, bound: u64, links: Links) -> Result<(File, Vec<u8>), Re
     Ok((file, bytes))
 }
 
-/// The text of the file at `path` (UTF-8, at most `bound` bytes), `None`
-/// when nothing is there; a symlink (with [`Links::Refuse`]), a dir, a
-/// FIFO, a socket or a device is [`Error::NotRegular`](crate::Error::NotRegular),
-/// never waited on.
+/// The bytes of the file at `path` (at most `bound`), `None` when nothing
+/// is there; a symlink (with [`Links::Refuse`]), a dir, a FIFO, a socket
+/// or a device is [`Error::NotRegular`](crate::Error::NotRegular), never
+/// waited on.
+pub fn read_bytes(path: &Path, bound: u64, links: Links) -> Result<Option<Vec<u8>>, crate::Error> {
+    let io = |source| crate::Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    match read(path, bound, links) {
+        Ok((_, bytes)) => Ok(Some(bytes)),
+        Err(Refusal::Missing) => Ok(None),
+        Err(Refusal::NotRegular(kind)) => Err(crate::Error::NotRegular {
+            path: path.to_path_buf(),
+            kind,
+        }),
+        Err(Refusal::TooLarge) => Err(io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {bound} bytes"),
+        ))),
+        Err(Refusal::Io(source)) => Err(io(source)),
+    }
+}
+
+/// [`read_bytes`] of a UTF-8 text.
 pub fn read_text(path: &Path, bound: u64, links: Links) -> Result<Option<String>, crate::Error> {
-    let bytes = match read(path, bound, links) {
-        Ok((_, bytes)) => bytes,
-        Err(Refusal::Missing) => return Ok(None),
-        Err(Refusal::NotRegular(kind)) => {
-            return Err(crate::Error::NotRegular {
-                path: path.to_path_buf(),
-                kind,
-            })
-        }
-        Err(Refusal::TooLarge) => {
-            return Err(crate::Error::Io {
-                path: path.to_path_buf(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("larger than {bound} bytes"),
-                ),
-            })
-        }
-        Err(Refusal::Io(source)) => {
-            return Err(crate::Error::Io {
-                path: path.to_path_buf(),
-                source,
-            })
-        }
+    let Some(bytes) = read_bytes(path, bound, links)? else {
+        return Ok(None);
     };
     String::from_utf8(bytes)
         .map(Some)
