@@ -12,11 +12,9 @@ use kiln_anneal::distributed::{
     gather_assignments, rendezvous, rows_of, Communicator, DistError, JobSecret, RankEngine,
     RankEnv, SecretSource, TcpComm, Watchdog, NCCL_ID_BYTES,
 };
-use kiln_anneal::{cpu::CpuEngine, Points};
-
 mod rank_support;
 
-use rank_support::{env, free_port, problem_points};
+use rank_support::{env, free_port, one_process, rank_problem};
 
 fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
     let map: HashMap<String, String> = vars
@@ -413,10 +411,7 @@ fn a_dead_rank_fails_the_run_as_peer_gone_with_its_rank() {
             drop(comm);
             return None;
         }
-        let (points, n, d, m, params) = problem_points();
-        let rows = rows_of(rank, 3, n).unwrap();
-        let mine = Points::F32(&points[rows.start * d..rows.end * d]);
-        let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
+        let problem = rank_problem(rank, 3);
         let mut engine = RankEngine::new(&problem, comm);
         Some(kiln_anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap_err())
     });
@@ -471,17 +466,11 @@ fn the_watchdog_aborts_when_a_peer_goes_and_not_after_the_run() {
 
 #[test]
 fn ranks_together_match_one_process() {
-    let (points, n, d, m, params) = problem_points();
-    let whole = kiln_anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
-    let one =
-        kiln_anneal::run_with(&mut CpuEngine::new(&whole), &whole, &mut |_, _, _| {}).unwrap();
+    let one = one_process();
     assert!(!one.maintenance.is_empty(), "no maintenance in {one:?}");
     for world in [2, 3] {
         let outs = on_ranks(world, move |rank, comm| {
-            let (points, n, d, m, params) = problem_points();
-            let rows = rows_of(rank, world, n).unwrap();
-            let mine = Points::F32(&points[rows.start * d..rows.end * d]);
-            let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
+            let problem = rank_problem(rank, world);
             let mut engine = RankEngine::new(&problem, comm);
             kiln_anneal::run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap()
         });

@@ -5,12 +5,12 @@
 
 use std::thread;
 
-use kiln_anneal::distributed::{self, rows_of};
-use kiln_anneal::{cpu::CpuEngine, Points, Target};
+use kiln_anneal::distributed;
+use kiln_anneal::Target;
 
 mod rank_support;
 
-use rank_support::{env, free_port, problem_points, whole_problem};
+use rank_support::{env, free_port, one_process, rank_problem, whole_problem};
 
 /// The library's rank session (rendezvous on a thread while the rows are
 /// checked, barrier, run) on CPU ranks: the same run as one process, each
@@ -18,10 +18,7 @@ use rank_support::{env, free_port, problem_points, whole_problem};
 /// through `join`, naming it.
 #[test]
 fn rank_sessions_match_one_process_and_refuse_another_problem() {
-    let (points, n, d, m, params) = problem_points();
-    let whole = kiln_anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
-    let one =
-        kiln_anneal::run_with(&mut CpuEngine::new(&whole), &whole, &mut |_, _, _| {}).unwrap();
+    let one = one_process();
     let world = 3;
     let port = free_port();
     let ranks: Vec<_> = (0..world)
@@ -29,10 +26,7 @@ fn rank_sessions_match_one_process_and_refuse_another_problem() {
             thread::spawn(move || {
                 let env = env(rank, world, port, 30);
                 let meeting = distributed::meet(&env, "p", Target::Cpu, |r| panic!("{r}")).unwrap();
-                let (points, n, d, m, params) = problem_points();
-                let rows = rows_of(rank, world, n).unwrap();
-                let mine = Points::F32(&points[rows.start * d..rows.end * d]);
-                let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
+                let problem = rank_problem(rank, world);
                 let mut session = meeting.join(&problem).unwrap();
                 assert!(!session.is_gpu());
                 assert_eq!(session.rank(), (rank, world));
@@ -116,8 +110,7 @@ fn two_gpu_ranks_match_one_gpu() {
         return;
     };
     drop(gate);
-    let (points, n, d, m, params) = problem_points();
-    let whole = kiln_anneal::validate(Points::F32(&points), n, d, m, &params).unwrap();
+    let whole = whole_problem();
     let one = kiln_anneal::run_sharded(&backends[..1], &whole, &mut |_, _, _| {}).unwrap();
     // The library's session: rank 0 makes the NCCL id, the rendezvous
     // hands it out, the rows upload while it waits, NCCL joins under the
@@ -130,10 +123,7 @@ fn two_gpu_ranks_match_one_gpu() {
                 let env = env(rank, 2, port, 30);
                 let meeting =
                     distributed::meet(&env, "p", Target::of(&backend), |r| panic!("{r}")).unwrap();
-                let (points, n, d, m, params) = problem_points();
-                let rows = rows_of(rank, 2, n).unwrap();
-                let mine = Points::F32(&points[rows.start * d..rows.end * d]);
-                let problem = kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap();
+                let problem = rank_problem(rank, 2);
                 let mut session = meeting.join(&problem).unwrap();
                 assert!(session.is_gpu());
                 let times = session.times();
@@ -150,7 +140,7 @@ fn two_gpu_ranks_match_one_gpu() {
         let rel = (out.energy - one.energy).abs() / one.energy;
         assert!(rel <= 1e-6, "rank {rank}: {rel:e}");
     }
-    assert_eq!(outs[0].assignments.len(), n);
+    assert_eq!(outs[0].assignments.len(), whole.n());
     // NCCL's sums reach every rank with the same bits.
     assert_eq!(outs[0].anchors, outs[1].anchors);
     assert_eq!(outs[0].history, outs[1].history);

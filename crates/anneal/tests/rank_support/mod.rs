@@ -65,3 +65,21 @@ pub(crate) fn whole_problem() -> kiln_anneal::Problem<'static> {
     let points: &'static [f32] = Vec::leak(points);
     kiln_anneal::validate(Points::F32(points), n, d, m, &params).unwrap()
 }
+
+/// Rank `rank` of `world`'s rows of [`problem_points`] as its problem
+/// (`distributed::rows_of`), leaked for a test's lifetime.
+pub(crate) fn rank_problem(rank: usize, world: usize) -> kiln_anneal::Problem<'static> {
+    let (points, n, d, m, params) = problem_points();
+    let points: &'static [f32] = Vec::leak(points);
+    let rows = kiln_anneal::distributed::rows_of(rank, world, n).unwrap();
+    let mine = Points::F32(&points[rows.start * d..rows.end * d]);
+    kiln_anneal::validate_rows(mine, rows, n, d, m, &params).unwrap()
+}
+
+/// [`whole_problem`] run by one process on the CPU: what every rank
+/// suite compares its ranks against.
+pub(crate) fn one_process() -> kiln_anneal::Output {
+    let whole = whole_problem();
+    let mut engine = kiln_anneal::cpu::CpuEngine::new(&whole);
+    kiln_anneal::run_with(&mut engine, &whole, &mut |_, _, _| {}).unwrap()
+}
