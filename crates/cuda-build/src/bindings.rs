@@ -192,13 +192,7 @@ mod tests {
         std::fs::create_dir(&include).unwrap();
         std::fs::write(include.join("a.h"), "struct A { int x; };\n").unwrap();
         let generated = tmp.path().join("bindings.rs");
-        let fifo = |path: &Path| {
-            let status = std::process::Command::new("mkfifo").arg(path).status();
-            assert!(
-                status.is_ok_and(|s| s.success()),
-                "mkfifo: a FIFO is what this test reads"
-            );
-        };
+        let fifo = crate::regular::mkfifo;
         fifo(&generated);
         let err = check_committed(&generated, &include, "regen").unwrap_err();
         assert!(

@@ -151,3 +151,15 @@ fn irregular(kind: &std::fs::FileType) -> Option<&'static str> {
     }
     Some("a special file")
 }
+
+/// Makes a FIFO at `path`: what the tests of every reader of untrusted
+/// files plant.
+#[cfg(all(test, unix))]
+pub(crate) fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "mkfifo {}: a FIFO is what this test plants",
+        path.display()
+    );
+}

@@ -218,13 +218,7 @@ fn args_for(out: &Path, source: &str) -> Vec<OsString> {
 }
 
 #[cfg(unix)]
-fn mkfifo(path: &Path) {
-    let status = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
+use crate::regular::mkfifo;
 
 /// Every damaged entry is a miss, and the next store replaces it: each
 /// prefix (truncated, 0 bytes included), each byte flipped, another key's
