@@ -353,10 +353,7 @@ fn concurrent_encodes_to_one_file_leave_one_whole_result() {
 
 /// A FIFO at `path` fed `bytes` by a thread (joined by the caller).
 fn fifo_fed(path: &Path, bytes: Vec<u8>) -> std::thread::JoinHandle<()> {
-    let status = std::process::Command::new("mkfifo").arg(path).status();
-    if !status.is_ok_and(|s| s.success()) {
-        panic!("mkfifo failed: a FIFO is what this test reads");
-    }
+    crate::npy::tests::make_fifo(path);
     let path = path.to_path_buf();
     // The reader may stop early (a refusal): a broken pipe is no failure.
     std::thread::spawn(move || {
@@ -525,7 +522,7 @@ fn a_killed_encodes_temp_file_is_removed_and_nothing_else() {
     // a stale-looking file outside: kept, not followed, not waited on.
     fs::write(p.join(".mine.kiln-encode.tmp"), b"user data").unwrap();
     fs::write(p.join(".short.kiln-encode.tmp"), &header[..20]).unwrap();
-    crate::index::tests::make_fifo(&p.join(".fifo.kiln-encode.tmp"));
+    crate::npy::tests::make_fifo(&p.join(".fifo.kiln-encode.tmp"));
     fs::create_dir(p.join(".dir.kiln-encode.tmp")).unwrap();
     let away = tempfile::tempdir().unwrap();
     let target = away.path().join("target");

@@ -532,20 +532,12 @@ mod write_read {
     }
 }
 
-/// Replaces `path` with a FIFO that nothing writes to.
-pub(crate) fn make_fifo(path: &Path) {
-    let _ = fs::remove_file(path);
-    let status = std::process::Command::new("mkfifo").arg(path).status();
-    assert!(
-        status.is_ok_and(|s| s.success()),
-        "mkfifo failed: a FIFO is what this test reads"
-    );
-}
-
 #[test]
 fn an_index_file_that_is_a_fifo_is_refused_at_once() {
     for file in [META_FILE, ANCHORS_FILE, ASSIGNMENTS_FILE] {
-        let message = corrupt(&small_index(), |dir| make_fifo(&dir.join(file)));
+        let message = corrupt(&small_index(), |dir| {
+            crate::npy::tests::make_fifo(&dir.join(file))
+        });
         assert!(
             message.contains(&format!("{file}: is a FIFO, not a regular file")),
             "{message}"

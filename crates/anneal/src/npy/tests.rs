@@ -148,10 +148,7 @@ fn a_pipe_is_read_to_its_end() {
     let file = npy_bytes(1, &dict("<f4", "(2, 2)"), &f32_bytes(&[1.0, 2.0, 3.0, 4.0]));
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fifo");
-    let status = std::process::Command::new("mkfifo").arg(&fifo).status();
-    if !status.is_ok_and(|s| s.success()) {
-        panic!("mkfifo failed: a FIFO is what this test reads");
-    }
+    make_fifo(&fifo);
     let writer = {
         let fifo = fifo.clone();
         std::thread::spawn(move || std::fs::write(fifo, file).unwrap())
@@ -569,11 +566,7 @@ fn read_checked_gives_every_piece_to_the_check_and_a_pipe_none() {
 fn read_checked_calls_a_pipes_chunk_unclean() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("pipe.npy");
-    let status = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    make_fifo(&fifo);
     let bytes = npy_bytes(
         1,
         &dict("<f4", "(2, 3)"),
@@ -593,4 +586,15 @@ fn read_checked_calls_a_pipes_chunk_unclean() {
     );
     assert!(chunks.read_checked(&mut out, &|_| true).is_none());
     writer.join().unwrap();
+}
+
+/// Replaces `path` with a FIFO that nothing writes to (yet): what every
+/// test of a reader of untrusted files plants.
+pub(crate) fn make_fifo(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let status = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "mkfifo failed: a FIFO is what this test reads"
+    );
 }
