@@ -109,12 +109,11 @@ pub(crate) fn arch_numbers(names: &[String], separator: &str) -> String {
 /// over it, so a killed run leaves the old file or the new one, never half
 /// of one; an existing file keeps its permissions, a new one gets 0644.
 pub(crate) fn write_if_changed(path: &Path, text: &str) -> Result<bool, Error> {
-    let old = crate::regular::read_text(path, u64::MAX, Links::Refuse)?;
-    if old.as_deref() == Some(text) {
-        return Ok(false);
-    }
-    let existing = match old {
-        Some(_) => Some(io(path, std::fs::symlink_metadata(path))?),
+    // The old file's permissions from the file the reader opened (a
+    // regular file, not a link), not from another look at the path.
+    let existing = match crate::regular::read_opened(path, u64::MAX, Links::Refuse)? {
+        Some((_, old)) if old == text.as_bytes() => return Ok(false),
+        Some((file, _)) => Some(io(path, file.metadata())?),
         None => None,
     };
     let dir = match path.parent() {

@@ -63,12 +63,22 @@ pub fn read(path: &Path, bound: u64, links: Links) -> Result<(File, Vec<u8>), Re
 /// or a device is [`Error::NotRegular`](crate::Error::NotRegular), never
 /// waited on.
 pub fn read_bytes(path: &Path, bound: u64, links: Links) -> Result<Option<Vec<u8>>, crate::Error> {
+    Ok(read_opened(path, bound, links)?.map(|(_, bytes)| bytes))
+}
+
+/// [`read`] with its refusals as errors, as [`read_bytes`] says; the open
+/// file too, for its metadata.
+pub(crate) fn read_opened(
+    path: &Path,
+    bound: u64,
+    links: Links,
+) -> Result<Option<(File, Vec<u8>)>, crate::Error> {
     let io = |source| crate::Error::Io {
         path: path.to_path_buf(),
         source,
     };
     match read(path, bound, links) {
-        Ok((_, bytes)) => Ok(Some(bytes)),
+        Ok(read) => Ok(Some(read)),
         Err(Refusal::Missing) => Ok(None),
         Err(Refusal::NotRegular(kind)) => Err(crate::Error::NotRegular {
             path: path.to_path_buf(),
