@@ -212,21 +212,13 @@ fn mark(dir: &Path) -> Result<()> {
         .with_context(|| format!("cannot write {MARK_FILE} in {}", dir.display()))
 }
 
-/// The text of the regular file at `path` of at most `bound` bytes, opened
-/// without following a symlink or waiting on a FIFO; `None` for anything
-/// else.
+/// The text of the regular file at `path` of at most `bound` bytes, read
+/// without following a symlink or waiting on a FIFO (cuda-build's reader of
+/// untrusted files); `None` for anything else.
 fn read_regular(path: &Path, bound: u64) -> Option<String> {
-    use rustix::fs::{Mode, OFlags, CWD};
-    use std::io::Read as _;
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = std::fs::File::from(rustix::fs::openat(CWD, path, flags, Mode::empty()).ok()?);
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > bound {
-        return None;
-    }
-    let mut text = String::new();
-    file.take(bound + 1).read_to_string(&mut text).ok()?;
-    (text.len() as u64 <= bound).then_some(text)
+    cuda_build::regular::read_text(path, bound, cuda_build::regular::Links::Refuse)
+        .ok()
+        .flatten()
 }
 
 /// `.NAME.SUFFIX`: a sibling of DIR that cannot be mistaken for it.
