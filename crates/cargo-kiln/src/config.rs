@@ -11,6 +11,15 @@ use crate::error::usage_error;
 /// The largest config file read (16 MiB).
 pub const CONFIG_BOUND: u64 = 16 << 20;
 
+/// The text of the file kiln reads at `path`: a regular file, or a link to
+/// one, of at most [`CONFIG_BOUND`] bytes (cuda-build's reader of untrusted
+/// files: a FIFO is refused, never waited on); nothing there is an error.
+pub fn read_file(path: &Path) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    cuda_build::regular::read_text(path, CONFIG_BOUND, Links::Follow)?
+        .with_context(|| format!("{} is not there", path.display()))
+}
+
 /// Reads and parses `path` (`shown` in messages); a missing or malformed
 /// file is a usage error.
 pub fn load<T: DeserializeOwned>(path: &Path, shown: &str) -> anyhow::Result<T> {

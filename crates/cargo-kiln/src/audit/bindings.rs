@@ -90,7 +90,7 @@ pub fn find_bindings(crate_dir: &Path, configured: Option<&Path>) -> Result<Vec<
             if path.is_dir() {
                 dirs.push(path);
             } else if path.extension().is_some_and(|e| e == "rs")
-                && read_source(&path).is_ok_and(|t| t.contains("KernelDecl for"))
+                && crate::config::read_file(&path).is_ok_and(|t| t.contains("KernelDecl for"))
             {
                 found.push(path);
             }
@@ -100,22 +100,12 @@ pub fn find_bindings(crate_dir: &Path, configured: Option<&Path>) -> Result<Vec<
     Ok(found)
 }
 
-/// A Rust source of the crate: a regular file (or a link to one), never a
-/// FIFO waited on.
-fn read_source(path: &Path) -> Result<String> {
-    cuda_build::regular::read_text(
-        path,
-        crate::config::CONFIG_BOUND,
-        cuda_build::regular::Links::Follow,
-    )?
-    .with_context(|| format!("{} is not there", path.display()))
-}
-
 /// Reads the declarations of every file in `files`.
 pub fn read_declarations(files: &[PathBuf]) -> Result<Declarations> {
     let mut collector = Collector::default();
     for file in files {
-        let text = read_source(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let text = crate::config::read_file(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
         let parsed = syn::parse_file(&text).map_err(|e| {
             anyhow::anyhow!(
                 "{}: not Rust the audit can parse ({e}); regenerate the bindings",

@@ -233,18 +233,8 @@ impl Budgets {
 
     /// Reads a budgets file.
     pub fn read(path: &Path, origin: &str) -> Result<Self> {
-        let text = cuda_build::regular::read_text(
-            path,
-            crate::config::CONFIG_BOUND,
-            cuda_build::regular::Links::Follow,
-        )
-        .and_then(|text| {
-            text.ok_or_else(|| cuda_build::Error::Io {
-                path: path.to_path_buf(),
-                source: std::io::ErrorKind::NotFound.into(),
-            })
-        })
-        .with_context(|| format!("cannot read {origin}; it holds the audit's budgets"))?;
+        let text = crate::config::read_file(path)
+            .with_context(|| format!("cannot read {origin}; it holds the audit's budgets"))?;
         Self::parse(&text, origin)
     }
 
