@@ -179,23 +179,9 @@ fn aliases_the_root(code: &str) -> bool {
         return true;
     }
     // `self` at the top level of a `crate::{...}` group.
-    flat.match_indices("crate::{").any(|(at, open)| {
-        let mut depth = 0;
-        for piece in flat[at + open.len()..].split_inclusive(['{', '}', ',']) {
-            if depth == 0 && piece.trim_start().starts_with("self as ") {
-                return true;
-            }
-            if piece.ends_with('{') {
-                depth += 1;
-            } else if piece.ends_with('}') {
-                if depth == 0 {
-                    break;
-                }
-                depth -= 1;
-            }
-        }
-        false
-    })
+    names_after(&flat, "crate::")
+        .iter()
+        .any(|name| name == "self")
 }
 
 /// Each module's imports of other modules (through `crate::` or enough
@@ -228,7 +214,8 @@ fn imports() -> Vec<(String, String, String)> {
             .into_iter()
             .chain(names_after(&code, &to_root))
         {
-            if imported != module {
+            // `self` (the root itself) is reported as an alias above.
+            if imported != module && imported != "self" {
                 found.push((name.clone(), module.to_string(), imported));
             }
         }
