@@ -88,6 +88,12 @@ fn package_into(root: &Path, verify_target: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
+/// `target/package/<crate>-0.1.0.crate`: where `cargo package` packs a
+/// user crate.
+fn packed(root: &Path, krate: &str) -> PathBuf {
+    root.join(format!("target/package/{krate}-0.1.0.crate"))
+}
+
 /// The target dir of a verified packaging: `target/package-verify/<hash>`,
 /// the hash of the packed `.crate`s just written to `target/package`.
 ///
@@ -105,7 +111,7 @@ fn verify_dir(root: &Path) -> Result<PathBuf> {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
     for krate in USER_CRATES {
-        let path = root.join(format!("target/package/{krate}-0.1.0.crate"));
+        let path = packed(root, krate);
         let bytes =
             std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
         hasher.update(krate.as_bytes());
@@ -202,10 +208,7 @@ pub(crate) fn unpacked_downstream_tests(
         .tempdir()
         .context("cannot create a temp dir")?;
     for krate in USER_CRATES {
-        unpack(
-            &root.join(format!("target/package/{krate}-0.1.0.crate")),
-            unpacked.path(),
-        )?;
+        unpack(&packed(root, krate), unpacked.path())?;
     }
     let package_dir = root.join("target/downstream-package");
     // The patches below are unused by a packaging run, and cargo records
