@@ -14,6 +14,8 @@ use gpu_core::{
     Stream,
 };
 use rayon::prelude::*;
+use std::collections::VecDeque;
+use std::sync::mpsc;
 
 use crate::{error::AnnealError, input::BF16_STAGING, vocab::Points};
 
@@ -122,47 +124,59 @@ pub(super) fn copy_f32(
     Ok(())
 }
 
-/// Bytes of each of a [`Stager`]'s page-locked buffers. Page-locking costs
-/// about as much as copying through them (2 GB/s against 50): large
-/// buffers make the copy cheaper than it costs to make them (measured on
-/// an H200 at 1M x 768 f32: 2 x 8 MiB 143 ms, 2 x 32 MiB 106 ms, 2 x 128
-/// MiB 270 ms).
+/// Bytes of each of a [`Stager`]'s whole page-locked buffers.
+/// Page-locking costs about as much as copying through them (2 GB/s
+/// against 50): large buffers make the copy cheaper than it costs to make
+/// them (measured on an H200 at 1M x 768 f32: 2 x 8 MiB 143 ms, 2 x 32 MiB
+/// 106 ms, 2 x 128 MiB 270 ms).
 const STAGE_BYTES: usize = 16 << 20;
 
-/// A [`Stager`]'s buffers: one filled by the host while the others' copies
-/// run.
+/// A [`Stager`]'s whole buffers: one filled by the host while the others'
+/// copies run.
 const STAGE_BUFFERS: usize = 3;
+
+/// Bytes of a [`Stager`]'s first buffer, page-locked before its first
+/// copy (about 2 ms) while the whole ones are page-locked on threads of
+/// their own (the copy does not wait the 25 ms they take).
+const FIRST_STAGE_BYTES: usize = 4 << 20;
 
 /// Copies smaller than this are left to the driver (a stager's buffers
 /// cost more to allocate than they save).
 const STAGE_MIN_BYTES: usize = 8 << 20;
 
-/// Bytes a thread copies at once into a stager's buffer: a buffer is
+/// Bytes a thread copies at once into a stager's buffer: a whole buffer is
 /// 64 pieces, several for every core.
 const STAGE_PIECE_BYTES: usize = STAGE_BYTES / 64;
 
-/// [`STAGE_BUFFERS`] page-locked buffers for copies from pageable memory,
-/// allocated at the first copy large enough to use them, freed (after
-/// their last copy) on drop.
+/// A page-locked buffer from a thread, or why it could not be made.
+type Arrival<T> = Result<PinnedBuffer<T>, gpu_core::Error>;
+
+/// Page-locked buffers for copies from pageable memory, made at the first
+/// copy large enough to use them: a small first one at once, and
+/// [`STAGE_BUFFERS`] whole ones on threads of their own, used as they
+/// arrive (the small one retires once two have). Freed (after their last
+/// copy) on drop.
 #[derive(Debug)]
 pub(crate) struct Stager<T: GpuRepr> {
-    buffers: Vec<PinnedBuffer<T>>,
-    next: usize,
+    /// In turn: the front is filled next.
+    buffers: VecDeque<PinnedBuffer<T>>,
+    /// The whole buffers still being page-locked.
+    arriving: Option<mpsc::Receiver<Arrival<T>>>,
 }
 
 impl<T: GpuRepr> Default for Stager<T> {
     fn default() -> Self {
         Self {
-            buffers: Vec::new(),
-            next: 0,
+            buffers: VecDeque::new(),
+            arriving: None,
         }
     }
 }
 
-impl<T: GpuRepr + Copy + Send + Sync> Stager<T> {
+impl<T: GpuRepr + Copy + Send + Sync + 'static> Stager<T> {
     /// Copies `src` into `dst` (of its length) on `stream`: a piece at a
     /// time, each copied by the host's threads into the buffer whose last
-    /// copy is done, then by the device while the host fills the other.
+    /// copy is done, then by the device while the host fills the next.
     /// Returns with the last copies enqueued: the buffers wait for them
     /// when reused or dropped. A small `src` is copied by the driver.
     pub(crate) fn copy(
@@ -178,31 +192,87 @@ impl<T: GpuRepr + Copy + Send + Sync> Stager<T> {
             stream.copy_to_device(src, dst)?;
             return Ok(());
         }
-        let step = STAGE_BYTES / size;
-        if self.buffers.is_empty() {
-            for _ in 0..STAGE_BUFFERS {
-                self.buffers.push(stream.alloc_pinned(step)?);
-            }
+        let whole = STAGE_BYTES / size;
+        if self.buffers.is_empty() && self.arriving.is_none() {
+            self.buffers
+                .push_back(stream.alloc_pinned(FIRST_STAGE_BYTES / size)?);
+            self.arriving = Some(page_lock(stream, whole, STAGE_BUFFERS));
         }
         let piece = (STAGE_PIECE_BYTES / size).max(1);
-        for (k, part) in src.chunks(step).enumerate() {
-            let buffer = &mut self.buffers[self.next];
-            self.next = (self.next + 1) % STAGE_BUFFERS;
+        let mut at = 0;
+        while at < src.len() {
+            self.take_arrivals(whole);
+            let mut buffer = self
+                .buffers
+                .pop_front()
+                .ok_or_else(|| AnnealError::internal("a stager without buffers"))?;
+            let part = &src[at..(at + buffer.len()).min(src.len())];
             // Waits for this buffer's last copy.
             let host = &mut buffer.as_mut_slice()?[..part.len()];
             host.par_chunks_mut(piece)
                 .zip(part.par_chunks(piece))
                 .for_each(|(to, from)| to.copy_from_slice(from));
-            let at = k * step;
             stream
                 .copy_to_device_async(
                     buffer.slice(..part.len())?,
                     dst.slice_mut(at..at + part.len())?,
                 )?
                 .join(stream)?;
+            at += part.len();
+            self.buffers.push_back(buffer);
         }
         Ok(())
     }
+
+    /// Puts the whole buffers page-locked since the last look first in
+    /// turn (no copy uses them yet), and retires the small first buffer
+    /// once two are there. One that could not be made leaves the stager
+    /// with fewer (slower, not wrong).
+    fn take_arrivals(&mut self, whole: usize) {
+        let Some(arriving) = &self.arriving else {
+            return;
+        };
+        let mut ended = false;
+        loop {
+            match arriving.try_recv() {
+                Ok(Ok(buffer)) => self.buffers.push_front(buffer),
+                Ok(Err(_)) => {}
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        if ended {
+            self.arriving = None;
+        }
+        if self.buffers.iter().filter(|b| b.len() >= whole).count() >= 2 {
+            // Dropping it waits for its last copy.
+            self.buffers.retain(|b| b.len() >= whole);
+        }
+    }
+}
+
+/// `count` buffers of `len` page-locked on a thread each (page-locking
+/// runs at about 2 GB/s a thread), sent as each is made. A buffer made
+/// after the receiver is gone is freed on its thread; a thread the system
+/// will not start means one buffer fewer.
+fn page_lock<T: GpuRepr + Send + 'static>(
+    stream: &Stream,
+    len: usize,
+    count: usize,
+) -> mpsc::Receiver<Arrival<T>> {
+    let (send, receive) = mpsc::channel();
+    for _ in 0..count {
+        let (send, stream) = (send.clone(), stream.clone());
+        let _ = std::thread::Builder::new()
+            .name("kiln-page-lock".into())
+            .spawn(move || {
+                let _ = send.send(stream.alloc_pinned(len));
+            });
+    }
+    receive
 }
 
 /// Pieces of several element types in one shard: `validate` refuses them
@@ -214,6 +284,48 @@ fn mixed_types() -> AnnealError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whole buffers go first in turn as they arrive (no copy uses them
+    /// yet), one that could not be made is skipped, and the small first
+    /// buffer retires once two whole ones are there.
+    #[test]
+    fn arrivals_go_first_and_the_small_buffer_retires_at_two() {
+        let cpu = Backend::cpu();
+        let stream = cpu.default_stream();
+        let (send, receive) = mpsc::channel();
+        let mut stager = Stager::<f32> {
+            buffers: VecDeque::from([stream.alloc_pinned(4).unwrap()]),
+            arriving: Some(receive),
+        };
+        let lens =
+            |stager: &Stager<f32>| stager.buffers.iter().map(|b| b.len()).collect::<Vec<_>>();
+        stager.take_arrivals(16);
+        assert_eq!(lens(&stager), [4]);
+        send.send(Ok(stream.alloc_pinned(16).unwrap())).unwrap();
+        stager.take_arrivals(16);
+        assert_eq!(lens(&stager), [16, 4]);
+        assert!(stager.arriving.is_some());
+        send.send(Err(gpu_core::Error::InvalidBackendEnv {
+            value: "x".into(),
+        }))
+        .unwrap();
+        stager.take_arrivals(16);
+        assert_eq!(lens(&stager), [16, 4]);
+        send.send(Ok(stream.alloc_pinned(16).unwrap())).unwrap();
+        drop(send);
+        stager.take_arrivals(16);
+        assert_eq!(lens(&stager), [16, 16]);
+        assert!(stager.arriving.is_none(), "every thread has sent");
+    }
+
+    /// `page_lock` sends as many buffers of the length asked, then ends.
+    #[test]
+    fn page_lock_sends_each_buffer_then_ends() {
+        let cpu = Backend::cpu();
+        let arriving = page_lock::<u16>(&cpu.default_stream(), 8, 3);
+        let lens: Vec<usize> = arriving.iter().map(|b| b.unwrap().len()).collect();
+        assert_eq!(lens, [8, 8, 8]);
+    }
 
     /// Parts past the stager's threshold, with tails that fill no buffer
     /// and several parts in a row, arrive bit for bit: f32 and f16 as they
