@@ -514,14 +514,18 @@ fn stream_staged(
         let (ready, take_ready) = mpsc::sync_channel::<Read>(STAGES);
         let reader = scope.spawn(move || {
             let mut stages = Stages::default();
+            let mut first = true;
             // Ends at the last chunk, at an error, or when the loop below
             // dropped its ends of the channels (after an error of its own).
             while let Ok(mut staged) = take_free.recv() {
-                // The small first buffer retires once two whole ones are
-                // there: its chunks cost a launch each for less work.
-                if staged.len() < whole && pinned.load(Ordering::Relaxed) >= 2 {
+                // The small first buffer (sent first) always takes the
+                // first read, whatever the threads have page-locked by
+                // then; it retires once two whole ones are there: its
+                // chunks cost a launch each for less work.
+                if !first && staged.len() < whole && pinned.load(Ordering::Relaxed) >= 2 {
                     continue;
                 }
+                first = false;
                 let Some(read) = read_staged(&mut chunks, &mut staged, index, &mut stages) else {
                     break;
                 };
