@@ -158,7 +158,8 @@ fn run_kiln(plan: &Plan<'_>, dir: &Path, s: &Shape) -> Kiln {
 }
 
 /// The `iterations I ms` of `apps anneal`'s `whole run W ms (setup S ms,
-/// iterations I ms)` line: the run after setup.
+/// iterations I ms)` line (a CUDA run adds `; upload U ms, ... of the
+/// setup` before the parenthesis closes): the run after setup.
 pub(crate) fn run_ms(stdout: &str) -> Result<f64> {
     let line = stdout
         .lines()
@@ -167,9 +168,9 @@ pub(crate) fn run_ms(stdout: &str) -> Result<f64> {
             "no `whole run ... ms` line in its output (are apps and xtask from the same commit?)",
         )?;
     let ms = line
-        .rsplit_once("iterations ")
-        .and_then(|(_, rest)| rest.strip_suffix(" ms)"))
-        .and_then(|v| v.parse::<f64>().ok())
+        .split_once(", iterations ")
+        .and_then(|(_, rest)| rest.split_once(" ms"))
+        .and_then(|(v, _)| v.parse::<f64>().ok())
         .filter(|v| v.is_finite() && *v >= 0.0);
     ms.with_context(|| format!("cannot read the run's time from `{line}`"))
 }

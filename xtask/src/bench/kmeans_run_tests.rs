@@ -60,6 +60,10 @@ const RUN_LINE: &str = "echo 'whole run 9.0 ms (setup 1.0 ms, iterations 7.5 ms)
 fn run_times_are_read_from_the_whole_run_line() {
     let ms = run_ms("cuda ...\nwhole run 12.5 ms (setup 3.0 ms, iterations 9.25 ms)\n").unwrap();
     assert_eq!(ms, 9.25);
+    // A CUDA run's line, with the setup's parts.
+    let cuda = "whole run 1346.9 ms (setup 129.0 ms, iterations 192.1 ms; upload 109.3 ms, \
+                buffers 0.3 ms, prepare 4.1 ms of the setup)";
+    assert_eq!(run_ms(cuda).unwrap(), 192.1);
     for bad in [
         "",
         "whole run",
