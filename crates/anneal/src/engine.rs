@@ -72,6 +72,27 @@ pub fn initial_rows(n: usize, m: usize, seed: u64) -> Result<Vec<usize>, AnnealE
     Ok(rows)
 }
 
+/// Parts of a device engine's setup, in seconds (every GPU's shard in
+/// turn, added up); what they leave of the whole setup went to the engine's
+/// own work beside its shards (NCCL communicators, say).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SetupParts {
+    /// The points' copy to the device, to its end.
+    pub upload: f64,
+    /// Allocating the run's device buffers and finding its kernels.
+    pub buffers: f64,
+    /// The points' norms and tensor-core copy, to the kernels' end.
+    pub prepare: f64,
+}
+
+impl std::ops::AddAssign for SetupParts {
+    fn add_assign(&mut self, other: Self) {
+        self.upload += other.upload;
+        self.buffers += other.buffers;
+        self.prepare += other.prepare;
+    }
+}
+
 /// The heavy steps, done by a backend; the driver does every decision.
 pub trait Engine {
     /// The anchors the run starts from ([`initial_anchors`] of the
@@ -130,9 +151,9 @@ pub trait Engine {
             converged: false,
         })
     }
-    /// Seconds of the engine's setup that went to uploading the points,
-    /// where it uploads them to a device and times it (the CUDA engine).
-    fn upload_seconds(&self) -> Option<f64> {
+    /// Where the engine's setup went, where it uploads the points to a
+    /// device and times it (the CUDA engine).
+    fn setup_parts(&self) -> Option<SetupParts> {
         None
     }
     /// The stats of the last step.

@@ -49,7 +49,7 @@ pub use chunks::chunk_device_bytes;
 pub(crate) use chunks::{ChunkAssigner, Staged};
 
 use crate::{
-    engine::Engine,
+    engine::{Engine, SetupParts},
     error::AnnealError,
     input::Problem,
     vocab::{AnchorStats, Steps},
@@ -92,7 +92,7 @@ fn assign_config(rows: u32) -> LaunchConfig {
 pub struct GpuEngine {
     devices: Devices,
     /// Seconds the points' upload took, every GPU's in turn.
-    upload_seconds: f64,
+    setup: SetupParts,
     /// Present with more than one shard.
     collective: Option<Collective>,
 }
@@ -121,7 +121,10 @@ impl GpuEngine {
             let rows = (r * n / k) * d..((r + 1) * n / k) * d;
             shards.push(Shard::new(backend, &points.pieces(rows), d, max_anchors)?);
         }
-        let upload_seconds = shards.iter().map(Shard::upload_seconds).sum();
+        let mut setup = SetupParts::default();
+        for shard in &shards {
+            setup += shard.setup_parts();
+        }
         let collective = if k > 1 {
             let streams: Vec<Stream> = shards.iter().map(|s| s.stream().clone()).collect();
             Some(Collective::new(&streams)?)
@@ -130,16 +133,15 @@ impl GpuEngine {
         };
         Ok(Self {
             devices: Devices::new(&backends[0], problem, shards, true)?,
-            upload_seconds,
+            setup,
             collective,
         })
     }
 
-    /// Seconds of the setup that went to uploading the points (every GPU's
-    /// shard in turn); the rest of it allocated buffers and prepared the
-    /// points' norms and tensor-core copy.
-    pub fn upload_seconds(&self) -> f64 {
-        self.upload_seconds
+    /// Where the setup went: the points' upload, the buffers and the
+    /// points' preparation (every GPU's shard in turn).
+    pub fn setup_parts(&self) -> SetupParts {
+        self.setup
     }
 
     /// GPUs the points are spread over.
@@ -191,8 +193,8 @@ fn combine_shards(
 }
 
 impl Engine for GpuEngine {
-    fn upload_seconds(&self) -> Option<f64> {
-        Some(self.upload_seconds)
+    fn setup_parts(&self) -> Option<SetupParts> {
+        Some(self.setup)
     }
 
     /// On one GPU, the initial anchors are gathered from the points there

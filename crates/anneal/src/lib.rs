@@ -109,7 +109,7 @@ mod vocab;
 pub mod wgpu;
 
 pub use driver::{run_timed, run_with, Phases, Progress};
-pub use engine::{initial_anchors, initial_rows, Engine};
+pub use engine::{initial_anchors, initial_rows, Engine, SetupParts};
 pub use error::{AnnealError, PartProblem};
 pub use input::{
     check_anchors, check_sizes, coordinate_bound, device_bytes, host_bytes, validate,

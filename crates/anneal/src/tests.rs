@@ -510,7 +510,7 @@ fn a_target_builds_the_engine_that_run_runs() {
     let points = synthetic_points(400, 8, 4, 0.2, 7);
     let problem = validate(Points::F32(&points), 400, 8, 4, &Params::default()).unwrap();
     let mut engine = target.engine(&problem).unwrap();
-    assert_eq!(engine.upload_seconds(), None);
+    assert_eq!(engine.setup_parts(), None);
     let built = run_with(engine.as_mut(), &problem, &mut |_, _, _| {}).unwrap();
     let ran = run(&cpu, &problem, &mut |_, _, _| {}).unwrap();
     assert_eq!(built.anchors, ran.anchors);
@@ -519,6 +519,12 @@ fn a_target_builds_the_engine_that_run_runs() {
         let target = Target::of(&gpu);
         assert_eq!(target.gpus().len(), 1);
         let engine = target.engine(&problem).unwrap();
-        assert!(engine.upload_seconds().is_some());
+        let parts = engine
+            .setup_parts()
+            .expect("the CUDA engine times its setup");
+        assert!(
+            parts.upload > 0.0 && parts.buffers > 0.0 && parts.prepare > 0.0,
+            "{parts:?}"
+        );
     }
 }

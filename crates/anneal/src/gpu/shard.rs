@@ -4,6 +4,7 @@
 //! them through its methods, and the collectives through [`Partials`].
 
 use std::ops::Range;
+use std::time::Instant;
 
 use crate::bindings::kernels::{
     anneal_assign_f16, anneal_assign_f32, anneal_combine, anneal_finish, anneal_iota,
@@ -23,6 +24,7 @@ use super::sort::{sort_pairs_u32, sort_scratch_bytes, SortOut};
 use super::upload::{upload_f16, upload_f32};
 use super::{norms_config, RUN};
 use crate::{
+    engine::SetupParts,
     error::AnnealError,
     vocab::{AnchorStats, Dtype, Points, Steps},
 };
@@ -44,12 +46,36 @@ enum ShardPoints {
     ),
 }
 
+impl ShardPoints {
+    /// Enqueues the points' squared norms (`n` rows of `d`) into `norms`.
+    fn norms(
+        &self,
+        stream: &Stream,
+        n: u32,
+        d: u32,
+        norms: &mut DeviceBuffer<f32>,
+    ) -> Result<(), AnnealError> {
+        let backend = stream.backend();
+        match self {
+            ShardPoints::F32(x, _, _) => {
+                let kernel: Kernel<anneal_norms_f32> = backend.kernel()?;
+                stream.launch(&kernel, norms_config(n), (x.view(), n, d, norms.view_mut()))?
+            }
+            ShardPoints::F16(x, _, _) => {
+                let kernel: Kernel<anneal_norms_f16> = backend.kernel()?;
+                stream.launch(&kernel, norms_config(n), (x.view(), n, d, norms.view_mut()))?
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One GPU's part: its rows of the points and every buffer of the iteration.
 #[derive(Debug)]
 pub(super) struct Shard {
     stream: Stream,
-    /// Seconds the points' upload took (to its end on the device).
-    upload_seconds: f64,
+    /// Where its setup went.
+    setup: SetupParts,
     points: ShardPoints,
     norms_f32: Kernel<anneal_norms_f32>,
     scan: Kernel<anneal_scan>,
@@ -93,6 +119,34 @@ pub(super) struct Shard {
     moves: moves::Moves,
 }
 
+/// Uploads a shard's `len` values of `dtype` from `pieces` into a buffer of
+/// their type (f32 for bf16, widened), with the kernels that read it; and
+/// the seconds from the start to the copies' end on the device.
+fn upload_points(
+    backend: &Backend,
+    stream: &Stream,
+    pieces: &[Points<'_>],
+    len: usize,
+    dtype: Dtype,
+) -> Result<(ShardPoints, f64), AnnealError> {
+    let started = Instant::now();
+    let points = if dtype == Dtype::F16 {
+        ShardPoints::F16(
+            upload_f16(stream, pieces, len)?,
+            backend.kernel()?,
+            backend.kernel()?,
+        )
+    } else {
+        ShardPoints::F32(
+            upload_f32(backend, stream, pieces, len)?,
+            backend.kernel()?,
+            backend.kernel()?,
+        )
+    };
+    stream.synchronize()?;
+    Ok((points, started.elapsed().as_secs_f64()))
+}
+
 /// Blocks over `d` of the statistics' kernels (`anneal_reduce`,
 /// `anneal_combine`): 128 columns each, within grid.y's limit (anneal.h).
 fn column_blocks(d: u32) -> u32 {
@@ -123,6 +177,7 @@ impl Shard {
         d: usize,
         max_anchors: usize,
     ) -> Result<Self, AnnealError> {
+        let begun = Instant::now();
         let n = pieces.iter().map(Points::len).sum::<usize>() / d;
         let (n32, d32) = (n as u32, d as u32);
         // A stream of its own per GPU (NCCL runs on it too).
@@ -131,85 +186,97 @@ impl Shard {
         } else {
             backend.default_stream()
         };
-        let mut point_norms = stream.alloc_zeros::<f32>(n)?;
         let dtype = pieces.first().map_or(Dtype::F32, Points::dtype);
-        let started = std::time::Instant::now();
-        let upload_seconds = |stream: &Stream| -> Result<f64, AnnealError> {
+        // The points are uploaded on a thread of their own (the host's
+        // copies into page-locked memory, bound by its memory) while this
+        // one allocates the run's buffers (bound by the driver).
+        std::thread::scope(|scope| {
+            let upload = scope.spawn(|| upload_points(backend, &stream, pieces, n * d, dtype));
+            let mut point_norms = stream.alloc_zeros::<f32>(n)?;
+            let scratch_bytes = sort_scratch_bytes(n32)?;
+            let max_pieces = n.div_ceil(PIECE as usize) + max_anchors;
+            let mut tc = TcAssign::new(backend, &stream, n, d, max_anchors)?;
+            let mut iota = stream.alloc_zeros(n)?;
+            let iota_kernel: Kernel<anneal_iota> = backend.kernel()?;
+            let anchors = stream.alloc_zeros(max_anchors * d)?;
+            let anchor_norms = stream.alloc_zeros(max_anchors)?;
+            let assign = stream.alloc_zeros(n)?;
+            let dist = stream.alloc_zeros(n)?;
+            let counts = stream.alloc_zeros(max_anchors)?;
+            let offsets = stream.alloc_zeros(max_anchors + 1)?;
+            let first_pieces = stream.alloc_zeros(max_anchors + 1)?;
+            let piece_sums = stream.alloc_zeros(max_pieces * d)?;
+            let piece_dist = stream.alloc_zeros(max_pieces)?;
+            let sorted = stream.alloc_zeros(n)?;
+            let order = stream.alloc_zeros(n)?;
+            let members = stream.alloc_zeros(max_anchors)?;
+            let partial = stream.alloc_zeros(max_anchors * d)?;
+            let sumsq = stream.alloc_zeros(max_anchors)?;
+            let control = stream.alloc_zeros(1)?;
+            let history = stream.alloc_zeros(RUN)?;
+            let scratch = stream.alloc_zeros(scratch_bytes.max(1))?;
+            let moves = moves::Moves::new(backend, &stream, max_anchors, d)?;
+            let (points, upload) = upload
+                .join()
+                .map_err(|_| AnnealError::internal("the points' upload panicked"))??;
+            let started = Instant::now();
+            points.norms(&stream, n32, d32, &mut point_norms)?;
+            match (&mut tc, &points) {
+                (Some(tc), ShardPoints::F32(x, _, _)) => {
+                    tc.prepare_points(&stream, x.view(), point_norms.view(), n32, d32)?
+                }
+                (Some(tc), ShardPoints::F16(x, _, _)) => {
+                    tc.prepare_points(&stream, x.view(), point_norms.view(), n32, d32)?
+                }
+                (None, _) => {}
+            }
+            stream.launch(
+                &iota_kernel,
+                LaunchConfig::for_elements(n32, 256),
+                (n32, iota.view_mut()),
+            )?;
+            // The norms and the tensor-core copy are done once this
+            // returns: the wait is the preparation's, what is left of the
+            // whole the buffers'.
             stream.synchronize()?;
-            Ok(started.elapsed().as_secs_f64())
-        };
-        let uploaded;
-        let points = if dtype == Dtype::F16 {
-            let buffer = upload_f16(&stream, pieces, n * d)?;
-            uploaded = upload_seconds(&stream)?;
-            let norms: Kernel<anneal_norms_f16> = backend.kernel()?;
-            stream.launch(
-                &norms,
-                norms_config(n32),
-                (buffer.view(), n32, d32, point_norms.view_mut()),
-            )?;
-            ShardPoints::F16(buffer, backend.kernel()?, backend.kernel()?)
-        } else {
-            let buffer = upload_f32(backend, &stream, pieces, n * d)?;
-            uploaded = upload_seconds(&stream)?;
-            let norms: Kernel<anneal_norms_f32> = backend.kernel()?;
-            stream.launch(
-                &norms,
-                norms_config(n32),
-                (buffer.view(), n32, d32, point_norms.view_mut()),
-            )?;
-            ShardPoints::F32(buffer, backend.kernel()?, backend.kernel()?)
-        };
-        let scratch_bytes = sort_scratch_bytes(n32)?;
-        let max_pieces = n.div_ceil(PIECE as usize) + max_anchors;
-        let mut tc = TcAssign::new(backend, &stream, n, d, max_anchors)?;
-        match (&mut tc, &points) {
-            (Some(tc), ShardPoints::F32(x, _, _)) => {
-                tc.prepare_points(&stream, x.view(), point_norms.view(), n32, d32)?
-            }
-            (Some(tc), ShardPoints::F16(x, _, _)) => {
-                tc.prepare_points(&stream, x.view(), point_norms.view(), n32, d32)?
-            }
-            (None, _) => {}
-        }
-        let mut iota = stream.alloc_zeros(n)?;
-        let iota_kernel: Kernel<anneal_iota> = backend.kernel()?;
-        stream.launch(
-            &iota_kernel,
-            LaunchConfig::for_elements(n32, 256),
-            (n32, iota.view_mut()),
-        )?;
-        Ok(Self {
-            tc,
-            points,
-            norms_f32: backend.kernel()?,
-            scan: backend.kernel()?,
-            combine: backend.kernel()?,
-            update: backend.kernel()?,
-            finish: backend.kernel()?,
-            n: n32,
-            point_norms,
-            anchors: stream.alloc_zeros(max_anchors * d)?,
-            anchor_norms: stream.alloc_zeros(max_anchors)?,
-            assign: stream.alloc_zeros(n)?,
-            dist: stream.alloc_zeros(n)?,
-            counts: stream.alloc_zeros(max_anchors)?,
-            offsets: stream.alloc_zeros(max_anchors + 1)?,
-            pieces: stream.alloc_zeros(max_anchors + 1)?,
-            piece_sums: stream.alloc_zeros(max_pieces * d)?,
-            piece_dist: stream.alloc_zeros(max_pieces)?,
-            iota,
-            sorted: stream.alloc_zeros(n)?,
-            order: stream.alloc_zeros(n)?,
-            members: stream.alloc_zeros(max_anchors)?,
-            partial: stream.alloc_zeros(max_anchors * d)?,
-            sumsq: stream.alloc_zeros(max_anchors)?,
-            control: stream.alloc_zeros(1)?,
-            history: stream.alloc_zeros(RUN)?,
-            scratch: stream.alloc_zeros(scratch_bytes.max(1))?,
-            moves: moves::Moves::new(backend, &stream, max_anchors, d)?,
-            upload_seconds: uploaded,
-            stream,
+            let prepare = started.elapsed().as_secs_f64();
+            let setup = SetupParts {
+                upload,
+                prepare,
+                buffers: (begun.elapsed().as_secs_f64() - upload - prepare).max(0.0),
+            };
+            Ok(Self {
+                tc,
+                points,
+                norms_f32: backend.kernel()?,
+                scan: backend.kernel()?,
+                combine: backend.kernel()?,
+                update: backend.kernel()?,
+                finish: backend.kernel()?,
+                n: n32,
+                point_norms,
+                anchors,
+                anchor_norms,
+                assign,
+                dist,
+                counts,
+                offsets,
+                pieces: first_pieces,
+                piece_sums,
+                piece_dist,
+                iota,
+                sorted,
+                order,
+                members,
+                partial,
+                sumsq,
+                control,
+                history,
+                scratch,
+                moves,
+                setup,
+                stream: stream.clone(),
+            })
         })
     }
 
@@ -416,9 +483,9 @@ impl Shard {
         Ok(())
     }
 
-    /// Seconds the points' upload took.
-    pub(super) fn upload_seconds(&self) -> f64 {
-        self.upload_seconds
+    /// Where its setup went.
+    pub(super) fn setup_parts(&self) -> SetupParts {
+        self.setup
     }
 
     /// The stream this shard's work goes on (NCCL's too).

@@ -180,7 +180,7 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
     let started = Instant::now();
     let backends = target.gpus();
     let mut engine = target.engine_target().engine(problem)?;
-    let upload_seconds = engine.upload_seconds();
+    let setup_parts = engine.setup_parts();
     let setup_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let (n, d, m) = (problem.n(), problem.d(), problem.m());
@@ -218,7 +218,7 @@ fn anneal_on(target: Target<'_>, problem: &Problem<'_>) -> Result<AnnealRun> {
             world_size: 1,
         },
         setup_seconds,
-        upload_seconds,
+        setup_parts,
         seconds: started.elapsed().as_secs_f64(),
         phases,
         out,

@@ -22,9 +22,8 @@ pub(crate) struct AnnealRun {
     pub(crate) record: RunRecord,
     /// Upload and allocation.
     pub(crate) setup_seconds: f64,
-    /// The part of the setup that uploaded the points, where measured (the
-    /// CUDA engine).
-    pub(crate) upload_seconds: Option<f64>,
+    /// Where the setup went, where measured (the CUDA engine).
+    pub(crate) setup_parts: Option<kiln_anneal::SetupParts>,
     /// The iterations.
     pub(crate) seconds: f64,
     /// Where those seconds went.
@@ -136,14 +135,22 @@ pub(crate) fn write_index(
     Ok(())
 }
 
-/// `whole run W ms (setup S ms, iterations I ms)`, with `; upload U ms of
-/// the setup` where the engine measured it: from `launched` (this
+/// `whole run W ms (setup S ms, iterations I ms)`, with `; upload U ms,
+/// buffers B ms, prepare P ms of the setup` where the engine measured its
+/// parts: from `launched` (this
 /// process's start) to its result, what a user waits for, beside the
 /// parts that `report` shows (`run.sh ranks` reads this line).
 pub(crate) fn whole_run(prefix: &str, launched: std::time::Instant, run: &AnnealRun) -> Result<()> {
     let upload = run
-        .upload_seconds
-        .map(|s| format!("; upload {:.1} ms of the setup", s * 1e3))
+        .setup_parts
+        .map(|p| {
+            format!(
+                "; upload {:.1} ms, buffers {:.1} ms, prepare {:.1} ms of the setup",
+                p.upload * 1e3,
+                p.buffers * 1e3,
+                p.prepare * 1e3
+            )
+        })
         .unwrap_or_default();
     out!(
         "{prefix}whole run {:.1} ms (setup {:.1} ms, iterations {:.1} ms{upload})",

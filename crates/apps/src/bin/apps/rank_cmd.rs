@@ -176,7 +176,7 @@ pub(crate) fn run(args: &AnnealArgs, env: &RankEnv) -> Result<()> {
             world_size: world as u32,
         },
         setup_seconds,
-        upload_seconds: None,
+        setup_parts: None,
         seconds: started.elapsed().as_secs_f64(),
         phases,
         out,
