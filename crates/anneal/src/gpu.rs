@@ -91,7 +91,7 @@ fn assign_config(rows: u32) -> LaunchConfig {
 #[derive(Debug)]
 pub struct GpuEngine {
     devices: Devices,
-    /// Seconds the points' upload took, every GPU's in turn.
+    /// Where the setup went: every GPU's shard's parts, added up.
     setup: SetupParts,
     /// Present with more than one shard.
     collective: Option<Collective>,
