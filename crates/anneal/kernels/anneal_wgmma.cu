@@ -124,18 +124,21 @@ __device__ __forceinline__ void wgmma_bn(float (&d)[BN / 2], uint64_t a, uint64_
 }
 #endif
 
-template <int BN, int CWG, int STAGES, int CHUNK, typename T>
-__device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict__ xh,
-                             const float *__restrict__ x_norms,
+// Marks the lists of the block's points overflowed: the list kernel decides them.
+__device__ __forceinline__ void mark_overflowed(uint32_t *__restrict__ lists, uint32_t p0,
+                                                uint32_t rows, uint32_t n) {
+    for (uint32_t r = threadIdx.x; r < rows; r += blockDim.x)
+        if (p0 + r < n)
+            lists[static_cast<size_t>(p0 + r) * KILN_ANNEAL_WGMMA_LIST_WORDS] = kOverflow;
+}
+
+template <int BN, int CWG, int STAGES, int CHUNK>
+__device__ void assign_wgmma(const uint16_t *__restrict__ xh, const float *__restrict__ x_norms,
                              const float *__restrict__ x_norms_c, uint32_t n, uint32_t d,
-                             uint32_t dp, const float *__restrict__ anchors,
-                             const uint16_t *__restrict__ ch,
-                             const float *__restrict__ anchor_norms,
+                             uint32_t dp, const uint16_t *__restrict__ ch,
                              const float *__restrict__ anchor_norms_c, uint32_t m, uint32_t flags,
                              const uint32_t *__restrict__ half_state,
-                             uint32_t *__restrict__ assign_out, float *__restrict__ dist_out,
-                             uint32_t *__restrict__ counts, uint32_t *__restrict__ unresolved,
-                             uint32_t *__restrict__ unresolved_count, float *__restrict__ dump) {
+                             uint32_t *__restrict__ lists, float *__restrict__ dump) {
     using Shared = WgShared<BN, CWG, STAGES>;
     constexpr int kBM = Shared::kBM;
     // setmaxnreg moves registers only within the block's allocation at
@@ -165,8 +168,7 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
     if (n == 0u) return;
     if (half_state[KILN_ANNEAL_TC_STATE_OVERFLOW] != 0u) {
         // An anchor left the f16 range: the list kernel decides every point.
-        for (int r = tid; r < kBM; r += blockDim.x)
-            if (p0 + r < n) unresolved[atomicAdd(unresolved_count, 1u)] = p0 + r;
+        mark_overflowed(lists, p0, kBM, n);
         return;
     }
     extern __shared__ unsigned char smem_raw[];
@@ -339,40 +341,85 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
                          &upper[h], &listed[h], s.cand_j[row], s.cand_lb[row]);
         }
     }
-    __syncwarp();
-
     __syncwarp();  // every lane's list entries are visible to the warp
 
-    // Refinement, one point at a time per warp (anneal_tc_device.cuh).
-    refine_rows([&](int h, int gg) { return c * 64 + w * 16 + h * 8 + gg; }, upper, listed, p0,
-                n, x, anchors, anchor_norms, d, flags, x_norms, s.cand_j, s.cand_lb, lane,
-                assign_out, dist_out, counts, unresolved, unresolved_count);
+    // Each row's list goes to global memory for anneal_refine_lists_*: the
+    // refinement's loads of points and anchors wait on memory, which a
+    // kernel of its own hides with 40 warps an SM where this one has 16,
+    // and the tensor pipe does not idle while a block refines. Upper bound
+    // and count are the same in the row's 4 lanes; lane t writes entries t
+    // and t + 4.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int row = c * 64 + w * 16 + h * 8 + g;
+        const uint32_t p = p0 + row;
+        if (p >= n) continue;
+        uint32_t *out = lists + static_cast<size_t>(p) * KILN_ANNEAL_WGMMA_LIST_WORDS;
+        const uint32_t count = listed[h];
+        if (t == 0) {
+            out[0] = count;
+            out[1] = __float_as_uint(upper[h]);
+        }
+        if (count <= kK) {
+            for (uint32_t i = t; i < count; i += 4) {
+                out[2 + i] = s.cand_j[row][i];
+                out[2 + kK + i] = __float_as_uint(s.cand_lb[row][i]);
+            }
+        }
+    }
 #else
     // Not sm_90a: no wgmma; every point goes to the exact list kernel.
-    (void)x; (void)xh; (void)x_norms; (void)x_norms_c; (void)d; (void)dp; (void)anchors;
-    (void)ch; (void)anchor_norms; (void)anchor_norms_c; (void)m; (void)flags; (void)half_state; (void)assign_out;
-    (void)dist_out; (void)counts; (void)dump;
-    for (int r = tid; r < kBM; r += blockDim.x)
-        if (p0 + r < n) unresolved[atomicAdd(unresolved_count, 1u)] = p0 + r;
+    (void)xh; (void)x_norms; (void)x_norms_c; (void)d; (void)dp; (void)ch; (void)anchor_norms_c;
+    (void)m; (void)flags; (void)half_state; (void)dump; (void)tid;
+    mark_overflowed(lists, p0, kBM, n);
 #endif
+}
+
+// One warp per point: the refinement of anneal_tc_device.cuh on the list
+// anneal_assign_wgmma wrote (its count decides: an overflowed list, or one
+// with no bounded anchor, goes to `unresolved`).
+template <typename T>
+__device__ void refine_lists(const T *__restrict__ x, const float *__restrict__ x_norms,
+                             uint32_t n, uint32_t d, const float *__restrict__ anchors,
+                             const float *__restrict__ anchor_norms, uint32_t flags,
+                             const uint32_t *__restrict__ lists, uint32_t *__restrict__ assign_out,
+                             float *__restrict__ dist_out, uint32_t *__restrict__ counts,
+                             uint32_t *__restrict__ unresolved,
+                             uint32_t *__restrict__ unresolved_count) {
+    const uint32_t lane = threadIdx.x % 32u;
+    const uint32_t p = blockIdx.x * (blockDim.x / 32u) + threadIdx.x / 32u;
+    if (p >= n) return;  // uniform over the warp
+    const uint32_t *list = lists + static_cast<size_t>(p) * KILN_ANNEAL_WGMMA_LIST_WORDS;
+    refine_point(x, anchors, anchor_norms, d, flags, p, x_norms[p], list + 2,
+                 reinterpret_cast<const float *>(list + 2 + kK), list[0],
+                 __uint_as_float(list[1]), lane, assign_out, dist_out, counts, unresolved,
+                 unresolved_count);
 }
 
 }  // namespace
 
 // One entry point: BN anchors per tile, CWG consumer warpgroups, STAGES stages.
-#define KILN_ANNEAL_WGMMA_ENTRY(name, T, BN, CWG, STAGES, CHUNK)                               \
+#define KILN_ANNEAL_WGMMA_ENTRY(name, BN, CWG, STAGES, CHUNK)                                  \
     extern "C" __global__ void __launch_bounds__(128 * (CWG + 1))                           \
-        name(const T *x, const uint16_t *xh, const float *x_norms, const float *x_norms_c,     \
-             uint32_t n, uint32_t d, uint32_t dp, const float *anchors, const uint16_t *ch,    \
-             const float *anchor_norms, const float *anchor_norms_c, uint32_t m,               \
-             uint32_t flags, const uint32_t *half_state,                                       \
-             const AnnealControl *control, uint32_t *assign_out, float *dist,                  \
-             uint32_t *counts, uint32_t *unresolved, uint32_t *unresolved_count) {             \
+        name(const uint16_t *xh, const float *x_norms, const float *x_norms_c, uint32_t n,     \
+             uint32_t d, uint32_t dp, const uint16_t *ch, const float *anchor_norms_c,         \
+             uint32_t m, uint32_t flags, const uint32_t *half_state,                           \
+             const AnnealControl *control, uint32_t *lists) {                                  \
         if (control->done) return;                                                             \
-        assign_wgmma<BN, CWG, STAGES, CHUNK>(x, xh, x_norms, x_norms_c, n, d, dp, anchors, ch,  \
-                                      anchor_norms, anchor_norms_c, m,                         \
-                                      flags, half_state, assign_out, dist, counts, unresolved, \
-                                      unresolved_count, KILN_WGMMA_DUMP_PTR);                  \
+        assign_wgmma<BN, CWG, STAGES, CHUNK>(xh, x_norms, x_norms_c, n, d, dp, ch,              \
+                                             anchor_norms_c, m, flags, half_state, lists,      \
+                                             KILN_WGMMA_DUMP_PTR);                             \
+    }
+
+#define KILN_ANNEAL_REFINE_ENTRY(name, T)                                                      \
+    extern "C" __global__ void __launch_bounds__(KILN_ANNEAL_REFINE_THREADS)                   \
+        name(const T *x, const float *x_norms, uint32_t n, uint32_t d, const float *anchors,   \
+             const float *anchor_norms, uint32_t flags, const AnnealControl *control,          \
+             const uint32_t *lists, uint32_t *assign_out, float *dist, uint32_t *counts,       \
+             uint32_t *unresolved, uint32_t *unresolved_count) {                               \
+        if (control->done) return;                                                             \
+        refine_lists(x, x_norms, n, d, anchors, anchor_norms, flags, lists, assign_out, dist,  \
+                     counts, unresolved, unresolved_count);                                    \
     }
 
 #ifndef KILN_WGMMA_DUMP_PTR
@@ -381,14 +428,15 @@ __device__ void assign_wgmma(const T *__restrict__ x, const uint16_t *__restrict
 
 static_assert(KILN_ANNEAL_WGMMA_TILE == 192 && KILN_ANNEAL_WGMMA_THREADS == 512,
               "the entry points' shape: 3 consumer warpgroups");
-KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_f32, float, 128, 3, 5, 0)
-KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_f16, uint16_t, 128, 3, 5, 0)
+static_assert(KILN_ANNEAL_WGMMA_LIST_WORDS == 2 + 2 * kK, "a list: count, bound, entries");
+KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma, 128, 3, 5, 0)
+KILN_ANNEAL_REFINE_ENTRY(anneal_refine_lists_f32, float)
+KILN_ANNEAL_REFINE_ENTRY(anneal_refine_lists_f16, uint16_t)
 
 // The chunked entry points (wide d): the same block, each consumer thread
-// holding the accumulator and the chunks' sum (ptxas spills 264 bytes of
+// holding the accumulator and the chunks' sum (ptxas spills 256 bytes of
 // them; still the fastest of the chunked shapes measured on the H200,
 // docs/bench/2026-11-27-chunked: 2 consumer warpgroups of 6 stages without
 // spills were 8-16% slower at d >= 1536).
 static_assert(KILN_ANNEAL_WGMMA_CHUNK_DIMS == 4 * kBK, "chunks of 4 stages");
-KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_chunked_f32, float, 128, 3, 5, 4)
-KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_chunked_f16, uint16_t, 128, 3, 5, 4)
+KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_chunked, 128, 3, 5, 4)

@@ -59,7 +59,7 @@
 //!   a tile ahead with the refinement's loads unrolled 4 deep, 9-30% slower
 //!   (long-scoreboard stalls doubled). The kernel is latency-bound at 2-3
 //!   warps per scheduler (registers), not by L2 misses or fragment loads.
-//! - **Hopper.** On compute capability 9.0, `anneal_assign_wgmma_*`
+//! - **Hopper.** On compute capability 9.0, `anneal_assign_wgmma`
 //!   (`kernels/anneal_wgmma.cu`, an sm_90a image; [`Tile::Wgmma`]) does the
 //!   same work with `wgmma.mma_async.m64n128k16` (both operands from shared
 //!   memory): a block of 512 threads is one producer warpgroup, which copies
@@ -67,16 +67,25 @@
 //!   halves of `d` per stage, 5 stages, zero fill past `dp`) and the anchor
 //!   norms, signalling an mbarrier per stage, and three consumer warpgroups
 //!   of 64 points each (64 accumulators a thread; `setmaxnreg` gives them
-//!   152 registers, the producer 40), whose warps run this epilogue and
-//!   refinement on their 16 points. No TMA: a tensor map would be a new
-//!   kernel argument. Its f32 accumulators are the same bits as mma.sync's
+//!   152 registers, the producer 40), whose warps run this epilogue on
+//!   their 16 points. It writes each point's candidate list and final `U`
+//!   to global memory (`KILN_ANNEAL_WGMMA_LIST_WORDS` words a point), and
+//!   `anneal_refine_lists_*`, one warp per point, runs the refinement below
+//!   on them: the refinement waits on its loads of points and anchors, which
+//!   a kernel of 48 registers hides with 40 warps an SM where the wgmma
+//!   kernel has 16, and the tensor pipe no longer idles while a block
+//!   refines (H200, 2026-11-29, the same bits: 6% less time for 10
+//!   iterations at 1M × 128 × 2048, 8% at 1M × 64 × 2048 and 100K × 768 ×
+//!   1024, 3-5% at 1M × 768 × 4096; the refinement was 24% of the wgmma
+//!   kernel's stall samples). The lists cost 72 bytes a point. No TMA: a
+//!   tensor map would be a new kernel argument. Its f32 accumulators are the same bits as mma.sync's
 //!   (checked on every pair of normal and hostile f16 data at d = 80, 768,
 //!   4096 on the H200), so the bound below holds unchanged, and its
 //!   candidate lists, unresolved points and outputs equal the 128-anchor
 //!   mma.sync kernel's. 1.4-1.9x faster than the better mma.sync tile on
 //!   every shape measured (H200; 18.1 against 34.5 ms at 1M × 768 × 4096):
 //!   `docs/bench/2026-11-27-wgmma/`.
-//! - **Chunked (wide `d`).** `anneal_assign_wgmma_chunked_*`
+//! - **Chunked (wide `d`).** `anneal_assign_wgmma_chunked`
 //!   ([`Tile::WgmmaChunked`], the same block) starts a fresh accumulator
 //!   every 4 stages (256 of `d`: the first `wgmma` of a chunk has
 //!   `scale-d = 0`), waits for the chunk, and adds it in f32 to a second
@@ -86,7 +95,7 @@
 //!   normal points the points left to the list kernel from 52-62% to
 //!   0.5-0.6% (H200, docs/bench/2026-11-27-chunked: the assignment with
 //!   its list kernels 11-13 times faster, the same bits). Below
-//!   [`CHUNKED_MIN_D`] the plain kernel is faster (the sum spills 264
+//!   [`CHUNKED_MIN_D`] the plain kernel is faster (the sum spills 256
 //!   bytes a thread, and the plain bound already leaves few points).
 //! - **Epilogue, per anchor tile.** The 4 lanes of a quad hold one point row
 //!   (32 anchors each). Each turns its dot products into `A = max(xn + cn -
@@ -239,8 +248,8 @@ mod kernels;
 mod launch;
 
 pub use kernels::{
-    AbsmaxParams, ColumnSumsParams, ListParams, TcKernels, TcParams, TcPoint, ToHalfParams,
-    TypedKernels, TypedWgmma,
+    AbsmaxParams, ColumnSumsParams, ListParams, RefineParams, TcKernels, TcParams, TcPoint,
+    ToHalfParams, TypedKernels, TypedWgmma, WgmmaParams,
 };
 pub use launch::{padded_dim, Reference, TcAssign, TcJob};
 
@@ -258,7 +267,8 @@ pub const STATS_ENV: &str = "KILN_ANNEAL_TC_STATS";
 /// `auto` (the default: [`resolve_tile`]). All give the same bits.
 pub const TILE_ENV: &str = "KILN_ANNEAL_TC_TILE";
 
-/// The tc kernel: `anneal_assign_tc_*`, `_slim_*` or `anneal_assign_wgmma_*`.
+/// The tc kernel: `anneal_assign_tc_*`, `_slim_*` or `anneal_assign_wgmma` (whose
+/// lists `anneal_refine_lists_*` refines).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tile {
     /// By device and shape: [`resolve_tile`].
@@ -271,7 +281,7 @@ pub enum Tile {
     /// per block, 128 anchors per anchor tile.
     Wgmma,
     /// The wgmma kernel summing its products 256 of `d` at a time
-    /// (`anneal_assign_wgmma_chunked_*`): a bound that grows with the chunk,
+    /// (`anneal_assign_wgmma_chunked`): a bound that grows with the chunk,
     /// not with `d`, so that wide points stay off the list kernel.
     WgmmaChunked,
 }

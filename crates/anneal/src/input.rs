@@ -3,6 +3,7 @@
 //! small enough that squared distances stay finite in f32). Its result,
 //! [`Problem`], is what the engines and the driver take.
 
+use crate::bindings::types::KILN_ANNEAL_WGMMA_LIST_WORDS;
 use crate::{
     error::{AnnealError, PartProblem},
     vocab::{Dtype, Params, Points},
@@ -413,7 +414,8 @@ pub const BF16_STAGING: usize = 1 << 24;
 /// staging buffer) and their f16 copy (the tensor-core assignment's, `d`
 /// rounded up to 32), per-point state (norm, two centred norms, assignment, distance, the
 /// sort's keys, values and order, the unresolved list and the list kernel's
-/// packed best, and about 8 bytes of the sort's scratch), the f64 sums of the
+/// packed best, about 8 bytes of the sort's scratch, and the wgmma kernel's
+/// candidate list of `KILN_ANNEAL_WGMMA_LIST_WORDS` words), the f64 sums of the
 /// pieces of 256 members (`n / 256 + m` of them) and per-anchor buffers on
 /// each (the anchors twice: maintenance writes the new ones beside the old).
 pub fn device_bytes(
@@ -437,7 +439,7 @@ pub fn device_bytes(
     let points = points
         .checked_add(copy)?
         .checked_add(pieces.checked_mul(8)?)?;
-    let per_point = n.checked_mul(56)?;
+    let per_point = n.checked_mul(56 + 4 * u64::from(KILN_ANNEAL_WGMMA_LIST_WORDS))?;
     let per_anchor = a.checked_mul(d.checked_add(8)?)?.checked_mul(20)?;
     points
         .checked_add(per_point)?

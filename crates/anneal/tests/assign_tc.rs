@@ -316,6 +316,38 @@ fn every_point_overflowing_goes_through_the_list_kernel() {
     assert_eq!(unresolved as usize, case.n, "{}", case.name);
 }
 
+/// An anchor far past the points' f16 scale sends every point to the list
+/// kernel, from every tc kernel (the wgmma kernel marks every candidate list
+/// overflowed and its refinement lists each point once), with the
+/// reference's bits.
+#[test]
+fn an_anchor_past_the_f16_range_leaves_every_point_to_the_list_kernel() {
+    let Some(backend) = tc_device_or_skip() else {
+        return;
+    };
+    let stream = backend.default_stream();
+    let mut case = Case::random("an anchor past the f16 range", 700, 40, 9, 41);
+    case.anchors[3 * case.d + 5] = 1e15;
+    let simt = run_simt(&backend, &stream, &case);
+    for tile in [
+        assign_tc::Tile::Wide,
+        assign_tc::Tile::Slim,
+        assign_tc::Tile::Wgmma,
+        assign_tc::Tile::WgmmaChunked,
+    ] {
+        let mut tc = TcAssign::new(&backend, &stream, case.n, case.d, case.m)
+            .unwrap()
+            .unwrap();
+        if matches!(tile, assign_tc::Tile::Wgmma | assign_tc::Tile::WgmmaChunked) && !tc.has_wgmma()
+        {
+            continue;
+        }
+        tc.set_tile(tile);
+        let got = run_tc(&backend, &stream, &mut tc, &case);
+        assert_eq!(check(&case, &got, &simt) as usize, case.n, "{tile:?}");
+    }
+}
+
 #[test]
 fn one_tc_assign_serves_launch_after_launch() {
     let Some(backend) = tc_device_or_skip() else {

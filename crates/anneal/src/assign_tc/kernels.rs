@@ -5,9 +5,9 @@
 use crate::bindings::kernels::{
     anneal_absmax_f16, anneal_absmax_f32, anneal_assign_list_f16, anneal_assign_list_f32,
     anneal_assign_list_finish, anneal_assign_tc_f16, anneal_assign_tc_f32,
-    anneal_assign_tc_slim_f16, anneal_assign_tc_slim_f32, anneal_assign_wgmma_chunked_f16,
-    anneal_assign_wgmma_chunked_f32, anneal_assign_wgmma_f16, anneal_assign_wgmma_f32,
-    anneal_column_sums_f16, anneal_column_sums_f32, anneal_to_half_f16, anneal_to_half_f32,
+    anneal_assign_tc_slim_f16, anneal_assign_tc_slim_f32, anneal_assign_wgmma,
+    anneal_assign_wgmma_chunked, anneal_column_sums_f16, anneal_column_sums_f32,
+    anneal_refine_lists_f16, anneal_refine_lists_f32, anneal_to_half_f16, anneal_to_half_f32,
 };
 use crate::bindings::types::AnnealControl;
 use gpu_core::Kernel;
@@ -30,6 +30,42 @@ pub type TcParams<T> = (
     u32,
     *const u32,
     *const AnnealControl,
+    *mut u32,
+    *mut f32,
+    *mut u32,
+    *mut u32,
+    *mut u32,
+);
+
+/// Parameter tuple of `anneal_assign_wgmma` and `anneal_assign_wgmma_chunked`
+/// (anneal_wgmma.h): the f16 copies in, each point's candidate list out.
+pub type WgmmaParams = (
+    *const u16,
+    *const f32,
+    *const f32,
+    u32,
+    u32,
+    u32,
+    *const u16,
+    *const f32,
+    u32,
+    u32,
+    *const u32,
+    *const AnnealControl,
+    *mut u32,
+);
+
+/// Parameter tuple of `anneal_refine_lists_*` for points of type `T`.
+pub type RefineParams<T> = (
+    *const T,
+    *const f32,
+    u32,
+    u32,
+    *const f32,
+    *const f32,
+    u32,
+    *const AnnealControl,
+    *const u32,
     *mut u32,
     *mut f32,
     *mut u32,
@@ -80,10 +116,8 @@ pub trait TcPoint: GpuRepr {
     type Tc: KernelDecl<Params = TcParams<Self>>;
     /// `anneal_assign_tc_slim_*` for this type.
     type TcSlim: KernelDecl<Params = TcParams<Self>>;
-    /// `anneal_assign_wgmma_*` for this type.
-    type Wg: KernelDecl<Params = TcParams<Self>>;
-    /// `anneal_assign_wgmma_chunked_*` for this type.
-    type WgChunked: KernelDecl<Params = TcParams<Self>>;
+    /// `anneal_refine_lists_*` for this type (after the wgmma kernels).
+    type Refine: KernelDecl<Params = RefineParams<Self>>;
     /// `anneal_assign_list_*` for this type.
     type List: KernelDecl<Params = ListParams<Self>>;
     /// `anneal_column_sums_*` for this type.
@@ -110,18 +144,24 @@ pub struct TypedKernels<'a, T: TcPoint> {
     pub(super) to_half: &'a Kernel<T::ToHalf>,
 }
 
-/// The wgmma kernels of one point type, plain and chunked.
+/// The wgmma kernels (plain and chunked, for every point type) and the
+/// refinement of their lists for one point type.
 pub struct TypedWgmma<'a, T: TcPoint> {
-    pub(super) plain: &'a Kernel<T::Wg>,
-    pub(super) chunked: &'a Kernel<T::WgChunked>,
+    pub(super) plain: &'a Kernel<anneal_assign_wgmma>,
+    pub(super) chunked: &'a Kernel<anneal_assign_wgmma_chunked>,
+    pub(super) refine: &'a Kernel<T::Refine>,
 }
 
 // By hand: a derive would ask the kernel declarations for Debug.
 impl<T: TcPoint> std::fmt::Debug for TypedWgmma<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TypedWgmma")
-            .field("plain", &<T::Wg as KernelDecl>::NAME)
-            .field("chunked", &<T::WgChunked as KernelDecl>::NAME)
+            .field("plain", &<anneal_assign_wgmma as KernelDecl>::NAME)
+            .field(
+                "chunked",
+                &<anneal_assign_wgmma_chunked as KernelDecl>::NAME,
+            )
+            .field("refine", &<T::Refine as KernelDecl>::NAME)
             .finish()
     }
 }
@@ -129,8 +169,7 @@ impl<T: TcPoint> std::fmt::Debug for TypedWgmma<'_, T> {
 impl TcPoint for f32 {
     type Tc = anneal_assign_tc_f32;
     type TcSlim = anneal_assign_tc_slim_f32;
-    type Wg = anneal_assign_wgmma_f32;
-    type WgChunked = anneal_assign_wgmma_chunked_f32;
+    type Refine = anneal_refine_lists_f32;
     type List = anneal_assign_list_f32;
     type ColumnSums = anneal_column_sums_f32;
     type Absmax = anneal_absmax_f32;
@@ -140,8 +179,9 @@ impl TcPoint for f32 {
             tc: &all.tc_f32,
             tc_slim: &all.tc_slim_f32,
             wg: all.wgmma.as_ref().map(|w| TypedWgmma {
-                plain: &w.f32,
-                chunked: &w.chunked_f32,
+                plain: &w.plain,
+                chunked: &w.chunked,
+                refine: &w.refine_f32,
             }),
             list: &all.list_f32,
             column_sums: &all.column_sums_f32,
@@ -154,8 +194,7 @@ impl TcPoint for f32 {
 impl TcPoint for u16 {
     type Tc = anneal_assign_tc_f16;
     type TcSlim = anneal_assign_tc_slim_f16;
-    type Wg = anneal_assign_wgmma_f16;
-    type WgChunked = anneal_assign_wgmma_chunked_f16;
+    type Refine = anneal_refine_lists_f16;
     type List = anneal_assign_list_f16;
     type ColumnSums = anneal_column_sums_f16;
     type Absmax = anneal_absmax_f16;
@@ -165,8 +204,9 @@ impl TcPoint for u16 {
             tc: &all.tc_f16,
             tc_slim: &all.tc_slim_f16,
             wg: all.wgmma.as_ref().map(|w| TypedWgmma {
-                plain: &w.f16,
-                chunked: &w.chunked_f16,
+                plain: &w.plain,
+                chunked: &w.chunked,
+                refine: &w.refine_f16,
             }),
             list: &all.list_f16,
             column_sums: &all.column_sums_f16,
@@ -176,14 +216,14 @@ impl TcPoint for u16 {
     }
 }
 
-/// The wgmma kernels, both point types, plain and chunked: one module, so
-/// all four or none.
+/// The wgmma kernels, plain and chunked, and the refinement of their lists
+/// for both point types: one module, so all four or none.
 #[derive(Debug)]
 pub(super) struct WgmmaKernels {
-    pub(super) f32: Kernel<anneal_assign_wgmma_f32>,
-    pub(super) chunked_f32: Kernel<anneal_assign_wgmma_chunked_f32>,
-    pub(super) f16: Kernel<anneal_assign_wgmma_f16>,
-    pub(super) chunked_f16: Kernel<anneal_assign_wgmma_chunked_f16>,
+    pub(super) plain: Kernel<anneal_assign_wgmma>,
+    pub(super) chunked: Kernel<anneal_assign_wgmma_chunked>,
+    pub(super) refine_f32: Kernel<anneal_refine_lists_f32>,
+    pub(super) refine_f16: Kernel<anneal_refine_lists_f16>,
 }
 
 /// The kernels, both point types.

@@ -6,10 +6,10 @@ use crate::bindings::kernels::{
     anneal_assign_tc_slim_f32,
 };
 use crate::bindings::types::{
-    AnnealControl, KILN_ANNEAL_COUNT, KILN_ANNEAL_LIST_THREADS, KILN_ANNEAL_TC_DP,
-    KILN_ANNEAL_TC_SLIM_SMEM, KILN_ANNEAL_TC_SMEM, KILN_ANNEAL_TC_STATE,
+    AnnealControl, KILN_ANNEAL_COUNT, KILN_ANNEAL_LIST_THREADS, KILN_ANNEAL_REFINE_THREADS,
+    KILN_ANNEAL_TC_DP, KILN_ANNEAL_TC_SLIM_SMEM, KILN_ANNEAL_TC_SMEM, KILN_ANNEAL_TC_STATE,
     KILN_ANNEAL_TC_STATE_ANCHOR_NORM_MAX, KILN_ANNEAL_TC_STATE_OVERFLOW,
-    KILN_ANNEAL_TC_STATE_POINT_NORM_MAX, KILN_ANNEAL_WGMMA_SMEM,
+    KILN_ANNEAL_TC_STATE_POINT_NORM_MAX, KILN_ANNEAL_WGMMA_LIST_WORDS, KILN_ANNEAL_WGMMA_SMEM,
 };
 use gpu_core::{Backend, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream};
 use gpu_core::{GpuRepr, KernelDecl};
@@ -64,6 +64,10 @@ pub struct TcAssign {
     /// The list kernel's least (distance, anchor) per listed point, packed
     /// and complemented (anneal_tc.h).
     best: DeviceBuffer<u64>,
+    /// Where the wgmma kernels run: each point's candidate list, which
+    /// `anneal_refine_lists_*` refines (`KILN_ANNEAL_WGMMA_LIST_WORDS` words
+    /// a point, anneal_wgmma.h); one word otherwise.
+    lists: DeviceBuffer<u32>,
     list_grid: u32,
     /// The scaled f16 copy of the points less the reference point, `n × dp`.
     xh: DeviceBuffer<u16>,
@@ -231,6 +235,13 @@ impl TcAssign {
                            9.0 and kernels built with the anneal_wgmma module)",
             });
         }
+        let list_words = if wgmma.is_some() {
+            n.max(1)
+                .checked_mul(KILN_ANNEAL_WGMMA_LIST_WORDS as usize)
+                .ok_or_else(|| over("n", n))?
+        } else {
+            1
+        };
         Ok(Some(Self {
             kernels: TcKernels {
                 tc_f32,
@@ -251,6 +262,7 @@ impl TcAssign {
             unresolved: stream.alloc_zeros(n.max(1))?,
             unresolved_count: stream.alloc_zeros(1)?,
             best: stream.alloc_zeros(n.max(1))?,
+            lists: stream.alloc_zeros(list_words)?,
             list_grid,
             xh: stream.alloc_zeros(n.max(1) * dp)?,
             ch: stream.alloc_zeros(max_anchors.max(1) * dp)?,
@@ -501,33 +513,86 @@ impl TcAssign {
             block: (threads, 1, 1),
             shared_mem_bytes: shared,
         };
-        let params = (
-            x.slice(..)?,
-            self.xh.view(),
-            x_norms.slice(..)?,
-            self.x_norms_c.view(),
-            n,
-            d,
-            dp,
-            anchors.slice(..)?,
-            self.ch.view(),
-            anchor_norms.slice(..)?,
-            self.anchor_norms_c.view(),
-            m,
-            flags,
-            self.half_state.view(),
-            control.clone(),
-            assign.reborrow(),
-            dist.reborrow(),
-            counts.reborrow(),
-            self.unresolved.view_mut(),
-            self.unresolved_count.view_mut(),
-        );
+        // The mma.sync kernels refine in place: anneal_assign_f32/f16's
+        // arguments (anneal_tc.h).
+        macro_rules! params {
+            () => {
+                (
+                    x.slice(..)?,
+                    self.xh.view(),
+                    x_norms.slice(..)?,
+                    self.x_norms_c.view(),
+                    n,
+                    d,
+                    dp,
+                    anchors.slice(..)?,
+                    self.ch.view(),
+                    anchor_norms.slice(..)?,
+                    self.anchor_norms_c.view(),
+                    m,
+                    flags,
+                    self.half_state.view(),
+                    control.clone(),
+                    assign.reborrow(),
+                    dist.reborrow(),
+                    counts.reborrow(),
+                    self.unresolved.view_mut(),
+                    self.unresolved_count.view_mut(),
+                )
+            };
+        }
         match (chosen, kernels.wg) {
-            (Tile::Wgmma, Some(wg)) => stream.launch(wg.plain, tile, params)?,
-            (Tile::WgmmaChunked, Some(wg)) => stream.launch(wg.chunked, tile, params)?,
-            (Tile::Slim, _) => stream.launch(kernels.tc_slim, tile, params)?,
-            _ => stream.launch(kernels.tc, tile, params)?,
+            (Tile::Wgmma | Tile::WgmmaChunked, Some(wg)) => {
+                // The candidate lists, then their refinement (anneal_wgmma.h).
+                let bounds = (
+                    self.xh.view(),
+                    x_norms.slice(..)?,
+                    self.x_norms_c.view(),
+                    n,
+                    d,
+                    dp,
+                    self.ch.view(),
+                    self.anchor_norms_c.view(),
+                    m,
+                    flags,
+                    self.half_state.view(),
+                    control.clone(),
+                    self.lists.view_mut(),
+                );
+                if chosen == Tile::Wgmma {
+                    stream.launch(wg.plain, tile, bounds)?;
+                } else {
+                    stream.launch(wg.chunked, tile, bounds)?;
+                }
+                let warps = KILN_ANNEAL_REFINE_THREADS / 32;
+                let refine = LaunchConfig {
+                    grid: (n.div_ceil(warps).max(1), 1, 1),
+                    block: (KILN_ANNEAL_REFINE_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                stream.launch(
+                    wg.refine,
+                    refine,
+                    (
+                        x.slice(..)?,
+                        x_norms.slice(..)?,
+                        n,
+                        d,
+                        anchors.slice(..)?,
+                        anchor_norms.slice(..)?,
+                        flags,
+                        control.clone(),
+                        self.lists.view(),
+                        assign.reborrow(),
+                        dist.reborrow(),
+                        counts.reborrow(),
+                        self.unresolved.view_mut(),
+                        self.unresolved_count.view_mut(),
+                    ),
+                )?;
+            }
+            (Tile::Slim, _) => stream.launch(kernels.tc_slim, tile, params!())?,
+            _ => stream.launch(kernels.tc, tile, params!())?,
         }
         let per_pair = LaunchConfig {
             grid: (self.list_grid, 1, 1),
@@ -571,22 +636,22 @@ impl TcAssign {
     }
 }
 
-/// The four wgmma kernels, or `None` where the backend was not handed their
-/// module.
+/// The wgmma kernels and their lists' refinement, or `None` where the
+/// backend was not handed their module.
 fn wgmma_kernels(backend: &Backend) -> Result<Option<WgmmaKernels>, AnnealError> {
-    let (Some(f32), Some(chunked_f32), Some(f16), Some(chunked_f16)) = (
-        wgmma_kernel(backend)?,
-        wgmma_kernel(backend)?,
-        wgmma_kernel(backend)?,
-        wgmma_kernel(backend)?,
-    ) else {
+    let (Some(plain), Some(chunked)) = (wgmma_kernel(backend)?, wgmma_kernel(backend)?) else {
+        return Ok(None);
+    };
+    let (Some(refine_f32), Some(refine_f16)) =
+        (optional_kernel(backend)?, optional_kernel(backend)?)
+    else {
         return Ok(None);
     };
     Ok(Some(WgmmaKernels {
-        f32,
-        chunked_f32,
-        f16,
-        chunked_f16,
+        plain,
+        chunked,
+        refine_f32,
+        refine_f16,
     }))
 }
 
@@ -596,11 +661,20 @@ fn wgmma_kernel<K: KernelDecl>(backend: &Backend) -> Result<Option<Kernel<K>>, A
 where
     K::Params: gpu_core::LaunchParams,
 {
+    let Some(mut kernel) = optional_kernel::<K>(backend)? else {
+        return Ok(None);
+    };
+    kernel.reserve_dynamic_shared(KILN_ANNEAL_WGMMA_SMEM)?;
+    Ok(Some(kernel))
+}
+
+/// The kernel `K`, or `None` where the backend was not handed its module.
+fn optional_kernel<K: KernelDecl>(backend: &Backend) -> Result<Option<Kernel<K>>, AnnealError>
+where
+    K::Params: gpu_core::LaunchParams,
+{
     match backend.kernel::<K>() {
-        Ok(mut kernel) => {
-            kernel.reserve_dynamic_shared(KILN_ANNEAL_WGMMA_SMEM)?;
-            Ok(Some(kernel))
-        }
+        Ok(kernel) => Ok(Some(kernel)),
         Err(gpu_core::Error::KernelNotFound { .. }) => Ok(None),
         Err(e) => Err(e.into()),
     }

@@ -24,7 +24,7 @@
 use crate::bindings::kernels::{
     anneal_assign_f16, anneal_assign_f32, anneal_norms_f16, anneal_norms_f32, anneal_widen_bf16,
 };
-use crate::bindings::types::AnnealControl;
+use crate::bindings::types::{AnnealControl, KILN_ANNEAL_WGMMA_LIST_WORDS};
 use gpu_core::{
     Backend, BackendKind, DeviceBuffer, Event, Kernel, LaunchConfig, PinnedBuffer, Stream,
 };
@@ -51,8 +51,9 @@ enum Buffer {
 /// they are, f32 and bf16 as f32) and, for bf16, the staging buffer; the
 /// tensor-core copy of one chunk (`d` rounded up to 32, f16) and its
 /// reference point (`d` f32); per point of one chunk its norm, centred norms
-/// (two f32), assignment, distance, unresolved entry and the list kernel's
-/// packed best (32 bytes); the anchors, their norms, centred norms, counts
+/// (two f32), assignment, distance, unresolved entry, the list kernel's
+/// packed best (32 bytes) and the wgmma kernel's candidate list
+/// ([`LIST_BYTES`]); the anchors, their norms, centred norms, counts
 /// and f16 copy.
 /// `None` when the figure overflows.
 pub fn chunk_device_bytes(rows: usize, d: usize, m: usize, dtype: Dtype) -> Option<u64> {
@@ -67,13 +68,17 @@ pub fn chunk_device_bytes(rows: usize, d: usize, m: usize, dtype: Dtype) -> Opti
     };
     let dp = d.div_ceil(32).max(1) * 32;
     let copy = n.checked_mul(dp)?.checked_mul(2)?.checked_add(d * 4)?;
-    let per_point = n.checked_mul(32)?;
+    let per_point = n.checked_mul(32 + LIST_BYTES)?;
     let anchors = m.checked_mul(d.checked_mul(4)?.checked_add(dp * 2 + 16)?)?;
     buffers
         .checked_add(copy)?
         .checked_add(per_point)?
         .checked_add(anchors)
 }
+
+/// Bytes of one point's candidate list where the wgmma kernels run
+/// (anneal_wgmma.h), counted everywhere.
+const LIST_BYTES: u64 = 4 * KILN_ANNEAL_WGMMA_LIST_WORDS as u64;
 
 /// A chunk's host memory for [`ChunkAssigner::upload_staged`]: page-locked,
 /// of the input's element type, so that its upload is a copy the device
@@ -502,8 +507,8 @@ mod tests {
             } else {
                 0
             };
-            // Two buffers, the f16 copy, 32 bytes a point.
-            let per_chunk = 2 * rows * d * stored + staging + rows * dp * 2 + rows * 32;
+            // Two buffers, the f16 copy, 32 bytes a point and its list's 72.
+            let per_chunk = 2 * rows * d * stored + staging + rows * dp * 2 + rows * (32 + 72);
             assert_eq!(grown, per_chunk, "{dtype:?}");
         }
         // bf16's staging stops growing at its bound.
