@@ -9,9 +9,11 @@ use crate::bindings::kernels::{
     anneal_assign_wgmma_chunked, anneal_column_sums_f16, anneal_column_sums_f32,
     anneal_refine_lists_f16, anneal_refine_lists_f32, anneal_to_half_f16, anneal_to_half_f32,
 };
-use crate::bindings::types::AnnealControl;
-use gpu_core::Kernel;
-use gpu_core::{GpuRepr, KernelDecl};
+use crate::bindings::types::{
+    AnnealControl, KILN_ANNEAL_TC_SLIM_SMEM, KILN_ANNEAL_TC_SMEM, KILN_ANNEAL_WGMMA_SMEM,
+};
+use crate::error::AnnealError;
+use gpu_core::{Backend, GpuRepr, Kernel, KernelDecl};
 
 /// Parameter tuple of `anneal_assign_tc_*` for points of type `T`.
 pub type TcParams<T> = (
@@ -244,4 +246,88 @@ pub struct TcKernels {
     pub(super) list_finish: Kernel<anneal_assign_list_finish>,
     /// Where [`super::wgmma_available`] (and the backend has the module).
     pub(super) wgmma: Option<WgmmaKernels>,
+}
+
+impl TcKernels {
+    /// Loads every kernel from `backend` (the wgmma ones where
+    /// [`super::wgmma_available`] on a device of `compute_capability` and the
+    /// backend has their module), each with its shared memory reserved.
+    pub(super) fn load(
+        backend: &Backend,
+        compute_capability: (u32, u32),
+    ) -> Result<Self, AnnealError> {
+        let mut tc_f32: Kernel<anneal_assign_tc_f32> = backend.kernel()?;
+        let mut tc_f16: Kernel<anneal_assign_tc_f16> = backend.kernel()?;
+        let mut tc_slim_f32: Kernel<anneal_assign_tc_slim_f32> = backend.kernel()?;
+        let mut tc_slim_f16: Kernel<anneal_assign_tc_slim_f16> = backend.kernel()?;
+        tc_f32.reserve_dynamic_shared(KILN_ANNEAL_TC_SMEM)?;
+        tc_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SMEM)?;
+        tc_slim_f32.reserve_dynamic_shared(KILN_ANNEAL_TC_SLIM_SMEM)?;
+        tc_slim_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SLIM_SMEM)?;
+        let wgmma = if super::wgmma_available(compute_capability, crate::modules::ALL) {
+            wgmma_kernels(backend)?
+        } else {
+            None
+        };
+        Ok(Self {
+            tc_f32,
+            tc_slim_f32,
+            list_f32: backend.kernel()?,
+            column_sums_f32: backend.kernel()?,
+            absmax_f32: backend.kernel()?,
+            to_half_f32: backend.kernel()?,
+            tc_f16,
+            tc_slim_f16,
+            list_f16: backend.kernel()?,
+            column_sums_f16: backend.kernel()?,
+            absmax_f16: backend.kernel()?,
+            to_half_f16: backend.kernel()?,
+            list_finish: backend.kernel()?,
+            wgmma,
+        })
+    }
+}
+
+/// The wgmma kernels and their lists' refinement, or `None` where the
+/// backend was not handed their module.
+fn wgmma_kernels(backend: &Backend) -> Result<Option<WgmmaKernels>, AnnealError> {
+    let (Some(plain), Some(chunked)) = (wgmma_kernel(backend)?, wgmma_kernel(backend)?) else {
+        return Ok(None);
+    };
+    let (Some(refine_f32), Some(refine_f16)) =
+        (optional_kernel(backend)?, optional_kernel(backend)?)
+    else {
+        return Ok(None);
+    };
+    Ok(Some(WgmmaKernels {
+        plain,
+        chunked,
+        refine_f32,
+        refine_f16,
+    }))
+}
+
+/// The wgmma kernel `K` with its shared memory reserved, or `None` where the
+/// backend was not handed its module.
+fn wgmma_kernel<K: KernelDecl>(backend: &Backend) -> Result<Option<Kernel<K>>, AnnealError>
+where
+    K::Params: gpu_core::LaunchParams,
+{
+    let Some(mut kernel) = optional_kernel::<K>(backend)? else {
+        return Ok(None);
+    };
+    kernel.reserve_dynamic_shared(KILN_ANNEAL_WGMMA_SMEM)?;
+    Ok(Some(kernel))
+}
+
+/// The kernel `K`, or `None` where the backend was not handed its module.
+fn optional_kernel<K: KernelDecl>(backend: &Backend) -> Result<Option<Kernel<K>>, AnnealError>
+where
+    K::Params: gpu_core::LaunchParams,
+{
+    match backend.kernel::<K>() {
+        Ok(kernel) => Ok(Some(kernel)),
+        Err(gpu_core::Error::KernelNotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }

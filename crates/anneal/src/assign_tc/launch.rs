@@ -1,23 +1,18 @@
 //! [`TcAssign`]: the tensor-core assignment's kernels, buffers and launches
 //! (the design and the bound are in the parent module's docs).
 
-use crate::bindings::kernels::{
-    anneal_assign_tc_f16, anneal_assign_tc_f32, anneal_assign_tc_slim_f16,
-    anneal_assign_tc_slim_f32,
-};
 use crate::bindings::types::{
     AnnealControl, KILN_ANNEAL_COUNT, KILN_ANNEAL_LIST_THREADS, KILN_ANNEAL_REFINE_THREADS,
-    KILN_ANNEAL_TC_DP, KILN_ANNEAL_TC_SLIM_SMEM, KILN_ANNEAL_TC_SMEM, KILN_ANNEAL_TC_STATE,
-    KILN_ANNEAL_TC_STATE_ANCHOR_NORM_MAX, KILN_ANNEAL_TC_STATE_OVERFLOW,
-    KILN_ANNEAL_TC_STATE_POINT_NORM_MAX, KILN_ANNEAL_WGMMA_LIST_WORDS, KILN_ANNEAL_WGMMA_SMEM,
+    KILN_ANNEAL_TC_DP, KILN_ANNEAL_TC_STATE, KILN_ANNEAL_TC_STATE_ANCHOR_NORM_MAX,
+    KILN_ANNEAL_TC_STATE_OVERFLOW, KILN_ANNEAL_TC_STATE_POINT_NORM_MAX,
+    KILN_ANNEAL_WGMMA_LIST_WORDS,
 };
-use gpu_core::{Backend, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream};
-use gpu_core::{GpuRepr, KernelDecl};
+use gpu_core::GpuRepr;
+use gpu_core::{Backend, DeviceBuffer, DeviceView, DeviceViewMut, LaunchConfig, Stream};
 
-use super::kernels::{TcKernels, TcPoint, WgmmaKernels};
+use super::kernels::{TcKernels, TcPoint};
 use super::{
-    block_shape, resolve_tile, tc_wanted, tile_from_env, wgmma_available, AnnealError, Tile, ENV,
-    TILE_ENV,
+    block_shape, resolve_tile, tc_wanted, tile_from_env, AnnealError, Tile, ENV, TILE_ENV,
 };
 
 /// Blocks of the list kernels per SM (8 warps each): their grid is fixed,
@@ -209,20 +204,8 @@ impl TcAssign {
         let dp = padded_dim(d32) as usize;
         let tile = tile_from_env(std::env::var(TILE_ENV).ok().as_deref())?;
         let list_grid = device.sm_count.max(1) * LIST_BLOCKS_PER_SM;
-        let mut tc_f32: Kernel<anneal_assign_tc_f32> = backend.kernel()?;
-        let mut tc_f16: Kernel<anneal_assign_tc_f16> = backend.kernel()?;
-        let mut tc_slim_f32: Kernel<anneal_assign_tc_slim_f32> = backend.kernel()?;
-        let mut tc_slim_f16: Kernel<anneal_assign_tc_slim_f16> = backend.kernel()?;
-        tc_f32.reserve_dynamic_shared(KILN_ANNEAL_TC_SMEM)?;
-        tc_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SMEM)?;
-        tc_slim_f32.reserve_dynamic_shared(KILN_ANNEAL_TC_SLIM_SMEM)?;
-        tc_slim_f16.reserve_dynamic_shared(KILN_ANNEAL_TC_SLIM_SMEM)?;
-        let wgmma = if wgmma_available(device.compute_capability, crate::modules::ALL) {
-            wgmma_kernels(backend)?
-        } else {
-            None
-        };
-        if matches!(tile, Tile::Wgmma | Tile::WgmmaChunked) && wgmma.is_none() {
+        let kernels = TcKernels::load(backend, device.compute_capability)?;
+        if matches!(tile, Tile::Wgmma | Tile::WgmmaChunked) && kernels.wgmma.is_none() {
             return Err(AnnealError::BadSetting {
                 var: TILE_ENV,
                 value: if tile == Tile::Wgmma {
@@ -235,7 +218,7 @@ impl TcAssign {
                            9.0 and kernels built with the anneal_wgmma module)",
             });
         }
-        let list_words = if wgmma.is_some() {
+        let list_words = if kernels.wgmma.is_some() {
             n.max(1)
                 .checked_mul(KILN_ANNEAL_WGMMA_LIST_WORDS as usize)
                 .ok_or_else(|| over("n", n))?
@@ -243,22 +226,7 @@ impl TcAssign {
             1
         };
         Ok(Some(Self {
-            kernels: TcKernels {
-                tc_f32,
-                tc_slim_f32,
-                list_f32: backend.kernel()?,
-                column_sums_f32: backend.kernel()?,
-                absmax_f32: backend.kernel()?,
-                to_half_f32: backend.kernel()?,
-                tc_f16,
-                tc_slim_f16,
-                list_f16: backend.kernel()?,
-                column_sums_f16: backend.kernel()?,
-                absmax_f16: backend.kernel()?,
-                to_half_f16: backend.kernel()?,
-                list_finish: backend.kernel()?,
-                wgmma,
-            },
+            kernels,
             unresolved: stream.alloc_zeros(n.max(1))?,
             unresolved_count: stream.alloc_zeros(1)?,
             best: stream.alloc_zeros(n.max(1))?,
@@ -292,7 +260,7 @@ impl TcAssign {
         self.reference = reference;
     }
 
-    /// Whether the wgmma kernel runs here ([`wgmma_available`], and the
+    /// Whether the wgmma kernel runs here ([`super::wgmma_available`], and the
     /// backend was handed its module).
     pub fn has_wgmma(&self) -> bool {
         self.kernels.wgmma.is_some()
@@ -633,50 +601,6 @@ impl TcAssign {
             ),
         )?;
         Ok(())
-    }
-}
-
-/// The wgmma kernels and their lists' refinement, or `None` where the
-/// backend was not handed their module.
-fn wgmma_kernels(backend: &Backend) -> Result<Option<WgmmaKernels>, AnnealError> {
-    let (Some(plain), Some(chunked)) = (wgmma_kernel(backend)?, wgmma_kernel(backend)?) else {
-        return Ok(None);
-    };
-    let (Some(refine_f32), Some(refine_f16)) =
-        (optional_kernel(backend)?, optional_kernel(backend)?)
-    else {
-        return Ok(None);
-    };
-    Ok(Some(WgmmaKernels {
-        plain,
-        chunked,
-        refine_f32,
-        refine_f16,
-    }))
-}
-
-/// The wgmma kernel `K` with its shared memory reserved, or `None` where the
-/// backend was not handed its module.
-fn wgmma_kernel<K: KernelDecl>(backend: &Backend) -> Result<Option<Kernel<K>>, AnnealError>
-where
-    K::Params: gpu_core::LaunchParams,
-{
-    let Some(mut kernel) = optional_kernel::<K>(backend)? else {
-        return Ok(None);
-    };
-    kernel.reserve_dynamic_shared(KILN_ANNEAL_WGMMA_SMEM)?;
-    Ok(Some(kernel))
-}
-
-/// The kernel `K`, or `None` where the backend was not handed its module.
-fn optional_kernel<K: KernelDecl>(backend: &Backend) -> Result<Option<Kernel<K>>, AnnealError>
-where
-    K::Params: gpu_core::LaunchParams,
-{
-    match backend.kernel::<K>() {
-        Ok(kernel) => Ok(Some(kernel)),
-        Err(gpu_core::Error::KernelNotFound { .. }) => Ok(None),
-        Err(e) => Err(e.into()),
     }
 }
 

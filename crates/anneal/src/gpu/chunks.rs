@@ -53,7 +53,7 @@ enum Buffer {
 /// reference point (`d` f32); per point of one chunk its norm, centred norms
 /// (two f32), assignment, distance, unresolved entry, the list kernel's
 /// packed best (32 bytes) and the wgmma kernel's candidate list
-/// ([`LIST_BYTES`]); the anchors, their norms, centred norms, counts
+/// (72 bytes); the anchors, their norms, centred norms, counts
 /// and f16 copy.
 /// `None` when the figure overflows.
 pub fn chunk_device_bytes(rows: usize, d: usize, m: usize, dtype: Dtype) -> Option<u64> {
