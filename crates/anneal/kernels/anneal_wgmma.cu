@@ -14,6 +14,15 @@ using namespace kiln_tc;
 
 constexpr int kBK = 64;          // halves of d per stage: one 128-byte swizzled row
 constexpr int kNormSlots = 8;    // anchor-norm buffers, by anchor tile mod 8
+// Entries of a point row's candidate list while the anchor tiles go by:
+// twice the KILN_ANNEAL_TC_CANDIDATES the refinement takes, since the final
+// bound prunes the list before it is written. A row overflows only when
+// more than kWgK entries meet the bound of their moment, or more than kK
+// survive the final one. (With kK here, 2.07% of offset 1M x 768 x 4096's
+// points overflowed; with 16, 0.04-0.45%: H200, 2026-11-29. The entries
+// cost a stage of the ring: 4, not 5, which alone was as fast.)
+constexpr uint32_t kWgK = 2 * kK;
+constexpr int kStages = 4;
 
 // Block: one producer warpgroup (cp.async of the f16 tiles into 128-byte
 // swizzled shared memory, and the anchor norms), CWG consumer warpgroups of
@@ -30,15 +39,15 @@ struct WgShared {
     alignas(1024) uint16_t cs[STAGES][BN * kBK];   // anchors x k, the same
     unsigned long long full[STAGES];
     unsigned long long empty[STAGES];
-    uint32_t cand_j[kBM][kK];  // candidates per point: anchor index
-    float cand_lb[kBM][kK];    //                       and lower bound
+    uint32_t cand_j[kBM][kWgK];  // candidates per point: anchor index
+    float cand_lb[kBM][kWgK];    //                       and lower bound
     float xn[kBM];             // |x|^2 of the block's points
     float rx[kBM];             // 2 eps(d) |x|
     float sx[kBM];             // the subnormal term of the point
     float cn[kNormSlots][BN];  // |c|^2 of an anchor tile
     float cq[kNormSlots][BN];  // |c| of an anchor tile
 };
-static_assert(sizeof(WgShared<128, 3, 5>) + 1024 <= KILN_ANNEAL_WGMMA_SMEM,
+static_assert(sizeof(WgShared<128, 3, kStages>) + 1024 <= KILN_ANNEAL_WGMMA_SMEM,
               "anneal_wgmma.h's shared memory size");
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -336,7 +345,7 @@ __device__ void assign_wgmma(const uint16_t *__restrict__ xh, const float *__res
         for (int h = 0; h < 2; ++h) {
             const int row = c * 64 + w * 16 + h * 8 + g;
             auto v = [&](int i) -> float & { return dots[(i / 2) * 4 + 2 * h + i % 2]; };
-            row_epilogue<2 * kNT>(v, checked_tile, s.cn[slot], s.cq[slot], t, s.xn[row], s.rx[row],
+            row_epilogue<2 * kNT, kWgK>(v, checked_tile, s.cn[slot], s.cq[slot], t, s.xn[row], s.rx[row],
                          s.sx[row], sub, neg2inv2, a0, m, exclude_self, p0 + row, p0 + row < n,
                          &upper[h], &listed[h], s.cand_j[row], s.cand_lb[row]);
         }
@@ -355,7 +364,14 @@ __device__ void assign_wgmma(const uint16_t *__restrict__ xh, const float *__res
         const uint32_t p = p0 + row;
         if (p >= n) continue;
         uint32_t *out = lists + static_cast<size_t>(p) * KILN_ANNEAL_WGMMA_LIST_WORDS;
-        const uint32_t count = listed[h];
+        // The final bound prunes the list; more than kK left is an overflow.
+        uint32_t count = listed[h];
+        if (count <= kWgK) {
+            if (t == 0) count = prune(s.cand_j[row], s.cand_lb[row], count, upper[h]);
+            __syncwarp(0xfu << (4 * g));  // the quad: its compaction is visible
+            count = __shfl_sync(0xfu << (4 * g), count, 0, 4);
+        }
+        if (count > kK) count = kOverflow;
         if (t == 0) {
             out[0] = count;
             out[1] = __float_as_uint(upper[h]);
@@ -429,14 +445,14 @@ __device__ void refine_lists(const T *__restrict__ x, const float *__restrict__ 
 static_assert(KILN_ANNEAL_WGMMA_TILE == 192 && KILN_ANNEAL_WGMMA_THREADS == 512,
               "the entry points' shape: 3 consumer warpgroups");
 static_assert(KILN_ANNEAL_WGMMA_LIST_WORDS == 2 + 2 * kK, "a list: count, bound, entries");
-KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma, 128, 3, 5, 0)
+KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma, 128, 3, kStages, 0)
 KILN_ANNEAL_REFINE_ENTRY(anneal_refine_lists_f32, float)
 KILN_ANNEAL_REFINE_ENTRY(anneal_refine_lists_f16, uint16_t)
 
 // The chunked entry points (wide d): the same block, each consumer thread
-// holding the accumulator and the chunks' sum (ptxas spills 256 bytes of
+// holding the accumulator and the chunks' sum (ptxas spills 248 bytes of
 // them; still the fastest of the chunked shapes measured on the H200,
 // docs/bench/2026-11-27-chunked: 2 consumer warpgroups of 6 stages without
 // spills were 8-16% slower at d >= 1536).
 static_assert(KILN_ANNEAL_WGMMA_CHUNK_DIMS == 4 * kBK, "chunks of 4 stages");
-KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_chunked, 128, 3, 5, 4)
+KILN_ANNEAL_WGMMA_ENTRY(anneal_assign_wgmma_chunked, 128, 3, kStages, 4)

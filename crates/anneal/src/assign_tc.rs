@@ -64,7 +64,7 @@
 //!   same work with `wgmma.mma_async.m64n128k16` (both operands from shared
 //!   memory): a block of 512 threads is one producer warpgroup, which copies
 //!   the f16 tiles with `cp.async` into 128-byte-swizzled shared memory (64
-//!   halves of `d` per stage, 5 stages, zero fill past `dp`) and the anchor
+//!   halves of `d` per stage, 4 stages, zero fill past `dp`) and the anchor
 //!   norms, signalling an mbarrier per stage, and three consumer warpgroups
 //!   of 64 points each (64 accumulators a thread; `setmaxnreg` gives them
 //!   152 registers, the producer 40), whose warps run this epilogue on
@@ -104,7 +104,13 @@
 //!   anchors with `A - e ≤ U` join the row's candidate list in shared memory
 //!   (`K = 8` entries of index and lower bound). A full list drops the
 //!   entries whose lower bound is above the current `U`; if the new ones
-//!   still do not fit, the point overflows. Only the last anchor tile (past
+//!   still do not fit, the point overflows. The wgmma kernels' lists hold
+//!   16 while the tiles go by, and the final `U` prunes them before they
+//!   are written: a point overflows when more than 16 entries meet the
+//!   bound of their moment, or more than 8 the final one (on offset 1M ×
+//!   768 × 4096 the points left to the list kernel fell from 2.07% to
+//!   0.04-0.45% an iteration and the run from 247-252 to 178-182 ms, H200,
+//!   BENCHMARKS.md 2026-11-29, sixth session). Only the last anchor tile (past
 //!   `m`) and, with `EXCLUDE_SELF`, the tile that holds the block's own
 //!   indices test each anchor's eligibility; the others skip the tests (the
 //!   same values, fewer instructions per pair: the epilogue is what bounds

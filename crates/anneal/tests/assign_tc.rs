@@ -303,6 +303,64 @@ fn a_full_list_is_pruned_as_the_bound_tightens() {
     );
 }
 
+/// Twelve anchors of the first 128-anchor tile tie within the bound's
+/// window, and the second tile holds one much nearer: the wgmma kernels'
+/// lists hold 16 while the tiles go by and the final bound prunes them to
+/// that one, so no point goes to the list kernel, where the mma.sync
+/// kernel's list of 8 overflows on the first tile. Every kernel gives the
+/// reference's bits.
+#[test]
+fn a_wgmma_list_holds_more_than_it_keeps_until_the_final_bound() {
+    let Some(backend) = tc_device_or_skip() else {
+        return;
+    };
+    let stream = backend.default_stream();
+    let (n, d, m) = (1000, 64, 256);
+    let mut rng = Rng::new(61);
+    let center: Vec<f32> = (0..d).map(|_| 3.0 + rng.next_f32()).collect();
+    let mut anchors = rng.f32s(m * d);
+    let mut place = |j: usize, squared: f32, rng: &mut Rng| {
+        let direction = rng.f32s(d);
+        let length = direction.iter().map(|v| v * v).sum::<f32>().sqrt();
+        for (i, value) in anchors[j * d..(j + 1) * d].iter_mut().enumerate() {
+            *value = center[i] + squared.sqrt() * direction[i] / length;
+        }
+    };
+    for k in 0..12 {
+        place(5 + 9 * k, 20.0 + 0.7 * k as f32 / 12.0, &mut rng);
+    }
+    place(200, 0.5, &mut rng);
+    let mut x = Vec::with_capacity(n * d);
+    for _ in 0..n {
+        x.extend(center.iter().map(|v| v + 0.01 * rng.next_f32()));
+    }
+    let case = Case {
+        name: "twelve ties, then one nearer".into(),
+        x: Values::F32(x),
+        n,
+        d,
+        anchors,
+        m,
+        flags: COUNT,
+        pad: 0,
+    };
+    let simt = run_simt(&backend, &stream, &case);
+    for tile in [assign_tc::Tile::Wide, assign_tc::Tile::Wgmma] {
+        let mut tc = TcAssign::new(&backend, &stream, n, d, m).unwrap().unwrap();
+        if tile == assign_tc::Tile::Wgmma && !tc.has_wgmma() {
+            println!("not run on the wgmma kernel: it needs compute capability 9.0");
+            continue;
+        }
+        tc.set_tile(tile);
+        tc.set_reference(Reference::Origin);
+        let got = run_tc(&backend, &stream, &mut tc, &case);
+        let unresolved = check(&case, &got, &simt) as usize;
+        let expected = if tile == assign_tc::Tile::Wide { n } else { 0 };
+        assert_eq!(unresolved, expected, "{tile:?}");
+    }
+    run_and_check_from(&backend, &stream, &case, Reference::Origin);
+}
+
 #[test]
 fn every_point_overflowing_goes_through_the_list_kernel() {
     let Some(backend) = tc_device_or_skip() else {

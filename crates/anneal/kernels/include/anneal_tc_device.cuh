@@ -132,11 +132,11 @@ __device__ __forceinline__ uint32_t prune(uint32_t *cand_j, float *cand_lb, uint
 // bound A - e (+inf where the anchor is ineligible: past m, or with
 // EXCLUDE_SELF the point p itself, tested only when `checked`); the quad's
 // least A + e lowers *upper; the anchors whose lower bound is within it join
-// the row's list (cand_j, cand_lb; *listed entries, kOverflow once it
-// overflowed), pruned by the current bound when full. cn, cq: the tile's
+// the row's list (cand_j, cand_lb: K entries, *listed of them, K + 1 once
+// it overflowed), pruned by the current bound when full. cn, cq: the tile's
 // |c|^2 and |c|. Called by every lane of the warp (shuffles), `live` false
 // for rows past n or already overflowed.
-template <int N, typename Acc>
+template <int N, uint32_t K = kK, typename Acc>
 __device__ __forceinline__ void row_epilogue(Acc &&v, bool checked, const float *cn,
                                              const float *cq, uint32_t t, float xn, float rx,
                                              float sx, float sub, float neg2inv2, uint32_t a0,
@@ -175,7 +175,7 @@ __device__ __forceinline__ void row_epilogue(Acc &&v, bool checked, const float 
     best_upper = fminf(best_upper, __shfl_xor_sync(kFullMask, best_upper, 2));
     *upper = fminf(*upper, best_upper);
 
-    live = live && *listed <= kK;
+    live = live && *listed <= K;
     static_assert(N <= 32, "one mask word per row and lane");
     uint32_t mask = 0;
 #pragma unroll
@@ -191,7 +191,7 @@ __device__ __forceinline__ void row_epilogue(Acc &&v, bool checked, const float 
     up = __shfl_up_sync(kFullMask, through, 2, 4);
     if (t >= 2) through += up;
     const uint32_t added = __shfl_sync(kFullMask, through, 3, 4);
-    const bool full = live && *listed + added > kK;
+    const bool full = live && *listed + added > K;
     if (__any_sync(kFullMask, full)) {
         __syncwarp();  // the quad's earlier entries are visible
         uint32_t kept = *listed;
@@ -200,8 +200,8 @@ __device__ __forceinline__ void row_epilogue(Acc &&v, bool checked, const float 
         __syncwarp();  // compaction done before new entries land
     }
     if (live) {
-        if (*listed + added > kK) {
-            *listed = kOverflow;
+        if (*listed + added > K) {
+            *listed = K + 1;
         } else {
             uint32_t slot = *listed + through - mine;
 #pragma unroll
