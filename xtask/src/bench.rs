@@ -605,7 +605,7 @@ mod tests {
         bench.kmeans = vec![kmeans::table(
             Kind::Offset,
             &[shape],
-            &[kmeans::Kiln::Runs(vec![2.0])],
+            &[kmeans::Kiln::Runs(vec![2.0], None)],
             Err("no script"),
         )];
         let written = write_outputs(&bench, dir).unwrap();

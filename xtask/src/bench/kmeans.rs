@@ -208,10 +208,11 @@ pub(crate) struct KmeansRow {
     /// `2·n·d·k·iters` over the run's time, as a fraction of 989 TFLOP/s.
     pub(crate) kiln_fp16_peak: Option<f64>,
     pub(crate) flash_f16_fp16_peak: Option<f64>,
-    /// The share of the points the tensor-core kernel left to the list
-    /// kernel. Absent: `apps anneal` prints it only with
-    /// `KILN_ANNEAL_TC_STATS=1`, which waits on every assignment, so a timed
-    /// run has none.
+    /// The largest share of the points the tensor-core kernel left to the
+    /// list kernel in any assignment after the first, from one more, untimed
+    /// run under `KILN_ANNEAL_TC_STATS=1` (which waits on every assignment).
+    /// Absent where that run printed fewer than two (no tensor cores, or it
+    /// failed; the bench printed why), and in a bench.json from before it.
     #[serde(default)]
     pub(crate) kiln_list_share: Option<f64>,
 }
@@ -232,10 +233,11 @@ pub(crate) struct KmeansTable {
     pub(crate) rows: Vec<KmeansRow>,
 }
 
-/// kiln's figures for one shape: run times, or why none.
+/// kiln's figures for one shape: run times and the list share
+/// ([`KmeansRow::kiln_list_share`]), or why none.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Kiln {
-    Runs(Vec<f64>),
+    Runs(Vec<f64>, Option<f64>),
     Failed(String),
 }
 
@@ -263,9 +265,9 @@ pub(crate) fn table(
         .iter()
         .zip(kiln)
         .map(|(shape, kiln)| {
-            let (runs, kiln_note) = match kiln {
-                Kiln::Runs(runs) => (runs.clone(), None),
-                Kiln::Failed(why) => (Vec::new(), Some(why.clone())),
+            let (runs, list_share, kiln_note) = match kiln {
+                Kiln::Runs(runs, share) => (runs.clone(), *share, None),
+                Kiln::Failed(why) => (Vec::new(), None, Some(why.clone())),
             };
             let kiln_ms = median(&runs);
             let cells: Vec<AnchorCell> = MODES
@@ -304,7 +306,7 @@ pub(crate) fn table(
                 },
                 kiln_fp16_peak: peak(shape, kiln_ms),
                 flash_f16_fp16_peak: peak(shape, flash_f16),
-                kiln_list_share: None,
+                kiln_list_share: list_share,
                 anchors: cells,
             }
         })
@@ -345,8 +347,9 @@ pub(crate) fn render_markdown(tables: &[KmeansTable]) -> String {
          `kiln / best`: the best anchor's time over kiln's (above 1x, kiln is faster). \
          `% peak`: 2·n·d·k per iteration over the run's time, of the dense FP16 peak ({FP16_PEAK_TFLOPS} TFLOP/s). \
          cdist TF32 is the weak anchor. \
-         `list share`: the points the tensor-core kernel left to the list kernel \
-         (`-`: `apps anneal` prints it only under `KILN_ANNEAL_TC_STATS=1`, not in a timed run).\n"
+         `list share`: the largest share of the points the tensor-core kernel left to the list kernel \
+         in any assignment after the first, from one more, untimed run under `KILN_ANNEAL_TC_STATS=1` \
+         (`-`: none printed, as on a GPU without tensor cores).\n"
     );
     if tables.len() > 1 {
         render_summary(&mut out, tables);
@@ -417,7 +420,10 @@ fn render_kind(out: &mut String, t: &KmeansTable) {
         });
         cells.push(percent(r.kiln_fp16_peak));
         cells.push(percent(r.flash_f16_fp16_peak));
-        cells.push(percent(r.kiln_list_share));
+        cells.push(
+            r.kiln_list_share
+                .map_or("-".into(), |f| format!("{:.2}%", f * 100.0)),
+        );
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }
     if let Some(why) = &t.anchors_skipped {

@@ -6,7 +6,7 @@
 //! the bench; only the points' folder not being made is.
 
 use std::ffi::OsString;
-use std::io::Read as _;
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -104,16 +104,38 @@ pub(super) fn output_within(
     cmd: &mut Command,
     limit: Duration,
 ) -> Result<(String, std::process::ExitStatus)> {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    let mut stdout = child.stdout.take().context("no stdout pipe")?;
-    // Read beside the wait, so that a full pipe cannot stall the child.
+    cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
+    read_within(cmd, limit, |child| {
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>)
+    })
+}
+
+/// A command's stderr and exit, killed past `limit`; stdout is dropped.
+fn errors_within(cmd: &mut Command, limit: Duration) -> Result<(String, std::process::ExitStatus)> {
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    read_within(cmd, limit, |child| {
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>)
+    })
+}
+
+/// Runs `cmd` (its streams set by the caller), reading the pipe `take` gives
+/// beside the wait, so that a full pipe cannot stall the child.
+fn read_within(
+    cmd: &mut Command,
+    limit: Duration,
+    take: impl FnOnce(&mut std::process::Child) -> Option<Box<dyn Read + Send>>,
+) -> Result<(String, std::process::ExitStatus)> {
+    let mut child = cmd.stdin(Stdio::null()).spawn()?;
+    let mut pipe = take(&mut child).context("no pipe to read")?;
     let reader = std::thread::spawn(move || {
         let mut bytes = Vec::new();
-        let _ = stdout.read_to_end(&mut bytes);
+        let _ = pipe.read_to_end(&mut bytes);
         bytes
     });
     let status = match child.wait_timeout(limit)? {
@@ -130,14 +152,18 @@ pub(super) fn output_within(
 
 /// `apps anneal` on one shape `plan.reps` times: the run times after setup.
 fn run_kiln(plan: &Plan<'_>, dir: &Path, s: &Shape) -> Kiln {
-    let mut runs = Vec::new();
-    for _ in 0..plan.reps {
+    let anneal = || {
         let mut cmd = Command::new(plan.apps);
         cmd.arg("anneal")
             .arg("--npy")
             .arg(points_path(dir, s.n, s.d))
             .args(["--m", &s.k.to_string(), "--iters", &s.iters.to_string()])
             .args(["--tol", "0", "--backend", "cuda"]);
+        cmd
+    };
+    let mut runs = Vec::new();
+    for _ in 0..plan.reps {
+        let mut cmd = anneal();
         let outcome = output_within(&mut cmd, plan.kiln_limit).and_then(|(text, status)| {
             if !status.success() {
                 bail!("exited with {status}; its errors are above");
@@ -153,8 +179,45 @@ fn run_kiln(plan: &Plan<'_>, dir: &Path, s: &Shape) -> Kiln {
             }
         }
     }
-    println!("bench: kiln {}: {runs:?} ms", s.key());
-    Kiln::Runs(runs)
+    let mut cmd = anneal();
+    cmd.env(LIST_STATS_ENV, "1");
+    let share = errors_within(&mut cmd, plan.kiln_limit).and_then(|(text, status)| {
+        if !status.success() {
+            bail!("exited with {status}");
+        }
+        Ok(list_share(&text))
+    });
+    let share = share.unwrap_or_else(|e| {
+        println!("bench: the list share of {} not measured: {e:#}", s.key());
+        None
+    });
+    let shown = share.map_or("-".into(), |v| format!("{:.2}%", 100.0 * v));
+    println!("bench: kiln {}: {runs:?} ms, list share {shown}", s.key());
+    Kiln::Runs(runs, share)
+}
+
+/// `kiln_anneal::assign_tc::STATS_ENV`: with it `1`, `apps anneal` prints
+/// after every assignment how many points the tensor-core kernel left to
+/// the list kernel.
+const LIST_STATS_ENV: &str = "KILN_ANNEAL_TC_STATS";
+
+/// The largest share of the points left to the list kernel in any
+/// assignment after the first, from the lines `apps anneal` prints under
+/// [`LIST_STATS_ENV`] (`tc: C of N points (P%) left to the list kernel`, one
+/// an assignment); `None` with fewer than two. Other lines, and counts past
+/// their `N`, are not read.
+pub(crate) fn list_share(stderr: &str) -> Option<f64> {
+    let shares = stderr.lines().filter_map(|line| {
+        let rest = line.strip_prefix("tc: ")?;
+        let (count, rest) = rest.split_once(" of ")?;
+        let (n, rest) = rest.split_once(" points ")?;
+        if !rest.ends_with(" left to the list kernel") {
+            return None;
+        }
+        let (count, n) = (count.parse::<u64>().ok()?, n.parse::<u64>().ok()?);
+        (n > 0 && count <= n).then(|| count as f64 / n as f64)
+    });
+    shares.skip(1).reduce(f64::max)
 }
 
 /// The `iterations I ms` of `apps anneal`'s `whole run W ms (setup S ms,

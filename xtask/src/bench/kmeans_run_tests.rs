@@ -76,6 +76,70 @@ fn run_times_are_read_from_the_whole_run_line() {
 }
 
 #[test]
+fn the_list_share_is_the_largest_after_the_first_assignment() {
+    let line = |c: u64, n: u64| {
+        format!(
+            "tc: {c} of {n} points ({:.2}%) left to the list kernel\n",
+            100.0 * c as f64 / n as f64
+        )
+    };
+    // The first assignment's 100% is not counted; the largest after it is.
+    let text = [line(4, 4), line(1, 4), line(2, 4), line(0, 4)].concat();
+    assert_eq!(list_share(&text), Some(0.5));
+    // Other lines between them are skipped.
+    let mixed = format!("cuda: ...\n{}warning: x\n{}", line(3, 8), line(1, 8));
+    assert_eq!(list_share(&mixed), Some(0.125));
+    // One assignment, none, or only lines that are not the count: no share.
+    for text in [
+        line(1, 4),
+        String::new(),
+        "tc: off\nwhole run 1 ms\n".into(),
+    ] {
+        assert_eq!(list_share(&text), None, "{text:?}");
+    }
+    // A damaged line (no number, count past n, n of 0, another ending) is
+    // not read.
+    let damaged = [
+        line(9, 9),
+        "tc: x of 4 points (0%) left to the list kernel\n".into(),
+        "tc: 5 of 4 points (125%) left to the list kernel\n".into(),
+        "tc: 0 of 0 points (0%) left to the list kernel\n".into(),
+        "tc: 1 of 4 points (25%) left to the list\n".into(),
+        line(1, 9),
+    ]
+    .concat();
+    assert_eq!(list_share(&damaged), Some(1.0 / 9.0));
+}
+
+/// The list share comes from one more run under KILN_ANNEAL_TC_STATS=1,
+/// whose stderr it reads; a failing one leaves the times and no share.
+#[test]
+fn the_list_share_comes_from_one_more_run_with_the_stats_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("kmeans_anchors.py");
+    std::fs::write(&script, GOOD_SCRIPT).unwrap();
+    let stats = "if [ \"$KILN_ANNEAL_TC_STATS\" = 1 ]; then\n\
+                 echo 'tc: 4 of 4 points (100.00%) left to the list kernel' >&2\n\
+                 echo 'tc: 2 of 4 points (50.00%) left to the list kernel' >&2\n\
+                 echo 'tc: 1 of 4 points (25.00%) left to the list kernel' >&2\n\
+                 STATS_EXIT\nfi\n";
+    for (exit, share) in [("exit 0", Some(0.5)), ("exit 4", None)] {
+        let apps = fake_apps(
+            tmp.path(),
+            &format!("{}{RUN_LINE}", stats.replace("STATS_EXIT", exit)),
+        );
+        let t = one(run(&plan(&apps, &script)).unwrap());
+        let r = &t.rows[0];
+        assert_eq!((r.kiln_ms, r.kiln_runs_ms.len()), (Some(7.5), 3), "{exit}");
+        assert_eq!(r.kiln_list_share, share, "{exit}");
+    }
+    // Without the stats lines (a run with no tensor cores): no share.
+    let apps = fake_apps(tmp.path(), RUN_LINE);
+    let t = one(run(&plan(&apps, &script)).unwrap());
+    assert_eq!(t.rows[0].kiln_list_share, None);
+}
+
+#[test]
 fn a_run_compares_kiln_with_the_script_on_the_same_points() {
     let tmp = tempfile::tempdir().unwrap();
     let apps = fake_apps(tmp.path(), RUN_LINE);
@@ -199,7 +263,7 @@ fn every_kind_runs_kiln_and_the_script_on_its_own_points() {
     let apps = fake_apps(
         tmp.path(),
         &format!(
-            "echo \"kiln $3 $(cksum < \"$3\")\" >> {}\n{RUN_LINE}",
+            "echo \"$([ -n \"$KILN_ANNEAL_TC_STATS\" ] && echo stats || echo kiln) $3 $(cksum < \"$3\")\" >> {}\n{RUN_LINE}",
             log.display()
         ),
     );
@@ -222,14 +286,16 @@ fn every_kind_runs_kiln_and_the_script_on_its_own_points() {
     assert!(tables.iter().all(|t| t.anchors_skipped.is_none()));
     let log = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<Vec<&str>> = log.lines().map(|l| l.split(' ').collect()).collect();
-    assert_eq!(lines.len(), 6, "{log}");
+    assert_eq!(lines.len(), 9, "{log}");
     let mut sums = Vec::new();
-    for (pair, kind) in lines.chunks(2).zip(&plan.kinds) {
-        let (kiln, script) = (&pair[0], &pair[1]);
-        assert_eq!((kiln[0], script[0]), ("kiln", "script"), "{log}");
+    for (three, kind) in lines.chunks(3).zip(&plan.kinds) {
+        let (kiln, stats, script) = (&three[0], &three[1], &three[2]);
+        let names = (kiln[0], stats[0], script[0]);
+        assert_eq!(names, ("kiln", "stats", "script"), "{log}");
         let want = format!("/{}/x_4_3.npy", kind.name());
         assert!(kiln[1].ends_with(&want), "{log}");
-        // The same file, the same bytes, for kiln and the script.
+        // The same file, the same bytes, for kiln's runs and the script.
+        assert_eq!(kiln[1..4], stats[1..4], "{log}");
         assert_eq!(kiln[1..4], script[1..4], "{log}");
         // Only this kind's folder is there.
         assert_eq!(script[4..], [kind.name(), ""], "{log}");
