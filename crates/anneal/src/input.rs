@@ -3,7 +3,7 @@
 //! small enough that squared distances stay finite in f32). Its result,
 //! [`Problem`], is what the engines and the driver take.
 
-use crate::bindings::types::KILN_ANNEAL_WGMMA_LIST_WORDS;
+use crate::assign_tc::LIST_BYTES;
 use crate::{
     error::{AnnealError, PartProblem},
     vocab::{Dtype, Params, Points},
@@ -415,7 +415,7 @@ pub const BF16_STAGING: usize = 1 << 24;
 /// rounded up to 32), per-point state (norm, two centred norms, assignment, distance, the
 /// sort's keys, values and order, the unresolved list and the list kernel's
 /// packed best, about 8 bytes of the sort's scratch, and the wgmma kernel's
-/// candidate list of `KILN_ANNEAL_WGMMA_LIST_WORDS` words), the f64 sums of the
+/// candidate list, [`LIST_BYTES`]), the f64 sums of the
 /// pieces of 256 members (`n / 256 + m` of them) and per-anchor buffers on
 /// each (the anchors twice: maintenance writes the new ones beside the old).
 pub fn device_bytes(
@@ -439,7 +439,7 @@ pub fn device_bytes(
     let points = points
         .checked_add(copy)?
         .checked_add(pieces.checked_mul(8)?)?;
-    let per_point = n.checked_mul(56 + 4 * u64::from(KILN_ANNEAL_WGMMA_LIST_WORDS))?;
+    let per_point = n.checked_mul(56 + LIST_BYTES)?;
     let per_anchor = a.checked_mul(d.checked_add(8)?)?.checked_mul(20)?;
     points
         .checked_add(per_point)?
@@ -449,6 +449,20 @@ pub fn device_bytes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The device-memory figure counts each point's wgmma candidate list
+    /// (`KILN_ANNEAL_WGMMA_LIST_WORDS` words) beside its other state.
+    #[test]
+    fn the_device_figure_counts_each_points_candidate_list() {
+        use crate::bindings::types::KILN_ANNEAL_WGMMA_LIST_WORDS;
+        let (n, d, m) = (1000, 64, 10);
+        let list_bytes = n as u64 * 4 * u64::from(KILN_ANNEAL_WGMMA_LIST_WORDS);
+        let with = device_bytes(n, d, m, Dtype::F32, 1).unwrap();
+        let values = (n * d * 4) as u64 + (n * d * 2) as u64;
+        let pieces = ((n.div_ceil(256) + m) * (d + 1) * 8) as u64;
+        let anchors = (m * (d + 8) * 20) as u64;
+        assert_eq!(with, values + pieces + n as u64 * 56 + list_bytes + anchors);
+    }
 
     /// The rule on the bits refuses exactly what the rule on the values
     /// does: every f16 and bf16, and f32s around the bound and special ones,

@@ -336,6 +336,12 @@ fn percent(f: Option<f64>) -> String {
     f.map_or("-".into(), |f| format!("{:.1}%", f * 100.0))
 }
 
+/// A list share as the table and the bench's progress show it: two
+/// decimals, since the bar is 1% (`-` for none).
+pub(crate) fn list_share_cell(f: Option<f64>) -> String {
+    f.map_or("-".into(), |f| format!("{:.2}%", f * 100.0))
+}
+
 /// Every kind's table as markdown (`kmeans.md`): with more than one kind,
 /// kiln over the best anchor by shape and kind first, then a section per
 /// kind, its notes under it.
@@ -420,10 +426,7 @@ fn render_kind(out: &mut String, t: &KmeansTable) {
         });
         cells.push(percent(r.kiln_fp16_peak));
         cells.push(percent(r.flash_f16_fp16_peak));
-        cells.push(
-            r.kiln_list_share
-                .map_or("-".into(), |f| format!("{:.2}%", f * 100.0)),
-        );
+        cells.push(list_share_cell(r.kiln_list_share));
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }
     if let Some(why) = &t.anchors_skipped {

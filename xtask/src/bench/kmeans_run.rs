@@ -191,7 +191,7 @@ fn run_kiln(plan: &Plan<'_>, dir: &Path, s: &Shape) -> Kiln {
         println!("bench: the list share of {} not measured: {e:#}", s.key());
         None
     });
-    let shown = share.map_or("-".into(), |v| format!("{:.2}%", 100.0 * v));
+    let shown = kmeans::list_share_cell(share);
     println!("bench: kiln {}: {runs:?} ms, list share {shown}", s.key());
     Kiln::Runs(runs, share)
 }

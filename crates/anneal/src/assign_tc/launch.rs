@@ -481,34 +481,6 @@ impl TcAssign {
             block: (threads, 1, 1),
             shared_mem_bytes: shared,
         };
-        // The mma.sync kernels refine in place: anneal_assign_f32/f16's
-        // arguments (anneal_tc.h).
-        macro_rules! params {
-            () => {
-                (
-                    x.slice(..)?,
-                    self.xh.view(),
-                    x_norms.slice(..)?,
-                    self.x_norms_c.view(),
-                    n,
-                    d,
-                    dp,
-                    anchors.slice(..)?,
-                    self.ch.view(),
-                    anchor_norms.slice(..)?,
-                    self.anchor_norms_c.view(),
-                    m,
-                    flags,
-                    self.half_state.view(),
-                    control.clone(),
-                    assign.reborrow(),
-                    dist.reborrow(),
-                    counts.reborrow(),
-                    self.unresolved.view_mut(),
-                    self.unresolved_count.view_mut(),
-                )
-            };
-        }
         match (chosen, kernels.wg) {
             (Tile::Wgmma | Tile::WgmmaChunked, Some(wg)) => {
                 // The candidate lists, then their refinement (anneal_wgmma.h).
@@ -559,8 +531,37 @@ impl TcAssign {
                     ),
                 )?;
             }
-            (Tile::Slim, _) => stream.launch(kernels.tc_slim, tile, params!())?,
-            _ => stream.launch(kernels.tc, tile, params!())?,
+            _ => {
+                // The mma.sync kernels refine in place: anneal_assign_f32/f16's
+                // arguments (anneal_tc.h).
+                let params = (
+                    x.slice(..)?,
+                    self.xh.view(),
+                    x_norms.slice(..)?,
+                    self.x_norms_c.view(),
+                    n,
+                    d,
+                    dp,
+                    anchors.slice(..)?,
+                    self.ch.view(),
+                    anchor_norms.slice(..)?,
+                    self.anchor_norms_c.view(),
+                    m,
+                    flags,
+                    self.half_state.view(),
+                    control.clone(),
+                    assign.reborrow(),
+                    dist.reborrow(),
+                    counts.reborrow(),
+                    self.unresolved.view_mut(),
+                    self.unresolved_count.view_mut(),
+                );
+                if chosen == Tile::Slim {
+                    stream.launch(kernels.tc_slim, tile, params)?;
+                } else {
+                    stream.launch(kernels.tc, tile, params)?;
+                }
+            }
         }
         let per_pair = LaunchConfig {
             grid: (self.list_grid, 1, 1),

@@ -24,12 +24,12 @@
 use crate::bindings::kernels::{
     anneal_assign_f16, anneal_assign_f32, anneal_norms_f16, anneal_norms_f32, anneal_widen_bf16,
 };
-use crate::bindings::types::{AnnealControl, KILN_ANNEAL_WGMMA_LIST_WORDS};
+use crate::bindings::types::AnnealControl;
 use gpu_core::{
     Backend, BackendKind, DeviceBuffer, Event, Kernel, LaunchConfig, PinnedBuffer, Stream,
 };
 
-use super::super::assign_tc::TcAssign;
+use super::super::assign_tc::{TcAssign, LIST_BYTES};
 use super::assign::{enqueue_assign, AssignArgs, AssignPoints};
 use super::norms_config;
 use super::upload::{copy_f16, copy_f32};
@@ -53,7 +53,7 @@ enum Buffer {
 /// reference point (`d` f32); per point of one chunk its norm, centred norms
 /// (two f32), assignment, distance, unresolved entry, the list kernel's
 /// packed best (32 bytes) and the wgmma kernel's candidate list
-/// (72 bytes); the anchors, their norms, centred norms, counts
+/// ([`LIST_BYTES`], 72); the anchors, their norms, centred norms, counts
 /// and f16 copy.
 /// `None` when the figure overflows.
 pub fn chunk_device_bytes(rows: usize, d: usize, m: usize, dtype: Dtype) -> Option<u64> {
@@ -75,10 +75,6 @@ pub fn chunk_device_bytes(rows: usize, d: usize, m: usize, dtype: Dtype) -> Opti
         .checked_add(per_point)?
         .checked_add(anchors)
 }
-
-/// Bytes of one point's candidate list where the wgmma kernels run
-/// (anneal_wgmma.h), counted everywhere.
-const LIST_BYTES: u64 = 4 * KILN_ANNEAL_WGMMA_LIST_WORDS as u64;
 
 /// A chunk's host memory for [`ChunkAssigner::upload_staged`]: page-locked,
 /// of the input's element type, so that its upload is a copy the device
