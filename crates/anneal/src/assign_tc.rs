@@ -292,11 +292,6 @@ pub enum Tile {
     WgmmaChunked,
 }
 
-/// Bytes of one point's candidate list where the wgmma kernels run
-/// (`KILN_ANNEAL_WGMMA_LIST_WORDS` words, anneal_wgmma.h): the device-memory
-/// figures count them for every point.
-pub const LIST_BYTES: u64 = 4 * crate::bindings::types::KILN_ANNEAL_WGMMA_LIST_WORDS as u64;
-
 /// The module of the wgmma kernel.
 pub const WGMMA_MODULE: &str = "anneal_wgmma";
 

@@ -3,7 +3,7 @@
 //! small enough that squared distances stay finite in f32). Its result,
 //! [`Problem`], is what the engines and the driver take.
 
-use crate::assign_tc::LIST_BYTES;
+use crate::bindings::types::KILN_ANNEAL_WGMMA_LIST_WORDS;
 use crate::{
     error::{AnnealError, PartProblem},
     vocab::{Dtype, Params, Points},
@@ -409,13 +409,18 @@ pub fn host_bytes(n: usize, d: usize, max_anchors: usize, held: u64, cpu: bool) 
 /// (converted there to f32): 32 MiB of bits at a time.
 pub const BF16_STAGING: usize = 1 << 24;
 
+/// Bytes of one point's candidate list where the wgmma kernels run
+/// (`KILN_ANNEAL_WGMMA_LIST_WORDS` words, anneal_wgmma.h): the device-memory
+/// figures count them for every point.
+pub(crate) const LIST_BYTES: u64 = 4 * KILN_ANNEAL_WGMMA_LIST_WORDS as u64;
+
 /// Bytes of device memory the GPU engine allocates over all its GPUs: the
 /// points (f16 as they are, f32 and bf16 as f32, bf16 through a bounded
 /// staging buffer) and their f16 copy (the tensor-core assignment's, `d`
 /// rounded up to 32), per-point state (norm, two centred norms, assignment, distance, the
 /// sort's keys, values and order, the unresolved list and the list kernel's
 /// packed best, about 8 bytes of the sort's scratch, and the wgmma kernel's
-/// candidate list, [`LIST_BYTES`]), the f64 sums of the
+/// candidate list of `KILN_ANNEAL_WGMMA_LIST_WORDS` words), the f64 sums of the
 /// pieces of 256 members (`n / 256 + m` of them) and per-anchor buffers on
 /// each (the anchors twice: maintenance writes the new ones beside the old).
 pub fn device_bytes(

@@ -330,5 +330,6 @@ fn a_candidate_list_is_two_words_and_two_per_entry() {
         KILN_ANNEAL_WGMMA_LIST_WORDS,
         2 + 2 * KILN_ANNEAL_TC_CANDIDATES
     );
-    assert_eq!(LIST_BYTES, 4 * u64::from(KILN_ANNEAL_WGMMA_LIST_WORDS));
+    let bytes = crate::input::LIST_BYTES;
+    assert_eq!(bytes, 4 * u64::from(KILN_ANNEAL_WGMMA_LIST_WORDS));
 }

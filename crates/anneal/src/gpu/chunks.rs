@@ -29,13 +29,13 @@ use gpu_core::{
     Backend, BackendKind, DeviceBuffer, Event, Kernel, LaunchConfig, PinnedBuffer, Stream,
 };
 
-use super::super::assign_tc::{TcAssign, LIST_BYTES};
+use super::super::assign_tc::TcAssign;
 use super::assign::{enqueue_assign, AssignArgs, AssignPoints};
 use super::norms_config;
 use super::upload::{copy_f16, copy_f32};
 use crate::{
     error::AnnealError,
-    input::BF16_STAGING,
+    input::{BF16_STAGING, LIST_BYTES},
     vocab::{Dtype, Points},
 };
 
@@ -53,7 +53,7 @@ enum Buffer {
 /// reference point (`d` f32); per point of one chunk its norm, centred norms
 /// (two f32), assignment, distance, unresolved entry, the list kernel's
 /// packed best (32 bytes) and the wgmma kernel's candidate list
-/// ([`LIST_BYTES`], 72); the anchors, their norms, centred norms, counts
+/// (72 bytes); the anchors, their norms, centred norms, counts
 /// and f16 copy.
 /// `None` when the figure overflows.
 pub fn chunk_device_bytes(rows: usize, d: usize, m: usize, dtype: Dtype) -> Option<u64> {
