@@ -130,6 +130,7 @@ const SANITIZED: &[&str] = &[
     "gpu-core__backends",
     "gpu-core__interop",
     "gpu-core__pinned",
+    "gpu-core__local",
     "apps__gpu_agreement",
     "apps__batch",
     "anneal__anneal",

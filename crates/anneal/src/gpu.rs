@@ -8,7 +8,10 @@
 //! Every buffer is allocated once for the run and the points are uploaded
 //! once (f32 or f16; bf16 widened to f32 on the device), split into one
 //! contiguous shard per GPU, each read straight from the caller's parts
-//! (memory-mapped files: no host copy). One iteration
+//! (memory-mapped files: no host copy). A shard's buffers are local to its
+//! stream (`DeviceBuffer::into_local`): an iteration's dozen launches pass
+//! their addresses with no CUDA event per argument, which on small problems
+//! was the host's time, not the GPU's. One iteration
 //! is, on every GPU: the fused distance + argmin of its shard (no `n × m`
 //! distance matrix exists anywhere), the CUB radix sort of its points by
 //! anchor (the static-library module `reduce`: member lists in point order),

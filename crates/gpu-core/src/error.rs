@@ -378,6 +378,12 @@ pub enum Error {
         /// The buffer's length.
         len: usize,
     },
+    /// A stream-local buffer (`DeviceBuffer::into_local`) was handed to an
+    /// operation on another stream.
+    #[error(
+        "a stream-local buffer was used on a stream other than its own; enqueue the work on the stream named in `into_local`"
+    )]
+    ForeignStream,
     /// A CUDA object was used with the CPU backend or the other way round.
     #[error("{what} belongs to another backend; create it from the same `Backend`")]
     BackendMismatch {

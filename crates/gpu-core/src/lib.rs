@@ -130,6 +130,28 @@
 //! # Ok::<(), gpu_core::Error>(())
 //! ```
 //!
+//! # Stream-local buffers
+//! cudarc orders a buffer shared by several streams with two CUDA events per
+//! use: a launch with a dozen pointer arguments makes two dozen driver calls
+//! before its own, about half of a small launch's host time. A buffer that
+//! one stream alone uses needs none of that, since the stream's order
+//! already orders every use: [`DeviceBuffer::into_local`] (or
+//! [`Stream::alloc_zeros_local`]) makes it so. Work other streams enqueued
+//! on it before is waited for; from then on its launches, copies and fills
+//! pass its address as it is, a use on any other stream is refused with
+//! [`Error::ForeignStream`] before anything is enqueued, and its free waits
+//! for its stream's work. On the CPU backend it is the buffer unchanged.
+//! ```
+//! use gpu_core::Backend;
+//!
+//! let backend = Backend::cpu();
+//! let stream = backend.new_stream()?;
+//! let mut counts = stream.alloc_zeros_local::<u32>(4)?;
+//! stream.copy_to_device(&[1, 2, 3, 4], &mut counts.view_mut())?;
+//! assert_eq!(stream.to_host(&counts.view())?, [1, 2, 3, 4]);
+//! # Ok::<(), gpu_core::Error>(())
+//! ```
+//!
 //! # CUDA version
 //! cudarc's bindings are per CUDA version, and exactly one must be on:
 //! gpu-core's features `cuda-12040` ... `cuda-13040` pass the choice to

@@ -11,7 +11,9 @@ use std::any::TypeId;
 use std::marker::PhantomData;
 use std::ops::{Bound, Range, RangeBounds};
 
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtrMut as _};
 
 use crate::device::BackendKind;
 use crate::error::Error;
@@ -64,7 +66,69 @@ fn bytes_of<T>(range: &Range<usize>) -> Range<usize> {
 #[derive(Debug)]
 pub(crate) enum Storage<T> {
     Cuda(CudaSlice<u8>),
+    /// A stream-local buffer ([`DeviceBuffer::into_local`]).
+    Local(LocalSlice),
     Host(Vec<T>),
+}
+
+/// Device memory that only one stream uses: its launches take the address
+/// as it is, with none of cudarc's per-use events (a wait and a record per
+/// pointer argument), since the stream's own order already orders every use.
+#[derive(Debug)]
+pub(crate) struct LocalSlice {
+    slice: CudaSlice<u8>,
+    stream: Arc<CudaStream>,
+    addr: u64,
+}
+
+impl Drop for LocalSlice {
+    fn drop(&mut self) {
+        // One tracked use on the buffer's stream, last: cudarc's free (on
+        // the stream that allocated it, which may be another) waits for
+        // everything the buffer's stream enqueued before the drop.
+        let (_, record) = self.slice.device_ptr_mut(&self.stream);
+        drop(record);
+    }
+}
+
+/// The start address of a view of a stream-local buffer, and which stream
+/// the buffer belongs to (the `CudaStream`'s address, compared, never read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Local {
+    addr: u64,
+    stream: usize,
+}
+
+impl Local {
+    fn of(slice: &LocalSlice) -> Self {
+        Self {
+            addr: slice.addr,
+            stream: Arc::as_ptr(&slice.stream) as usize,
+        }
+    }
+
+    /// `bytes` further on.
+    fn offset(self, bytes: usize) -> Self {
+        Self {
+            addr: self.addr + bytes as u64,
+            ..self
+        }
+    }
+
+    /// The address, or [`Error::ForeignStream`] unless `stream` is the
+    /// buffer's own.
+    pub(crate) fn address_on(self, stream: &Arc<CudaStream>) -> Result<u64, Error> {
+        if Arc::as_ptr(stream) as usize == self.stream {
+            Ok(self.addr)
+        } else {
+            Err(Error::ForeignStream)
+        }
+    }
+}
+
+/// `Ok` unless `local` names a stream other than `stream`.
+pub(crate) fn check_local(local: Option<Local>, stream: &Arc<CudaStream>) -> Result<(), Error> {
+    local.map_or(Ok(()), |l| l.address_on(stream).map(drop))
 }
 
 /// An owned buffer of `T` on the device (or in host memory on the CPU
@@ -91,9 +155,55 @@ impl<T: GpuRepr> DeviceBuffer<T> {
     /// Which backend's memory this is.
     pub fn kind(&self) -> BackendKind {
         match self.storage {
-            Storage::Cuda(_) => BackendKind::Cuda,
+            Storage::Cuda(_) | Storage::Local(_) => BackendKind::Cuda,
             Storage::Host(_) => BackendKind::Cpu,
         }
+    }
+
+    /// This buffer, local to `cuda` ([`crate::Stream`]'s `into_local`);
+    /// `None`: the CPU backend's stream.
+    pub(crate) fn into_local_on(self, cuda: Option<&Arc<CudaStream>>) -> Result<Self, Error> {
+        let Self { storage, len } = self;
+        let storage = match (storage, cuda) {
+            (Storage::Host(v), None) => Storage::Host(v),
+            (Storage::Cuda(mut slice), Some(cuda)) => {
+                if !Arc::ptr_eq(slice.stream().context(), cuda.context()) {
+                    return Err(Error::BackendMismatch {
+                        what: "a buffer from another device's context",
+                    });
+                }
+                // A tracked use on `cuda`: it waits for the other streams'
+                // uses so far, and records this one for the free.
+                let (addr, record) = slice.device_ptr_mut(cuda);
+                drop(record);
+                Storage::Local(LocalSlice {
+                    slice,
+                    stream: cuda.clone(),
+                    addr,
+                })
+            }
+            (Storage::Local(l), Some(cuda)) => {
+                Local::of(&l).address_on(cuda)?;
+                Storage::Local(l)
+            }
+            (Storage::Host(_), Some(_)) => {
+                return Err(Error::BackendMismatch {
+                    what: "host memory used on a cuda stream",
+                })
+            }
+            (_, None) => {
+                return Err(Error::BackendMismatch {
+                    what: "device memory used on the cpu backend",
+                })
+            }
+        };
+        Ok(Self { storage, len })
+    }
+
+    /// Whether the buffer is local to one stream ([`Self::into_local`]);
+    /// `false` on the CPU backend.
+    pub fn is_local(&self) -> bool {
+        matches!(self.storage, Storage::Local(_))
     }
 
     /// A shared view of the whole buffer.
@@ -111,14 +221,18 @@ impl<T: GpuRepr> DeviceBuffer<T> {
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceView<'_, T>, Error> {
         let range = resolve(range, self.len)?;
         let len = range.len();
+        let oob = Error::OutOfBounds {
+            start: range.start,
+            end: range.end,
+            len: self.len,
+        };
+        let bytes = bytes_of::<T>(&range);
         let inner = match &self.storage {
-            Storage::Cuda(s) => ViewRef::Cuda(s.try_slice(bytes_of::<T>(&range)).ok_or(
-                Error::OutOfBounds {
-                    start: range.start,
-                    end: range.end,
-                    len: self.len,
-                },
-            )?),
+            Storage::Cuda(s) => ViewRef::Cuda(s.try_slice(bytes).ok_or(oob)?, None),
+            Storage::Local(l) => ViewRef::Cuda(
+                l.slice.try_slice(bytes.clone()).ok_or(oob)?,
+                Some(Local::of(l).offset(bytes.start)),
+            ),
             Storage::Host(v) => ViewRef::Host(&v[range]),
         };
         Ok(DeviceView {
@@ -143,17 +257,25 @@ impl<T: GpuRepr> DeviceBuffer<T> {
                 len,
             });
         }
+        // In bytes, within the storage: mid * size <= len * size.
+        let at = mid * std::mem::size_of::<T>();
+        let oob = Error::OutOfBounds {
+            start: mid,
+            end: len,
+            len,
+        };
         let (head, tail) = match &mut self.storage {
             Storage::Cuda(s) => {
-                // In bytes, within the storage: mid * size <= len * size.
-                let (a, b) = s.try_split_at_mut(mid * std::mem::size_of::<T>()).ok_or(
-                    Error::OutOfBounds {
-                        start: mid,
-                        end: len,
-                        len,
-                    },
-                )?;
-                (ViewMutRef::Cuda(a), ViewMutRef::Cuda(b))
+                let (a, b) = s.try_split_at_mut(at).ok_or(oob)?;
+                (ViewMutRef::Cuda(a, None), ViewMutRef::Cuda(b, None))
+            }
+            Storage::Local(l) => {
+                let local = Local::of(l);
+                let (a, b) = l.slice.try_split_at_mut(at).ok_or(oob)?;
+                (
+                    ViewMutRef::Cuda(a, Some(local)),
+                    ViewMutRef::Cuda(b, Some(local.offset(at))),
+                )
             }
             Storage::Host(v) => {
                 let (a, b) = v.split_at_mut(mid);
@@ -187,9 +309,12 @@ impl<T: GpuRepr> DeviceBuffer<T> {
             end: range.end,
             len: full,
         };
+        let bytes = bytes_of::<T>(&range);
         let inner = match &mut self.storage {
-            Storage::Cuda(s) => {
-                ViewMutRef::Cuda(s.try_slice_mut(bytes_of::<T>(&range)).ok_or(oob)?)
+            Storage::Cuda(s) => ViewMutRef::Cuda(s.try_slice_mut(bytes).ok_or(oob)?, None),
+            Storage::Local(l) => {
+                let local = Local::of(l).offset(bytes.start);
+                ViewMutRef::Cuda(l.slice.try_slice_mut(bytes).ok_or(oob)?, Some(local))
             }
             Storage::Host(v) => ViewMutRef::Host(&mut v[range]),
         };
@@ -203,7 +328,8 @@ impl<T: GpuRepr> DeviceBuffer<T> {
 
 #[derive(Debug)]
 pub(crate) enum ViewRef<'a, T> {
-    Cuda(CudaView<'a, u8>),
+    /// Device memory; with where it starts when its buffer is stream-local.
+    Cuda(CudaView<'a, u8>, Option<Local>),
     Host(&'a [T]),
     /// [`DeviceView::null`]: no memory, on either backend.
     Null,
@@ -211,7 +337,8 @@ pub(crate) enum ViewRef<'a, T> {
 
 #[derive(Debug)]
 pub(crate) enum ViewMutRef<'a, T> {
-    Cuda(CudaViewMut<'a, u8>),
+    /// As [`ViewRef::Cuda`].
+    Cuda(CudaViewMut<'a, u8>, Option<Local>),
     Host(&'a mut [T]),
     /// [`DeviceViewMut::null`]: no memory, on either backend.
     Null,
@@ -259,14 +386,16 @@ impl<'a, T: GpuRepr> DeviceView<'a, T> {
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceView<'a, T>, Error> {
         let range = resolve(range, self.len)?;
         let len = range.len();
+        let bytes = bytes_of::<T>(&range);
         let inner = match &self.inner {
-            ViewRef::Cuda(v) => ViewRef::Cuda(v.try_slice(bytes_of::<T>(&range)).ok_or(
-                Error::OutOfBounds {
+            ViewRef::Cuda(v, local) => ViewRef::Cuda(
+                v.try_slice(bytes.clone()).ok_or(Error::OutOfBounds {
                     start: range.start,
                     end: range.end,
                     len: self.len,
-                },
-            )?),
+                })?,
+                local.map(|l| l.offset(bytes.start)),
+            ),
             ViewRef::Host(s) => ViewRef::Host(&s[range]),
             ViewRef::Null => ViewRef::Null,
         };
@@ -283,7 +412,7 @@ impl<'a, T: GpuRepr> DeviceView<'a, T> {
         match self.inner {
             ViewRef::Host(s) => Some(s),
             ViewRef::Null => Some(&[]),
-            ViewRef::Cuda(_) => None,
+            ViewRef::Cuda(..) => None,
         }
     }
 }
@@ -345,7 +474,7 @@ impl<T: GpuRepr> DeviceViewMut<'_, T> {
     /// A shared view of the same elements.
     pub fn as_view(&self) -> DeviceView<'_, T> {
         let inner = match &self.inner {
-            ViewMutRef::Cuda(v) => ViewRef::Cuda(v.slice(..)),
+            ViewMutRef::Cuda(v, local) => ViewRef::Cuda(v.slice(..), *local),
             ViewMutRef::Host(s) => ViewRef::Host(s),
             ViewMutRef::Null => ViewRef::Null,
         };
@@ -370,10 +499,12 @@ impl<T: GpuRepr> DeviceViewMut<'_, T> {
             end: range.end,
             len: full,
         };
+        let bytes = bytes_of::<T>(&range);
         let inner = match &mut self.inner {
-            ViewMutRef::Cuda(v) => {
-                ViewMutRef::Cuda(v.try_slice_mut(bytes_of::<T>(&range)).ok_or(oob)?)
-            }
+            ViewMutRef::Cuda(v, local) => ViewMutRef::Cuda(
+                v.try_slice_mut(bytes.clone()).ok_or(oob)?,
+                local.map(|l| l.offset(bytes.start)),
+            ),
             ViewMutRef::Host(s) => ViewMutRef::Host(&mut s[range]),
             ViewMutRef::Null => ViewMutRef::Null,
         };
@@ -397,7 +528,7 @@ impl<T: GpuRepr> DeviceViewMut<'_, T> {
         match &mut self.inner {
             ViewMutRef::Host(s) => Some(s),
             ViewMutRef::Null => Some(&mut []),
-            ViewMutRef::Cuda(_) => None,
+            ViewMutRef::Cuda(..) => None,
         }
     }
 }
@@ -424,7 +555,7 @@ impl HostParts {
 
 #[derive(Debug)]
 pub(crate) enum UntypedRef<'a> {
-    Cuda(CudaView<'a, u8>),
+    Cuda(CudaView<'a, u8>, Option<Local>),
     /// Elements borrowed shared for `'a`.
     Host(HostParts, PhantomData<&'a ()>),
     Null,
@@ -432,7 +563,7 @@ pub(crate) enum UntypedRef<'a> {
 
 #[derive(Debug)]
 pub(crate) enum UntypedMutRef<'a> {
-    Cuda(CudaViewMut<'a, u8>),
+    Cuda(CudaViewMut<'a, u8>, Option<Local>),
     /// Elements borrowed mutably for `'a`.
     Host(HostParts, PhantomData<&'a mut ()>),
     Null,
@@ -473,7 +604,7 @@ impl<'a, T: GpuRepr> From<DeviceView<'a, T>> for DevicePtr<'a> {
     fn from(view: DeviceView<'a, T>) -> Self {
         let bytes = view.len * std::mem::size_of::<T>();
         let inner = match view.inner {
-            ViewRef::Cuda(v) => UntypedRef::Cuda(v),
+            ViewRef::Cuda(v, local) => UntypedRef::Cuda(v, local),
             // Never written through: `ptr` is `*mut` only to share the type.
             ViewRef::Host(s) => {
                 UntypedRef::Host(HostParts::of(s.as_ptr().cast_mut(), s.len()), PhantomData)
@@ -523,7 +654,7 @@ impl<'a, T: GpuRepr> From<DeviceViewMut<'a, T>> for DevicePtrMut<'a> {
     fn from(view: DeviceViewMut<'a, T>) -> Self {
         let bytes = view.len * std::mem::size_of::<T>();
         let inner = match view.inner {
-            ViewMutRef::Cuda(v) => UntypedMutRef::Cuda(v),
+            ViewMutRef::Cuda(v, local) => UntypedMutRef::Cuda(v, local),
             ViewMutRef::Host(s) => {
                 UntypedMutRef::Host(HostParts::of(s.as_mut_ptr(), s.len()), PhantomData)
             }

@@ -307,9 +307,10 @@ impl Collective {
             let cuda = stream
                 .cuda_stream()
                 .ok_or(invalid(CollectiveMismatch::CpuStream { rank }))?;
-            let ViewMutRef::Cuda(view) = &mut buf.inner else {
+            let ViewMutRef::Cuda(view, local) = &mut buf.inner else {
                 return Err(invalid(CollectiveMismatch::HostBuffer { rank }));
             };
+            crate::memory::check_local(*local, cuda)?;
             let buffer = view.stream().context().ordinal();
             if buffer != cuda.context().ordinal() {
                 return Err(invalid(CollectiveMismatch::BufferDevice {

@@ -25,6 +25,7 @@ use crate::device::BackendKind;
 use crate::error::{driver, Error};
 use crate::ffi;
 use crate::ffi::driver::{PinnedHost, Registration};
+use crate::memory::check_local;
 use crate::memory::{byte_len, check_repr, resolve, ViewMutRef, ViewRef};
 use crate::stream::{length_check, CUDA_ON_HOST, HOST_ON_CUDA};
 use crate::{DeviceView, DeviceViewMut, Event, GpuRepr, Stream};
@@ -409,10 +410,12 @@ impl Stream {
         let enqueued = match (&src.src, &mut dst.inner, self.cuda_stream()) {
             // A null view has length 0 (checked equal): nothing to copy.
             (_, ViewMutRef::Null, _) => return Ok(InFlight::done()),
-            (Source::Pinned(pinned), ViewMutRef::Cuda(view), Some(stream)) => {
+            (Source::Pinned(pinned), ViewMutRef::Cuda(view, local), Some(stream)) => {
+                check_local(*local, stream)?;
                 pinned.copy_to_device(range, view, stream)
             }
-            (Source::Registered(registration), ViewMutRef::Cuda(view), Some(stream)) => {
+            (Source::Registered(registration), ViewMutRef::Cuda(view, local), Some(stream)) => {
+                check_local(*local, stream)?;
                 registration.copy_to_device(range, view, stream)
             }
             (Source::Host(host), ViewMutRef::Host(d), None) => {
@@ -440,7 +443,8 @@ impl Stream {
         let enqueued = match (&src.inner, &mut dst.dst, self.cuda_stream()) {
             // A null view has length 0 (checked equal): nothing to copy.
             (ViewRef::Null, _, _) => return Ok(InFlight::done()),
-            (ViewRef::Cuda(view), Destination::Pinned(pinned), Some(stream)) => {
+            (ViewRef::Cuda(view, local), Destination::Pinned(pinned), Some(stream)) => {
+                check_local(*local, stream)?;
                 pinned.copy_from_device(range, view, stream)
             }
             (ViewRef::Host(host), Destination::Host(d), None) => {

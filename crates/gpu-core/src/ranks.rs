@@ -239,9 +239,10 @@ impl<'a> RankGroup<'a> {
         self.ranks
             .peer(peer, "a send to a rank outside the ranks")?;
         let (ranks, count) = (self.ranks, buf.len());
-        let ViewRef::Cuda(view) = &buf.inner else {
+        let ViewRef::Cuda(view, local) = &buf.inner else {
             return Err(ranks.host_buffer());
         };
+        crate::memory::check_local(*local, ranks.cuda()?)?;
         let call = ranks
             .comm
             .send_call((ranks.cuda()?, view), (count, T::NCCL_TYPE), peer);
@@ -266,9 +267,10 @@ impl<'a> RankGroup<'a> {
         op: RankOp,
     ) -> Result<Self, Error> {
         let (ranks, count) = (self.ranks, buf.len());
-        let ViewMutRef::Cuda(view) = &mut buf.inner else {
+        let ViewMutRef::Cuda(view, local) = &mut buf.inner else {
             return Err(ranks.host_buffer());
         };
+        crate::memory::check_local(*local, ranks.cuda()?)?;
         let call = ranks
             .comm
             .call_mut(ranks.cuda()?, view, count, T::NCCL_TYPE, op);

@@ -16,7 +16,7 @@ use crate::ffi;
 use crate::launch::{
     Args, CudaLaunch, Kernel, KernelByName, KernelImpl, LaunchConfig, LaunchParams, LaunchSite,
 };
-use crate::memory::{byte_len, check_repr, Storage, ViewMutRef, ViewRef};
+use crate::memory::{byte_len, check_local, check_repr, Storage, ViewMutRef, ViewRef};
 use crate::{DeviceBuffer, DeviceView, DeviceViewMut, GpuRepr, KernelDecl};
 
 /// An ordered queue of device work.
@@ -73,13 +73,45 @@ impl<T: GpuRepr> DeviceView<'_, T> {
     ///
     /// Nothing checks how the address is used: the memory stays
     /// valid while this view lives, and the work must go on `stream` (kiln
-    /// records no use of the memory for other streams).
+    /// records no use of the memory for other streams). `None` too for a
+    /// stream-local buffer ([`DeviceBuffer::into_local`]) and another stream.
     pub fn raw_device_ptr(&self, stream: &Stream) -> Option<u64> {
         match (&self.inner, stream.cuda_stream()) {
-            (ViewRef::Cuda(view), Some(cuda)) => Some(view.device_ptr(cuda).0),
+            (ViewRef::Cuda(_, Some(local)), Some(cuda)) => local.address_on(cuda).ok(),
+            (ViewRef::Cuda(view, None), Some(cuda)) => Some(view.device_ptr(cuda).0),
             (ViewRef::Null, Some(_)) => Some(0),
             _ => None,
         }
+    }
+}
+
+impl<T: GpuRepr> DeviceBuffer<T> {
+    /// This buffer, used from now on by `stream` alone: its launches and
+    /// copies then pass its address as it is, without the two CUDA event
+    /// calls per pointer argument that order a buffer shared by several
+    /// streams (about half of a small launch's host time), and a CUDA graph
+    /// can capture them. Work that other streams enqueued on it before is
+    /// waited for first, and its free waits for its stream's work.
+    ///
+    /// A use on any other stream is refused with [`Error::ForeignStream`],
+    /// so the stream's order is the only one its memory ever needs. On the
+    /// CPU backend, where every call finishes before it returns, this is
+    /// the buffer unchanged. Errors: [`Error::BackendMismatch`] for a stream
+    /// of another backend or device, [`Error::ForeignStream`] for a buffer
+    /// already local to another stream.
+    ///
+    /// ```
+    /// # use gpu_core::Backend;
+    /// # fn main() -> Result<(), gpu_core::Error> {
+    /// let backend = Backend::cpu();
+    /// let stream = backend.new_stream()?;
+    /// let counts = stream.alloc_zeros::<u32>(256)?.into_local(&stream)?;
+    /// assert_eq!(stream.to_host(&counts.view())?, vec![0; 256]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn into_local(self, stream: &Stream) -> Result<Self, Error> {
+        self.into_local_on(stream.cuda_stream())
     }
 }
 
@@ -88,7 +120,8 @@ impl<T: GpuRepr> DeviceViewMut<'_, T> {
     /// writes it on `stream`; see [`DeviceView::raw_device_ptr`].
     pub fn raw_device_ptr(&mut self, stream: &Stream) -> Option<u64> {
         match (&mut self.inner, stream.cuda_stream()) {
-            (ViewMutRef::Cuda(view), Some(cuda)) => Some(view.device_ptr_mut(cuda).0),
+            (ViewMutRef::Cuda(_, Some(local)), Some(cuda)) => local.address_on(cuda).ok(),
+            (ViewMutRef::Cuda(view, None), Some(cuda)) => Some(view.device_ptr_mut(cuda).0),
             (ViewMutRef::Null, Some(_)) => Some(0),
             _ => None,
         }
@@ -166,7 +199,12 @@ impl Stream {
         match (&mut dst.inner, &self.cuda) {
             // A null view: nothing to fill.
             (ViewMutRef::Null, _) => Ok(()),
-            (ViewMutRef::Cuda(view), Some(stream)) => {
+            (ViewMutRef::Cuda(view, Some(local)), Some(stream)) => {
+                let addr = local.address_on(stream)?;
+                ffi::driver::memset_zeros_local(view, addr, stream)
+                    .map_err(driver("cuMemsetD8Async"))
+            }
+            (ViewMutRef::Cuda(view, None), Some(stream)) => {
                 stream.memset_zeros(view).map_err(driver("cuMemsetD8Async"))
             }
             (ViewMutRef::Host(slice), None) => {
@@ -205,6 +243,12 @@ impl Stream {
         Ok(DeviceBuffer { storage, len })
     }
 
+    /// A buffer of `len` zeroed elements that only this stream uses
+    /// ([`DeviceBuffer::into_local`]).
+    pub fn alloc_zeros_local<T: GpuRepr>(&self, len: usize) -> Result<DeviceBuffer<T>, Error> {
+        self.alloc_zeros(len)?.into_local(self)
+    }
+
     /// A new buffer holding a copy of `src`.
     pub fn to_device<T: GpuRepr>(&self, src: &[T]) -> Result<DeviceBuffer<T>, Error> {
         let mut buffer = self.alloc_zeros::<T>(src.len())?;
@@ -223,7 +267,8 @@ impl Stream {
         match (&mut dst.inner, &self.cuda) {
             // A null view has length 0 (checked equal): nothing to copy.
             (ViewMutRef::Null, _) => Ok(()),
-            (ViewMutRef::Cuda(view), Some(stream)) => {
+            (ViewMutRef::Cuda(view, local), Some(stream)) => {
+                check_local(*local, stream)?;
                 ffi::driver::copy_htod(src, view, stream).map_err(driver("cuMemcpyHtoDAsync"))
             }
             (ViewMutRef::Host(d), None) => {
@@ -231,7 +276,7 @@ impl Stream {
                 Ok(())
             }
             (ViewMutRef::Host(_), Some(_)) => Err(HOST_ON_CUDA),
-            (ViewMutRef::Cuda(_), None) => Err(CUDA_ON_HOST),
+            (ViewMutRef::Cuda(..), None) => Err(CUDA_ON_HOST),
         }
     }
 
@@ -246,7 +291,8 @@ impl Stream {
         match (&src.inner, &self.cuda) {
             // A null view has length 0 (checked equal): nothing to copy.
             (ViewRef::Null, _) => Ok(()),
-            (ViewRef::Cuda(view), Some(stream)) => {
+            (ViewRef::Cuda(view, local), Some(stream)) => {
+                check_local(*local, stream)?;
                 match ffi::driver::copy_dtoh(view, dst, stream) {
                     Ok(()) => self.synchronize(),
                     Err(ffi::driver::CopyError::Enqueue(e)) => Err(driver("cuMemcpyDtoHAsync")(e)),
@@ -258,7 +304,7 @@ impl Stream {
                 Ok(())
             }
             (ViewRef::Host(_), Some(_)) => Err(HOST_ON_CUDA),
-            (ViewRef::Cuda(_), None) => Err(CUDA_ON_HOST),
+            (ViewRef::Cuda(..), None) => Err(CUDA_ON_HOST),
         }
     }
 
@@ -280,9 +326,13 @@ impl Stream {
             // A null view has length 0 (checked equal): nothing to copy.
             (ViewRef::Null, _, _) | (_, ViewMutRef::Null, _) => Ok(()),
             // Equal lengths of one `T`: equal byte lengths, as cudarc checks.
-            (ViewRef::Cuda(s), ViewMutRef::Cuda(d), Some(stream)) => stream
-                .memcpy_dtod(s, d)
-                .map_err(driver("cuMemcpyDtoDAsync")),
+            (ViewRef::Cuda(s, s_local), ViewMutRef::Cuda(d, d_local), Some(stream)) => {
+                check_local(*s_local, stream)?;
+                check_local(*d_local, stream)?;
+                stream
+                    .memcpy_dtod(s, d)
+                    .map_err(driver("cuMemcpyDtoDAsync"))
+            }
             (ViewRef::Host(s), ViewMutRef::Host(d), None) => {
                 d.copy_from_slice(s);
                 Ok(())

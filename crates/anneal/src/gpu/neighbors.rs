@@ -42,9 +42,9 @@ impl Neighbors {
             } else {
                 None
             },
-            neighbors: stream.alloc_zeros(max_anchors)?,
-            dist: stream.alloc_zeros(max_anchors)?,
-            idle: stream.alloc_zeros(1)?,
+            neighbors: stream.alloc_zeros_local(max_anchors)?,
+            dist: stream.alloc_zeros_local(max_anchors)?,
+            idle: stream.alloc_zeros_local(1)?,
         })
     }
 

@@ -132,13 +132,13 @@ fn upload_points(
     let started = Instant::now();
     let points = if dtype == Dtype::F16 {
         ShardPoints::F16(
-            upload_f16(stream, pieces, len)?,
+            upload_f16(stream, pieces, len)?.into_local(stream)?,
             backend.kernel()?,
             backend.kernel()?,
         )
     } else {
         ShardPoints::F32(
-            upload_f32(backend, stream, pieces, len)?,
+            upload_f32(backend, stream, pieces, len)?.into_local(stream)?,
             backend.kernel()?,
             backend.kernel()?,
         )
@@ -192,29 +192,29 @@ impl Shard {
         // one allocates the run's buffers (bound by the driver).
         std::thread::scope(|scope| {
             let upload = scope.spawn(|| upload_points(backend, &stream, pieces, n * d, dtype));
-            let mut point_norms = stream.alloc_zeros::<f32>(n)?;
+            let mut point_norms = stream.alloc_zeros_local::<f32>(n)?;
             let scratch_bytes = sort_scratch_bytes(n32)?;
             let max_pieces = n.div_ceil(PIECE as usize) + max_anchors;
             let mut tc = TcAssign::new(backend, &stream, n, d, max_anchors)?;
-            let mut iota = stream.alloc_zeros(n)?;
+            let mut iota = stream.alloc_zeros_local(n)?;
             let iota_kernel: Kernel<anneal_iota> = backend.kernel()?;
-            let anchors = stream.alloc_zeros(max_anchors * d)?;
-            let anchor_norms = stream.alloc_zeros(max_anchors)?;
-            let assign = stream.alloc_zeros(n)?;
-            let dist = stream.alloc_zeros(n)?;
-            let counts = stream.alloc_zeros(max_anchors)?;
-            let offsets = stream.alloc_zeros(max_anchors + 1)?;
-            let first_pieces = stream.alloc_zeros(max_anchors + 1)?;
-            let piece_sums = stream.alloc_zeros(max_pieces * d)?;
-            let piece_dist = stream.alloc_zeros(max_pieces)?;
-            let sorted = stream.alloc_zeros(n)?;
-            let order = stream.alloc_zeros(n)?;
-            let members = stream.alloc_zeros(max_anchors)?;
-            let partial = stream.alloc_zeros(max_anchors * d)?;
-            let sumsq = stream.alloc_zeros(max_anchors)?;
-            let control = stream.alloc_zeros(1)?;
-            let history = stream.alloc_zeros(RUN)?;
-            let scratch = stream.alloc_zeros(scratch_bytes.max(1))?;
+            let anchors = stream.alloc_zeros_local(max_anchors * d)?;
+            let anchor_norms = stream.alloc_zeros_local(max_anchors)?;
+            let assign = stream.alloc_zeros_local(n)?;
+            let dist = stream.alloc_zeros_local(n)?;
+            let counts = stream.alloc_zeros_local(max_anchors)?;
+            let offsets = stream.alloc_zeros_local(max_anchors + 1)?;
+            let first_pieces = stream.alloc_zeros_local(max_anchors + 1)?;
+            let piece_sums = stream.alloc_zeros_local(max_pieces * d)?;
+            let piece_dist = stream.alloc_zeros_local(max_pieces)?;
+            let sorted = stream.alloc_zeros_local(n)?;
+            let order = stream.alloc_zeros_local(n)?;
+            let members = stream.alloc_zeros_local(max_anchors)?;
+            let partial = stream.alloc_zeros_local(max_anchors * d)?;
+            let sumsq = stream.alloc_zeros_local(max_anchors)?;
+            let control = stream.alloc_zeros_local(1)?;
+            let history = stream.alloc_zeros_local(RUN)?;
+            let scratch = stream.alloc_zeros_local(scratch_bytes.max(1))?;
             let moves = moves::Moves::new(backend, &stream, max_anchors, d)?;
             let (points, upload) = upload
                 .join()

@@ -185,6 +185,26 @@ pub(crate) fn copy_htod<T: Copy>(
         .result()
 }
 
+/// Zeroes `view` on `stream` without cudarc's events: for a view of a
+/// stream-local buffer (`memory::LocalSlice`) on its own stream, whose
+/// start address is `addr` (`memory::Local::address_on`).
+pub(crate) fn memset_zeros_local(
+    view: &mut CudaViewMut<'_, u8>,
+    addr: u64,
+    stream: &CudaStream,
+) -> Result<(), DriverError> {
+    if !Arc::ptr_eq(view.stream().context(), stream.context()) {
+        return Err(refuse(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT));
+    }
+    stream.context().bind_to_thread()?;
+    // SAFETY: `addr` is where `view` starts (the caller took it from the
+    // view's buffer on this stream), and `view`, borrowed for this call,
+    // keeps its `num_bytes()` bytes allocated on the stream's context. Only
+    // this stream uses a stream-local buffer, and its free is ordered after
+    // the stream's work, so the memset cannot outlive the memory.
+    unsafe { result::memset_d8_async(addr, 0, view.num_bytes(), stream.cu_stream()) }
+}
+
 /// Why a copy to the host failed.
 #[derive(Debug)]
 pub(crate) enum CopyError {

@@ -28,7 +28,7 @@ use super::{function_limits, KernelLimits};
 use crate::device::DeviceLimits;
 use crate::error::{driver, ArgMismatch, Error};
 use crate::ffi;
-use crate::memory::{ViewMutRef, ViewRef};
+use crate::memory::{Local, ViewMutRef, ViewRef};
 use crate::{DeviceView, DeviceViewMut, FatbinImage};
 
 /// A kernel looked up by name in the loaded modules, with its parameter
@@ -136,8 +136,8 @@ impl<T: GpuRepr> ValueArg for T {
 }
 
 pub(crate) enum ArgInner<'a> {
-    Const(CudaView<'a, u8>),
-    Mut(CudaViewMut<'a, u8>),
+    Const(CudaView<'a, u8>, Option<Local>),
+    Mut(CudaViewMut<'a, u8>, Option<Local>),
     Value(Box<dyn ValueArg>),
     /// A null pointer (`nullptr`), for a pointer parameter the kernel
     /// tests before it dereferences.
@@ -167,8 +167,8 @@ pub struct Arg<'a> {
 impl std::fmt::Debug for Arg<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match self.inner {
-            ArgInner::Const(_) => "const pointer",
-            ArgInner::Mut(_) => "pointer",
+            ArgInner::Const(..) => "const pointer",
+            ArgInner::Mut(..) => "pointer",
             ArgInner::Value(_) => "value",
             ArgInner::Null => "null pointer",
             ArgInner::Host => "host view",
@@ -184,7 +184,7 @@ impl<'a> Arg<'a> {
     /// A `const T *` parameter.
     pub fn view<T: GpuRepr>(view: DeviceView<'a, T>) -> Self {
         let inner = match view.inner {
-            ViewRef::Cuda(v) => ArgInner::Const(v),
+            ViewRef::Cuda(v, local) => ArgInner::Const(v, local),
             ViewRef::Host(_) => ArgInner::Host,
             ViewRef::Null => ArgInner::Null,
         };
@@ -194,7 +194,7 @@ impl<'a> Arg<'a> {
     /// A `T *` parameter the kernel may write.
     pub fn view_mut<T: GpuRepr>(view: DeviceViewMut<'a, T>) -> Self {
         let inner = match view.inner {
-            ViewMutRef::Cuda(v) => ArgInner::Mut(v),
+            ViewMutRef::Cuda(v, local) => ArgInner::Mut(v, local),
             ViewMutRef::Host(_) => ArgInner::Host,
             ViewMutRef::Null => ArgInner::Null,
         };

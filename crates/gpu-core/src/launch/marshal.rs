@@ -22,7 +22,7 @@ use super::by_name::{ArgInner, Args, KernelByName, ValueArg};
 use super::{LaunchConfig, LaunchSite};
 use crate::error::Error;
 use crate::ffi;
-use crate::memory::{HostParts, UntypedMutRef, UntypedRef, ViewMutRef, ViewRef};
+use crate::memory::{HostParts, Local, UntypedMutRef, UntypedRef, ViewMutRef, ViewRef};
 use crate::{DevicePtr, DevicePtrMut, DeviceView, DeviceViewMut};
 
 /// Maps one kind of C parameter ([`param_kind`](crate::param_kind): a
@@ -133,9 +133,18 @@ pub struct PointerParam<'a> {
 }
 
 impl<'a> PointerParam<'a> {
-    /// The device pointer of a read-only view, for a launch on `stream`.
-    fn of_view(view: CudaView<'a, u8>, stream: &'a Arc<CudaStream>) -> Result<Self, Error> {
+    /// The device pointer of a read-only view, for a launch on `stream`: a
+    /// stream-local buffer's address as it is (on its own stream only),
+    /// any other's with cudarc's record of the use.
+    pub(crate) fn of_view(
+        view: CudaView<'a, u8>,
+        local: Option<Local>,
+        stream: &'a Arc<CudaStream>,
+    ) -> Result<Self, Error> {
         same_context(view.stream(), stream)?;
+        if let Some(local) = local {
+            return Self::local(local, stream);
+        }
         let (ptr, record) = view.view_ptr(stream);
         Ok(Self {
             ptr,
@@ -144,15 +153,31 @@ impl<'a> PointerParam<'a> {
     }
 
     /// The device pointer of a view the kernel may write, for a launch on
-    /// `stream`.
-    fn of_view_mut(view: CudaViewMut<'a, u8>, stream: &'a Arc<CudaStream>) -> Result<Self, Error> {
+    /// `stream` (as [`Self::of_view`]).
+    pub(crate) fn of_view_mut(
+        view: CudaViewMut<'a, u8>,
+        local: Option<Local>,
+        stream: &'a Arc<CudaStream>,
+    ) -> Result<Self, Error> {
         same_context(view.stream(), stream)?;
+        if let Some(local) = local {
+            return Self::local(local, stream);
+        }
         let (ptr, record) = view.view_ptr_mut(stream);
         Ok(Self {
             ptr,
             _record: Some(record),
         })
     }
+
+    /// A stream-local view's address, on its own stream only.
+    fn local(local: Local, stream: &Arc<CudaStream>) -> Result<Self, Error> {
+        Ok(Self {
+            ptr: local.address_on(stream)?,
+            _record: None,
+        })
+    }
+
 
     /// `nullptr`, for a null view (`DeviceView::null`).
     fn null() -> Self {
@@ -210,7 +235,7 @@ unsafe impl<T: GpuRepr> FfiParam for ConstPtr<T> {
         stream: OnStream<'a>,
     ) -> Result<Self::Marshalled<'a>, Error> {
         match arg.inner {
-            ViewRef::Cuda(view) => PointerParam::of_view(view, stream.0),
+            ViewRef::Cuda(view, local) => PointerParam::of_view(view, local, stream.0),
             ViewRef::Null => Ok(PointerParam::null()),
             ViewRef::Host(_) => Err(host_on_cuda()),
         }
@@ -239,7 +264,7 @@ unsafe impl<T: GpuRepr> FfiParam for MutPtr<T> {
         stream: OnStream<'a>,
     ) -> Result<Self::Marshalled<'a>, Error> {
         match arg.inner {
-            ViewMutRef::Cuda(view) => PointerParam::of_view_mut(view, stream.0),
+            ViewMutRef::Cuda(view, local) => PointerParam::of_view_mut(view, local, stream.0),
             ViewMutRef::Null => Ok(PointerParam::null()),
             ViewMutRef::Host(_) => Err(host_on_cuda()),
         }
@@ -254,7 +279,7 @@ unsafe impl<T: GpuRepr> FfiParam for MutPtr<T> {
         match arg.inner {
             ViewMutRef::Host(s) => Ok(s),
             ViewMutRef::Null => Ok(&mut []),
-            ViewMutRef::Cuda(_) => Err(cuda_on_host()),
+            ViewMutRef::Cuda(..) => Err(cuda_on_host()),
         }
     }
 }
@@ -375,7 +400,7 @@ unsafe impl FfiParam for ConstUntyped {
         stream: OnStream<'a>,
     ) -> Result<Self::Marshalled<'a>, Error> {
         match arg.inner {
-            UntypedRef::Cuda(view) => PointerParam::of_view(view, stream.0),
+            UntypedRef::Cuda(view, local) => PointerParam::of_view(view, local, stream.0),
             UntypedRef::Null => Ok(PointerParam::null()),
             UntypedRef::Host(..) => Err(host_on_cuda()),
         }
@@ -390,7 +415,7 @@ unsafe impl FfiParam for ConstUntyped {
         let parts = match arg.inner {
             UntypedRef::Host(parts, _) => Some(parts),
             UntypedRef::Null => None,
-            UntypedRef::Cuda(_) => return Err(cuda_on_host()),
+            UntypedRef::Cuda(..) => return Err(cuda_on_host()),
         };
         Ok(HostPtr {
             parts,
@@ -413,7 +438,7 @@ unsafe impl FfiParam for MutUntyped {
         stream: OnStream<'a>,
     ) -> Result<Self::Marshalled<'a>, Error> {
         match arg.inner {
-            UntypedMutRef::Cuda(view) => PointerParam::of_view_mut(view, stream.0),
+            UntypedMutRef::Cuda(view, local) => PointerParam::of_view_mut(view, local, stream.0),
             UntypedMutRef::Null => Ok(PointerParam::null()),
             UntypedMutRef::Host(..) => Err(host_on_cuda()),
         }
@@ -428,7 +453,7 @@ unsafe impl FfiParam for MutUntyped {
         let parts = match arg.inner {
             UntypedMutRef::Host(parts, _) => Some(parts),
             UntypedMutRef::Null => None,
-            UntypedMutRef::Cuda(_) => return Err(cuda_on_host()),
+            UntypedMutRef::Cuda(..) => return Err(cuda_on_host()),
         };
         Ok(HostPtrMut {
             parts,
@@ -562,8 +587,12 @@ pub(crate) fn launch_by_name(
         .args
         .into_iter()
         .map(|arg| match arg {
-            ArgInner::Const(view) => PointerParam::of_view(view, stream).map(Marshalled::Pointer),
-            ArgInner::Mut(view) => PointerParam::of_view_mut(view, stream).map(Marshalled::Pointer),
+            ArgInner::Const(view, local) => {
+                PointerParam::of_view(view, local, stream).map(Marshalled::Pointer)
+            }
+            ArgInner::Mut(view, local) => {
+                PointerParam::of_view_mut(view, local, stream).map(Marshalled::Pointer)
+            }
             ArgInner::Value(value) => Ok(Marshalled::Value(value)),
             // A device pointer of 0: `CUdeviceptr` is a u64.
             ArgInner::Null => Ok(Marshalled::Value(Box::new(0u64))),

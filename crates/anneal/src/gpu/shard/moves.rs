@@ -40,7 +40,7 @@ impl Moves {
             apply_rows: backend.kernel()?,
             gather_f32: backend.kernel()?,
             gather_f16: backend.kernel()?,
-            next: stream.alloc_zeros(max_anchors * d)?,
+            next: stream.alloc_zeros_local(max_anchors * d)?,
             ops: None,
             directions: None,
             rows: None,
@@ -58,7 +58,7 @@ impl Shard {
         let ops = self.stream.to_device(&plan.rows)?;
         // A zero-length buffer is not allocated: one unused value.
         let directions = if plan.directions.is_empty() {
-            self.stream.alloc_zeros(1)?
+            self.stream.alloc_zeros_local(1)?
         } else {
             self.stream.to_device(&plan.directions)?
         };
