@@ -301,6 +301,52 @@ KILN_KERNEL(anneal_scan, const AnnealControl *control, uint32_t *counts, uint32_
     }
 }
 
+KILN_KERNEL(anneal_members, const uint32_t *assign, uint32_t n, const uint32_t *offsets,
+            uint32_t m, const AnnealControl *control, uint32_t *order) {
+    constexpr uint32_t kThreads = KILN_ANNEAL_MEMBERS_THREADS;
+    constexpr uint32_t kPer = 4;  // consecutive points a thread, one 16-byte load
+    __shared__ uint32_t warp_counts[kThreads / 32];
+    const uint32_t j = blockIdx.x;
+    if (j >= m || control->done) return;  // whole block leaves
+    const uint32_t lane = threadIdx.x % 32;
+    const uint32_t warp = threadIdx.x / 32;
+    uint32_t at_block = offsets[j];
+    const uint32_t end = offsets[j + 1];
+    // Uniform over the block (at_block moves by the block's total): the
+    // loop ends for every thread at once, after the last member.
+    for (uint32_t start = 0; start < n && at_block < end; start += kThreads * kPer) {
+        const uint32_t first = start + threadIdx.x * kPer;
+        uint32_t mine = 0;  // bit k: point first + k is j's
+        if (first + kPer <= n) {
+            const uint4 a = *reinterpret_cast<const uint4 *>(assign + first);
+            mine = (a.x == j ? 1u : 0u) | (a.y == j ? 2u : 0u) | (a.z == j ? 4u : 0u) |
+                   (a.w == j ? 8u : 0u);
+        } else {
+            for (uint32_t k = 0; k < kPer && first + k < n; ++k)
+                if (assign[first + k] == j) mine |= 1u << k;
+        }
+        const uint32_t count = __popc(mine);
+        uint32_t inclusive = count;  // within the warp
+        for (int o = 1; o < 32; o <<= 1) {
+            const uint32_t t = __shfl_up_sync(kFullMask, inclusive, o);
+            if (lane >= static_cast<uint32_t>(o)) inclusive += t;
+        }
+        if (lane == 31) warp_counts[warp] = inclusive;
+        __syncthreads();
+        uint32_t before = 0, total = 0;
+        for (uint32_t w = 0; w < kThreads / 32; ++w) {
+            const uint32_t v = warp_counts[w];
+            before += w < warp ? v : 0u;
+            total += v;
+        }
+        uint32_t at = at_block + before + inclusive - count;
+        for (uint32_t k = 0; k < kPer; ++k)
+            if ((mine >> k) & 1u) order[at++] = first + k;
+        at_block += total;
+        __syncthreads();  // warp_counts is written again
+    }
+}
+
 KILN_KERNEL(anneal_iota, uint32_t n, uint32_t *out) {
     const uint32_t stride = gridDim.x * blockDim.x;
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = i;

@@ -14,7 +14,8 @@
 //! was the host's time, not the GPU's. One iteration
 //! is, on every GPU: the fused distance + argmin of its shard (no `n × m`
 //! distance matrix exists anywhere), the CUB radix sort of its points by
-//! anchor (the static-library module `reduce`: member lists in point order),
+//! anchor (the static-library module `reduce`: member lists in point order;
+//! on small problems `anneal_members` makes the same lists, `sort.rs`),
 //! the per-anchor partial statistics (member counts, sums of member points
 //! and of their distances, in f64, over pieces of at most
 //! `KILN_ANNEAL_PIECE` members so that a crowded anchor does not serialize
@@ -50,6 +51,7 @@ mod upload;
 
 pub use chunks::chunk_device_bytes;
 pub(crate) use chunks::{ChunkAssigner, Staged};
+pub use sort::{MembersBy, MEMBERS_ENV, SCAN_MAX_WORK};
 
 use crate::{
     engine::{Engine, SetupParts},

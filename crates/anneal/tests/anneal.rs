@@ -295,6 +295,32 @@ fn device_side_convergence_stops_where_the_host_test_does() {
     }
 }
 
+/// `values` as f16 bits.
+fn f16_bits(values: &[f32]) -> Vec<u16> {
+    values
+        .iter()
+        .map(|v| half::f16::from_f32(*v).to_bits())
+        .collect()
+}
+
+/// The f32 `values`, or their f16 `bits` when `f16`.
+fn points_of<'a>(values: &'a [f32], bits: &'a [u16], f16: bool) -> Points<'a> {
+    if f16 {
+        Points::F16(bits)
+    } else {
+        Points::F32(values)
+    }
+}
+
+/// The default parameters with `seed`, and every iteration run (`tol` 0).
+fn exact_params(seed: u64) -> Params {
+    Params {
+        seed,
+        tol: 0.0,
+        ..Params::default()
+    }
+}
+
 #[test]
 fn three_gpu_runs_give_the_same_bits() {
     let Some(gpu) = cuda_or_skip() else { return };
@@ -302,21 +328,10 @@ fn three_gpu_runs_give_the_same_bits() {
     // would differ in their last bits if they depended on thread timing.
     for (n, d, m, f16) in [(60_000, 96, 300, false), (30_001, 130, 257, true)] {
         let values = kiln_anneal::synthetic_points(n, d, m / 2, 0.25, 5);
-        let bits: Vec<u16> = values
-            .iter()
-            .map(|v| half::f16::from_f32(*v).to_bits())
-            .collect();
-        let points = if f16 {
-            Points::F16(&bits)
-        } else {
-            Points::F32(&values)
-        };
-        let params = Params {
-            seed: 5,
-            tol: 0.0,
-            ..Params::default()
-        };
-        let problem = kiln_anneal::validate(points, n, d, m, &params).unwrap();
+        let bits = f16_bits(&values);
+        let params = exact_params(5);
+        let problem =
+            kiln_anneal::validate(points_of(&values, &bits, f16), n, d, m, &params).unwrap();
         let runs: Vec<kiln_anneal::Output> = (0..3)
             .map(|_| kiln_anneal::run(&gpu, &problem, &mut |_, _, _| {}).unwrap())
             .collect();
@@ -342,6 +357,74 @@ fn three_gpu_runs_give_the_same_bits() {
         println!(
             "{what}: 3 runs, {} iterations, {} anchors, energy {:.9}: identical",
             runs[0].iterations, runs[0].m, runs[0].energy
+        );
+    }
+}
+
+/// The member lists made by `anneal_members` (one block per anchor reading
+/// every assignment) and by CUB's sort are the same lists, so every run
+/// gives the same bits either way: with maintenance moving anchors, points
+/// that are not a multiple of the kernel's four a thread, anchors of more
+/// than one piece (two clusters for 64 anchors), and f16 points.
+#[test]
+fn member_lists_by_scan_and_by_sort_give_the_same_bits() {
+    use kiln_anneal::gpu::{MembersBy, MEMBERS_ENV};
+    let Some(gpu) = cuda_or_skip() else { return };
+    // (n, d, m, clusters, f16, maintenance must run, an anchor must have
+    // more members than a piece of the sums holds)
+    for (n, d, m, clusters, f16, maintained, crowded) in [
+        (60_000, 96, 300, 150, false, true, true),
+        (20_001, 16, 64, 2, false, false, true),
+        (3_001, 37, 131, 65, true, true, false),
+    ] {
+        let values = kiln_anneal::synthetic_points(n, d, clusters, 0.25, 9);
+        let bits = f16_bits(&values);
+        let params = exact_params(9);
+        let problem =
+            kiln_anneal::validate(points_of(&values, &bits, f16), n, d, m, &params).unwrap();
+        let run = |by: &str| {
+            assert!(MembersBy::from_env(Some(by)).is_ok());
+            std::env::set_var(MEMBERS_ENV, by);
+            let out = kiln_anneal::run(&gpu, &problem, &mut |_, _, _| {});
+            std::env::remove_var(MEMBERS_ENV);
+            out.unwrap()
+        };
+        let (sorted, scanned) = (run("sort"), run("scan"));
+        let what = format!("{n}x{d}x{m} f16={f16}");
+        assert!(
+            !maintained || !sorted.maintenance.is_empty(),
+            "{what}: no maintenance ran"
+        );
+        let anchor_bits =
+            |o: &kiln_anneal::Output| o.anchors.iter().map(|a| a.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            anchor_bits(&scanned),
+            anchor_bits(&sorted),
+            "{what}: anchors"
+        );
+        assert_eq!(
+            scanned.assignments, sorted.assignments,
+            "{what}: assignments"
+        );
+        let history =
+            |o: &kiln_anneal::Output| o.history.iter().map(|e| e.to_bits()).collect::<Vec<_>>();
+        assert_eq!(history(&scanned), history(&sorted), "{what}: energies");
+        assert_eq!(
+            scanned.maintenance, sorted.maintenance,
+            "{what}: maintenance"
+        );
+        let largest = (0..sorted.m as u32)
+            .map(|j| sorted.assignments.iter().filter(|&&a| a == j).count())
+            .max()
+            .unwrap_or(0);
+        // KILN_ANNEAL_PIECE (anneal.h): members a piece of the sums.
+        assert!(
+            !crowded || largest > 256,
+            "{what}: largest anchor {largest}"
+        );
+        println!(
+            "{what}: sort and scan identical over {} iterations, {} anchors, largest {largest} members",
+            sorted.iterations, sorted.m
         );
     }
 }

@@ -6,7 +6,8 @@
  *   -> anneal_scan (offsets of each anchor's members; zeroes the counts)
  *   -> kiln_sort_pairs_u32 (reduce.h, CUB) of (assign, anneal_iota's 0..n):
  *      the member lists, each in point order, so every sum below adds in
- *      the same order on every run
+ *      the same order on every run (small problems: anneal_members, the
+ *      same lists without the sort's launches)
  *   -> anneal_reduce (per piece of at most KILN_ANNEAL_PIECE members of one
  *      anchor: the sum of their points and of their distances, in f64)
  *   -> anneal_combine (per anchor: member count, its pieces added in order:
@@ -67,6 +68,16 @@ KILN_KERNEL(anneal_scan, const AnnealControl *control, uint32_t *counts, uint32_
 
 /* out[i] = i for i < n (the values the sort carries). */
 KILN_KERNEL(anneal_iota, uint32_t n, uint32_t *out);
+
+/* order[offsets[j] ..offsets[j + 1]) = the points i < n with assign[i] == j,
+ * in point order, for j < m: what the sort of (assign, 0..n) leaves there.
+ * One block of KILN_ANNEAL_MEMBERS_THREADS threads per anchor (grid.x >= m,
+ * the blocks past m return), each reading every assignment: n x m reads,
+ * for problems small enough that the sort's launches cost more
+ * (crates/anneal/src/gpu/shard.rs). Returns at once once `done` is set. */
+#define KILN_ANNEAL_MEMBERS_THREADS 256u
+KILN_KERNEL(anneal_members, const uint32_t *assign, uint32_t n, const uint32_t *offsets,
+            uint32_t m, const AnnealControl *control, uint32_t *order);
 
 /* Piece b < pieces[m] is members order[offsets[j] + q * KILN_ANNEAL_PIECE ..]
  * (at most KILN_ANNEAL_PIECE of them, within anchor j's) with j the anchor

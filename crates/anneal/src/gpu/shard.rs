@@ -8,11 +8,12 @@ use std::time::Instant;
 
 use crate::bindings::kernels::{
     anneal_assign_f16, anneal_assign_f32, anneal_combine, anneal_finish, anneal_iota,
-    anneal_norms_f16, anneal_norms_f32, anneal_reduce_f16, anneal_reduce_f32, anneal_scan,
-    anneal_update,
+    anneal_members, anneal_norms_f16, anneal_norms_f32, anneal_reduce_f16, anneal_reduce_f32,
+    anneal_scan, anneal_update,
 };
 use crate::bindings::types::{
-    AnnealControl, KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_PIECE as PIECE,
+    AnnealControl, KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_MEMBERS_THREADS,
+    KILN_ANNEAL_PIECE as PIECE,
 };
 use gpu_core::{
     Backend, BackendKind, DeviceBuffer, DeviceView, DeviceViewMut, Kernel, LaunchConfig, Stream,
@@ -20,7 +21,7 @@ use gpu_core::{
 
 use super::super::assign_tc::TcAssign;
 use super::assign::{enqueue_assign, AssignArgs, AssignPoints};
-use super::sort::{sort_pairs_u32, sort_scratch_bytes, SortOut};
+use super::sort::{sort_pairs_u32, sort_scratch_bytes, MembersBy, SortOut, MEMBERS_ENV};
 use super::upload::{upload_f16, upload_f32};
 use super::{norms_config, RUN};
 use crate::{
@@ -100,6 +101,9 @@ pub(super) struct Shard {
     iota: DeviceBuffer<u32>,
     /// The sorted keys (assignments), which nothing reads.
     sorted: DeviceBuffer<u32>,
+    /// Lists the members by scan ([`MembersBy`]), for small problems.
+    gather: Kernel<anneal_members>,
+    members_by: MembersBy,
     /// The points in anchor order, each anchor's in point order.
     order: DeviceBuffer<u32>,
     /// Members per anchor (this shard's, then all shards' after the
@@ -216,6 +220,7 @@ impl Shard {
             let history = stream.alloc_zeros_local(RUN)?;
             let scratch = stream.alloc_zeros_local(scratch_bytes.max(1))?;
             let moves = moves::Moves::new(backend, &stream, max_anchors, d)?;
+            let members_by = MembersBy::from_env(std::env::var(MEMBERS_ENV).ok().as_deref())?;
             let (points, upload) = upload
                 .join()
                 .map_err(|_| AnnealError::internal("the points' upload panicked"))??;
@@ -266,6 +271,8 @@ impl Shard {
                 piece_dist,
                 iota,
                 sorted,
+                gather: backend.kernel()?,
+                members_by,
                 order,
                 members,
                 partial,
@@ -360,19 +367,38 @@ impl Shard {
                 self.pieces.view_mut(),
             ),
         )?;
-        // Keys below m: the bits of m - 1 (at least one).
-        let end_bit = (32 - (m.max(2) - 1).leading_zeros()).max(1);
-        sort_pairs_u32(
-            s,
-            (self.assign.view(), self.iota.view()),
-            n,
-            end_bit,
-            SortOut {
-                keys: self.sorted.view_mut(),
-                values: self.order.view_mut(),
-            },
-            self.scratch.view_mut(),
-        )?;
+        if self.members_by.scans(n, m) {
+            s.launch(
+                &self.gather,
+                LaunchConfig {
+                    grid: (m.max(1), 1, 1),
+                    block: (KILN_ANNEAL_MEMBERS_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                },
+                (
+                    self.assign.view(),
+                    n,
+                    self.offsets.view(),
+                    m,
+                    self.control.view(),
+                    self.order.view_mut(),
+                ),
+            )?;
+        } else {
+            // Keys below m: the bits of m - 1 (at least one).
+            let end_bit = (32 - (m.max(2) - 1).leading_zeros()).max(1);
+            sort_pairs_u32(
+                s,
+                (self.assign.view(), self.iota.view()),
+                n,
+                end_bit,
+                SortOut {
+                    keys: self.sorted.view_mut(),
+                    values: self.order.view_mut(),
+                },
+                self.scratch.view_mut(),
+            )?;
+        }
         macro_rules! reduce_args {
             ($points:expr) => {
                 (

@@ -1,12 +1,64 @@
 //! The sort of the points by anchor through CUB, a static-library module
 //! called over the C ABI (the only `unsafe` of the GPU engine), and its
-//! stand-ins in a build without GPU code.
+//! stand-ins in a build without GPU code; and the choice between it and
+//! `anneal_members` (the same member lists by one block per anchor reading
+//! every assignment) for small problems.
 
 #[cfg(cuda_enabled)]
 use gpu_core::Stream;
 use gpu_core::{DeviceView, DeviceViewMut};
 
 use super::AnnealError;
+
+/// `KILN_ANNEAL_MEMBERS`: how an iteration lists each anchor's members in
+/// point order: `sort` (CUB's radix sort), `scan` (`anneal_members`) or
+/// `auto` (scan up to [`SCAN_MAX_WORK`]). The same lists, so the same bits,
+/// every way.
+pub const MEMBERS_ENV: &str = "KILN_ANNEAL_MEMBERS";
+
+/// The largest `n x m` that [`MembersBy::Auto`] lists by scan: its blocks
+/// read `n x m` assignments, where the sort's four to six launches read
+/// `n` a few times. Measured on the H200 (BENCHMARKS.md, session 7): at 10K
+/// x 128 x 256 the sort took about 19 us an iteration.
+pub const SCAN_MAX_WORK: u64 = 1 << 23;
+
+/// How the member lists are made ([`MEMBERS_ENV`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MembersBy {
+    /// By problem size: [`SCAN_MAX_WORK`].
+    Auto,
+    /// CUB's radix sort of `(assign, 0..n)`.
+    Sort,
+    /// `anneal_members`.
+    Scan,
+}
+
+impl MembersBy {
+    /// [`MEMBERS_ENV`]'s value (unset, empty or `auto`: [`MembersBy::Auto`]);
+    /// anything else is an error naming the values it takes.
+    pub fn from_env(value: Option<&str>) -> Result<Self, AnnealError> {
+        match value.map(str::trim) {
+            None | Some("") => Ok(Self::Auto),
+            Some(v) if v.eq_ignore_ascii_case("auto") => Ok(Self::Auto),
+            Some(v) if v.eq_ignore_ascii_case("sort") => Ok(Self::Sort),
+            Some(v) if v.eq_ignore_ascii_case("scan") => Ok(Self::Scan),
+            Some(v) => Err(AnnealError::BadSetting {
+                var: MEMBERS_ENV,
+                value: v.into(),
+                expected: "sort, scan or auto",
+            }),
+        }
+    }
+
+    /// Whether `n` points over `m` anchors are listed by scan.
+    pub fn scans(self, n: u32, m: u32) -> bool {
+        match self {
+            Self::Auto => u64::from(n) * u64::from(m) <= SCAN_MAX_WORK,
+            Self::Sort => false,
+            Self::Scan => true,
+        }
+    }
+}
 
 /// Bytes of scratch the CUB sort needs for `n` pairs (any key width).
 #[cfg(cuda_enabled)]
@@ -106,4 +158,41 @@ pub(super) fn sort_pairs_u32(
     let SortOut { keys, values } = out;
     let _ = (keys, values);
     Err(AnnealError::NoGpuCode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_member_lists_setting_reads_its_values_and_refuses_others() {
+        for (value, by) in [
+            (None, MembersBy::Auto),
+            (Some(""), MembersBy::Auto),
+            (Some(" AUTO "), MembersBy::Auto),
+            (Some("sort"), MembersBy::Sort),
+            (Some("Scan"), MembersBy::Scan),
+        ] {
+            assert_eq!(MembersBy::from_env(value).unwrap(), by, "{value:?}");
+        }
+        let err = MembersBy::from_env(Some("radix")).unwrap_err().to_string();
+        assert!(
+            err.contains(MEMBERS_ENV)
+                && err.contains("radix")
+                && err.contains("sort, scan or auto"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn auto_scans_up_to_the_work_bound_and_sorts_past_it() {
+        let at = SCAN_MAX_WORK / 256;
+        assert!(MembersBy::Auto.scans(at as u32, 256));
+        assert!(!MembersBy::Auto.scans(at as u32 + 1, 256));
+        assert!(MembersBy::Auto.scans(10_000, 256));
+        // No overflow at the largest shapes.
+        assert!(!MembersBy::Auto.scans(u32::MAX, u32::MAX));
+        assert!(MembersBy::Scan.scans(u32::MAX, u32::MAX));
+        assert!(!MembersBy::Sort.scans(1, 1));
+    }
 }
