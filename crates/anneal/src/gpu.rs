@@ -45,6 +45,7 @@ mod chunks;
 mod devices;
 mod neighbors;
 mod rank;
+mod readback;
 mod shard;
 mod sort;
 mod upload;

@@ -235,7 +235,7 @@ impl Devices {
     }
 
     /// [`crate::Engine::stats`] (every shard holds the totals).
-    pub(super) fn stats(&self) -> Result<AnchorStats, AnnealError> {
+    pub(super) fn stats(&mut self) -> Result<AnchorStats, AnnealError> {
         self.shards[0].stats(self.m as usize)
     }
 

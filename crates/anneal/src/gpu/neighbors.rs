@@ -9,6 +9,7 @@ use gpu_core::{Backend, DeviceBuffer, Kernel, Stream};
 
 use super::super::assign_tc::{TcAssign, TcJob};
 use super::assign_config;
+use super::readback::ReadBack;
 use super::shard::AnchorViews;
 use crate::error::AnnealError;
 
@@ -21,6 +22,8 @@ pub(super) struct Neighbors {
     tc: Option<TcAssign>,
     neighbors: DeviceBuffer<u32>,
     dist: DeviceBuffer<f32>,
+    /// Where the results are read back, with one wait.
+    back: ReadBack<u32, f32>,
     /// Never `done`: the control of the search.
     idle: DeviceBuffer<AnnealControl>,
 }
@@ -45,6 +48,7 @@ impl Neighbors {
             neighbors: stream.alloc_zeros_local(max_anchors)?,
             dist: stream.alloc_zeros_local(max_anchors)?,
             idle: stream.alloc_zeros_local(1)?,
+            back: ReadBack::new(stream, max_anchors, max_anchors)?,
         })
     }
 
@@ -104,7 +108,7 @@ impl Neighbors {
             )?;
         }
         let m = m as usize;
-        let neighbors = stream.to_host(&self.neighbors.slice(0..m)?)?;
-        Ok((neighbors, stream.to_host(&self.dist.slice(0..m)?)?))
+        self.back
+            .read(stream, self.neighbors.slice(0..m)?, self.dist.slice(0..m)?)
     }
 }

@@ -325,7 +325,7 @@ impl GpuRank {
     }
 
     /// [`crate::Engine::stats`] (the totals over the ranks).
-    pub(crate) fn stats(&self) -> Result<AnchorStats, AnnealError> {
+    pub(crate) fn stats(&mut self) -> Result<AnchorStats, AnnealError> {
         self.devices.stats()
     }
 

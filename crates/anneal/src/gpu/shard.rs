@@ -21,6 +21,7 @@ use gpu_core::{
 
 use super::super::assign_tc::TcAssign;
 use super::assign::{enqueue_assign, AssignArgs, AssignPoints};
+use super::readback::ReadBack;
 use super::sort::{sort_pairs_u32, sort_scratch_bytes, MembersBy, SortOut, MEMBERS_ENV};
 use super::upload::{upload_f16, upload_f32};
 use super::{norms_config, RUN};
@@ -101,6 +102,9 @@ pub(super) struct Shard {
     iota: DeviceBuffer<u32>,
     /// The sorted keys (assignments), which nothing reads.
     sorted: DeviceBuffer<u32>,
+    /// Where `read_run` and `stats` read into.
+    run_back: ReadBack<AnnealControl, f64>,
+    stats_back: ReadBack<u32, f64>,
     /// Lists the members by scan ([`MembersBy`]), for small problems.
     gather: Kernel<anneal_members>,
     members_by: MembersBy,
@@ -221,6 +225,8 @@ impl Shard {
             let scratch = stream.alloc_zeros_local(scratch_bytes.max(1))?;
             let moves = moves::Moves::new(backend, &stream, max_anchors, d)?;
             let members_by = MembersBy::from_env(std::env::var(MEMBERS_ENV).ok().as_deref())?;
+            let run_back = ReadBack::new(&stream, 1, RUN)?;
+            let stats_back = ReadBack::new(&stream, max_anchors, max_anchors)?;
             let (points, upload) = upload
                 .join()
                 .map_err(|_| AnnealError::internal("the points' upload panicked"))??;
@@ -273,6 +279,8 @@ impl Shard {
                 sorted,
                 gather: backend.kernel()?,
                 members_by,
+                run_back,
+                stats_back,
                 order,
                 members,
                 partial,
@@ -586,10 +594,12 @@ impl Shard {
 
     /// Waits for the run and reads what it did: the energy of each
     /// iteration it ran, and whether the last converged.
-    pub(super) fn read_run(&self) -> Result<Steps, AnnealError> {
-        let state = self.stream.to_host(&self.control.view())?[0];
-        let ran = state.iterations as usize;
-        let energies = self.stream.to_host(&self.history.slice(0..ran)?)?;
+    pub(super) fn read_run(&mut self) -> Result<Steps, AnnealError> {
+        let (state, mut energies) =
+            self.run_back
+                .read(&self.stream, self.control.view(), self.history.view())?;
+        let state = state[0];
+        energies.truncate(state.iterations as usize);
         Ok(Steps {
             energies,
             converged: state.done != 0,
@@ -597,9 +607,12 @@ impl Shard {
     }
 
     /// The member counts and distance sums of the first `m` anchors.
-    pub(super) fn stats(&self, m: usize) -> Result<AnchorStats, AnnealError> {
-        let counts = self.stream.to_host(&self.members.slice(0..m)?)?;
-        let sumsq = self.stream.to_host(&self.sumsq.slice(0..m)?)?;
+    pub(super) fn stats(&mut self, m: usize) -> Result<AnchorStats, AnnealError> {
+        let (counts, sumsq) = self.stats_back.read(
+            &self.stream,
+            self.members.slice(0..m)?,
+            self.sumsq.slice(0..m)?,
+        )?;
         Ok(AnchorStats { counts, sumsq })
     }
 
