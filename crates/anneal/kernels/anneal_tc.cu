@@ -107,15 +107,17 @@ __device__ void assign_list(const T *__restrict__ x, const float *__restrict__ x
 
 __device__ void assign_list_finish(const uint32_t *__restrict__ list,
                                    const uint32_t *__restrict__ list_count,
-                                   const unsigned long long *__restrict__ best, uint32_t m,
+                                   unsigned long long *__restrict__ best, uint32_t m,
                                    uint32_t flags, uint32_t *__restrict__ assign_out,
                                    float *__restrict__ dist_out, uint32_t *__restrict__ counts) {
     const uint32_t count = *list_count;
     const uint32_t stride = gridDim.x * blockDim.x;
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
         const uint32_t p = list[i];
-        const unsigned long long packed = ~best[i];
-        if (best[i] == 0) {  // no eligible anchor
+        const unsigned long long found = best[i];
+        best[i] = 0;  // zero again for the next list
+        const unsigned long long packed = ~found;
+        if (found == 0) {  // no eligible anchor
             assign_out[p] = kNone;
             dist_out[p] = kInf;
             continue;
@@ -556,9 +558,9 @@ KILN_ANNEAL_TC_ENTRIES(f32, float)
 KILN_ANNEAL_TC_ENTRIES(f16, uint16_t)
 
 KILN_KERNEL(anneal_assign_list_finish, const AnnealControl *control, const uint32_t *list,
-            const uint32_t *list_count, const uint64_t *best, uint32_t m, uint32_t flags,
+            const uint32_t *list_count, uint64_t *best, uint32_t m, uint32_t flags,
             uint32_t *assign_out, float *dist, uint32_t *counts) {
     if (control->done) return;
-    assign_list_finish(list, list_count, reinterpret_cast<const unsigned long long *>(best), m,
+    assign_list_finish(list, list_count, reinterpret_cast<unsigned long long *>(best), m,
                        flags, assign_out, dist, counts);
 }

@@ -625,7 +625,7 @@ fn list_alone(backend: &Backend, stream: &gpu_core::Stream, case: &Case) {
                 dev.control.view(),
                 list.view(),
                 count.view(),
-                best.view(),
+                best.view_mut(),
                 case.m as u32,
                 case.flags,
                 dev.assign.view_mut(),
@@ -635,6 +635,16 @@ fn list_alone(backend: &Backend, stream: &gpu_core::Stream, case: &Case) {
         )
         .unwrap();
     backend.synchronize().unwrap();
+    // The finish leaves `best` zero for the next list (TcAssign zeroes it
+    // once, at allocation).
+    assert!(
+        stream
+            .to_host(&best.view())
+            .unwrap()
+            .iter()
+            .all(|&b| b == 0),
+        "the list's results are still in best after its finish"
+    );
     let got = dev.read_back(stream, case, case.n as u32);
     let simt = run_simt(backend, stream, case);
     check(case, &got, &simt);

@@ -34,13 +34,16 @@
  *                        which the caller zeroes) and gets no output here.
  *   anneal_assign_list_* the exact f32 distances of the points listed in
  *                        list[0..*list_count) to every anchor, spread over
- *                        the grid by (8 points, 64 anchors): best[i] (zeroed by
- *                        the caller) = the complement of the least
- *                        (dist bits << 32 | anchor), by atomicMax.
+ *                        the grid by (8 points, 64 anchors): best[i] (zero
+ *                        before: the caller zeroes it once, and each finish
+ *                        clears what its list wrote) = the complement of the
+ *                        least (dist bits << 32 | anchor), by atomicMax.
  *   anneal_assign_list_finish writes each listed point's assign, dist and
  *                        count from best[i] (zero: no eligible anchor, then
- *                        assign = UINT32_MAX, dist = +inf). The two run after
- *                        the tc kernel on its `unresolved` list.
+ *                        assign = UINT32_MAX, dist = +inf), and sets best[i]
+ *                        back to zero for the next list. The two run after
+ *                        the tc kernel on its `unresolved` list, both
+ *                        returning at once once `done` is set.
  * The "exact f32 distance" is one fixed computation shared by both kernels:
  * lane l of a warp sums fmaf(x[k], c[k], .) over k = l, l + 32, ... in
  * order from 0, the 32 partial sums are added by an xor butterfly (offsets
@@ -130,7 +133,7 @@ KILN_KERNEL(anneal_assign_list_f16, const uint16_t *x, const float *x_norms, uin
             const AnnealControl *control, const uint32_t *list, const uint32_t *list_count,
             uint64_t *best);
 KILN_KERNEL(anneal_assign_list_finish, const AnnealControl *control, const uint32_t *list,
-            const uint32_t *list_count, const uint64_t *best, uint32_t m, uint32_t flags,
+            const uint32_t *list_count, uint64_t *best, uint32_t m, uint32_t flags,
             uint32_t *assign, float *dist, uint32_t *counts);
 
 #endif
