@@ -635,8 +635,7 @@ fn list_alone(backend: &Backend, stream: &gpu_core::Stream, case: &Case) {
         )
         .unwrap();
     backend.synchronize().unwrap();
-    // The finish leaves `best` zero for the next list (TcAssign zeroes it
-    // once, at allocation).
+    // The finish leaves `best` zero for the next list.
     assert!(
         stream
             .to_host(&best.view())

@@ -7,9 +7,8 @@ use std::ops::Range;
 use std::time::Instant;
 
 use crate::bindings::kernels::{
-    anneal_assign_f16, anneal_assign_f32, anneal_combine, anneal_finish, anneal_iota,
-    anneal_members, anneal_norms_f16, anneal_norms_f32, anneal_reduce_f16, anneal_reduce_f32,
-    anneal_scan, anneal_update,
+    anneal_combine, anneal_finish, anneal_iota, anneal_members, anneal_norms_f32, anneal_scan,
+    anneal_update,
 };
 use crate::bindings::types::{
     AnnealControl, KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_MEMBERS_THREADS,
@@ -23,7 +22,6 @@ use super::super::assign_tc::TcAssign;
 use super::assign::{enqueue_assign, AssignArgs, AssignPoints};
 use super::readback::ReadBack;
 use super::sort::{sort_pairs_u32, sort_scratch_bytes, MembersBy, SortOut, MEMBERS_ENV};
-use super::upload::{upload_f16, upload_f32};
 use super::{norms_config, RUN};
 use crate::{
     engine::SetupParts,
@@ -32,45 +30,9 @@ use crate::{
 };
 
 mod moves;
+mod points;
 
-/// A shard's points and the kernels that read them.
-#[derive(Debug)]
-enum ShardPoints {
-    F32(
-        DeviceBuffer<f32>,
-        Kernel<anneal_assign_f32>,
-        Kernel<anneal_reduce_f32>,
-    ),
-    F16(
-        DeviceBuffer<u16>,
-        Kernel<anneal_assign_f16>,
-        Kernel<anneal_reduce_f16>,
-    ),
-}
-
-impl ShardPoints {
-    /// Enqueues the points' squared norms (`n` rows of `d`) into `norms`.
-    fn norms(
-        &self,
-        stream: &Stream,
-        n: u32,
-        d: u32,
-        norms: &mut DeviceBuffer<f32>,
-    ) -> Result<(), AnnealError> {
-        let backend = stream.backend();
-        match self {
-            ShardPoints::F32(x, _, _) => {
-                let kernel: Kernel<anneal_norms_f32> = backend.kernel()?;
-                stream.launch(&kernel, norms_config(n), (x.view(), n, d, norms.view_mut()))?
-            }
-            ShardPoints::F16(x, _, _) => {
-                let kernel: Kernel<anneal_norms_f16> = backend.kernel()?;
-                stream.launch(&kernel, norms_config(n), (x.view(), n, d, norms.view_mut()))?
-            }
-        }
-        Ok(())
-    }
-}
+use points::{upload_points, ShardPoints};
 
 /// One GPU's part: its rows of the points and every buffer of the iteration.
 #[derive(Debug)]
@@ -125,34 +87,6 @@ pub(super) struct Shard {
     tc: Option<TcAssign>,
     /// Maintenance's plans and the initial anchors, applied on the device.
     moves: moves::Moves,
-}
-
-/// Uploads a shard's `len` values of `dtype` from `pieces` into a buffer of
-/// their type (f32 for bf16, widened), with the kernels that read it; and
-/// the seconds from the start to the copies' end on the device.
-fn upload_points(
-    backend: &Backend,
-    stream: &Stream,
-    pieces: &[Points<'_>],
-    len: usize,
-    dtype: Dtype,
-) -> Result<(ShardPoints, f64), AnnealError> {
-    let started = Instant::now();
-    let points = if dtype == Dtype::F16 {
-        ShardPoints::F16(
-            upload_f16(stream, pieces, len)?.into_local(stream)?,
-            backend.kernel()?,
-            backend.kernel()?,
-        )
-    } else {
-        ShardPoints::F32(
-            upload_f32(backend, stream, pieces, len)?.into_local(stream)?,
-            backend.kernel()?,
-            backend.kernel()?,
-        )
-    };
-    stream.synchronize()?;
-    Ok((points, started.elapsed().as_secs_f64()))
 }
 
 /// Blocks over `d` of the statistics' kernels (`anneal_reduce`,
