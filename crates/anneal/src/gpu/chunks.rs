@@ -242,9 +242,11 @@ impl ChunkAssigner {
         } else {
             0
         };
-        let mut anchor_buffer = compute.alloc_zeros(m * d)?;
+        // The compute stream's own buffers are local to it (no CUDA event
+        // per launch argument): only the two point buffers cross streams.
+        let mut anchor_buffer = compute.alloc_zeros_local(m * d)?;
         compute.copy_to_device(anchors, &mut anchor_buffer.view_mut())?;
-        let mut anchor_norms = compute.alloc_zeros(m)?;
+        let mut anchor_norms = compute.alloc_zeros_local(m)?;
         let norms_f32: Kernel<anneal_norms_f32> = backend.kernel()?;
         compute.launch(
             &norms_f32,
@@ -261,13 +263,13 @@ impl ChunkAssigner {
             norms_f16: backend.kernel()?,
             assign_f32: backend.kernel()?,
             assign_f16: backend.kernel()?,
-            point_norms: compute.alloc_zeros(capacity)?,
+            point_norms: compute.alloc_zeros_local(capacity)?,
             anchors: anchor_buffer,
             anchor_norms,
-            counts: compute.alloc_zeros(m)?,
-            control: compute.alloc_zeros(1)?,
-            assign: compute.alloc_zeros(capacity)?,
-            dist: compute.alloc_zeros(capacity)?,
+            counts: compute.alloc_zeros_local(m)?,
+            control: compute.alloc_zeros_local(1)?,
+            assign: compute.alloc_zeros_local(capacity)?,
+            dist: compute.alloc_zeros_local(capacity)?,
             tc,
             buffers,
             uploaded: [None, None],
