@@ -220,6 +220,12 @@ pub struct LaunchOverhead {
     /// Microseconds per launch of the same kernel through raw cudarc.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_cudarc_us: Option<f64>,
+    /// Microseconds per launch through gpu-core's typed launch on a stream
+    /// of its own with stream-local buffers (`DeviceBuffer::into_local`: no
+    /// CUDA event per pointer argument, where a context with more than one
+    /// stream makes cudarc wait on and record one per argument).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kiln_local_us: Option<f64>,
     /// `kiln_us - raw_cudarc_us`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overhead_us: Option<f64>,
@@ -233,9 +239,13 @@ pub struct LaunchOverhead {
 impl LaunchOverhead {
     /// One line for the terminal.
     pub fn summary(&self) -> String {
+        let local = self
+            .kiln_local_us
+            .map(|l| format!("; stream-local buffers {l:.3} µs"))
+            .unwrap_or_default();
         match (self.kiln_us, self.raw_cudarc_us, &self.not_measured) {
             (Some(k), Some(r), _) => format!(
-                "launch overhead: gpu-core {k:.3} µs, raw cudarc {r:.3} µs per launch, {:+.3} µs",
+                "launch overhead: gpu-core {k:.3} µs, raw cudarc {r:.3} µs per launch, {:+.3} µs{local}",
                 k - r
             ),
             (_, _, Some(why)) => format!("launch overhead: not measured ({why})"),

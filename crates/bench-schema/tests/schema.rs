@@ -51,6 +51,7 @@ fn full_report() -> Report {
         launch_overhead: Some(LaunchOverhead {
             kiln_us: Some(2.0),
             raw_cudarc_us: Some(1.5),
+            kiln_local_us: Some(0.75),
             overhead_us: Some(0.5),
             launches: 20_000,
             not_measured: Some("only to fill every field".into()),
@@ -182,11 +183,21 @@ fn the_overhead_summary_says_what_was_measured() {
     let measured = full_report().launch_overhead.unwrap();
     assert_eq!(
         measured.summary(),
+        "launch overhead: gpu-core 2.000 µs, raw cudarc 1.500 µs per launch, +0.500 µs; stream-local buffers 0.750 µs"
+    );
+    // A report of an apps without the stream-local figure reads as before.
+    let older = LaunchOverhead {
+        kiln_local_us: None,
+        ..measured.clone()
+    };
+    assert_eq!(
+        older.summary(),
         "launch overhead: gpu-core 2.000 µs, raw cudarc 1.500 µs per launch, +0.500 µs"
     );
     let skipped = LaunchOverhead {
         kiln_us: None,
         raw_cudarc_us: None,
+        kiln_local_us: None,
         overhead_us: None,
         launches: 1,
         not_measured: Some("cpu backend".into()),

@@ -1,6 +1,7 @@
 //! The cost of kiln's typed launch: the same tiny kernel (kiln's
 //! `vector_add` on 256 floats) launched through gpu-core and through raw
-//! cudarc from the same fat binary, per launch, without waiting between.
+//! cudarc from the same fat binary, per launch, without waiting between;
+//! then through gpu-core on a stream of its own with stream-local buffers.
 
 use std::time::Instant;
 
@@ -24,6 +25,7 @@ fn not_measured(why: &str) -> LaunchOverhead {
     LaunchOverhead {
         kiln_us: None,
         raw_cudarc_us: None,
+        kiln_local_us: None,
         overhead_us: None,
         launches: LAUNCHES,
         not_measured: Some(why.to_string()),
@@ -101,11 +103,32 @@ pub(super) fn measure(backend: &Backend) -> Result<LaunchOverhead, BenchError> {
         ours.push(kiln()?);
         theirs.push(raw()?);
     }
+    // Stream-local buffers on a stream of their own (made after the figures
+    // above, whose buffers cudarc tracks once a second stream exists).
+    let own = backend.new_stream().map_err(AnnealError::from)?;
+    let local = |len| own.alloc_zeros_local::<f32>(len).map_err(AnnealError::from);
+    let (la, mut lc) = (local(N as usize)?, local(N as usize)?);
+    let mut kiln_local = || -> Result<f64, BenchError> {
+        let started = Instant::now();
+        for _ in 0..LAUNCHES {
+            own.launch(&kernel, cfg, (la.view(), la.view(), lc.view_mut(), N))
+                .map_err(AnnealError::from)?;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        own.synchronize().map_err(AnnealError::from)?;
+        Ok(seconds)
+    };
+    kiln_local()?;
+    let mut locals = Vec::new();
+    for _ in 0..5 {
+        locals.push(kiln_local()?);
+    }
     let per_launch = |samples: Vec<f64>| super::median(samples) * 1e6 / f64::from(LAUNCHES);
     let (k, r) = (per_launch(ours), per_launch(theirs));
     Ok(LaunchOverhead {
         kiln_us: Some(k),
         raw_cudarc_us: Some(r),
+        kiln_local_us: Some(per_launch(locals)),
         overhead_us: Some(k - r),
         launches: LAUNCHES,
         not_measured: None,
