@@ -8,8 +8,10 @@
 
 mod common;
 
-use common::{add_f32, add_f32_cpu, backends, cuda_or_skip};
-use gpu_core::{BackendKind, Error, LaunchConfig};
+use common::{add_f32, add_f32_cpu, add_f32_untyped, add_f32_untyped_cpu, backends, cuda_or_skip};
+use gpu_core::{
+    Arg, Args, BackendKind, DeviceBuffer, DevicePtr, DeviceViewMut, Error, LaunchConfig,
+};
 
 /// Enough elements that a kernel takes a while on a GPU, so that a missing
 /// wait shows as wrong data; not a multiple of anything.
@@ -105,6 +107,38 @@ fn local_buffers_launch_copy_and_fill_on_their_own_stream() {
         // Turning a local buffer local to its own stream again keeps it.
         let d = d.into_local(&stream).unwrap();
         assert_eq!(stream.to_host(&d.view()).unwrap(), got, "{kind:?}");
+        // Through `void *` parameters too: c = a + b again.
+        let untyped = backend
+            .kernel_with_cpu::<add_f32_untyped>(add_f32_untyped_cpu)
+            .unwrap();
+        let config = LaunchConfig::for_elements(n as u32, 128);
+        stream
+            .launch(
+                &untyped,
+                config,
+                (
+                    DevicePtr::from(&a),
+                    DevicePtr::from(b.view()),
+                    (&mut c).into(),
+                    n as u32,
+                ),
+            )
+            .unwrap();
+        assert_eq!(stream.to_host(&c.view()).unwrap(), sum, "{kind:?}: void *");
+    }
+}
+
+/// add_f32's arguments by name for `c = b + b` over `n` elements.
+fn twice<'a>(b: &'a DeviceBuffer<f32>, c: DeviceViewMut<'a, f32>, n: u32) -> Args<'a> {
+    // SAFETY: add_f32 takes (const float *, const float *, float *,
+    // unsigned); the callers' views hold the n floats it touches.
+    unsafe {
+        Args::new([
+            Arg::view(b.view()),
+            Arg::view(b.view()),
+            Arg::view_mut(c),
+            Arg::value(n),
+        ])
     }
 }
 
@@ -150,6 +184,33 @@ fn a_local_buffer_is_refused_on_any_other_stream() {
         ),
         "launch writing",
     );
+    // Through `void *` parameters, and by name.
+    let untyped = backend.kernel::<add_f32_untyped>().unwrap();
+    foreign(
+        other.launch(
+            &untyped,
+            config,
+            (
+                DevicePtr::from(&a),
+                DevicePtr::from(&b),
+                (&mut shared).into(),
+                n as u32,
+            ),
+        ),
+        "untyped launch",
+    );
+    let by_name = backend.kernel_by_name("add_f32").unwrap();
+    foreign(
+        other.launch_by_name(&by_name, config, twice(&b, c.view_mut(), n as u32)),
+        "launch by name",
+    );
+    // On its own stream the same launch by name runs: c = 2 b.
+    own.launch_by_name(&by_name, config, twice(&b, c.view_mut(), n as u32))
+        .unwrap();
+    let doubled: Vec<f32> = ramp(n, 2.0).iter().map(|v| v + v).collect();
+    assert_eq!(own.to_host(&c.view()).unwrap(), doubled);
+    own.copy_to_device(&vec![7.0f32; n], &mut c.view_mut())
+        .unwrap();
     // Copies and fills on `other`.
     foreign(other.to_host(&a.view()).map(drop), "copy to host");
     foreign(
