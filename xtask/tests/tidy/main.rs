@@ -148,6 +148,10 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
         "kernels declared by hand; launches by name under test",
     ),
     (
+        "crates/gpu-core/tests/local.rs",
+        "`Args::new` of a launch by name of stream-local buffers",
+    ),
+    (
         "crates/gpu-core/tests/backends.rs",
         "a kernel of bool and fp8 parameters declared by hand (`unsafe impl KernelDecl`)",
     ),
