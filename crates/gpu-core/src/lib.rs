@@ -133,12 +133,14 @@
 //! # Stream-local buffers
 //! cudarc orders a buffer shared by several streams with two CUDA events per
 //! use: a launch with a dozen pointer arguments makes two dozen driver calls
-//! before its own, about half of a small launch's host time. A buffer that
-//! one stream alone uses needs none of that, since the stream's order
+//! before its own, half of the host's time in kiln-anneal's small problems
+//! (where the GPU then waited for the host). A buffer that one stream
+//! alone uses needs none of that, since the stream's order
 //! already orders every use: [`DeviceBuffer::into_local`] (or
 //! [`Stream::alloc_zeros_local`]) makes it so. Work other streams enqueued
-//! on it before is waited for; from then on its launches, copies and fills
-//! pass its address as it is, a use on any other stream is refused with
+//! on it before is waited for; from then on its launches, fills and raw
+//! addresses pass its address as it is (its copies keep cudarc's path, on
+//! its own stream), a use on any other stream is refused with
 //! [`Error::ForeignStream`] before anything is enqueued, and its free waits
 //! for its stream's work. On the CPU backend it is the buffer unchanged.
 //! ```

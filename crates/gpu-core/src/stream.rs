@@ -86,12 +86,12 @@ impl<T: GpuRepr> DeviceView<'_, T> {
 }
 
 impl<T: GpuRepr> DeviceBuffer<T> {
-    /// This buffer, used from now on by `stream` alone: its launches and
-    /// copies then pass its address as it is, without the two CUDA event
-    /// calls per pointer argument that order a buffer shared by several
-    /// streams (about half of a small launch's host time), and a CUDA graph
-    /// can capture them. Work that other streams enqueued on it before is
-    /// waited for first, and its free waits for its stream's work.
+    /// This buffer, used from now on by `stream` alone: its launches, fills
+    /// and raw addresses then pass its address as it is, without the two
+    /// CUDA event calls per pointer argument that order a buffer shared by
+    /// several streams (for kiln-anneal's launches of 10 to 20 pointers,
+    /// half of the host's time). Work that other streams enqueued on it
+    /// before is waited for first, and its free waits for its stream's work.
     ///
     /// A use on any other stream is refused with [`Error::ForeignStream`],
     /// so the stream's order is the only one its memory ever needs. On the
