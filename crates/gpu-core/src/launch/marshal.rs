@@ -136,7 +136,7 @@ impl<'a> PointerParam<'a> {
     /// The device pointer of a read-only view, for a launch on `stream`: a
     /// stream-local buffer's address as it is (on its own stream only),
     /// any other's with cudarc's record of the use.
-    pub(crate) fn of_view(
+    fn of_view(
         view: CudaView<'a, u8>,
         local: Option<Local>,
         stream: &'a Arc<CudaStream>,
@@ -154,7 +154,7 @@ impl<'a> PointerParam<'a> {
 
     /// The device pointer of a view the kernel may write, for a launch on
     /// `stream` (as [`Self::of_view`]).
-    pub(crate) fn of_view_mut(
+    fn of_view_mut(
         view: CudaViewMut<'a, u8>,
         local: Option<Local>,
         stream: &'a Arc<CudaStream>,
@@ -177,7 +177,6 @@ impl<'a> PointerParam<'a> {
             _record: None,
         })
     }
-
 
     /// `nullptr`, for a null view (`DeviceView::null`).
     fn null() -> Self {
