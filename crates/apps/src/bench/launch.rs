@@ -8,7 +8,7 @@ use std::time::Instant;
 use cuda_sys::kernels::vector_add;
 use cuda_sys::KernelDecl;
 use cudarc::driver::{CudaContext, LaunchConfig as RawConfig, PushKernelArg};
-use gpu_core::{Backend, BackendKind};
+use gpu_core::{Backend, BackendKind, DeviceBuffer, Kernel, LaunchConfig, Stream};
 use kiln_bench_schema::LaunchOverhead;
 
 use super::BenchError;
@@ -57,17 +57,7 @@ pub(super) fn measure(backend: &Backend) -> Result<LaunchOverhead, BenchError> {
         .alloc_zeros::<f32>(N as usize)
         .map_err(AnnealError::from)?;
     let cfg = vadd::config(backend, N as usize);
-    let mut kiln = || -> Result<f64, BenchError> {
-        let started = Instant::now();
-        for _ in 0..LAUNCHES {
-            stream
-                .launch(&kernel, cfg, (a.view(), a.view(), c.view_mut(), N))
-                .map_err(AnnealError::from)?;
-        }
-        let seconds = started.elapsed().as_secs_f64();
-        stream.synchronize().map_err(AnnealError::from)?;
-        Ok(seconds)
-    };
+    let mut kiln = || typed_batch(&stream, &kernel, cfg, &a, &mut c);
     // Raw cudarc: the same function from the same image.
     let raw_err = |e: cudarc::driver::DriverError| BenchError::RawLaunch(e.to_string());
     let ctx = CudaContext::new(device.ordinal).map_err(raw_err)?;
@@ -108,16 +98,7 @@ pub(super) fn measure(backend: &Backend) -> Result<LaunchOverhead, BenchError> {
     let own = backend.new_stream().map_err(AnnealError::from)?;
     let local = |len| own.alloc_zeros_local::<f32>(len).map_err(AnnealError::from);
     let (la, mut lc) = (local(N as usize)?, local(N as usize)?);
-    let mut kiln_local = || -> Result<f64, BenchError> {
-        let started = Instant::now();
-        for _ in 0..LAUNCHES {
-            own.launch(&kernel, cfg, (la.view(), la.view(), lc.view_mut(), N))
-                .map_err(AnnealError::from)?;
-        }
-        let seconds = started.elapsed().as_secs_f64();
-        own.synchronize().map_err(AnnealError::from)?;
-        Ok(seconds)
-    };
+    let mut kiln_local = || typed_batch(&own, &kernel, cfg, &la, &mut lc);
     kiln_local()?;
     let mut locals = Vec::new();
     for _ in 0..5 {
@@ -133,4 +114,24 @@ pub(super) fn measure(backend: &Backend) -> Result<LaunchOverhead, BenchError> {
         launches: LAUNCHES,
         not_measured: None,
     })
+}
+
+/// Seconds to enqueue [`LAUNCHES`] typed launches of `kernel` (`c = a + a`)
+/// on `stream`, then waits for them.
+fn typed_batch(
+    stream: &Stream,
+    kernel: &Kernel<vector_add>,
+    cfg: LaunchConfig,
+    a: &DeviceBuffer<f32>,
+    c: &mut DeviceBuffer<f32>,
+) -> Result<f64, BenchError> {
+    let started = Instant::now();
+    for _ in 0..LAUNCHES {
+        stream
+            .launch(kernel, cfg, (a.view(), a.view(), c.view_mut(), N))
+            .map_err(AnnealError::from)?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    stream.synchronize().map_err(AnnealError::from)?;
+    Ok(seconds)
 }
