@@ -161,6 +161,16 @@ constexpr int kReduceThreads = 128;
 constexpr int kFinishThreads = 256;
 constexpr uint32_t kPiece = KILN_ANNEAL_PIECE;
 
+// The inclusive sum of `value` over lanes 0..lane of the warp.
+template <typename V>
+__device__ V warp_inclusive_sum(V value, uint32_t lane) {
+    for (int o = 1; o < 32; o <<= 1) {
+        const V t = __shfl_up_sync(kFullMask, value, o);
+        if (lane >= static_cast<uint32_t>(o)) value += t;
+    }
+    return value;
+}
+
 template <typename V>
 __device__ V block_sum(V value, V *scratch) {
     for (int o = 16; o > 0; o >>= 1) value += __shfl_xor_sync(kFullMask, value, o);
@@ -268,20 +278,13 @@ KILN_KERNEL(anneal_scan, const AnnealControl *control, uint32_t *counts, uint32_
         const uint32_t i = base + threadIdx.x;
         const uint32_t c = i < m ? counts[i] : 0u;
         const uint64_t v = (static_cast<uint64_t>((c + kPiece - 1) / kPiece) << 32) | c;
-        uint64_t s = v;  // inclusive scan within the warp
-        for (int o = 1; o < 32; o <<= 1) {
-            const uint64_t t = __shfl_up_sync(kFullMask, s, o);
-            if (lane >= static_cast<uint32_t>(o)) s += t;
-        }
+        const uint64_t s = warp_inclusive_sum(v, lane);
         if (lane == 31) warp_sums[warp] = s;
         __syncthreads();
         if (warp == 0) {
             const uint32_t warps = blockDim.x / 32;
-            uint64_t w = lane < warps ? warp_sums[lane] : 0u;
-            for (int o = 1; o < 32; o <<= 1) {
-                const uint64_t t = __shfl_up_sync(kFullMask, w, o);
-                if (lane >= static_cast<uint32_t>(o)) w += t;
-            }
+            const uint64_t w =
+                warp_inclusive_sum<uint64_t>(lane < warps ? warp_sums[lane] : 0u, lane);
             if (lane < warps) warp_sums[lane] = w;
         }
         __syncthreads();
@@ -326,11 +329,7 @@ KILN_KERNEL(anneal_members, const uint32_t *assign, uint32_t n, const uint32_t *
                 if (assign[first + k] == j) mine |= 1u << k;
         }
         const uint32_t count = __popc(mine);
-        uint32_t inclusive = count;  // within the warp
-        for (int o = 1; o < 32; o <<= 1) {
-            const uint32_t t = __shfl_up_sync(kFullMask, inclusive, o);
-            if (lane >= static_cast<uint32_t>(o)) inclusive += t;
-        }
+        const uint32_t inclusive = warp_inclusive_sum(count, lane);
         if (lane == 31) warp_counts[warp] = inclusive;
         __syncthreads();
         uint32_t before = 0, total = 0;
