@@ -2,7 +2,8 @@
 //! the same for every engine, which does the heavy steps; and where a
 //! run's time went ([`Phases`]).
 
-use crate::{engine::Engine, error::AnnealError, input::Problem, maintenance, vocab::Output};
+use crate::vocab::{MaintenanceInputs, Output};
+use crate::{engine::Engine, error::AnnealError, input::Problem, maintenance};
 
 /// Progress of a run, for a CLI to print.
 pub type Progress<'a> = &'a mut dyn FnMut(u32, f64, usize);
@@ -15,9 +16,11 @@ pub type Progress<'a> = &'a mut dyn FnMut(u32, f64, usize);
 pub struct Phases {
     /// The initial anchors, assembled and set ([`Engine::start`]).
     pub start: std::time::Duration,
-    /// [`Engine::run_steps`]: the iterations.
+    /// [`Engine::run_steps`] (or [`Engine::run_steps_then_read`], for a
+    /// run a maintenance pass follows): the iterations, and the pass's
+    /// reads where the engine makes them with the run (the CUDA engine).
     pub iterations: std::time::Duration,
-    /// Calls of [`Engine::run_steps`].
+    /// Calls of [`Engine::run_steps`] and [`Engine::run_steps_then_read`].
     pub runs: u32,
     /// Maintenance passes: reading the statistics and the anchors'
     /// neighbours, deciding, and moving the anchors as decided.
@@ -25,7 +28,8 @@ pub struct Phases {
     /// Maintenance passes run (whether or not they changed the anchors).
     pub passes: u32,
     /// The part of [`Phases::maintenance`] spent reading the statistics
-    /// and the anchors' neighbours from the engine.
+    /// and the anchors' neighbours from the engine (near zero where
+    /// [`Engine::run_steps_then_read`] read them with the run).
     pub reading: std::time::Duration,
     /// The part of [`Phases::maintenance`] spent moving the anchors as the
     /// pass decided ([`Engine::apply_maintenance`]).
@@ -99,8 +103,18 @@ pub fn run_timed(
                 eta
             })
             .collect();
+        // A pass follows this run unless it converges (the test after it,
+        // with `iterations` then at `last`): the engine may read what the
+        // pass needs with the run's results.
+        let pass_follows = params.maintain_every > 0
+            && last % params.maintain_every == 0
+            && last < params.max_iters;
         let started = Instant::now();
-        let steps = engine.run_steps(&etas, params.tol, previous)?;
+        let (steps, mut inputs) = if pass_follows {
+            engine.run_steps_then_read(&etas, params.tol, previous)?
+        } else {
+            (engine.run_steps(&etas, params.tol, previous)?, None)
+        };
         phases.iterations += started.elapsed();
         phases.runs += 1;
         for &energy in &steps.energies {
@@ -122,14 +136,24 @@ pub fn run_timed(
         let it = iterations;
         if params.maintain_every > 0 && it % params.maintain_every == 0 && it < params.max_iters {
             let started = Instant::now();
-            let stats = engine.stats()?;
-            let (nn, nn_dist) = engine.anchor_neighbors()?;
+            let read = match inputs.take() {
+                Some(read) => read,
+                None => {
+                    let stats = engine.stats()?;
+                    let (neighbors, neighbor_dist) = engine.anchor_neighbors()?;
+                    MaintenanceInputs {
+                        stats,
+                        neighbors,
+                        neighbor_dist,
+                    }
+                }
+            };
             phases.reading += started.elapsed();
             let input = maintenance::PlanInput {
                 d,
-                stats: &stats,
-                neighbors: &nn,
-                neighbor_dist: &nn_dist,
+                stats: &read.stats,
+                neighbors: &read.neighbors,
+                neighbor_dist: &read.neighbor_dist,
                 energy,
                 n,
                 iteration: it,

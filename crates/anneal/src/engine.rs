@@ -6,7 +6,7 @@ use crate::error::AnnealError;
 use crate::input::Problem;
 use crate::maintenance;
 use crate::rng::Rng;
-use crate::vocab::{converged, AnchorStats, Points, Steps};
+use crate::vocab::{converged, AnchorStats, MaintenanceInputs, Points, Steps};
 
 /// The initial anchors: `m` distinct points of the `n × d` `points` by a
 /// seeded partial shuffle ([`initial_rows`]). Refused when `points` does
@@ -150,6 +150,34 @@ pub trait Engine {
             energies,
             converged: false,
         })
+    }
+    /// [`Engine::run_steps`], then, unless the run converged, what the
+    /// maintenance pass after it reads ([`Engine::stats`] and
+    /// [`Engine::anchor_neighbors`], the same values). The driver calls
+    /// this for a run that a pass follows. An engine may enqueue the reads
+    /// behind the steps and wait once (the CUDA engine does: a pass's reads
+    /// took two more waits, and the GPU idled while the host enqueued the
+    /// neighbour search).
+    fn run_steps_then_read(
+        &mut self,
+        etas: &[f32],
+        tol: f64,
+        previous: Option<f64>,
+    ) -> Result<(Steps, Option<MaintenanceInputs>), AnnealError> {
+        let steps = self.run_steps(etas, tol, previous)?;
+        if steps.converged {
+            return Ok((steps, None));
+        }
+        let stats = self.stats()?;
+        let (neighbors, neighbor_dist) = self.anchor_neighbors()?;
+        Ok((
+            steps,
+            Some(MaintenanceInputs {
+                stats,
+                neighbors,
+                neighbor_dist,
+            }),
+        ))
     }
     /// Where the engine's setup went, where it uploads the points to a
     /// device and times it (the CUDA engine).

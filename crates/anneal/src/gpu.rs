@@ -58,7 +58,7 @@ use crate::{
     engine::{Engine, SetupParts},
     error::AnnealError,
     input::Problem,
-    vocab::{AnchorStats, Steps},
+    vocab::{AnchorStats, MaintenanceInputs, Steps},
 };
 use devices::Devices;
 pub use rank::JoinTimes;
@@ -246,6 +246,17 @@ impl Engine for GpuEngine {
     ) -> Result<Steps, AnnealError> {
         let mut combine = combine(self.collective.as_ref());
         self.devices.run_steps(&mut combine, etas, tol, previous)
+    }
+
+    fn run_steps_then_read(
+        &mut self,
+        etas: &[f32],
+        tol: f64,
+        previous: Option<f64>,
+    ) -> Result<(Steps, Option<MaintenanceInputs>), AnnealError> {
+        let mut combine = combine(self.collective.as_ref());
+        self.devices
+            .run_steps_then_read(&mut combine, etas, tol, previous)
     }
 
     fn stats(&mut self) -> Result<AnchorStats, AnnealError> {

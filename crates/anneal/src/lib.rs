@@ -120,7 +120,7 @@ pub use plan::join;
 pub use rng::Rng;
 pub use synthetic::{synthetic_points, synthetic_rows};
 pub use target::Target;
-pub use vocab::{converged, AnchorStats, Dtype, Output, Params, Points, Steps};
+pub use vocab::{converged, AnchorStats, Dtype, MaintenanceInputs, Output, Params, Points, Steps};
 
 /// The anneal's kernel declarations from `kernels/include/*.h`: one marker
 /// type per kernel, launched typed through gpu-core.

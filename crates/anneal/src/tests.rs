@@ -528,3 +528,110 @@ fn a_target_builds_the_engine_that_run_runs() {
         );
     }
 }
+
+/// The CPU engine, recording which run call the driver made for how many
+/// steps; with `no_inputs`, its `run_steps_then_read` returns none (an
+/// engine that could not read them), which the driver must then read.
+struct Recording {
+    inner: cpu::CpuEngine,
+    calls: Vec<(&'static str, usize)>,
+    no_inputs: bool,
+}
+
+impl Engine for Recording {
+    fn set_anchors(&mut self, anchors: &[f32], m: usize) -> Result<(), AnnealError> {
+        self.inner.set_anchors(anchors, m)
+    }
+    fn step(&mut self, eta: f32) -> Result<f64, AnnealError> {
+        self.inner.step(eta)
+    }
+    fn run_steps(
+        &mut self,
+        etas: &[f32],
+        tol: f64,
+        previous: Option<f64>,
+    ) -> Result<Steps, AnnealError> {
+        self.calls.push(("run_steps", etas.len()));
+        self.inner.run_steps(etas, tol, previous)
+    }
+    fn run_steps_then_read(
+        &mut self,
+        etas: &[f32],
+        tol: f64,
+        previous: Option<f64>,
+    ) -> Result<(Steps, Option<MaintenanceInputs>), AnnealError> {
+        self.calls.push(("run_steps_then_read", etas.len()));
+        let (steps, inputs) = self.inner.run_steps_then_read(etas, tol, previous)?;
+        Ok((steps, inputs.filter(|_| !self.no_inputs)))
+    }
+    fn stats(&mut self) -> Result<AnchorStats, AnnealError> {
+        self.calls.push(("stats", 0));
+        self.inner.stats()
+    }
+    fn anchors(&mut self) -> Result<Vec<f32>, AnnealError> {
+        self.inner.anchors()
+    }
+    fn anchor_neighbors(&mut self) -> Result<(Vec<u32>, Vec<f32>), AnnealError> {
+        self.inner.anchor_neighbors()
+    }
+    fn assignments(&mut self) -> Result<Vec<u32>, AnnealError> {
+        self.inner.assignments()
+    }
+}
+
+/// The driver reads a pass's inputs with the run before it
+/// (`run_steps_then_read`) exactly when a pass follows the run, reads them
+/// itself when the engine returned none, and runs the same either way as
+/// with plain runs and reads.
+#[test]
+fn the_driver_reads_a_passs_inputs_with_the_run_before_it() {
+    let (n, d, m) = (3000, 8, 24);
+    let points = synthetic_points(n, d, 12, 0.2, 3);
+    let params = Params {
+        seed: 3,
+        tol: 0.0,
+        max_iters: 10,
+        maintain_every: 4,
+        ..Params::default()
+    };
+    let problem = validate(Points::F32(&points), n, d, m, &params).unwrap();
+    let reference = run_with(
+        &mut cpu::CpuEngine::new(&problem),
+        &problem,
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    for no_inputs in [false, true] {
+        let mut engine = Recording {
+            inner: cpu::CpuEngine::new(&problem),
+            calls: Vec::new(),
+            no_inputs,
+        };
+        let out = run_with(&mut engine, &problem, &mut |_, _, _| {}).unwrap();
+        let runs: Vec<_> = engine
+            .calls
+            .iter()
+            .filter(|(c, _)| *c != "stats")
+            .copied()
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                ("run_steps_then_read", 4),
+                ("run_steps_then_read", 4),
+                ("run_steps", 2)
+            ],
+            "no_inputs {no_inputs}"
+        );
+        let reads = engine.calls.iter().filter(|(c, _)| *c == "stats").count();
+        assert_eq!(
+            reads,
+            if no_inputs { 2 } else { 0 },
+            "no_inputs {no_inputs}"
+        );
+        assert_eq!(out.assignments, reference.assignments);
+        assert_eq!(out.maintenance, reference.maintenance);
+        let bits = |o: &Output| o.history.iter().map(|e| e.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&out), bits(&reference));
+    }
+}

@@ -237,6 +237,19 @@ pub struct Steps {
     pub converged: bool,
 }
 
+/// What a maintenance pass reads from the engine: the last step's
+/// [`AnchorStats`] and each anchor's nearest other anchor
+/// ([`Engine::anchor_neighbors`](crate::Engine::anchor_neighbors)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MaintenanceInputs {
+    /// [`Engine::stats`](crate::Engine::stats).
+    pub stats: AnchorStats,
+    /// Each anchor's nearest other anchor (`u32::MAX` when there is none).
+    pub neighbors: Vec<u32>,
+    /// Their squared distances.
+    pub neighbor_dist: Vec<f32>,
+}
+
 /// The first `m × d` values of `anchors` (what [`Engine::set_anchors`]
 /// reads), or [`AnnealError::AnchorValues`] when there are fewer.
 pub(crate) fn anchor_values(anchors: &[f32], m: usize, d: usize) -> Result<&[f32], AnnealError> {

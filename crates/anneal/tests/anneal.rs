@@ -295,6 +295,58 @@ fn device_side_convergence_stops_where_the_host_test_does() {
     }
 }
 
+/// A run that a maintenance pass follows reads the pass's inputs with its
+/// results (`run_steps_then_read`: the statistics' copies and the neighbour
+/// search enqueued behind the iterations, one wait): they are the bits that
+/// `stats` and `anchor_neighbors` read after `run_steps`, over one run and
+/// over several runs of the device loop (more etas than a run takes); and
+/// a run that converges returns no inputs and the same energies.
+#[test]
+fn maintenance_reads_with_the_run_are_the_reads_after_it() {
+    use kiln_anneal::Engine as _;
+    let Some(gpu) = cuda_or_skip() else { return };
+    let (n, d, m) = (20_000, 96, 200);
+    let values = kiln_anneal::synthetic_points(n, d, m / 2, 0.25, 9);
+    let problem = kiln_anneal::validate(Points::F32(&values), n, d, m, &exact_params(9)).unwrap();
+    for (etas, tol) in [(5, 0.0), (70, 0.0), (6, 0.5)] {
+        let etas: Vec<f32> = (0..etas).map(|i| 1.0 / (2.0 + i as f32)).collect();
+        let what = format!("{} etas, tol {tol}", etas.len());
+        let mut with = kiln_anneal::gpu::GpuEngine::new(&gpu, &problem).unwrap();
+        let mut after = kiln_anneal::gpu::GpuEngine::new(&gpu, &problem).unwrap();
+        with.start(&problem).unwrap();
+        after.start(&problem).unwrap();
+        let (steps, inputs) = with.run_steps_then_read(&etas, tol, None).unwrap();
+        let plain = after.run_steps(&etas, tol, None).unwrap();
+        let bits = |e: &[f64]| e.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&steps.energies),
+            bits(&plain.energies),
+            "{what}: energies"
+        );
+        assert_eq!(steps.converged, plain.converged, "{what}");
+        if tol > 0.0 {
+            assert!(steps.converged, "{what}: the run should converge");
+            assert!(steps.energies.len() < etas.len(), "{what}: stopped early");
+            assert!(inputs.is_none(), "{what}: inputs of a converged run");
+            continue;
+        }
+        let inputs = inputs.unwrap_or_else(|| panic!("{what}: no inputs"));
+        let (neighbors, dist) = after.anchor_neighbors().unwrap();
+        assert_eq!(inputs.stats, after.stats().unwrap(), "{what}: stats");
+        assert_eq!(inputs.stats.counts.len(), m, "{what}: one count an anchor");
+        assert_eq!(inputs.neighbors, neighbors, "{what}: neighbours");
+        let dist_bits = |d: &[f32]| d.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(dist_bits(&inputs.neighbor_dist), dist_bits(&dist), "{what}");
+        // The engine goes on as before: its own reads agree, and it steps.
+        assert_eq!(inputs.stats, with.stats().unwrap(), "{what}: stats again");
+        with.step(0.5).unwrap();
+        println!(
+            "{what}: {} steps, the same statistics and neighbours",
+            steps.energies.len()
+        );
+    }
+}
+
 /// `values` as f16 bits.
 fn f16_bits(values: &[f32]) -> Vec<u16> {
     values

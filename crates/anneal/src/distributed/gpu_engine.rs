@@ -16,7 +16,7 @@ use crate::{
     engine::Engine,
     error::AnnealError,
     input::Problem,
-    vocab::{AnchorStats, Steps},
+    vocab::{AnchorStats, MaintenanceInputs, Steps},
 };
 
 use super::engine::own_initial_anchors;
@@ -162,6 +162,19 @@ impl Engine for GpuRankEngine {
     ) -> Result<Steps, AnnealError> {
         self.peer_gone("the iterations")?;
         let result = self.gpu.run_steps(etas, tol, previous);
+        self.peer_gone("the iterations")?;
+        result
+    }
+
+    /// As [`Engine::run_steps`], the pass's reads with it.
+    fn run_steps_then_read(
+        &mut self,
+        etas: &[f32],
+        tol: f64,
+        previous: Option<f64>,
+    ) -> Result<(Steps, Option<MaintenanceInputs>), AnnealError> {
+        self.peer_gone("the iterations")?;
+        let result = self.gpu.run_steps_then_read(etas, tol, previous);
         self.peer_gone("the iterations")?;
         result
     }

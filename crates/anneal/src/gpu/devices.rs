@@ -15,7 +15,7 @@ use super::RUN;
 use crate::{
     error::AnnealError,
     input::Problem,
-    vocab::{AnchorStats, Steps},
+    vocab::{AnchorStats, MaintenanceInputs, Steps},
 };
 
 /// Sums every shard's partial statistics of the first `m` anchors (of
@@ -177,13 +177,28 @@ impl Devices {
         tol: f64,
         previous: Option<f64>,
     ) -> Result<Steps, AnnealError> {
+        self.runs(combine, etas, tol, previous, false)
+    }
+
+    /// Runs of up to [`RUN`] iterations until one converges; `then_read`
+    /// goes to the last run's [`Devices::run_on_device`].
+    fn runs(
+        &mut self,
+        combine: &mut Combine<'_>,
+        etas: &[f32],
+        tol: f64,
+        previous: Option<f64>,
+        then_read: bool,
+    ) -> Result<Steps, AnnealError> {
         let mut all = Steps {
             energies: Vec::with_capacity(etas.len()),
             converged: false,
         };
         let mut previous = previous;
-        for run in etas.chunks(RUN) {
-            let steps = self.run_on_device(combine, run, tol, previous)?;
+        let count = etas.len().div_ceil(RUN);
+        for (i, run) in etas.chunks(RUN).enumerate() {
+            let last = then_read && i + 1 == count;
+            let steps = self.run_on_device(combine, run, tol, previous, last)?;
             all.energies.extend(&steps.energies);
             if steps.converged {
                 all.converged = true;
@@ -194,19 +209,53 @@ impl Devices {
         Ok(all)
     }
 
+    /// [`crate::Engine::run_steps_then_read`]: [`Devices::run_steps`],
+    /// with the statistics' copies and the neighbour search enqueued behind
+    /// the last run's iterations, so that the run's one wait covers them
+    /// and the host enqueues the search while the device still iterates.
+    pub(super) fn run_steps_then_read(
+        &mut self,
+        combine: &mut Combine<'_>,
+        etas: &[f32],
+        tol: f64,
+        previous: Option<f64>,
+    ) -> Result<(Steps, Option<MaintenanceInputs>), AnnealError> {
+        let all = self.runs(combine, etas, tol, previous, true)?;
+        if all.converged || etas.is_empty() {
+            // Converged (the reads, if the last run enqueued them, are not
+            // wanted), or no run enqueued them.
+            return Ok((all, None));
+        }
+        let m = self.m;
+        let stats = self.shards[0].take_stats(m as usize)?;
+        let (neighbors, neighbor_dist) = self.neighbors.take(m)?;
+        Ok((
+            all,
+            Some(MaintenanceInputs {
+                stats,
+                neighbors,
+                neighbor_dist,
+            }),
+        ))
+    }
+
     /// [`crate::Engine::step`]: one iteration, no convergence test.
     pub(super) fn step(&mut self, combine: &mut Combine<'_>, eta: f32) -> Result<f64, AnnealError> {
-        let steps = self.run_on_device(combine, &[eta], 0.0, None)?;
+        let steps = self.run_on_device(combine, &[eta], 0.0, None, false)?;
         Ok(steps.energies[0])
     }
 
-    /// Runs up to [`RUN`] iterations on the device and reads their energies.
+    /// Runs up to [`RUN`] iterations on the device and reads their
+    /// energies; with `then_read`, enqueues after them the copies of the
+    /// statistics ([`Shard::start_stats`]) and the neighbour search
+    /// ([`Neighbors::enqueue`]), which the same wait covers.
     fn run_on_device(
         &mut self,
         combine: &mut Combine<'_>,
         etas: &[f32],
         tol: f64,
         previous: Option<f64>,
+        then_read: bool,
     ) -> Result<Steps, AnnealError> {
         let control = AnnealControl {
             previous: previous.unwrap_or(0.0),
@@ -230,6 +279,11 @@ impl Devices {
             for shard in &mut self.shards {
                 shard.enqueue_update(m, d, eta, n_total, tol, slot as u32)?;
             }
+        }
+        if then_read {
+            self.shards[0].start_stats(m as usize)?;
+            self.neighbors
+                .enqueue(self.shards[0].anchor_views(), m, d)?;
         }
         self.shards[0].read_run()
     }

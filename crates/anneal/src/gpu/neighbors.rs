@@ -60,6 +60,23 @@ impl Neighbors {
         m: u32,
         d: u32,
     ) -> Result<(Vec<u32>, Vec<f32>), AnnealError> {
+        self.enqueue(on, m, d)?;
+        self.take(m)
+    }
+
+    /// What [`Neighbors::enqueue`] found for its `m` anchors, once it is done.
+    pub(super) fn take(&self, m: u32) -> Result<(Vec<u32>, Vec<f32>), AnnealError> {
+        self.back.take(m as usize, m as usize)
+    }
+
+    /// Enqueues [`Neighbors::search`] and the copies of its results on
+    /// `on`'s stream, and returns at once: [`Neighbors::take`] reads them.
+    pub(super) fn enqueue(
+        &mut self,
+        on: AnchorViews<'_>,
+        m: u32,
+        d: u32,
+    ) -> Result<(), AnnealError> {
         let md = m as usize * d as usize;
         let AnchorViews {
             stream,
@@ -109,6 +126,6 @@ impl Neighbors {
         }
         let m = m as usize;
         self.back
-            .read(stream, self.neighbors.slice(0..m)?, self.dist.slice(0..m)?)
+            .start(stream, self.neighbors.slice(0..m)?, self.dist.slice(0..m)?)
     }
 }

@@ -16,7 +16,7 @@ use super::shard::Shard;
 use crate::{
     error::AnnealError,
     input::Problem,
-    vocab::{AnchorStats, Steps},
+    vocab::{AnchorStats, MaintenanceInputs, Steps},
 };
 
 /// Rows per piece of [`GpuRank::gather_assignments`] (4 MiB): rank 0's
@@ -317,6 +317,24 @@ impl GpuRank {
     ) -> Result<Steps, AnnealError> {
         let ranks = &self.ranks;
         self.devices.run_steps(
+            &mut |shards, m, d| sum_partials(ranks, &mut shards[0], m, d),
+            etas,
+            tol,
+            previous,
+        )
+    }
+
+    /// [`crate::Engine::run_steps_then_read`]: [`GpuRank::run_steps`], with
+    /// the pass's reads enqueued behind the last run (every rank computes
+    /// the same statistics and neighbours from the same sums).
+    pub(crate) fn run_steps_then_read(
+        &mut self,
+        etas: &[f32],
+        tol: f64,
+        previous: Option<f64>,
+    ) -> Result<(Steps, Option<MaintenanceInputs>), AnnealError> {
+        let ranks = &self.ranks;
+        self.devices.run_steps_then_read(
             &mut |shards, m, d| sum_partials(ranks, &mut shards[0], m, d),
             etas,
             tol,

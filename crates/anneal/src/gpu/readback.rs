@@ -24,6 +24,34 @@ impl<A: GpuRepr, B: GpuRepr> ReadBack<A, B> {
         })
     }
 
+    /// Enqueues the copies of `a` and `b` (no longer than this was made
+    /// for: an error otherwise, nothing copied) on `stream` and returns
+    /// without waiting; [`ReadBack::take`] then waits for them and returns
+    /// their first `a.len()` and `b.len()` elements.
+    pub(super) fn start(
+        &mut self,
+        stream: &Stream,
+        a: DeviceView<'_, A>,
+        b: DeviceView<'_, B>,
+    ) -> Result<(), AnnealError> {
+        let (na, nb) = (a.len(), b.len());
+        let (to_a, to_b) = (self.a.slice_mut(..na)?, self.b.slice_mut(..nb)?);
+        // Joined to their own stream: the page-locked buffers wait for the
+        // copies when next read.
+        stream.copy_to_host_async(a, to_a)?.join(stream)?;
+        stream.copy_to_host_async(b, to_b)?.join(stream)?;
+        Ok(())
+    }
+
+    /// The first `na` and `nb` elements [`ReadBack::start`] copied, once
+    /// its copies are done.
+    pub(super) fn take(&self, na: usize, nb: usize) -> Result<(Vec<A>, Vec<B>), AnnealError> {
+        Ok((
+            self.a.as_slice()?[..na].to_vec(),
+            self.b.as_slice()?[..nb].to_vec(),
+        ))
+    }
+
     /// Copies `a` and `b` (no longer than this was made for: an error
     /// otherwise, nothing copied) on `stream`, waits once, and returns them.
     pub(super) fn read(

@@ -550,6 +550,22 @@ impl Shard {
         Ok(AnchorStats { counts, sumsq })
     }
 
+    /// Enqueues the copies of [`Shard::stats`] and returns at once:
+    /// [`Shard::take_stats`] waits for them.
+    pub(super) fn start_stats(&mut self, m: usize) -> Result<(), AnnealError> {
+        self.stats_back.start(
+            &self.stream,
+            self.members.slice(0..m)?,
+            self.sumsq.slice(0..m)?,
+        )
+    }
+
+    /// What [`Shard::start_stats`] copied (for the same `m`).
+    pub(super) fn take_stats(&self, m: usize) -> Result<AnchorStats, AnnealError> {
+        let (counts, sumsq) = self.stats_back.take(m, m)?;
+        Ok(AnchorStats { counts, sumsq })
+    }
+
     /// The first `md` anchor values.
     pub(super) fn anchors(&self, md: usize) -> Result<Vec<f32>, AnnealError> {
         Ok(self.stream.to_host(&self.anchors.slice(0..md)?)?)
