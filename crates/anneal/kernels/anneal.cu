@@ -379,6 +379,71 @@ extern "C" __global__ void __launch_bounds__(kReduceThreads)
     reduce_pieces(x, order, offsets, pieces, dist, m, d, control, piece_sums, piece_dist);
 }
 
+// Anchor j's member count and distance sum, its pieces first..last added in
+// order (by one thread).
+__device__ void combine_counts(uint32_t j, uint32_t first, uint32_t last,
+                               const uint32_t *__restrict__ offsets,
+                               const double *__restrict__ piece_dist, uint32_t *__restrict__ members,
+                               double *__restrict__ sumsq) {
+    members[j] = offsets[j + 1] - offsets[j];
+    double s = 0.0;
+    for (uint32_t b = first; b < last; ++b) s += piece_dist[b];
+    sumsq[j] = s;
+}
+
+// Column k of the anchor's member sum: its pieces first..last added in order.
+__device__ double combine_column(uint32_t first, uint32_t last,
+                                 const double *__restrict__ piece_sums, uint32_t d, uint32_t k) {
+    double acc = 0.0;
+    for (uint32_t b = first; b < last; ++b) acc += piece_sums[static_cast<size_t>(b) * d + k];
+    return acc;
+}
+
+// The anchor value c moved by eta towards its members' mean (sum / count,
+// count > 0: inv_count = 1 / count), as the CPU engine rounds: the mean in
+// f64, then f32 steps.
+__device__ float moved(float c, double sum, double inv_count, float eta) {
+    const float mean = static_cast<float>(sum * inv_count);
+    return __fadd_rn(c, __fmul_rn(eta, __fsub_rn(mean, c)));
+}
+
+// The sum of sumsq[0..m) in anneal_finish's order, in thread 0: kFinishThreads
+// virtual threads v, each adding j = v, v + kFinishThreads, ... in turn; each
+// virtual warp's butterfly; the warps' sums in warp order. A block of
+// kFinishThreads threads, or of any multiple of 32 that divides it, computes
+// the same bits (scratch: kFinishThreads / 32). Every thread calls it.
+__device__ double finish_total(const double *sumsq, uint32_t m, double *scratch) {
+    for (uint32_t v0 = 0; v0 < kFinishThreads; v0 += blockDim.x) {
+        const uint32_t v = v0 + threadIdx.x;
+        double s = 0.0;
+        for (uint32_t j = v; j < m; j += kFinishThreads) s += __ldcg(&sumsq[j]);
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(kFullMask, s, o);
+        if (v % 32 == 0) scratch[v / 32] = s;
+    }
+    __syncthreads();
+    double total = 0.0;
+    if (threadIdx.x == 0)
+        for (uint32_t w = 0; w < kFinishThreads / 32; ++w) total += scratch[w];
+    return total;
+}
+
+// anneal_finish's energy, test and count, by one thread, from the total.
+__device__ void finish_control(double total, uint64_t n, double tol, uint32_t slot,
+                               AnnealControl *control, double *history) {
+    const double energy = total / static_cast<double>(n);
+    history[slot] = energy;
+    const double previous = control->previous;
+    // The driver's test (crates/apps/src/anneal), operation for operation.
+    const bool converged =
+        control->has_previous != 0 &&
+        ((previous > 0.0 && fabs(previous - energy) / previous < tol) ||
+         (previous == 0.0 && energy == 0.0));
+    control->done = converged ? 1u : 0u;
+    control->previous = energy;
+    control->has_previous = 1u;
+    control->iterations += 1u;
+}
+
 extern "C" __global__ void __launch_bounds__(kReduceThreads)
     anneal_combine(const uint32_t *offsets, const uint32_t *pieces, const double *piece_sums,
                    const double *piece_dist, uint32_t m, uint32_t d, const AnnealControl *control,
@@ -387,19 +452,12 @@ extern "C" __global__ void __launch_bounds__(kReduceThreads)
     if (j >= m || control->done) return;  // whole block leaves
     const uint32_t first = pieces[j];
     const uint32_t last = pieces[j + 1];
-    if (threadIdx.x == 0 && blockIdx.y == 0) {
-        members[j] = offsets[j + 1] - offsets[j];
-        double s = 0.0;
-        for (uint32_t b = first; b < last; ++b) s += piece_dist[b];
-        sumsq[j] = s;
-    }
+    if (threadIdx.x == 0 && blockIdx.y == 0)
+        combine_counts(j, first, last, offsets, piece_dist, members, sumsq);
     // Columns split over grid.y, as anneal_reduce's.
     const uint32_t stride = gridDim.y * kReduceThreads;
-    for (uint32_t k = blockIdx.y * kReduceThreads + threadIdx.x; k < d; k += stride) {
-        double acc = 0.0;
-        for (uint32_t b = first; b < last; ++b) acc += piece_sums[static_cast<size_t>(b) * d + k];
-        partial[static_cast<size_t>(j) * d + k] = acc;
-    }
+    for (uint32_t k = blockIdx.y * kReduceThreads + threadIdx.x; k < d; k += stride)
+        partial[static_cast<size_t>(j) * d + k] = combine_column(first, last, piece_sums, d, k);
 }
 
 extern "C" __global__ void __launch_bounds__(kReduceThreads)
@@ -414,11 +472,7 @@ extern "C" __global__ void __launch_bounds__(kReduceThreads)
     for (uint32_t k = threadIdx.x; k < d; k += kReduceThreads) {
         const size_t at = static_cast<size_t>(j) * d + k;
         float c = anchors[at];
-        if (count > 0) {
-            // As the CPU engine rounds: the mean in f64, then f32 steps.
-            const float mean = static_cast<float>(partial[at] * inv_count);
-            c = __fadd_rn(c, __fmul_rn(eta, __fsub_rn(mean, c)));
-        }
+        if (count > 0) c = moved(c, partial[at], inv_count, eta);
         anchors[at] = c;
         norm = fmaf(c, c, norm);
     }
@@ -431,22 +485,57 @@ extern "C" __global__ void __launch_bounds__(kFinishThreads)
                   AnnealControl *control, double *history) {
     __shared__ double scratch[kFinishThreads / 32];
     if (control->done) return;  // the whole block reads the same flag
-    double s = 0.0;
-    for (uint32_t j = threadIdx.x; j < m; j += kFinishThreads) s += sumsq[j];
-    const double total = block_sum(s, scratch);
-    if (threadIdx.x != 0) return;
-    const double energy = total / static_cast<double>(n);
-    history[slot] = energy;
-    const double previous = control->previous;
-    // The driver's test (crates/apps/src/anneal), operation for operation.
-    const bool converged =
-        control->has_previous != 0 &&
-        ((previous > 0.0 && fabs(previous - energy) / previous < tol) ||
-         (previous == 0.0 && energy == 0.0));
-    control->done = converged ? 1u : 0u;
-    control->previous = energy;
-    control->has_previous = 1u;
-    control->iterations += 1u;
+    const double total = finish_total(sumsq, m, scratch);
+    if (threadIdx.x == 0) finish_control(total, n, tol, slot, control, history);
+}
+
+// anneal_combine, anneal_update and anneal_finish in one launch, for one
+// shard alone (nothing sums the partials between them) and d <= 128: block j
+// combines and moves anchor j (combine's and update's work on the same
+// columns, per thread, in the same order), and the block that arrives last
+// (an atomic count, `arrived`, which it zeroes again) runs the finish.
+extern "C" __global__ void __launch_bounds__(kReduceThreads)
+    anneal_combine_update(const uint32_t *offsets, const uint32_t *pieces,
+                          const double *piece_sums, const double *piece_dist, uint32_t m,
+                          uint32_t d, float eta, uint64_t n, double tol, uint32_t slot,
+                          AnnealControl *control, uint32_t *members, double *partial,
+                          double *sumsq, float *anchors, float *anchor_norms, double *history,
+                          uint32_t *arrived) {
+    __shared__ float scratch[kReduceThreads / 32];
+    __shared__ double totals[kFinishThreads / 32];
+    __shared__ bool last_block;
+    const uint32_t j = blockIdx.x;
+    // Every block reads done before any arrives, so before the last writes it.
+    if (j >= m || control->done) return;  // whole block leaves
+    const uint32_t first = pieces[j];
+    const uint32_t last = pieces[j + 1];
+    if (threadIdx.x == 0) combine_counts(j, first, last, offsets, piece_dist, members, sumsq);
+    const uint32_t count = offsets[j + 1] - offsets[j];
+    const double inv_count = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
+    float norm = 0.f;
+    for (uint32_t k = threadIdx.x; k < d; k += kReduceThreads) {
+        const size_t at = static_cast<size_t>(j) * d + k;
+        const double sum = combine_column(first, last, piece_sums, d, k);
+        partial[at] = sum;
+        float c = anchors[at];
+        if (count > 0) c = moved(c, sum, inv_count, eta);
+        anchors[at] = c;
+        norm = fmaf(c, c, norm);
+    }
+    const float total = block_sum(norm, scratch);
+    if (threadIdx.x == 0) {
+        anchor_norms[j] = total;
+        __threadfence();  // sumsq[j] before the count
+        last_block = atomicAdd(arrived, 1u) == gridDim.x - 1u;
+    }
+    __syncthreads();
+    if (!last_block) return;
+    __threadfence();  // every block's sumsq after its count
+    const double energy_sum = finish_total(sumsq, m, totals);
+    if (threadIdx.x == 0) {
+        finish_control(energy_sum, n, tol, slot, control, history);
+        *arrived = 0u;
+    }
 }
 
 // Maintenance on the device: the new anchors from the old by the host's plan

@@ -564,3 +564,46 @@ KILN_KERNEL(anneal_assign_list_finish, const AnnealControl *control, const uint3
     assign_list_finish(list, list_count, reinterpret_cast<unsigned long long *>(best), m,
                        flags, assign_out, dist, counts);
 }
+
+// Each anchor's nearest other anchor by the exact distance, on CUDA cores:
+// block i takes anchor i, its warps every KILN_ANNEAL_NEIGHBORS_THREADS / 32
+// -th batch of kNearBatch anchors (exact_dots, F's pinned order), and the
+// least (F, index) pair packed as the list kernel packs it, whose minimum is
+// the same whichever warp meets which anchor.
+constexpr int kNearBatch = 8;
+constexpr uint32_t kNearWarps = KILN_ANNEAL_NEIGHBORS_THREADS / 32;
+
+extern "C" __global__ void __launch_bounds__(KILN_ANNEAL_NEIGHBORS_THREADS)
+    anneal_neighbors_exact(const float *anchors, const float *norms, uint32_t m, uint32_t d,
+                           uint32_t *neighbors, float *dist) {
+    __shared__ unsigned long long warp_best[kNearWarps];
+    const uint32_t i = blockIdx.x;
+    if (i >= m) return;  // whole block leaves
+    const uint32_t lane = threadIdx.x % 32;
+    const uint32_t warp = threadIdx.x / 32;
+    const float *row = anchors + static_cast<size_t>(i) * d;
+    const float xn = norms[i];
+    unsigned long long best = ~0ull;  // none eligible yet
+    for (uint32_t j0 = warp * kNearBatch; j0 < m; j0 += kNearWarps * kNearBatch) {
+        uint32_t js[kNearBatch];
+#pragma unroll
+        for (int b = 0; b < kNearBatch; ++b) js[b] = min(j0 + b, m - 1);
+        float dot[kNearBatch];
+        exact_dots<kNearBatch>(row, anchors, js, d, lane, dot);
+#pragma unroll
+        for (int b = 0; b < kNearBatch; ++b) {
+            const uint32_t j = j0 + b;
+            if (j >= m || j == i) continue;
+            const float f = exact_dist(xn, norms[j], dot[b]) + 0.f;  // -0 -> +0
+            best = min(best, (static_cast<unsigned long long>(__float_as_uint(f)) << 32) | j);
+        }
+    }
+    if (lane == 0) warp_best[warp] = best;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (uint32_t w = 0; w < kNearWarps; ++w) best = min(best, warp_best[w]);
+        const bool none = best == ~0ull;
+        neighbors[i] = none ? kNone : static_cast<uint32_t>(best & 0xffffffffu);
+        dist[i] = none ? kInf : __uint_as_float(static_cast<uint32_t>(best >> 32));
+    }
+}

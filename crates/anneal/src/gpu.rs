@@ -43,6 +43,7 @@ use gpu_core::{Backend, BackendKind, Collective, LaunchConfig, Stream};
 mod assign;
 mod chunks;
 mod devices;
+mod fuse;
 mod neighbors;
 mod rank;
 mod readback;
@@ -52,6 +53,8 @@ mod upload;
 
 pub use chunks::chunk_device_bytes;
 pub(crate) use chunks::{ChunkAssigner, Staged};
+pub use fuse::{Fuse, FUSED_MAX_D, FUSE_ENV};
+pub use neighbors::EXACT_MAX_WORK as NEIGHBORS_EXACT_MAX_WORK;
 pub use sort::{MembersBy, MEMBERS_ENV, SCAN_MAX_WORK};
 
 use crate::{
@@ -138,7 +141,7 @@ impl GpuEngine {
             None
         };
         Ok(Self {
-            devices: Devices::new(&backends[0], problem, shards, true)?,
+            devices: Devices::new(&backends[0], problem, shards, true, k == 1)?,
             setup,
             collective,
         })

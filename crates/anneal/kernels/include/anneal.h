@@ -118,6 +118,19 @@ KILN_KERNEL(anneal_update, const double *partial, const uint32_t *members, uint3
 KILN_KERNEL(anneal_finish, const double *sumsq, uint32_t m, uint64_t n, double tol, uint32_t slot,
             AnnealControl *control, double *history);
 
+/* anneal_combine, anneal_update and anneal_finish in one launch, for a
+ * shard alone (no sum over shards between the first two) and d <= 128:
+ * block j < m does combine's and update's work on anchor j (the same
+ * outputs, members, partial and sumsq included), and the last block to be
+ * done (*arrived counts them; it zeroes it again, so *arrived is 0 before
+ * and after every launch) runs finish on every block's sumsq. The same bits
+ * as the three. Grid: m >= 1 blocks of 128 threads. */
+KILN_KERNEL(anneal_combine_update, const uint32_t *offsets, const uint32_t *pieces,
+            const double *piece_sums, const double *piece_dist, uint32_t m, uint32_t d,
+            float eta, uint64_t n, double tol, uint32_t slot, AnnealControl *control,
+            uint32_t *members, double *partial, double *sumsq, float *anchors,
+            float *anchor_norms, double *history, uint32_t *arrived);
+
 /* One row of the anchors after a maintenance pass (crates/anneal's
  * maintenance::Plan), from the anchors before it (`old`, rows of d): */
 typedef struct AnnealRowOp {

@@ -136,4 +136,14 @@ KILN_KERNEL(anneal_assign_list_finish, const AnnealControl *control, const uint3
             const uint32_t *list_count, uint64_t *best, uint32_t m, uint32_t flags,
             uint32_t *assign, float *dist, uint32_t *counts);
 
+/* Each of the m anchors' nearest other anchor by F, on CUDA cores (no f16
+ * copies): neighbors[i] = argmin over j != i of F(i, j) (anchors as both
+ * points and anchors, norms as both norms), ties to the lowest index, dist[i]
+ * that F; (u32 max, +inf) when m == 1. The outputs of anneal_assign_tc_*
+ * then anneal_assign_list_* with EXCLUDE_SELF on the same inputs, bit for
+ * bit. Grid: m blocks of KILN_ANNEAL_NEIGHBORS_THREADS threads. */
+#define KILN_ANNEAL_NEIGHBORS_THREADS 256u
+KILN_KERNEL(anneal_neighbors_exact, const float *anchors, const float *norms, uint32_t m,
+            uint32_t d, uint32_t *neighbors, float *dist);
+
 #endif

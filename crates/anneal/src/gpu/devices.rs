@@ -36,6 +36,9 @@ pub(super) struct Devices {
     max_anchors: usize,
     /// [`super::super::assign_tc::STATS_ENV`] is `1`.
     stats: bool,
+    /// One shard in the whole run: nothing sums the shards' partials
+    /// between the statistics and the update ([`Shard::fuses`]).
+    alone: bool,
     /// The host buffer the assignments are read into at the end, allocated
     /// and written once in the setup so that the end of the run does not
     /// fault its pages in: all the points' (one process, or rank 0 of
@@ -50,17 +53,20 @@ pub(super) struct Devices {
 
 impl Devices {
     /// Around `shards` (at least one; the first on `first`'s device);
-    /// `root`: this process gathers every point's assignment.
+    /// `root`: this process gathers every point's assignment; `alone`:
+    /// these shards are one shard, the run's only one.
     pub(super) fn new(
         first: &Backend,
         problem: &Problem<'_>,
         shards: Vec<Shard>,
         root: bool,
+        alone: bool,
     ) -> Result<Self, AnnealError> {
         let (n, d, max_anchors) = (problem.n(), problem.d(), problem.max_anchors());
         let Some(shard) = shards.first() else {
             return Err(AnnealError::internal("a GPU engine without a shard"));
         };
+        let alone = alone && shards.len() == 1;
         Ok(Self {
             neighbors: Neighbors::new(
                 first,
@@ -75,6 +81,7 @@ impl Devices {
             m: 0,
             max_anchors,
             stats: std::env::var(super::super::assign_tc::STATS_ENV).is_ok_and(|v| v.trim() == "1"),
+            alone,
             // Written, not only allocated (zeroed pages are mapped lazily).
             output: if root { vec![u32::MAX; n] } else { Vec::new() },
             anchors_out: if root {
@@ -268,16 +275,17 @@ impl Devices {
             shard.start_run(control)?;
         }
         let (m, d, n_total) = (self.m, self.d, self.n as u64);
+        let fused = self.shards[0].fuses(self.alone, m, d);
         for (slot, &eta) in etas.iter().enumerate() {
             for shard in &mut self.shards {
-                shard.enqueue_partials(m, d)?;
+                shard.enqueue_partials(m, d, fused)?;
                 if self.stats {
                     shard.print_unresolved()?;
                 }
             }
             combine(&mut self.shards, m as usize, d as usize)?;
             for shard in &mut self.shards {
-                shard.enqueue_update(m, d, eta, n_total, tol, slot as u32)?;
+                shard.enqueue_update(m, d, eta, n_total, tol, slot as u32, fused)?;
             }
         }
         if then_read {

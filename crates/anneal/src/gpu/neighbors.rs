@@ -1,11 +1,15 @@
 //! The search among the anchors for each one's nearest other anchor
 //! ([`Neighbors`]), which maintenance reads: the points' assignment kernel
 //! with the anchors as its points and `EXCLUDE_SELF`, on tensor cores when
-//! the points' assignment runs there, on the first shard's device.
+//! the points' assignment runs there, on the first shard's device. Few
+//! anchors ([`EXACT_MAX_WORK`]) take `anneal_neighbors_exact` instead, the
+//! same bits in one launch.
 
-use crate::bindings::kernels::anneal_assign_f32;
-use crate::bindings::types::{AnnealControl, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF};
-use gpu_core::{Backend, DeviceBuffer, Kernel, Stream};
+use crate::bindings::kernels::{anneal_assign_f32, anneal_neighbors_exact};
+use crate::bindings::types::{
+    AnnealControl, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF, KILN_ANNEAL_NEIGHBORS_THREADS,
+};
+use gpu_core::{Backend, DeviceBuffer, Kernel, LaunchConfig, Stream};
 
 use super::super::assign_tc::{TcAssign, TcJob};
 use super::assign_config;
@@ -13,11 +17,22 @@ use super::readback::ReadBack;
 use super::shard::AnchorViews;
 use crate::error::AnnealError;
 
+/// The most `m * m * d` (exact distances' products) for which the search
+/// on the tensor-core path runs `anneal_neighbors_exact`: one launch of
+/// exact distances on CUDA cores instead of the dozen launches of the f16
+/// copies, bounds and lists (the same outputs, bit for bit: both are the
+/// least exact distance, lowest index on ties). At 256 anchors of 128 the
+/// dozen launches held the GPU about 80 us a maintenance pass (H200,
+/// BENCHMARKS.md, 2026-11-30).
+pub const EXACT_MAX_WORK: u64 = 1 << 26;
+
 /// The buffers and kernels of the search, allocated once for the run.
 #[derive(Debug)]
 pub(super) struct Neighbors {
     /// The SIMT kernel (used when `tc` is `None`).
     assign: Kernel<anneal_assign_f32>,
+    /// The exact search for few anchors, where `tc` is `Some`.
+    exact: Kernel<anneal_neighbors_exact>,
     /// The same search on tensor cores: the anchors are its points.
     tc: Option<TcAssign>,
     neighbors: DeviceBuffer<u32>,
@@ -40,6 +55,7 @@ impl Neighbors {
     ) -> Result<Self, AnnealError> {
         Ok(Self {
             assign: backend.kernel()?,
+            exact: backend.kernel()?,
             tc: if tensor_cores {
                 TcAssign::new(backend, stream, max_anchors, d, max_anchors)?
             } else {
@@ -84,7 +100,25 @@ impl Neighbors {
             norms,
             mut counts,
         } = on;
-        if let Some(tc) = &mut self.tc {
+        let work = u64::from(m) * u64::from(m) * u64::from(d);
+        if self.tc.is_some() && work <= EXACT_MAX_WORK {
+            stream.launch(
+                &self.exact,
+                LaunchConfig {
+                    grid: (m.max(1), 1, 1),
+                    block: (KILN_ANNEAL_NEIGHBORS_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                },
+                (
+                    anchors.slice(0..md)?,
+                    norms.slice(0..m as usize)?,
+                    m,
+                    d,
+                    self.neighbors.view_mut(),
+                    self.dist.view_mut(),
+                ),
+            )?;
+        } else if let Some(tc) = &mut self.tc {
             let anchors = anchors.slice(0..md)?;
             tc.prepare_points(stream, anchors.clone(), norms.slice(0..m as usize)?, m, d)?;
             tc.launch(

@@ -140,7 +140,9 @@ impl Uploaded {
         };
         shard.stream().synchronize()?;
         let rank = GpuRank {
-            devices: Devices::new(&backend, problem, vec![shard], rank == 0)?,
+            // The ranks' partials are summed between the statistics and
+            // the update: never alone.
+            devices: Devices::new(&backend, problem, vec![shard], rank == 0, false)?,
             ranks,
             gather,
             count,

@@ -7,8 +7,8 @@ use std::ops::Range;
 use std::time::Instant;
 
 use crate::bindings::kernels::{
-    anneal_combine, anneal_finish, anneal_iota, anneal_members, anneal_norms_f32, anneal_scan,
-    anneal_update,
+    anneal_combine, anneal_combine_update, anneal_finish, anneal_iota, anneal_members,
+    anneal_norms_f32, anneal_scan, anneal_update,
 };
 use crate::bindings::types::{
     AnnealControl, KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_MEMBERS_THREADS,
@@ -20,6 +20,7 @@ use gpu_core::{
 
 use super::super::assign_tc::TcAssign;
 use super::assign::{enqueue_assign, AssignArgs, AssignPoints};
+use super::fuse::{Fuse, FUSE_ENV};
 use super::readback::ReadBack;
 use super::sort::{sort_pairs_u32, sort_scratch_bytes, MembersBy, SortOut, MEMBERS_ENV};
 use super::{norms_config, RUN};
@@ -31,6 +32,7 @@ use crate::{
 
 mod moves;
 mod points;
+mod update;
 
 use points::{upload_points, ShardPoints};
 
@@ -46,6 +48,11 @@ pub(super) struct Shard {
     combine: Kernel<anneal_combine>,
     update: Kernel<anneal_update>,
     finish: Kernel<anneal_finish>,
+    /// The three above in one launch, where [`Fuse`] says, and the count
+    /// of its blocks that are done (zeroed by the last).
+    combine_update: Kernel<anneal_combine_update>,
+    fuse: Fuse,
+    arrived: DeviceBuffer<u32>,
     /// Rows of this shard.
     n: u32,
     point_norms: DeviceBuffer<f32>,
@@ -103,13 +110,6 @@ fn per_anchor(m: u32) -> LaunchConfig {
     }
 }
 
-/// `anneal_finish`: one block of 256 threads.
-const FINISH: LaunchConfig = LaunchConfig {
-    grid: (1, 1, 1),
-    block: (256, 1, 1),
-    shared_mem_bytes: 0,
-};
-
 impl Shard {
     /// `pieces`: this shard's rows, as flat slices of one element type
     /// (several when its rows span input files), uploaded in order.
@@ -159,6 +159,8 @@ impl Shard {
             let scratch = stream.alloc_zeros_local(scratch_bytes.max(1))?;
             let moves = moves::Moves::new(backend, &stream, max_anchors, d)?;
             let members_by = MembersBy::from_env(std::env::var(MEMBERS_ENV).ok().as_deref())?;
+            let fuse = Fuse::from_env(std::env::var(FUSE_ENV).ok().as_deref())?;
+            let arrived = stream.alloc_zeros_local(1)?;
             let run_back = ReadBack::new(&stream, 1, RUN)?;
             let stats_back = ReadBack::new(&stream, max_anchors, max_anchors)?;
             let (points, upload) = upload
@@ -198,6 +200,9 @@ impl Shard {
                 combine: backend.kernel()?,
                 update: backend.kernel()?,
                 finish: backend.kernel()?,
+                combine_update: backend.kernel()?,
+                fuse,
+                arrived,
                 n: n32,
                 point_norms,
                 anchors,
@@ -269,9 +274,15 @@ impl Shard {
         Ok(())
     }
 
-    /// Enqueues assign, scan, sort, the partial statistics and the
-    /// energy sum of one iteration.
-    pub(super) fn enqueue_partials(&mut self, m: u32, d: u32) -> Result<(), AnnealError> {
+    /// Enqueues assign, scan, sort, the partial statistics and (unless
+    /// `fused`: [`Shard::enqueue_update`] does) their combination by anchor
+    /// of one iteration.
+    pub(super) fn enqueue_partials(
+        &mut self,
+        m: u32,
+        d: u32,
+        fused: bool,
+    ) -> Result<(), AnnealError> {
         let n = self.n;
         let md = m as usize * d as usize;
         let s = &self.stream;
@@ -373,6 +384,9 @@ impl Shard {
                 s.launch(reduce, pieces, reduce_args!(points))?
             }
         }
+        if fused {
+            return Ok(());
+        }
         s.launch(
             &self.combine,
             LaunchConfig {
@@ -406,48 +420,6 @@ impl Shard {
                 100.0 * f64::from(count) / f64::from(self.n.max(1))
             );
         }
-        Ok(())
-    }
-
-    /// Enqueues the update and the finish of one iteration (history `slot`).
-    pub(super) fn enqueue_update(
-        &mut self,
-        m: u32,
-        d: u32,
-        eta: f32,
-        n_total: u64,
-        tol: f64,
-        slot: u32,
-    ) -> Result<(), AnnealError> {
-        let md = m as usize * d as usize;
-        let s = &self.stream;
-        s.launch(
-            &self.update,
-            per_anchor(m),
-            (
-                self.partial.slice(0..md)?,
-                self.members.view(),
-                m,
-                d,
-                eta,
-                self.control.view(),
-                self.anchors.slice_mut(0..md)?,
-                self.anchor_norms.view_mut(),
-            ),
-        )?;
-        s.launch(
-            &self.finish,
-            FINISH,
-            (
-                self.sumsq.view(),
-                m,
-                n_total,
-                tol,
-                slot,
-                self.control.view_mut(),
-                self.history.view_mut(),
-            ),
-        )?;
         Ok(())
     }
 
