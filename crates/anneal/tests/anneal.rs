@@ -417,10 +417,10 @@ fn assert_same_run(a: &kiln_anneal::Output, b: &kiln_anneal::Output, what: &str)
 }
 
 /// `anneal_combine_update` (combine, update and finish in one launch, on one
-/// GPU for d <= 128) gives the three launches' bits: over maintenance,
-/// anchors of more than one piece, f16 points, and a run that converges
-/// (the fused finish stops it where the separate one does); and d = 129,
-/// which never fuses, as a check of the setting.
+/// GPU for d <= 128) gives the three launches' bits: over maintenance that
+/// moves anchors, anchors of more than one piece, f16 points, and a run
+/// that converges (the fused finish stops it where the separate one does);
+/// and d = 129, which never fuses, as a check of the setting.
 #[test]
 fn one_launch_for_combine_update_and_finish_gives_the_same_bits() {
     use kiln_anneal::gpu::{Fuse, FUSE_ENV};
@@ -448,9 +448,9 @@ fn one_launch_for_combine_update_and_finish_gives_the_same_bits() {
         };
         let (three, one) = (run("off"), run("auto"));
         let what = format!("{n}x{d}x{m} f16={f16} tol={tol}");
-        if tol == 0.0 {
+        if n >= 20_000 && tol == 0.0 {
             assert!(!three.maintenance.is_empty(), "{what}: no maintenance ran");
-        } else {
+        } else if tol > 0.0 {
             assert!(
                 three.iterations < params.max_iters,
                 "{what}: ran to the end"
