@@ -189,27 +189,20 @@ __device__ V block_sum(V value, V *scratch) {
     return total;
 }
 
-// The anchor whose pieces hold piece b: the j with pieces[j] <= b < pieces[j + 1].
-__device__ uint32_t piece_owner(const uint32_t *__restrict__ pieces, uint32_t m, uint32_t b) {
-    uint32_t lo = 0, hi = m;  // pieces[lo] <= b < pieces[hi]
-    while (hi - lo > 1) {
-        const uint32_t mid = (lo + hi) / 2;
-        if (pieces[mid] <= b) lo = mid; else hi = mid;
-    }
-    return lo;
-}
-
 template <typename T>
 __device__ void reduce_pieces(const T *__restrict__ x, const uint32_t *__restrict__ order,
                               const uint32_t *__restrict__ offsets,
-                              const uint32_t *__restrict__ pieces, const float *__restrict__ dist,
+                              const uint32_t *__restrict__ pieces,
+                              const uint32_t *__restrict__ owners, const float *__restrict__ dist,
                               uint32_t m, uint32_t d, const AnnealControl *__restrict__ control,
                               double *__restrict__ piece_sums, double *__restrict__ piece_dist) {
     __shared__ double scratch[kReduceThreads / 32];
     __shared__ uint32_t rows[kPiece];  // the piece's members, in order
     const uint32_t b = blockIdx.x;
     if (m == 0 || control->done || b >= pieces[m]) return;  // whole block leaves
-    const uint32_t j = piece_owner(pieces, m, b);
+    // The scan's table, where a search of pieces took 8 dependent loads at
+    // m = 256 on the critical path of small problems.
+    const uint32_t j = owners[b];
     const uint32_t begin = offsets[j] + (b - pieces[j]) * kPiece;
     const uint32_t count = min(begin + kPiece, offsets[j + 1]) - begin;
     // The member indices once, coalesced: the column loop below then has
@@ -234,17 +227,26 @@ __device__ void reduce_pieces(const T *__restrict__ x, const uint32_t *__restric
     // left count % 8 members to a loop of one load each, a round trip to
     // memory apiece: at 10K x 128 x 256, 39 members an anchor, 4 rounds of
     // 8 and 7 of 1.)
+    // The next batch's loads are issued before this batch's adds wait.
     const uint32_t stride = gridDim.y * kReduceThreads;
     for (uint32_t k = blockIdx.y * kReduceThreads + threadIdx.x; k < d; k += stride) {
-        double acc = 0.0;
-        for (uint32_t i0 = 0; i0 < count; i0 += kReduceBatch) {
-            float v[kReduceBatch];
+        // Past count: the last member again (loaded, not added).
+        auto batch = [&](uint32_t i0, float (&v)[kReduceBatch]) {
 #pragma unroll
-            for (uint32_t u = 0; u < kReduceBatch; ++u)  // past count: the last member again
+            for (uint32_t u = 0; u < kReduceBatch; ++u)
                 v[u] = load(x, static_cast<size_t>(rows[min(i0 + u, count - 1)]) * d + k);
+        };
+        double acc = 0.0;
+        float v[kReduceBatch];
+        if (count > 0) batch(0, v);
+        for (uint32_t i0 = 0; i0 < count; i0 += kReduceBatch) {
+            float next[kReduceBatch];
+            if (i0 + kReduceBatch < count) batch(i0 + kReduceBatch, next);
 #pragma unroll
             for (uint32_t u = 0; u < kReduceBatch; ++u)
                 if (i0 + u < count) acc += static_cast<double>(v[u]);
+#pragma unroll
+            for (uint32_t u = 0; u < kReduceBatch; ++u) v[u] = next[u];
         }
         piece_sums[static_cast<size_t>(b) * d + k] = acc;
     }
@@ -277,7 +279,7 @@ extern "C" __global__ void __launch_bounds__(kAssignThreads)
 }
 
 KILN_KERNEL(anneal_scan, const AnnealControl *control, uint32_t *counts, uint32_t m,
-            uint32_t *offsets, uint32_t *pieces) {
+            uint32_t *offsets, uint32_t *pieces, uint32_t *owners) {
     if (control->done) return;
     // One 64-bit scan of (pieces << 32 | count): both totals fit 32 bits
     // (counts add to n, pieces to at most n / kPiece + m), so the low half
@@ -305,7 +307,9 @@ KILN_KERNEL(anneal_scan, const AnnealControl *control, uint32_t *counts, uint32_
         const uint64_t exclusive = carry + (warp > 0 ? warp_sums[warp - 1] : 0u) + s - v;
         if (i < m) {
             offsets[i] = static_cast<uint32_t>(exclusive);
-            pieces[i] = static_cast<uint32_t>(exclusive >> 32);
+            const uint32_t first = static_cast<uint32_t>(exclusive >> 32);
+            pieces[i] = first;
+            for (uint32_t b = first; b < first + static_cast<uint32_t>(v >> 32); ++b) owners[b] = i;
             counts[i] = 0;
         }
         __syncthreads();
@@ -367,16 +371,18 @@ KILN_KERNEL(anneal_iota, uint32_t n, uint32_t *out) {
 
 extern "C" __global__ void __launch_bounds__(kReduceThreads)
     anneal_reduce_f32(const float *x, const uint32_t *order, const uint32_t *offsets,
-                      const uint32_t *pieces, const float *dist, uint32_t m, uint32_t d,
-                      const AnnealControl *control, double *piece_sums, double *piece_dist) {
-    reduce_pieces(x, order, offsets, pieces, dist, m, d, control, piece_sums, piece_dist);
+                      const uint32_t *pieces, const uint32_t *owners, const float *dist,
+                      uint32_t m, uint32_t d, const AnnealControl *control, double *piece_sums,
+                      double *piece_dist) {
+    reduce_pieces(x, order, offsets, pieces, owners, dist, m, d, control, piece_sums, piece_dist);
 }
 
 extern "C" __global__ void __launch_bounds__(kReduceThreads)
     anneal_reduce_f16(const uint16_t *x, const uint32_t *order, const uint32_t *offsets,
-                      const uint32_t *pieces, const float *dist, uint32_t m, uint32_t d,
-                      const AnnealControl *control, double *piece_sums, double *piece_dist) {
-    reduce_pieces(x, order, offsets, pieces, dist, m, d, control, piece_sums, piece_dist);
+                      const uint32_t *pieces, const uint32_t *owners, const float *dist,
+                      uint32_t m, uint32_t d, const AnnealControl *control, double *piece_sums,
+                      double *piece_dist) {
+    reduce_pieces(x, order, offsets, pieces, owners, dist, m, d, control, piece_sums, piece_dist);
 }
 
 // Anchor j's member count and distance sum, its pieces first..last added in

@@ -61,10 +61,12 @@ KILN_KERNEL(anneal_assign_f16, const uint16_t *x, const float *x_norms, uint32_t
             const AnnealControl *control, uint32_t *assign, float *dist, uint32_t *counts);
 
 /* offsets[j] = sum of counts[0..j) and pieces[j] = sum of
- * ceil(counts[i] / KILN_ANNEAL_PIECE) over i < j, for j <= m; counts[j] = 0.
- * One block of 1024 threads. */
+ * ceil(counts[i] / KILN_ANNEAL_PIECE) over i < j, for j <= m; owners[b] = j
+ * for each piece pieces[j] <= b < pieces[j + 1] of anchor j < m (room for
+ * ceil(n / KILN_ANNEAL_PIECE) + m); counts[j] = 0. One block of 1024
+ * threads. */
 KILN_KERNEL(anneal_scan, const AnnealControl *control, uint32_t *counts, uint32_t m,
-            uint32_t *offsets, uint32_t *pieces);
+            uint32_t *offsets, uint32_t *pieces, uint32_t *owners);
 
 /* out[i] = i for i < n (the values the sort carries). */
 KILN_KERNEL(anneal_iota, uint32_t n, uint32_t *out);
@@ -80,8 +82,8 @@ KILN_KERNEL(anneal_members, const uint32_t *assign, uint32_t n, const uint32_t *
             uint32_t m, const AnnealControl *control, uint32_t *order);
 
 /* Piece b < pieces[m] is members order[offsets[j] + q * KILN_ANNEAL_PIECE ..]
- * (at most KILN_ANNEAL_PIECE of them, within anchor j's) with j the anchor
- * whose pieces[j] <= b < pieces[j + 1] and q = b - pieces[j]:
+ * (at most KILN_ANNEAL_PIECE of them, within anchor j's) with j = owners[b],
+ * the anchor whose pieces[j] <= b < pieces[j + 1], and q = b - pieces[j]:
  * piece_sums[b*d .. b*d+d) = the sum of their points, piece_dist[b] = the
  * sum of their distances, both in f64, members in order. Block: 128 threads;
  * grid.x: at least pieces[m] (ceil(n / KILN_ANNEAL_PIECE) + m always is), the
@@ -89,10 +91,10 @@ KILN_KERNEL(anneal_members, const uint32_t *assign, uint32_t n, const uint32_t *
  * 128 + i (i < 128), then every gridDim.y * 128 on (ceil(d / 128) keeps
  * enough loads in flight where the pieces are few and d is wide). */
 KILN_KERNEL(anneal_reduce_f32, const float *x, const uint32_t *order, const uint32_t *offsets,
-            const uint32_t *pieces, const float *dist, uint32_t m, uint32_t d,
+            const uint32_t *pieces, const uint32_t *owners, const float *dist, uint32_t m, uint32_t d,
             const AnnealControl *control, double *piece_sums, double *piece_dist);
 KILN_KERNEL(anneal_reduce_f16, const uint16_t *x, const uint32_t *order, const uint32_t *offsets,
-            const uint32_t *pieces, const float *dist, uint32_t m, uint32_t d,
+            const uint32_t *pieces, const uint32_t *owners, const float *dist, uint32_t m, uint32_t d,
             const AnnealControl *control, double *piece_sums, double *piece_dist);
 
 /* The partial statistics of a shard, which all-reduces combine: one block

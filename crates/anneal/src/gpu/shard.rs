@@ -62,8 +62,10 @@ pub(super) struct Shard {
     dist: DeviceBuffer<f32>,
     counts: DeviceBuffer<u32>,
     offsets: DeviceBuffer<u32>,
-    /// First piece of each anchor's members (anneal.h).
+    /// First piece of each anchor's members, and each piece's anchor
+    /// (anneal.h).
     pieces: DeviceBuffer<u32>,
+    owners: DeviceBuffer<u32>,
     /// Per piece: the sum of its points (`d` each) and of its distances.
     piece_sums: DeviceBuffer<f64>,
     piece_dist: DeviceBuffer<f64>,
@@ -149,6 +151,7 @@ impl Shard {
             let first_pieces = stream.alloc_zeros_local(max_anchors + 1)?;
             let piece_sums = stream.alloc_zeros_local(max_pieces * d)?;
             let piece_dist = stream.alloc_zeros_local(max_pieces)?;
+            let owners = stream.alloc_zeros_local(max_pieces)?;
             let sorted = stream.alloc_zeros_local(n)?;
             let order = stream.alloc_zeros_local(n)?;
             let members = stream.alloc_zeros_local(max_anchors)?;
@@ -212,6 +215,7 @@ impl Shard {
                 counts,
                 offsets,
                 pieces: first_pieces,
+                owners,
                 piece_sums,
                 piece_dist,
                 iota,
@@ -318,6 +322,7 @@ impl Shard {
                 m,
                 self.offsets.view_mut(),
                 self.pieces.view_mut(),
+                self.owners.view_mut(),
             ),
         )?;
         if self.members_by.scans(n, m) {
@@ -359,6 +364,7 @@ impl Shard {
                     self.order.view(),
                     self.offsets.view(),
                     self.pieces.view(),
+                    self.owners.view(),
                     self.dist.view(),
                     m,
                     d,
