@@ -379,19 +379,15 @@ pub fn pick_tile(tile: Tile, n: u32, d: u32, sms: u32) -> Tile {
 /// [`TILE_ENV`]'s value as a [`Tile`] (unset, empty or `auto`:
 /// [`Tile::Auto`]); anything else is an error naming the values it takes.
 pub fn tile_from_env(value: Option<&str>) -> Result<Tile, AnnealError> {
-    match value.map(str::trim) {
-        None | Some("") => Ok(Tile::Auto),
-        Some(v) if v.eq_ignore_ascii_case("auto") => Ok(Tile::Auto),
-        Some("128") => Ok(Tile::Wide),
-        Some("64") => Ok(Tile::Slim),
-        Some(v) if v.eq_ignore_ascii_case("wgmma") => Ok(Tile::Wgmma),
-        Some(v) if v.eq_ignore_ascii_case("wgmma-chunked") => Ok(Tile::WgmmaChunked),
-        Some(v) => Err(AnnealError::BadSetting {
-            var: TILE_ENV,
-            value: v.into(),
-            expected: "64, 128, wgmma, wgmma-chunked or auto",
-        }),
-    }
+    let choices = [
+        ("auto", Tile::Auto),
+        ("128", Tile::Wide),
+        ("64", Tile::Slim),
+        ("wgmma", Tile::Wgmma),
+        ("wgmma-chunked", Tile::WgmmaChunked),
+    ];
+    let expected = "64, 128, wgmma, wgmma-chunked or auto";
+    crate::setting::choose(TILE_ENV, value, &choices, expected)
 }
 
 /// The lowest arch with f16 `mma.sync.m16n8k16` and `cp.async` (sm_80).

@@ -102,6 +102,7 @@ pub mod memory;
 pub mod npy;
 pub mod plan;
 mod rng;
+mod setting;
 mod synthetic;
 mod target;
 mod vocab;

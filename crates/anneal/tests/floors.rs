@@ -12,8 +12,8 @@ const FLOORS: &[&[&str]] = &[
     // What names nothing of the anneal: errors, the generator, file access,
     // memory sizes, the kernels' bindings and module list.
     &["error", "rng", "access", "memory", "bindings", "modules"],
-    // The vocabulary: points, knobs, outputs; synthetic data.
-    &["vocab", "synthetic"],
+    // The vocabulary: points, knobs, outputs; synthetic data; settings.
+    &["vocab", "synthetic", "setting"],
     // Checked input, files, maintenance decisions.
     &["input", "npy", "maintenance"],
     // The engine trait, the index, the tensor-core assignment.

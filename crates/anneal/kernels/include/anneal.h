@@ -3,7 +3,8 @@
  * m x d f32. With the points sharded over several GPUs, each GPU runs the
  * same kernels on its shard. One iteration is:
  *   anneal_assign (fused distance + argmin, counts per anchor)
- *   -> anneal_scan (offsets of each anchor's members; zeroes the counts)
+ *   -> anneal_scan (offsets of each anchor's members, each piece's anchor;
+ *      zeroes the counts)
  *   -> kiln_sort_pairs_u32 (reduce.h, CUB) of (assign, anneal_iota's 0..n):
  *      the member lists, each in point order, so every sum below adds in
  *      the same order on every run (small problems: anneal_members, the
@@ -15,7 +16,9 @@
  *   -> [several GPUs: NCCL all-reduces of the partials]
  *   -> anneal_update (anchor_j += eta * (mean_j - anchor_j), new norms)
  *   -> anneal_finish (energy from the per-anchor distance sums, history, the
- *      convergence test on the device).
+ *      convergence test on the device)
+ *   (one GPU, d <= 128: combine, update and finish in one launch,
+ *   anneal_combine_update).
  * Pieces keep the work even when one anchor holds most points; f64 sums in
  * a fixed order make the statistics the same on every run and within f32
  * rounding of the CPU engine's (which sums in f64 too).

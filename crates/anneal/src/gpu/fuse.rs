@@ -28,16 +28,8 @@ impl Fuse {
     /// [`FUSE_ENV`]'s value (unset, empty or `auto`: [`Fuse::Auto`]);
     /// anything else is an error naming the values it takes.
     pub fn from_env(value: Option<&str>) -> Result<Self, AnnealError> {
-        match value.map(str::trim) {
-            None | Some("") => Ok(Self::Auto),
-            Some(v) if v.eq_ignore_ascii_case("auto") => Ok(Self::Auto),
-            Some(v) if v.eq_ignore_ascii_case("off") => Ok(Self::Off),
-            Some(v) => Err(AnnealError::BadSetting {
-                var: FUSE_ENV,
-                value: v.into(),
-                expected: "auto or off",
-            }),
-        }
+        let choices = [("auto", Self::Auto), ("off", Self::Off)];
+        crate::setting::choose(FUSE_ENV, value, &choices, "auto or off")
     }
 
     /// Whether a shard that is `alone` fuses an iteration of `m` anchors

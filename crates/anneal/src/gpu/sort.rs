@@ -37,17 +37,12 @@ impl MembersBy {
     /// [`MEMBERS_ENV`]'s value (unset, empty or `auto`: [`MembersBy::Auto`]);
     /// anything else is an error naming the values it takes.
     pub fn from_env(value: Option<&str>) -> Result<Self, AnnealError> {
-        match value.map(str::trim) {
-            None | Some("") => Ok(Self::Auto),
-            Some(v) if v.eq_ignore_ascii_case("auto") => Ok(Self::Auto),
-            Some(v) if v.eq_ignore_ascii_case("sort") => Ok(Self::Sort),
-            Some(v) if v.eq_ignore_ascii_case("scan") => Ok(Self::Scan),
-            Some(v) => Err(AnnealError::BadSetting {
-                var: MEMBERS_ENV,
-                value: v.into(),
-                expected: "sort, scan or auto",
-            }),
-        }
+        let choices = [
+            ("auto", Self::Auto),
+            ("sort", Self::Sort),
+            ("scan", Self::Scan),
+        ];
+        crate::setting::choose(MEMBERS_ENV, value, &choices, "sort, scan or auto")
     }
 
     /// Whether `n` points over `m` anchors are listed by scan.
