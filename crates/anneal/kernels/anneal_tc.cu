@@ -22,8 +22,8 @@ using namespace kiln_tc;
 // (bits of dist) << 32 | index, which orders like (dist, index) since dist >=
 // +0; the warp's least per point goes into best[i] by an atomic max of the
 // complement (0, the zeroed start, means none yet). The max is the same
-// whatever order the atomics land in. anneal_assign_list_finish then writes
-// each listed point's outputs.
+// whatever order the atomics land in. The block that arrives last then
+// writes each listed point's outputs.
 
 constexpr uint32_t kListChunk = 64;
 constexpr uint32_t kListGroup = 8;   // listed points per work item
@@ -105,16 +105,18 @@ __device__ void assign_list(const T *__restrict__ x, const float *__restrict__ x
     }
 }
 
+// Each listed point's outputs from best (which it zeroes again for the next
+// list), by one block: the one that arrives last of the list kernel's.
 __device__ void assign_list_finish(const uint32_t *__restrict__ list,
                                    const uint32_t *__restrict__ list_count,
                                    unsigned long long *__restrict__ best, uint32_t m,
                                    uint32_t flags, uint32_t *__restrict__ assign_out,
                                    float *__restrict__ dist_out, uint32_t *__restrict__ counts) {
     const uint32_t count = *list_count;
-    const uint32_t stride = gridDim.x * blockDim.x;
-    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
+    for (uint32_t i = threadIdx.x; i < count; i += blockDim.x) {
         const uint32_t p = list[i];
-        const unsigned long long found = best[i];
+        // Past L1: the other blocks' atomics are in L2.
+        const unsigned long long found = __ldcg(&best[i]);
         best[i] = 0;  // zero again for the next list
         const unsigned long long packed = ~found;
         if (found == 0) {  // no eligible anchor
@@ -127,6 +129,33 @@ __device__ void assign_list_finish(const uint32_t *__restrict__ list,
         dist_out[p] = __uint_as_float(static_cast<uint32_t>(packed >> 32));
         if ((flags & KILN_ANNEAL_COUNT) != 0 && j < m) atomicAdd(&counts[j], 1u);
     }
+}
+
+// The list kernel, then, in the block that arrives last (`arrived` counts
+// them and is zeroed again by that block), the finish. Nothing at all, not
+// even the count, when no point is listed or there is no anchor: every
+// block reads the same count.
+template <typename T>
+__device__ void assign_list_then_finish(const T *__restrict__ x, const float *__restrict__ x_norms,
+                                        uint32_t d, const float *__restrict__ anchors,
+                                        const float *__restrict__ anchor_norms, uint32_t m,
+                                        uint32_t flags, const uint32_t *__restrict__ list,
+                                        const uint32_t *__restrict__ list_count,
+                                        unsigned long long *__restrict__ best,
+                                        uint32_t *__restrict__ assign_out,
+                                        float *__restrict__ dist_out,
+                                        uint32_t *__restrict__ counts, uint32_t *arrived) {
+    __shared__ bool last;
+    if (*list_count == 0 || m == 0) return;  // whole grid leaves
+    assign_list(x, x_norms, d, anchors, anchor_norms, m, flags, list, list_count, best);
+    __threadfence();  // this thread's atomics on best before the block's count
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(arrived, 1u) == gridDim.x - 1u;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    assign_list_finish(list, list_count, best, m, flags, assign_out, dist_out, counts);
+    if (threadIdx.x == 0) *arrived = 0u;
 }
 
 // ---------------------------------------------------------------------------
@@ -548,22 +577,17 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
                                     const float *anchors, const float *anchor_norms,           \
                                     uint32_t m, uint32_t flags, const AnnealControl *control,  \
                                     const uint32_t *list, const uint32_t *list_count,          \
-                                    uint64_t *best) {                                          \
+                                    uint64_t *best, uint32_t *assign, float *dist,             \
+                                    uint32_t *counts, uint32_t *arrived) {                     \
         if (control->done) return;                                                             \
-        assign_list(x, x_norms, d, anchors, anchor_norms, m, flags, list, list_count,          \
-                    reinterpret_cast<unsigned long long *>(best));                             \
+        assign_list_then_finish(x, x_norms, d, anchors, anchor_norms, m, flags, list,          \
+                                list_count, reinterpret_cast<unsigned long long *>(best),      \
+                                assign, dist, counts, arrived);                                \
     }
 
 KILN_ANNEAL_TC_ENTRIES(f32, float)
 KILN_ANNEAL_TC_ENTRIES(f16, uint16_t)
 
-KILN_KERNEL(anneal_assign_list_finish, const AnnealControl *control, const uint32_t *list,
-            const uint32_t *list_count, uint64_t *best, uint32_t m, uint32_t flags,
-            uint32_t *assign_out, float *dist, uint32_t *counts) {
-    if (control->done) return;
-    assign_list_finish(list, list_count, reinterpret_cast<unsigned long long *>(best), m,
-                       flags, assign_out, dist, counts);
-}
 
 // Each anchor's nearest other anchor by the exact distance, on CUDA cores:
 // block i takes anchor i, its warps every KILN_ANNEAL_NEIGHBORS_THREADS / 32

@@ -18,7 +18,7 @@ mod tc_harness;
 
 use gpu_core::{Backend, Kernel, LaunchConfig};
 use kiln_anneal::assign_tc::{self, Reference, TcAssign};
-use kiln_anneal::kernels::{anneal_assign_list_f32, anneal_assign_list_finish};
+use kiln_anneal::kernels::anneal_assign_list_f32;
 use kiln_anneal::types::{
     KILN_ANNEAL_COUNT as COUNT, KILN_ANNEAL_EXCLUDE_SELF as EXCLUDE_SELF, KILN_ANNEAL_LIST_THREADS,
 };
@@ -591,8 +591,8 @@ fn list_alone(backend: &Backend, stream: &gpu_core::Stream, case: &Case) {
     let list = stream.to_device(&list).unwrap();
     let count = stream.to_device(&[case.n as u32]).unwrap();
     let mut best = stream.alloc_zeros::<u64>(case.n).unwrap();
+    let mut arrived = stream.alloc_zeros::<u32>(1).unwrap();
     let kernel: Kernel<anneal_assign_list_f32> = backend.kernel().unwrap();
-    let finish: Kernel<anneal_assign_list_finish> = backend.kernel().unwrap();
     let config = LaunchConfig {
         grid: (7, 1, 1),
         block: (KILN_ANNEAL_LIST_THREADS, 1, 1),
@@ -614,28 +614,16 @@ fn list_alone(backend: &Backend, stream: &gpu_core::Stream, case: &Case) {
                 list.view(),
                 count.view(),
                 best.view_mut(),
-            ),
-        )
-        .unwrap();
-    stream
-        .launch(
-            &finish,
-            config,
-            (
-                dev.control.view(),
-                list.view(),
-                count.view(),
-                best.view_mut(),
-                case.m as u32,
-                case.flags,
                 dev.assign.view_mut(),
                 dev.dist.view_mut(),
                 dev.counts.view_mut(),
+                arrived.view_mut(),
             ),
         )
         .unwrap();
     backend.synchronize().unwrap();
-    // The finish leaves `best` zero for the next list.
+    // The last block's finish leaves `best` and the count of blocks zero
+    // for the next list.
     assert!(
         stream
             .to_host(&best.view())
@@ -643,6 +631,12 @@ fn list_alone(backend: &Backend, stream: &gpu_core::Stream, case: &Case) {
             .iter()
             .all(|&b| b == 0),
         "the list's results are still in best after its finish"
+    );
+    assert_eq!(
+        stream.to_host(&arrived.view()).unwrap(),
+        [0],
+        "{}",
+        case.name
     );
     let got = dev.read_back(stream, case, case.n as u32);
     let simt = run_simt(backend, stream, case);

@@ -4,10 +4,10 @@
 
 use crate::bindings::kernels::{
     anneal_absmax_f16, anneal_absmax_f32, anneal_assign_list_f16, anneal_assign_list_f32,
-    anneal_assign_list_finish, anneal_assign_tc_f16, anneal_assign_tc_f32,
-    anneal_assign_tc_slim_f16, anneal_assign_tc_slim_f32, anneal_assign_wgmma,
-    anneal_assign_wgmma_chunked, anneal_column_sums_f16, anneal_column_sums_f32,
-    anneal_refine_lists_f16, anneal_refine_lists_f32, anneal_to_half_f16, anneal_to_half_f32,
+    anneal_assign_tc_f16, anneal_assign_tc_f32, anneal_assign_tc_slim_f16,
+    anneal_assign_tc_slim_f32, anneal_assign_wgmma, anneal_assign_wgmma_chunked,
+    anneal_column_sums_f16, anneal_column_sums_f32, anneal_refine_lists_f16,
+    anneal_refine_lists_f32, anneal_to_half_f16, anneal_to_half_f32,
 };
 use crate::bindings::types::{
     AnnealControl, KILN_ANNEAL_TC_SLIM_SMEM, KILN_ANNEAL_TC_SMEM, KILN_ANNEAL_WGMMA_SMEM,
@@ -96,7 +96,8 @@ pub type ToHalfParams<T> = (
     *mut f32,
 );
 
-/// Parameter tuple of `anneal_assign_list_*` for points of type `T`.
+/// Parameter tuple of `anneal_assign_list_*` for points of type `T` (the
+/// list kernel and, in its last block, the finish).
 pub type ListParams<T> = (
     *const T,
     *const f32,
@@ -109,6 +110,10 @@ pub type ListParams<T> = (
     *const u32,
     *const u32,
     *mut u64,
+    *mut u32,
+    *mut f32,
+    *mut u32,
+    *mut u32,
 );
 
 /// A point type the tensor-core kernels read: `f32`, or `u16` for f16 points
@@ -243,7 +248,6 @@ pub struct TcKernels {
     pub(super) column_sums_f16: Kernel<anneal_column_sums_f16>,
     pub(super) absmax_f16: Kernel<anneal_absmax_f16>,
     pub(super) to_half_f16: Kernel<anneal_to_half_f16>,
-    pub(super) list_finish: Kernel<anneal_assign_list_finish>,
     /// Where [`super::wgmma_available`] (and the backend has the module).
     pub(super) wgmma: Option<WgmmaKernels>,
 }
@@ -282,7 +286,6 @@ impl TcKernels {
             column_sums_f16: backend.kernel()?,
             absmax_f16: backend.kernel()?,
             to_half_f16: backend.kernel()?,
-            list_finish: backend.kernel()?,
             wgmma,
         })
     }

@@ -59,8 +59,8 @@ pub struct TcAssign {
     /// The list kernel's least (distance, anchor) per listed point, packed
     /// and complemented (anneal_tc.h).
     best: DeviceBuffer<u64>,
-    /// Whether `best` may hold a list's results that no finish cleared.
-    best_dirty: bool,
+    /// The list kernel's blocks that are done (its last zeroes it).
+    list_arrived: DeviceBuffer<u32>,
     /// Where the wgmma kernels run: each point's candidate list, which
     /// `anneal_refine_lists_*` refines (`KILN_ANNEAL_WGMMA_LIST_WORDS` words
     /// a point, anneal_wgmma.h); one word otherwise.
@@ -232,7 +232,7 @@ impl TcAssign {
             unresolved: stream.alloc_zeros_local(n.max(1))?,
             unresolved_count: stream.alloc_zeros_local(1)?,
             best: stream.alloc_zeros_local(n.max(1))?,
-            best_dirty: false,
+            list_arrived: stream.alloc_zeros_local(1)?,
             lists: stream.alloc_zeros_local(list_words)?,
             list_grid,
             xh: stream.alloc_zeros_local(n.max(1) * dp)?,
@@ -571,13 +571,9 @@ impl TcAssign {
             block: (KILN_ANNEAL_LIST_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        // `best` is zero between assignments: allocated zeroed, and each
-        // list_finish clears what its list wrote. Zeroed here only after a
-        // launch that enqueued the list kernel but not its finish.
-        if self.best_dirty {
-            stream.memset_zeros(&mut self.best.view_mut())?;
-        }
-        self.best_dirty = true;
+        // `best` is zero between assignments (allocated zeroed; the list
+        // kernel's last block clears what it wrote), and so is its count
+        // of blocks.
         stream.launch(
             kernels.list,
             per_pair,
@@ -589,28 +585,16 @@ impl TcAssign {
                 anchor_norms,
                 m,
                 flags,
-                control.clone(),
-                self.unresolved.view(),
-                self.unresolved_count.view(),
-                self.best.view_mut(),
-            ),
-        )?;
-        stream.launch(
-            &self.kernels.list_finish,
-            per_pair,
-            (
                 control,
                 self.unresolved.view(),
                 self.unresolved_count.view(),
                 self.best.view_mut(),
-                m,
-                flags,
                 assign,
                 dist,
                 counts,
+                self.list_arrived.view_mut(),
             ),
         )?;
-        self.best_dirty = false;
         Ok(())
     }
 }
