@@ -133,8 +133,8 @@ __device__ void assign_list_finish(const uint32_t *__restrict__ list,
 
 // The list kernel, then, in the block that arrives last (`arrived` counts
 // them and is zeroed again by that block), the finish. Nothing at all, not
-// even the count, when no point is listed or there is no anchor: every
-// block reads the same count.
+// even the count, when no point is listed: every block reads the same count.
+// (With no anchor the finish still runs: each listed point gets no anchor.)
 template <typename T>
 __device__ void assign_list_then_finish(const T *__restrict__ x, const float *__restrict__ x_norms,
                                         uint32_t d, const float *__restrict__ anchors,
@@ -146,7 +146,7 @@ __device__ void assign_list_then_finish(const T *__restrict__ x, const float *__
                                         float *__restrict__ dist_out,
                                         uint32_t *__restrict__ counts, uint32_t *arrived) {
     __shared__ bool last;
-    if (*list_count == 0 || m == 0) return;  // whole grid leaves
+    if (*list_count == 0) return;  // whole grid leaves
     assign_list(x, x_norms, d, anchors, anchor_norms, m, flags, list, list_count, best);
     __threadfence();  // this thread's atomics on best before the block's count
     __syncthreads();

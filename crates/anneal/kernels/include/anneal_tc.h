@@ -44,7 +44,7 @@
  *                        count from best[i] (zero: no eligible anchor, then
  *                        assign = UINT32_MAX, dist = +inf) and sets best[i]
  *                        back to zero for the next list. With no point
- *                        listed (or m == 0) no block does anything. It runs
+ *                        listed no block does anything. It runs
  *                        after the tc kernel on its `unresolved` list, and
  *                        returns at once once `done` is set.
  * The "exact f32 distance" is one fixed computation shared by both kernels:
