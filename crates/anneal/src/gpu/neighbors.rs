@@ -21,9 +21,11 @@ use crate::error::AnnealError;
 /// on the tensor-core path runs `anneal_neighbors_exact`: one launch of
 /// exact distances on CUDA cores instead of the dozen launches of the f16
 /// copies, bounds and lists (the same outputs, bit for bit: both are the
-/// least exact distance, lowest index on ties). At 256 anchors of 128 the
-/// dozen launches held the GPU about 80 us a maintenance pass (H200,
-/// BENCHMARKS.md, 2026-11-30).
+/// least exact distance, lowest index on ties). Measured on the H200
+/// (BENCHMARKS.md, 2026-11-30): at 256 anchors of 128 (2^23) the exact
+/// search took 13.8 us a pass where the dozen launches held the GPU about
+/// 80; at 1024 of 128 (2^27) it took 106 us against about 75, and whole
+/// runs at 2^27 to 2^30 were 1-5% slower with it.
 pub const EXACT_MAX_WORK: u64 = 1 << 26;
 
 /// The buffers and kernels of the search, allocated once for the run.
