@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include "anneal.h"
+#include "anneal_device.cuh"
 
 namespace {
 
@@ -161,7 +162,6 @@ constexpr int kReduceThreads = 128;
 constexpr int kFinishThreads = 256;
 constexpr uint32_t kPiece = KILN_ANNEAL_PIECE;
 constexpr uint32_t kReduceBatch = 32;  // member loads in flight per thread
-static_assert(kPiece % kReduceBatch == 0, "a batch never reads past a piece's rows");
 
 // The inclusive sum of `value` over lanes 0..lane of the warp.
 template <typename V>
@@ -222,15 +222,14 @@ __device__ void reduce_pieces(const T *__restrict__ x, const uint32_t *__restric
     // few loads in flight (H200, 50K x 2048 x 256: 545 us a launch for 410
     // MB of points, against 85 at the memory's speed).
     // The loads go out kReduceBatch at a time, unpredicated (so that all
-    // are in flight before the first add waits), and the sum adds the
-    // members' in member order as before. (`#pragma unroll 8`
-    // left count % 8 members to a loop of one load each, a round trip to
-    // memory apiece: at 10K x 128 x 256, 39 members an anchor, 4 rounds of
-    // 8 and 7 of 1.)
-    // The next batch's loads are issued before this batch's adds wait.
+    // are in flight before the first add waits; past count they read the
+    // last member again), the next batch's before this batch's adds wait,
+    // and the sum adds the members' in member order as before. (`#pragma
+    // unroll 8` left count % 8 members to a loop of one load each, a round
+    // trip to memory apiece: at 10K x 128 x 256, 39 members an anchor, 4
+    // rounds of 8 and 7 of 1.)
     const uint32_t stride = gridDim.y * kReduceThreads;
     for (uint32_t k = blockIdx.y * kReduceThreads + threadIdx.x; k < d; k += stride) {
-        // Past count: the last member again (loaded, not added).
         auto batch = [&](uint32_t i0, float (&v)[kReduceBatch]) {
 #pragma unroll
             for (uint32_t u = 0; u < kReduceBatch; ++u)
@@ -518,7 +517,6 @@ extern "C" __global__ void __launch_bounds__(kReduceThreads)
                           uint32_t *arrived) {
     __shared__ float scratch[kReduceThreads / 32];
     __shared__ double totals[kFinishThreads / 32];
-    __shared__ bool last_block;
     const uint32_t j = blockIdx.x;
     // Every block reads done before any arrives, so before the last writes it.
     if (j >= m || control->done) return;  // whole block leaves
@@ -538,14 +536,8 @@ extern "C" __global__ void __launch_bounds__(kReduceThreads)
         norm = fmaf(c, c, norm);
     }
     const float total = block_sum(norm, scratch);
-    if (threadIdx.x == 0) {
-        anchor_norms[j] = total;
-        __threadfence();  // sumsq[j] before the count
-        last_block = atomicAdd(arrived, 1u) == gridDim.x - 1u;
-    }
-    __syncthreads();
-    if (!last_block) return;
-    __threadfence();  // every block's sumsq after its count
+    if (threadIdx.x == 0) anchor_norms[j] = total;
+    if (!kiln_anneal::arrived_last(arrived)) return;  // sumsq[j] before the count
     const double energy_sum = finish_total(sumsq, m, totals);
     if (threadIdx.x == 0) {
         finish_control(energy_sum, n, tol, slot, control, history);

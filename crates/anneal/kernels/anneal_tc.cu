@@ -2,6 +2,7 @@
 // accumulate) with exact refinement, and the exact list assignment that
 // finishes the points it could not resolve. Contract in anneal_tc.h; design,
 // error bound and speed estimate in crates/anneal/src/assign_tc.rs.
+#include "anneal_device.cuh"
 #include "anneal_tc_device.cuh"
 
 namespace {
@@ -145,15 +146,9 @@ __device__ void assign_list_then_finish(const T *__restrict__ x, const float *__
                                         uint32_t *__restrict__ assign_out,
                                         float *__restrict__ dist_out,
                                         uint32_t *__restrict__ counts, uint32_t *arrived) {
-    __shared__ bool last;
     if (*list_count == 0) return;  // whole grid leaves
     assign_list(x, x_norms, d, anchors, anchor_norms, m, flags, list, list_count, best);
-    __threadfence();  // this thread's atomics on best before the block's count
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(arrived, 1u) == gridDim.x - 1u;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!kiln_anneal::arrived_last(arrived)) return;  // the block's atomics on best first
     assign_list_finish(list, list_count, best, m, flags, assign_out, dist_out, counts);
     if (threadIdx.x == 0) *arrived = 0u;
 }
@@ -587,7 +582,6 @@ __device__ void assign_tc(const T *__restrict__ x, const uint16_t *__restrict__ 
 
 KILN_ANNEAL_TC_ENTRIES(f32, float)
 KILN_ANNEAL_TC_ENTRIES(f16, uint16_t)
-
 
 // Each anchor's nearest other anchor by the exact distance, on CUDA cores:
 // block i takes anchor i, its warps every KILN_ANNEAL_NEIGHBORS_THREADS / 32

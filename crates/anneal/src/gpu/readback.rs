@@ -44,12 +44,11 @@ impl<A: GpuRepr, B: GpuRepr> ReadBack<A, B> {
     }
 
     /// The first `na` and `nb` elements [`ReadBack::start`] copied, once
-    /// its copies are done.
+    /// its copies are done: `b`, copied second on the same stream, is read
+    /// first, so that one wait covers both.
     pub(super) fn take(&self, na: usize, nb: usize) -> Result<(Vec<A>, Vec<B>), AnnealError> {
-        Ok((
-            self.a.as_slice()?[..na].to_vec(),
-            self.b.as_slice()?[..nb].to_vec(),
-        ))
+        let b = self.b.as_slice()?[..nb].to_vec();
+        Ok((self.a.as_slice()?[..na].to_vec(), b))
     }
 
     /// Copies `a` and `b` (no longer than this was made for: an error
@@ -61,13 +60,7 @@ impl<A: GpuRepr, B: GpuRepr> ReadBack<A, B> {
         b: DeviceView<'_, B>,
     ) -> Result<(Vec<A>, Vec<B>), AnnealError> {
         let (na, nb) = (a.len(), b.len());
-        let (to_a, to_b) = (self.a.slice_mut(..na)?, self.b.slice_mut(..nb)?);
-        let first = stream.copy_to_host_async(a, to_a)?;
-        stream.copy_to_host_async(b, to_b)?.wait()?;
-        first.wait()?;
-        Ok((
-            self.a.as_slice()?[..na].to_vec(),
-            self.b.as_slice()?[..nb].to_vec(),
-        ))
+        self.start(stream, a, b)?;
+        self.take(na, nb)
     }
 }

@@ -520,12 +520,8 @@ impl Shard {
 
     /// The member counts and distance sums of the first `m` anchors.
     pub(super) fn stats(&mut self, m: usize) -> Result<AnchorStats, AnnealError> {
-        let (counts, sumsq) = self.stats_back.read(
-            &self.stream,
-            self.members.slice(0..m)?,
-            self.sumsq.slice(0..m)?,
-        )?;
-        Ok(AnchorStats { counts, sumsq })
+        self.start_stats(m)?;
+        self.take_stats(m)
     }
 
     /// Enqueues the copies of [`Shard::stats`] and returns at once:
