@@ -133,8 +133,9 @@
 //!   same whatever order the blocks finish in; the block that arrives last
 //!   (an atomic count) writes the outputs, and with no point listed no
 //!   block does anything (one launch per assignment, where a second kernel
-//!   cost about 3 us an iteration at 10K x 128 x 256 on the H200). A few listed points (typical: 0.01% of Gaussian points at d =
-//!   768) so cost microseconds, where one warp per point cost milliseconds.
+//!   cost about 3 us an iteration at 10K x 128 x 256 on the H200). A few
+//!   listed points (typical: 0.01% of Gaussian points at d = 768) so cost
+//!   microseconds, where one warp per point cost milliseconds.
 //! - **Below sm_80** (no f16 `mma.m16n8k16` with `cp.async`; the sm_75 CI
 //!   cell) the tc kernels list every point, so the list kernel does all the
 //!   work, still exact.

@@ -44,9 +44,9 @@
  *                        count from best[i] (zero: no eligible anchor, then
  *                        assign = UINT32_MAX, dist = +inf) and sets best[i]
  *                        back to zero for the next list. With no point
- *                        listed no block does anything. It runs
- *                        after the tc kernel on its `unresolved` list, and
- *                        returns at once once `done` is set.
+ *                        listed no block does anything. It runs after the
+ *                        tc kernel on its `unresolved` list, and returns at
+ *                        once once `done` is set.
  * The "exact f32 distance" is one fixed computation shared by both kernels:
  * lane l of a warp sums fmaf(x[k], c[k], .) over k = l, l + 32, ... in
  * order from 0, the 32 partial sums are added by an xor butterfly (offsets
@@ -135,6 +135,7 @@ KILN_KERNEL(anneal_assign_list_f16, const uint16_t *x, const float *x_norms, uin
             const float *anchors, const float *anchor_norms, uint32_t m, uint32_t flags,
             const AnnealControl *control, const uint32_t *list, const uint32_t *list_count,
             uint64_t *best, uint32_t *assign, float *dist, uint32_t *counts, uint32_t *arrived);
+
 /* Each of the m anchors' nearest other anchor by F, on CUDA cores (no f16
  * copies): neighbors[i] = argmin over j != i of F(i, j) (anchors as both
  * points and anchors, norms as both norms), ties to the lowest index, dist[i]
